@@ -1,0 +1,33 @@
+/* crac_lh_api.h — the versioned table of functions the lower half exports to the upper half.
+ * Entries are found by name (crac_lh_lookup), never by index, so halves of different builds agree. */
+#ifndef CRAC_LH_API_H
+#define CRAC_LH_API_H
+
+#include <stdint.h>
+
+#define CRAC_LH_API_MAGIC 0x4352414341504931UL /* "CRACAPI1" */
+#define CRAC_LH_API_VERSION 1
+
+struct crac_lh_entry {
+    const char *name;
+    void *fn;
+};
+
+struct crac_lh_api {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t n_entries;
+    const struct crac_lh_entry *entries;
+    /* Checkpoint gate: number of threads inside the lower half; checkpoint_pending makes new
+     * crossings wait (DESIGN §6, §7). Both live in lower-half memory. */
+    volatile int32_t *gate_inside;
+    volatile int32_t *gate_pending;
+    /* Borrow a shadow lower TCB (fs value) for the calling upper thread, and give it back.
+     * Both are TLS-free and safe to call with the upper fs. */
+    uint64_t (*borrow_tcb)(void);
+    void (*return_tcb)(uint64_t fs);
+    int hwcap_fsgsbase;
+    const char *backend;
+};
+
+#endif

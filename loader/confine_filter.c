@@ -1,0 +1,121 @@
+/* confine_filter.c — the seccomp-BPF program that traps address-space and signal-mask calls made
+ * from code inside W (DESIGN §3). W is 4 GiB-aligned, so the high 32 bits of rip decide. */
+#include "confine.h"
+
+#include "crac_layout.h"
+
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* A tiny assembler with symbolic jump targets, so the program reads top to bottom. */
+enum label { NEXT = -1, L_ALLOW, L_TRAP_IF_W, L_ENOSYS_IF_W, L_CLONE, L_MASK_ARG3, L_MASK_ARG4,
+             L_MASK_ARG5, L_COUNT };
+
+struct asm_ins {
+    uint16_t code;
+    int jt, jf;
+    uint32_t k;
+};
+
+struct bpf_asm {
+    struct asm_ins ins[96];
+    int n;
+    int at[L_COUNT];
+};
+
+static void stmt(struct bpf_asm *a, uint16_t code, uint32_t k)
+{
+    a->ins[a->n++] = (struct asm_ins){code, NEXT, NEXT, k};
+}
+
+static void jump(struct bpf_asm *a, uint16_t op, uint32_t k, int jt, int jf)
+{
+    a->ins[a->n++] = (struct asm_ins){BPF_JMP | op | BPF_K, jt, jf, k};
+}
+
+static void here(struct bpf_asm *a, enum label l) { a->at[l] = a->n; }
+
+static void load(struct bpf_asm *a, uint32_t off) { stmt(a, BPF_LD | BPF_W | BPF_ABS, off); }
+
+static uint8_t rel(const struct bpf_asm *a, int from, int label)
+{
+    return label == NEXT ? 0 : (uint8_t)(a->at[label] - from - 1);
+}
+
+#define ARG_LO(i) (uint32_t)(offsetof(struct seccomp_data, args) + 8 * (i))
+#define ARG_HI(i) (ARG_LO(i) + 4)
+
+/* Allow the call when the signal-mask argument i is NULL, else trap it if it comes from W. */
+static void mask_arg_block(struct bpf_asm *a, enum label l, int i)
+{
+    here(a, l);
+    load(a, ARG_LO(i));
+    jump(a, BPF_JEQ, 0, NEXT, L_TRAP_IF_W);
+    load(a, ARG_HI(i));
+    jump(a, BPF_JEQ, 0, L_ALLOW, L_TRAP_IF_W);
+}
+
+static void ip_in_w_block(struct bpf_asm *a, enum label l, uint32_t action)
+{
+    here(a, l);
+    load(a, (uint32_t)offsetof(struct seccomp_data, instruction_pointer) + 4);
+    jump(a, BPF_JGE, (uint32_t)(CRAC_W_START >> 32), NEXT, L_ALLOW);
+    jump(a, BPF_JGE, (uint32_t)(CRAC_W_END >> 32), L_ALLOW, NEXT);
+    stmt(a, BPF_RET | BPF_K, action);
+}
+
+int confine_install_filter(void)
+{
+    static const int always[] = {SYS_mmap,         SYS_munmap,         SYS_mremap,
+                                 SYS_brk,          SYS_shmat,          SYS_shmdt,
+                                 SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_rt_sigsuspend,
+                                 SYS_fork};
+    struct bpf_asm a = {.n = 0};
+    load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
+    jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);
+    load(&a, (uint32_t)offsetof(struct seccomp_data, nr));
+    for (unsigned i = 0; i < sizeof(always) / sizeof(always[0]); i++)
+        jump(&a, BPF_JEQ, (uint32_t)always[i], L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, SYS_clone3, L_ENOSYS_IF_W, NEXT); /* glibc then falls back to clone */
+    jump(&a, BPF_JEQ, SYS_clone, L_CLONE, NEXT);
+    jump(&a, BPF_JEQ, SYS_ppoll, L_MASK_ARG3, NEXT);
+    jump(&a, BPF_JEQ, SYS_epoll_pwait, L_MASK_ARG4, NEXT);
+    jump(&a, BPF_JEQ, SYS_epoll_pwait2, L_MASK_ARG4, NEXT);
+    jump(&a, BPF_JEQ, SYS_pselect6, L_MASK_ARG5, NEXT);
+    jump(&a, BPF_JEQ, 0, L_ALLOW, L_ALLOW); /* BPF only jumps forward: ALLOW is last */
+    /* Threads (CLONE_VM) are created by the kernel as usual; fork-like clones are emulated. */
+    here(&a, L_CLONE);
+    load(&a, ARG_LO(0));
+    jump(&a, BPF_JSET, CLONE_VM, L_ALLOW, L_TRAP_IF_W);
+    mask_arg_block(&a, L_MASK_ARG3, 3);
+    mask_arg_block(&a, L_MASK_ARG4, 4);
+    mask_arg_block(&a, L_MASK_ARG5, 5);
+    ip_in_w_block(&a, L_TRAP_IF_W, SECCOMP_RET_TRAP);
+    ip_in_w_block(&a, L_ENOSYS_IF_W, SECCOMP_RET_ERRNO | ENOSYS);
+    here(&a, L_ALLOW);
+    stmt(&a, BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+
+    struct sock_filter prog[96];
+    for (int i = 0; i < a.n; i++) {
+        const struct asm_ins *in = &a.ins[i];
+        prog[i] = (struct sock_filter){in->code, rel(&a, i, in->jt), rel(&a, i, in->jf), in->k};
+    }
+    struct sock_fprog fprog = {.len = (unsigned short)a.n, .filter = prog};
+    /* Without CAP_SYS_ADMIN the kernel requires no_new_privs; try without it first so setuid
+     * programs the application starts keep working where we are privileged. */
+    long r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog);
+    if (r != 0 && errno == EACCES) {
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+            return -errno;
+        r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog);
+    }
+    return r == 0 ? 0 : -errno;
+}

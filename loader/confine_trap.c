@@ -1,0 +1,577 @@
+/* confine_trap.c — the SIGSYS handler that emulates the calls the filter traps from inside W:
+ * mappings are placed in W, brk is emulated in W, reserved signals are virtualised (DESIGN §3).
+ * TLS-free: runs on upper-half threads with the upper fs live; raw syscalls only, no errno. */
+#include "confine.h"
+
+#include "crac_layout.h"
+#include "crac_rawsys.h"
+#include "upper_alloc.h"
+
+#include <errno.h>
+#include <linux/mman.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+
+#define SECCOMP_SI_CODE 1 /* SYS_SECCOMP */
+#define HUGE_2M (2UL << 20)
+
+static inline uint64_t page_up(uint64_t x) { return (x + CRAC_PAGE - 1) & ~(CRAC_PAGE - 1); }
+
+static inline int inside_w(uint64_t start, uint64_t len)
+{
+    return start >= CRAC_W_START && start + len <= CRAC_W_END && start + len >= start;
+}
+
+static inline int touches_w(uint64_t start, uint64_t len)
+{
+    return start < CRAC_W_END && start + len > CRAC_W_START;
+}
+
+static long sys_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long off)
+{
+    return raw_syscall6(SYS_mmap, (long)addr, (long)len, prot, flags, fd, off);
+}
+
+/* Put the PROT_NONE reservation back over [start,end): W never has holes. */
+static void rereserve(uint64_t start, uint64_t end)
+{
+    sys_mmap(start, end - start, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+}
+
+static uint64_t mmap_alignment(uint64_t size, long flags)
+{
+    if (flags & MAP_HUGETLB) {
+        long shift = (flags >> MAP_HUGE_SHIFT) & MAP_HUGE_MASK;
+        return shift ? 1UL << shift : HUGE_2M;
+    }
+    /* Large regions 2 MiB-aligned, as the kernel does, so transparent huge pages still work. */
+    return size >= HUGE_2M ? HUGE_2M : CRAC_PAGE;
+}
+
+/* Reserve a fresh range of W; 0 when none is left. */
+static uint64_t claim_gap(struct crac_ctrl *c, uint64_t size, uint64_t align, uint64_t hint)
+{
+    raw_lock(&c->lock);
+    uint64_t at = 0;
+    if (hint && !(hint & (CRAC_PAGE - 1)) && inside_w(hint, size) && hint >= CRAC_ALLOC_START &&
+        ualloc_is_free(c, hint, hint + size))
+        at = hint;
+    else
+        at = ualloc_find_gap(c, size, align);
+    if (at && ualloc_mark_used(c, at, at + size) != 0)
+        at = 0;
+    raw_unlock(&c->lock);
+    return at;
+}
+
+static void release_range(struct crac_ctrl *c, uint64_t start, uint64_t end)
+{
+    raw_lock(&c->lock);
+    ualloc_mark_free(c, start, end);
+    raw_unlock(&c->lock);
+}
+
+static void note_used(struct crac_ctrl *c, uint64_t start, uint64_t end)
+{
+    raw_lock(&c->lock);
+    ualloc_mark_used(c, start, end);
+    raw_unlock(&c->lock);
+}
+
+/* A MAP_FIXED mapping outside W: allowed over free space or over the program's own earlier
+ * extras (e.g. a non-PIE executable's segments), never over the lower half. */
+static long mmap_fixed_outside(struct crac_ctrl *c, uint64_t addr, uint64_t size, long prot,
+                               long flags, long fd, long off)
+{
+    long r = sys_mmap(addr, size, prot, (flags & ~MAP_FIXED) | MAP_FIXED_NOREPLACE, fd, off);
+    if (r == -EEXIST) {
+        raw_lock(&c->lock);
+        int own = extras_contains(c, addr, addr + size);
+        raw_unlock(&c->lock);
+        if (!own)
+            return -ENOMEM;
+        r = sys_mmap(addr, size, prot, (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd, off);
+    }
+    if (!raw_is_err(r)) {
+        raw_lock(&c->lock);
+        extras_add(c, (uint64_t)r, (uint64_t)r + size);
+        raw_unlock(&c->lock);
+    }
+    return r;
+}
+
+long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long off)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    if (len == 0)
+        return -EINVAL;
+    uint64_t size = page_up(len);
+    if (size < len)
+        return -ENOMEM;
+    if (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) {
+        if (addr & (CRAC_PAGE - 1))
+            return -EINVAL;
+        if (!touches_w(addr, size))
+            return (flags & MAP_FIXED) ? mmap_fixed_outside(c, addr, size, prot, flags, fd, off)
+                                       : sys_mmap(addr, size, prot, flags, fd, off);
+        if (!inside_w(addr, size))
+            return (flags & MAP_FIXED) ? -ENOMEM : -EEXIST;
+        if (flags & MAP_FIXED_NOREPLACE) {
+            /* The kernel sees our reservation there, so decide "free" from the bookkeeping. */
+            raw_lock(&c->lock);
+            int free = ualloc_is_free(c, addr, addr + size) && addr >= CRAC_ALLOC_START &&
+                       ualloc_mark_used(c, addr, addr + size) == 0;
+            raw_unlock(&c->lock);
+            if (!free)
+                return -EEXIST;
+            flags = (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED;
+            long r = sys_mmap(addr, size, prot, flags, fd, off);
+            if (raw_is_err(r)) {
+                rereserve(addr, addr + size);
+                release_range(c, addr, addr + size);
+            }
+            return r;
+        }
+        long r = sys_mmap(addr, size, prot, flags, fd, off);
+        if (raw_is_err(r))
+            rereserve(addr, addr + size); /* a failed MAP_FIXED may have unmapped the range */
+        else
+            note_used(c, addr, addr + size);
+        return r;
+    }
+    if (flags & MAP_32BIT) /* cannot be inside W: the kernel places it, we record it */
+    {
+        long r = sys_mmap(addr, size, prot, flags, fd, off);
+        if (!raw_is_err(r)) {
+            raw_lock(&c->lock);
+            extras_add(c, (uint64_t)r, (uint64_t)r + size);
+            raw_unlock(&c->lock);
+        }
+        return r;
+    }
+    uint64_t at = claim_gap(c, size, mmap_alignment(size, flags), addr);
+    if (!at)
+        return -ENOMEM;
+    long r = sys_mmap(at, size, prot, flags | MAP_FIXED, fd, off);
+    if (raw_is_err(r)) {
+        rereserve(at, at + size);
+        release_range(c, at, at + size);
+    }
+    return r;
+}
+
+static long emu_munmap(uint64_t addr, uint64_t len)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    if ((addr & (CRAC_PAGE - 1)) || len == 0)
+        return -EINVAL;
+    uint64_t size = page_up(len);
+    if (inside_w(addr, size)) {
+        rereserve(addr, addr + size);
+        release_range(c, addr, addr + size);
+        return 0;
+    }
+    if (touches_w(addr, size))
+        return -EINVAL;
+    raw_lock(&c->lock);
+    long r = 0;
+    /* Outside W only the program's own extras are unmapped; the lower half is never touched. */
+    if (extras_contains(c, addr, addr + size)) {
+        r = raw_syscall2(SYS_munmap, addr, size);
+        if (r == 0)
+            extras_remove(c, addr, addr + size);
+    }
+    raw_unlock(&c->lock);
+    return r;
+}
+
+static long sys_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint64_t dest)
+{
+    return raw_syscall6(SYS_mremap, (long)old, (long)oldlen, (long)newlen, flags, (long)dest, 0);
+}
+
+/* After a mapping moved away from [start,end): fill the hole and free the range. */
+static void vacate(struct crac_ctrl *c, uint64_t start, uint64_t end)
+{
+    rereserve(start, end);
+    release_range(c, start, end);
+}
+
+static long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint64_t dest)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    if (old & (CRAC_PAGE - 1))
+        return -EINVAL;
+    uint64_t oldsize = page_up(oldlen), newsize = page_up(newlen);
+    int keeps_old = oldlen == 0 || (flags & MREMAP_DONTUNMAP);
+    if (!inside_w(old, oldsize ? oldsize : CRAC_PAGE)) {
+        if (touches_w(old, oldsize))
+            return -EINVAL;
+        long r = sys_mremap(old, oldlen, newlen, flags, dest);
+        if (!raw_is_err(r)) {
+            raw_lock(&c->lock);
+            if (!keeps_old)
+                extras_remove(c, old, old + oldsize);
+            extras_add(c, (uint64_t)r, (uint64_t)r + newsize);
+            raw_unlock(&c->lock);
+        }
+        return r;
+    }
+    if (newsize == 0)
+        return -EINVAL;
+    if (flags & MREMAP_FIXED) {
+        if (!inside_w(dest, newsize))
+            return -ENOMEM;
+        long r = sys_mremap(old, oldlen, newlen, flags, dest);
+        if (raw_is_err(r))
+            return r;
+        note_used(c, dest, dest + newsize);
+        if (!keeps_old)
+            vacate(c, old, old + oldsize);
+        return r;
+    }
+    if (!keeps_old && newsize <= oldsize) {
+        if (newsize < oldsize)
+            vacate(c, old + newsize, old + oldsize);
+        return (long)old;
+    }
+    if (!keeps_old) {
+        /* Grow in place: give the tail of the reservation back to the kernel, then mremap.
+         * The hole lasts one syscall; the kernel's own placement works top-down from far above
+         * W, so no lower-half mapping lands in it. */
+        raw_lock(&c->lock);
+        int room = inside_w(old, newsize) && ualloc_is_free(c, old + oldsize, old + newsize) &&
+                   ualloc_mark_used(c, old + oldsize, old + newsize) == 0;
+        raw_unlock(&c->lock);
+        if (room) {
+            raw_syscall2(SYS_munmap, old + oldsize, newsize - oldsize);
+            long r = sys_mremap(old, oldlen, newlen, 0, 0);
+            if (!raw_is_err(r))
+                return r;
+            vacate(c, old + oldsize, old + newsize);
+        }
+    }
+    if (!(flags & MREMAP_MAYMOVE))
+        return -ENOMEM;
+    uint64_t at = claim_gap(c, newsize, mmap_alignment(newsize, 0), 0);
+    if (!at)
+        return -ENOMEM;
+    long r = sys_mremap(old, oldlen, newlen, flags | MREMAP_MAYMOVE | MREMAP_FIXED, at);
+    if (raw_is_err(r)) {
+        release_range(c, at, at + newsize);
+        return r;
+    }
+    if (!keeps_old)
+        vacate(c, old, old + oldsize);
+    return r;
+}
+
+/* The kernel break belongs to the lower half (DESIGN §3 invariant 4); the upper half's break is
+ * emulated on a range inside W. The lock is held across the mmap: brk is rare and never blocks. */
+static long emu_brk(uint64_t want)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    raw_lock(&c->lock);
+    uint64_t cur = c->brk_cur;
+    if (want < CRAC_BRK_START || want > CRAC_BRK_START + CRAC_BRK_MAX) {
+        raw_unlock(&c->lock);
+        return (long)cur;
+    }
+    uint64_t end = page_up(want);
+    if (end > c->brk_mapped) {
+        long r = sys_mmap(c->brk_mapped, end - c->brk_mapped, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        if (raw_is_err(r)) {
+            raw_unlock(&c->lock);
+            return (long)cur;
+        }
+    } else if (end < c->brk_mapped) {
+        rereserve(end, c->brk_mapped);
+    }
+    c->brk_mapped = end;
+    c->brk_cur = want;
+    raw_unlock(&c->lock);
+    return (long)want;
+}
+
+static long emu_shmat(long id, uint64_t addr, long shmflg)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    struct shmid_ds ds;
+    long r = raw_syscall3(SYS_shmctl, id, IPC_STAT, &ds);
+    if (raw_is_err(r))
+        return r;
+    uint64_t size = page_up(ds.shm_segsz);
+    if (addr && (shmflg & SHM_RND))
+        addr &= ~(uint64_t)(CRAC_PAGE - 1);
+    if (addr && !touches_w(addr, size)) {
+        r = raw_syscall3(SYS_shmat, id, addr, shmflg);
+        if (!raw_is_err(r)) {
+            raw_lock(&c->lock);
+            extras_add(c, (uint64_t)r, (uint64_t)r + size);
+            raw_unlock(&c->lock);
+        }
+        return r;
+    }
+    uint64_t at;
+    if (addr) {
+        raw_lock(&c->lock);
+        int ok = inside_w(addr, size) && addr >= CRAC_ALLOC_START &&
+                 (ualloc_is_free(c, addr, addr + size) || (shmflg & SHM_REMAP)) &&
+                 ualloc_mark_used(c, addr, addr + size) == 0;
+        raw_unlock(&c->lock);
+        if (!ok)
+            return -EINVAL;
+        at = addr;
+    } else {
+        at = claim_gap(c, size, CRAC_PAGE, 0);
+        if (!at)
+            return -ENOMEM;
+    }
+    r = raw_syscall3(SYS_shmat, id, at, shmflg | SHM_REMAP);
+    raw_lock(&c->lock);
+    if (raw_is_err(r))
+        ualloc_mark_free(c, at, at + size);
+    else if (c->n_shm < CRAC_MAX_SHM)
+        c->shm[c->n_shm++] = (struct crac_range){at, at + size};
+    raw_unlock(&c->lock);
+    if (raw_is_err(r))
+        rereserve(at, at + size);
+    return r;
+}
+
+static long emu_shmdt(uint64_t addr)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    long r = raw_syscall1(SYS_shmdt, addr);
+    if (raw_is_err(r))
+        return r;
+    raw_lock(&c->lock);
+    struct crac_range found = {0, 0};
+    for (uint32_t k = 0; k < c->n_shm; k++) {
+        if (c->shm[k].start == addr) {
+            found = c->shm[k];
+            c->shm[k] = c->shm[--c->n_shm];
+            break;
+        }
+    }
+    if (!found.end && !inside_w(addr, CRAC_PAGE))
+        extras_remove(c, addr, addr + CRAC_PAGE);
+    raw_unlock(&c->lock);
+    if (found.end)
+        vacate(c, found.start, found.end);
+    return r;
+}
+
+static inline uint64_t sigbit(int sig) { return 1UL << (sig - 1); }
+
+static long emu_rt_sigaction(long sig, const struct crac_ksigaction *act,
+                             struct crac_ksigaction *oact, long setsize)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    if (setsize != 8)
+        return -EINVAL;
+    if (sig < 1 || sig > 64)
+        return -EINVAL;
+    if (c->reserved_sigs & sigbit((int)sig)) {
+        /* Reserved: the program's handler is recorded and reported back, never installed. A
+         * vfork child (posix_spawn) shares this memory, so it must not change the record. */
+        struct crac_ksigaction old = c->virt_act[sig];
+        if (act && (int32_t)raw_syscall0(SYS_getpid) == c->pid) {
+            c->virt_act[sig] = *act;
+            c->virt_act[sig].mask &= ~c->reserved_sigs;
+        }
+        if (oact)
+            *oact = old;
+        return 0;
+    }
+    struct crac_ksigaction copy;
+    if (act) {
+        copy = *act;
+        copy.mask &= ~c->reserved_sigs;
+    }
+    return raw_syscall4(SYS_rt_sigaction, sig, act ? &copy : 0, oact, 8);
+}
+
+/* The mask restored when this handler returns is uc_sigmask, so that is what we change. */
+static long emu_rt_sigprocmask(ucontext_t *uc, long how, const uint64_t *set, uint64_t *oset,
+                               long setsize)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    if (setsize != 8)
+        return -EINVAL;
+    uint64_t *live = (uint64_t *)&uc->uc_sigmask;
+    uint64_t old = *live & ~c->reserved_sigs;
+    uint64_t next = old;
+    if (set) {
+        uint64_t s = *set & ~c->reserved_sigs;
+        switch (how) {
+        case SIG_BLOCK: next = old | s; break;
+        case SIG_UNBLOCK: next = old & ~s; break;
+        case SIG_SETMASK: next = s; break;
+        default: return -EINVAL;
+        }
+    }
+    if (oset)
+        *oset = old;
+    *live = next;
+    return 0;
+}
+
+static inline int mask_ok(long setsize) { return setsize == 8; }
+
+static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    uint64_t mask;
+    switch (nr) {
+    case SYS_rt_sigsuspend:
+        if (!mask_ok(a2))
+            return -EINVAL;
+        mask = *(const uint64_t *)a1 & ~c->reserved_sigs;
+        return raw_syscall2(SYS_rt_sigsuspend, &mask, 8);
+    case SYS_ppoll:
+        if (!mask_ok(a5))
+            return -EINVAL;
+        mask = *(const uint64_t *)a4 & ~c->reserved_sigs;
+        return raw_syscall6(SYS_ppoll, a1, a2, a3, (long)&mask, 8, 0);
+    case SYS_epoll_pwait:
+    case SYS_epoll_pwait2:
+        if (!mask_ok(a6))
+            return -EINVAL;
+        mask = *(const uint64_t *)a5 & ~c->reserved_sigs;
+        return raw_syscall6(nr, a1, a2, a3, a4, (long)&mask, 8);
+    case SYS_pselect6: {
+        const struct {
+            const uint64_t *set;
+            uint64_t size;
+        } *in = (const void *)a6;
+        struct {
+            const uint64_t *set;
+            uint64_t size;
+        } data = {&mask, 8};
+        if (!in->set)
+            return raw_syscall6(SYS_pselect6, a1, a2, a3, a4, a5, a6);
+        if (!mask_ok((long)in->size))
+            return -EINVAL;
+        mask = *in->set & ~c->reserved_sigs;
+        return raw_syscall6(SYS_pselect6, a1, a2, a3, a4, a5, (long)&data);
+    }
+    }
+    return -ENOSYS;
+}
+
+/* fork and fork-like clone, done with the allocator lock held so the child never inherits it
+ * locked. The child returns through this handler's frame on its copy of the stack. */
+static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid, long ctid,
+                     long tls)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    raw_lock(&c->lock);
+    long r = nr == SYS_fork ? raw_syscall0(SYS_fork)
+                            : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
+    if (r == 0) {
+        c->pid = (int32_t)raw_syscall0(SYS_getpid);
+        c->lock = 0;
+        if (stack)
+            uc->uc_mcontext.gregs[REG_RSP] = stack;
+    } else {
+        raw_unlock(&c->lock);
+    }
+    return r;
+}
+
+typedef void (*plain_handler)(int);
+typedef void (*info_handler)(int, siginfo_t *, void *);
+
+/* A SIGSYS the program raised itself goes to the program's own (virtual) disposition. */
+static void forward_program_sigsys(siginfo_t *info, ucontext_t *uc)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    struct crac_ksigaction *va = &c->virt_act[SIGSYS];
+    if (va->handler == (uint64_t)SIG_IGN)
+        return;
+    if (va->handler == (uint64_t)SIG_DFL) {
+        struct crac_ksigaction dfl = {(uint64_t)SIG_DFL, 0, 0, 0};
+        raw_syscall4(SYS_rt_sigaction, SIGSYS, &dfl, 0, 8);
+        raw_syscall3(SYS_tgkill, raw_syscall0(SYS_getpid), raw_syscall0(SYS_gettid), SIGSYS);
+        return; /* not reached: the default action ends the process */
+    }
+    struct crac_ksigaction act = *va;
+    if (act.flags & SA_RESETHAND)
+        va->handler = (uint64_t)SIG_DFL;
+    /* SIGSYS itself stays unblocked: a seccomp trap while it is blocked kills the process. */
+    uint64_t during = (*(uint64_t *)&uc->uc_sigmask | act.mask) & ~c->reserved_sigs;
+    uint64_t saved;
+    raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &during, &saved, 8);
+    if (act.flags & SA_SIGINFO)
+        ((info_handler)act.handler)(SIGSYS, info, uc);
+    else
+        ((plain_handler)act.handler)(SIGSYS);
+    raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+}
+
+static void on_sigsys(int sig, siginfo_t *info, void *ucv)
+{
+    (void)sig;
+    ucontext_t *uc = ucv;
+    greg_t *g = uc->uc_mcontext.gregs;
+    if (info->si_code != SECCOMP_SI_CODE) {
+        forward_program_sigsys(info, uc);
+        return;
+    }
+    long a1 = g[REG_RDI], a2 = g[REG_RSI], a3 = g[REG_RDX], a4 = g[REG_R10], a5 = g[REG_R8],
+         a6 = g[REG_R9];
+    long nr = info->si_syscall, r;
+    switch (nr) {
+    case SYS_mmap: r = emu_mmap(a1, a2, a3, a4, a5, a6); break;
+    case SYS_munmap: r = emu_munmap(a1, a2); break;
+    case SYS_mremap: r = emu_mremap(a1, a2, a3, a4, a5); break;
+    case SYS_brk: r = emu_brk(a1); break;
+    case SYS_shmat: r = emu_shmat(a1, a2, a3); break;
+    case SYS_shmdt: r = emu_shmdt(a1); break;
+    case SYS_rt_sigaction:
+        r = emu_rt_sigaction(a1, (const void *)a2, (void *)a3, a4);
+        break;
+    case SYS_rt_sigprocmask: r = emu_rt_sigprocmask(uc, a1, (const void *)a2, (void *)a3, a4); break;
+    case SYS_fork:
+    case SYS_clone: r = emu_fork(uc, nr, a1, a2, a3, a4, a5); break;
+    case SYS_rt_sigsuspend:
+    case SYS_ppoll:
+    case SYS_pselect6:
+    case SYS_epoll_pwait:
+    case SYS_epoll_pwait2: r = emu_masked_wait(nr, a1, a2, a3, a4, a5, a6); break;
+    default:
+        /* Not one of ours (the program's own seccomp filter): its SIGSYS. */
+        forward_program_sigsys(info, uc);
+        return;
+    }
+    g[REG_RAX] = r;
+}
+
+int confine_install_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_sigsys;
+    /* NODEFER and never blocking SIGSYS: a trap while SIGSYS is blocked kills the process.
+     * Asynchronous signals are blocked while we hold the allocator lock. */
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigfillset(&sa.sa_mask);
+    static const int synchronous[] = {SIGSYS, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT};
+    for (unsigned i = 0; i < sizeof(synchronous) / sizeof(synchronous[0]); i++)
+        sigdelset(&sa.sa_mask, synchronous[i]);
+    return sigaction(SIGSYS, &sa, NULL) == 0 ? 0 : -errno;
+}
+
+long confine_place(unsigned long len, int prot, int flags, int fd, long off)
+{
+    return emu_mmap(0, len, prot, flags, fd, off);
+}

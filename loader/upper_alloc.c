@@ -1,0 +1,169 @@
+/* upper_alloc.c — bookkeeping of which parts of W are in use, and of mappings outside W.
+ * TLS-free (raw syscalls only): runs inside the SIGSYS handler on upper-half threads. */
+#include "upper_alloc.h"
+
+#include "crac_layout.h"
+#include "crac_rawsys.h"
+
+#include <sys/mman.h>
+
+/* Move n ranges from src to dst (overlapping allowed) without calling libc's memmove. */
+static void move_ranges(struct crac_range *dst, const struct crac_range *src, uint32_t n)
+{
+    if (dst < src) {
+        for (uint32_t k = 0; k < n; k++) {
+            __asm__ volatile("" ::: "memory"); /* keeps GCC from emitting a memmove call */
+            dst[k] = src[k];
+        }
+    } else {
+        for (uint32_t k = n; k-- > 0;) {
+            __asm__ volatile("" ::: "memory");
+            dst[k] = src[k];
+        }
+    }
+}
+
+/* Index of the first range whose end is >= addr (touching ranges count, so they coalesce). */
+static uint32_t first_end_at_or_after(const struct crac_ctrl *c, uint64_t addr)
+{
+    uint32_t lo = 0, hi = c->n_used;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (c->used[mid].end < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int ualloc_mark_used(struct crac_ctrl *c, uint64_t start, uint64_t end)
+{
+    uint32_t i = first_end_at_or_after(c, start);
+    uint32_t j = i;
+    while (j < c->n_used && c->used[j].start <= end)
+        j++;
+    if (i == j) {
+        if (c->n_used == c->cap_used)
+            return -1;
+        move_ranges(&c->used[i + 1], &c->used[i], c->n_used - i);
+        c->used[i].start = start;
+        c->used[i].end = end;
+        c->n_used++;
+        return 0;
+    }
+    uint64_t s = c->used[i].start < start ? c->used[i].start : start;
+    uint64_t e = c->used[j - 1].end > end ? c->used[j - 1].end : end;
+    c->used[i].start = s;
+    c->used[i].end = e;
+    move_ranges(&c->used[i + 1], &c->used[j], c->n_used - j);
+    c->n_used -= (j - i - 1);
+    return 0;
+}
+
+void ualloc_mark_free(struct crac_ctrl *c, uint64_t start, uint64_t end)
+{
+    uint32_t i = first_end_at_or_after(c, start + 1);
+    uint32_t j = i;
+    while (j < c->n_used && c->used[j].start < end)
+        j++;
+    if (i == j)
+        return;
+    struct crac_range pieces[2];
+    uint32_t np = 0;
+    if (c->used[i].start < start)
+        pieces[np++] = (struct crac_range){c->used[i].start, start};
+    if (c->used[j - 1].end > end)
+        pieces[np++] = (struct crac_range){end, c->used[j - 1].end};
+    uint32_t removed = j - i;
+    if (np > removed && c->n_used == c->cap_used)
+        return; /* cannot split: keep it marked used (leaks address space, never overlaps) */
+    move_ranges(&c->used[i + np], &c->used[j], c->n_used - j);
+    for (uint32_t k = 0; k < np; k++)
+        c->used[i + k] = pieces[k];
+    c->n_used = c->n_used - removed + np;
+}
+
+int ualloc_is_free(const struct crac_ctrl *c, uint64_t start, uint64_t end)
+{
+    uint32_t i = first_end_at_or_after(c, start + 1);
+    return i == c->n_used || c->used[i].start >= end;
+}
+
+uint64_t ualloc_find_gap(const struct crac_ctrl *c, uint64_t len, uint64_t align)
+{
+    uint64_t cursor = CRAC_ALLOC_START;
+    uint32_t i = first_end_at_or_after(c, cursor + 1);
+    for (;; i++) {
+        uint64_t cand = (cursor + align - 1) & ~(align - 1);
+        uint64_t limit = i < c->n_used ? c->used[i].start : CRAC_W_END;
+        if (cand + len >= cand && cand + len <= limit)
+            return cand;
+        if (i >= c->n_used)
+            return 0;
+        if (c->used[i].end > cursor)
+            cursor = c->used[i].end;
+    }
+}
+
+int extras_contains(const struct crac_ctrl *c, uint64_t start, uint64_t end)
+{
+    /* True when [start,end) is covered by the union of the recorded extras. */
+    uint64_t pos = start;
+    int progress = 1;
+    while (pos < end && progress) {
+        progress = 0;
+        for (uint32_t k = 0; k < c->n_extras; k++) {
+            if (c->extras[k].start <= pos && c->extras[k].end > pos) {
+                pos = c->extras[k].end;
+                progress = 1;
+            }
+        }
+    }
+    return pos >= end;
+}
+
+void extras_add(struct crac_ctrl *c, uint64_t start, uint64_t end)
+{
+    extras_remove(c, start, end);
+    if (c->n_extras < CRAC_MAX_EXTRAS)
+        c->extras[c->n_extras++] = (struct crac_range){start, end};
+}
+
+void extras_remove(struct crac_ctrl *c, uint64_t start, uint64_t end)
+{
+    for (uint32_t k = 0; k < c->n_extras;) {
+        struct crac_range r = c->extras[k];
+        if (r.end <= start || r.start >= end) {
+            k++;
+            continue;
+        }
+        /* Cut [start,end) out of r: keep the left piece in place, append the right piece. */
+        c->extras[k] = c->extras[--c->n_extras];
+        if (r.start < start && c->n_extras < CRAC_MAX_EXTRAS)
+            c->extras[c->n_extras++] = (struct crac_range){r.start, start};
+        if (r.end > end && c->n_extras < CRAC_MAX_EXTRAS)
+            c->extras[c->n_extras++] = (struct crac_range){end, r.end};
+    }
+}
+
+int ctrl_init(int ckpt_sig)
+{
+    long r = raw_syscall6(9 /* mmap */, (long)CRAC_CTRL_START, (long)CRAC_CTRL_SIZE,
+                          PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (raw_is_err(r))
+        return (int)r;
+    struct crac_ctrl *c = crac_ctrl();
+    c->magic = CRAC_CTRL_MAGIC;
+    c->pid = (int32_t)raw_syscall0(39 /* getpid */);
+    c->brk_cur = CRAC_BRK_START;
+    c->brk_mapped = CRAC_BRK_START;
+    c->ckpt_sig = ckpt_sig;
+    c->reserved_sigs = (1UL << (31 - 1)) | (1UL << (ckpt_sig - 1)) | (1UL << (CRAC_SIG_SUSPEND - 1));
+    c->cap_used = (uint32_t)((CRAC_CTRL_SIZE - sizeof(*c)) / sizeof(struct crac_range));
+    c->n_used = 0;
+    /* The control block and the whole brk range are never handed out by first fit. */
+    ualloc_mark_used(c, CRAC_CTRL_START, CRAC_BRK_START + CRAC_BRK_MAX);
+    return 0;
+}

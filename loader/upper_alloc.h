@@ -1,0 +1,61 @@
+/* upper_alloc.h — the control block inside W and the first-fit allocator of upper-half addresses.
+ * TLS-free: called from the SIGSYS handler with the upper fs live. State lives in W (saved). */
+#ifndef CRAC_UPPER_ALLOC_H
+#define CRAC_UPPER_ALLOC_H
+
+#include <stdint.h>
+
+struct crac_range {
+    uint64_t start, end;
+};
+
+/* struct sigaction as the kernel sees it (rt_sigaction with sigsetsize 8). */
+struct crac_ksigaction {
+    uint64_t handler;
+    uint64_t flags;
+    uint64_t restorer;
+    uint64_t mask;
+};
+
+#define CRAC_CTRL_MAGIC 0x4352414343544c31UL /* "CRACCTL1" */
+#define CRAC_MAX_EXTRAS 64
+#define CRAC_MAX_SHM 64
+
+struct crac_ctrl {
+    uint64_t magic;
+    volatile int32_t lock;
+    int32_t pid;         /* pid of the process that owns this copy (fork children update it) */
+    uint64_t brk_cur;    /* the upper half's emulated program break */
+    uint64_t brk_mapped; /* end of the read-write part of the brk range */
+    uint64_t reserved_sigs; /* bit (sig-1) set: signals the program cannot take or block */
+    int32_t ckpt_sig;
+    uint32_t n_extras;
+    struct crac_range extras[CRAC_MAX_EXTRAS]; /* MAP_FIXED mappings the program made outside W */
+    uint32_t n_shm;
+    struct crac_range shm[CRAC_MAX_SHM]; /* shmat attachments, for shmdt's size */
+    struct crac_ksigaction virt_act[65]; /* the program's view of the reserved signals */
+    uint32_t n_used;
+    uint32_t cap_used;
+    struct crac_range used[]; /* sorted, disjoint, coalesced ranges of W in use */
+};
+
+static inline struct crac_ctrl *crac_ctrl(void)
+{
+    return (struct crac_ctrl *)0x200000000000UL;
+}
+
+/* All of these expect the caller to hold ctrl->lock. */
+int ualloc_mark_used(struct crac_ctrl *c, uint64_t start, uint64_t end);
+void ualloc_mark_free(struct crac_ctrl *c, uint64_t start, uint64_t end);
+int ualloc_is_free(const struct crac_ctrl *c, uint64_t start, uint64_t end);
+/* First fit of len bytes at `align` alignment above CRAC_ALLOC_START; 0 when W is full. */
+uint64_t ualloc_find_gap(const struct crac_ctrl *c, uint64_t len, uint64_t align);
+
+int extras_contains(const struct crac_ctrl *c, uint64_t start, uint64_t end);
+void extras_add(struct crac_ctrl *c, uint64_t start, uint64_t end);
+void extras_remove(struct crac_ctrl *c, uint64_t start, uint64_t end);
+
+/* Create the control block (launch only; a restart maps it back with the rest of W). */
+int ctrl_init(int ckpt_sig);
+
+#endif

@@ -1,0 +1,64 @@
+/* lh_api.c — the lower-half API table: a magic, a version, and named entries (DESIGN §6). The
+ * upper runtime resolves entries by name, so halves built from different lists still agree. */
+#include "lh_api.h"
+
+#include "shadow_pool.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Self-test entries (tests/apps/crossing.c). The TLS write shows whose TLS the callee sees: with
+ * the fs switch it is this half's; without it the write lands in the upper thread's TLS. */
+static __thread unsigned long selftest_tls_slot;
+
+static void *lh_selftest_tls_write(unsigned long value)
+{
+    selftest_tls_slot = value;
+    return (void *)&selftest_tls_slot;
+}
+
+/* Uses the lower libc (malloc, snprintf, errno): only correct with this half's TCB in fs. */
+static int lh_selftest_libc(void)
+{
+    char *buf = malloc(64);
+    if (!buf)
+        return 1;
+    int n = snprintf(buf, 64, "lower %d", 42);
+    errno = 0;
+    char *end;
+    strtol("999999999999999999999999", &end, 10);
+    int ok = n == 8 && strcmp(buf, "lower 42") == 0 && errno == ERANGE;
+    free(buf);
+    return ok ? 0 : 2;
+}
+
+static const char *backend_name;
+
+static const char *lh_backend_name(void) { return backend_name; }
+
+static const struct crac_lh_entry entries[] = {
+    {"crac_lh_backend_name", (void *)lh_backend_name},
+    {"crac_lh_selftest_tls_write", (void *)lh_selftest_tls_write},
+    {"crac_lh_selftest_libc", (void *)lh_selftest_libc},
+};
+
+static volatile int32_t gate_inside, gate_pending;
+static struct crac_lh_api table;
+
+const struct crac_lh_api *lh_api_table(const char *backend, int fsgsbase)
+{
+    backend_name = backend;
+    table.magic = CRAC_LH_API_MAGIC;
+    table.version = CRAC_LH_API_VERSION;
+    table.n_entries = sizeof(entries) / sizeof(entries[0]);
+    table.entries = entries;
+    table.gate_inside = &gate_inside;
+    table.gate_pending = &gate_pending;
+    table.borrow_tcb = shadow_pool_borrow;
+    table.return_tcb = shadow_pool_return;
+    table.hwcap_fsgsbase = fsgsbase;
+    table.backend = backend;
+    return &table;
+}

@@ -1,0 +1,16 @@
+/* shadow_pool.h — lower-half threads whose TCBs upper threads borrow for crossings (DESIGN §6). */
+#ifndef CRAC_SHADOW_POOL_H
+#define CRAC_SHADOW_POOL_H
+
+#include <stdint.h>
+
+/* Start the pool with `initial` parked threads and the grower (manager side). 0 or -errno. */
+int shadow_pool_start(int initial);
+/* TLS-free: callable with the upper fs live. */
+uint64_t shadow_pool_borrow(void);
+void shadow_pool_return(uint64_t fs);
+/* Manager side: create threads while the pool is asked to grow. Blocks; never returns. */
+void shadow_pool_serve_growth(void);
+int shadow_pool_size(void);
+
+#endif

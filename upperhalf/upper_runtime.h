@@ -1,0 +1,27 @@
+/* upper_runtime.h — state of the upper runtime, the library injected into the upper half.
+ * It lives in upper-half memory, so it is saved with the upper half. */
+#ifndef CRAC_UPPER_RUNTIME_H
+#define CRAC_UPPER_RUNTIME_H
+
+#include "crac_lh_api.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct upper_runtime {
+    const struct crac_lh_api *api; /* NULL when not running under the crac loader */
+    pid_t main_tid;
+    long pthread_tid_offset; /* offset of the tid field in glibc's struct pthread, -1 unknown */
+};
+
+extern struct upper_runtime crac_upper;
+
+/* Look up a lower-half entry by name; NULL when the lower half does not export it. */
+void *upper_lookup(const char *name);
+
+/* Crossing: call a lower-half function with this thread's lower TCB in fs. */
+uint64_t cross_call(void *fn, uint64_t a0, uint64_t a1, uint64_t a2);
+
+long discover_tid_offset(void);
+
+#endif
