@@ -400,28 +400,34 @@ static long emu_rt_sigaction(long sig, const struct crac_ksigaction *act,
     return raw_syscall4(SYS_rt_sigaction, sig, act ? &copy : 0, oact, 8);
 }
 
-/* The mask restored when this handler returns is uc_sigmask, so that is what we change. */
+/* The mask restored when this handler returns is uc_sigmask, so that is what we change. The
+ * reserved signals are never really blocked; the program's wish is kept per thread and reported. */
 static long emu_rt_sigprocmask(ucontext_t *uc, long how, const uint64_t *set, uint64_t *oset,
                                long setsize)
 {
     struct crac_ctrl *c = crac_ctrl();
     if (setsize != 8)
         return -EINVAL;
+    int32_t tid = (int32_t)raw_syscall0(SYS_gettid);
     uint64_t *live = (uint64_t *)&uc->uc_sigmask;
-    uint64_t old = *live & ~c->reserved_sigs;
+    uint64_t old = (*live & ~c->reserved_sigs) | vmask_get(c, tid);
     uint64_t next = old;
     if (set) {
-        uint64_t s = *set & ~c->reserved_sigs;
+        uint64_t s = *set;
         switch (how) {
         case SIG_BLOCK: next = old | s; break;
         case SIG_UNBLOCK: next = old & ~s; break;
         case SIG_SETMASK: next = s; break;
         default: return -EINVAL;
         }
+        next &= ~(sigbit(SIGKILL) | sigbit(SIGSTOP));
     }
     if (oset)
         *oset = old;
-    *live = next;
+    if (set) {
+        *live = next & ~c->reserved_sigs;
+        vmask_set(c, tid, next & c->reserved_sigs);
+    }
     return 0;
 }
 
@@ -474,12 +480,14 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
                      long tls)
 {
     struct crac_ctrl *c = crac_ctrl();
+    int32_t forking_tid = (int32_t)raw_syscall0(SYS_gettid);
     raw_lock(&c->lock);
     long r = nr == SYS_fork ? raw_syscall0(SYS_fork)
                             : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
     if (r == 0) {
         c->pid = (int32_t)raw_syscall0(SYS_getpid);
         c->lock = 0;
+        vmask_set(c, c->pid, vmask_get(c, forking_tid)); /* the child's only thread inherits */
         if (stack)
             uc->uc_mcontext.gregs[REG_RSP] = stack;
     } else {

@@ -147,6 +147,45 @@ void extras_remove(struct crac_ctrl *c, uint64_t start, uint64_t end)
     }
 }
 
+/* Open addressing by tid. Slots are never emptied (lookups stop at an empty one); a slot whose
+ * bits are 0 means nothing and may be taken over by another tid, so dead threads do not fill it. */
+static struct crac_vmask *vmask_slot(struct crac_ctrl *c, int32_t tid, int create)
+{
+    uint32_t h = (uint32_t)tid % CRAC_MAX_VMASK;
+    struct crac_vmask *reusable = 0;
+    for (uint32_t k = 0; k < CRAC_MAX_VMASK; k++) {
+        struct crac_vmask *v = &c->vmask[(h + k) % CRAC_MAX_VMASK];
+        int32_t seen = __atomic_load_n(&v->tid, __ATOMIC_ACQUIRE);
+        if (seen == tid)
+            return v;
+        if (seen != 0) {
+            if (!reusable && v->bits == 0)
+                reusable = v;
+            continue;
+        }
+        if (!create)
+            return 0;
+        if (reusable && __sync_bool_compare_and_swap(&reusable->tid, reusable->tid, tid))
+            return reusable;
+        if (__sync_bool_compare_and_swap(&v->tid, 0, tid))
+            return v;
+    }
+    return 0;
+}
+
+uint64_t vmask_get(struct crac_ctrl *c, int32_t tid)
+{
+    struct crac_vmask *v = vmask_slot(c, tid, 0);
+    return v ? v->bits : 0;
+}
+
+void vmask_set(struct crac_ctrl *c, int32_t tid, uint64_t bits)
+{
+    struct crac_vmask *v = vmask_slot(c, tid, bits != 0);
+    if (v)
+        v->bits = bits;
+}
+
 int ctrl_init(int ckpt_sig)
 {
     long r = raw_syscall6(9 /* mmap */, (long)CRAC_CTRL_START, (long)CRAC_CTRL_SIZE,

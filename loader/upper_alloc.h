@@ -20,6 +20,14 @@ struct crac_ksigaction {
 #define CRAC_CTRL_MAGIC 0x4352414343544c31UL /* "CRACCTL1" */
 #define CRAC_MAX_EXTRAS 64
 #define CRAC_MAX_SHM 64
+#define CRAC_MAX_VMASK 4096
+
+/* Per thread: which reserved signals the program believes it has blocked (never really blocked). */
+struct crac_vmask {
+    int32_t tid;
+    int32_t pad;
+    uint64_t bits;
+};
 
 struct crac_ctrl {
     uint64_t magic;
@@ -34,6 +42,7 @@ struct crac_ctrl {
     uint32_t n_shm;
     struct crac_range shm[CRAC_MAX_SHM]; /* shmat attachments, for shmdt's size */
     struct crac_ksigaction virt_act[65]; /* the program's view of the reserved signals */
+    struct crac_vmask vmask[CRAC_MAX_VMASK]; /* open addressing by tid */
     uint32_t n_used;
     uint32_t cap_used;
     struct crac_range used[]; /* sorted, disjoint, coalesced ranges of W in use */
@@ -54,6 +63,10 @@ uint64_t ualloc_find_gap(const struct crac_ctrl *c, uint64_t len, uint64_t align
 int extras_contains(const struct crac_ctrl *c, uint64_t start, uint64_t end);
 void extras_add(struct crac_ctrl *c, uint64_t start, uint64_t end);
 void extras_remove(struct crac_ctrl *c, uint64_t start, uint64_t end);
+
+/* The calling thread's virtual blocked bits of reserved signals (0 when never set). */
+uint64_t vmask_get(struct crac_ctrl *c, int32_t tid);
+void vmask_set(struct crac_ctrl *c, int32_t tid, uint64_t bits);
 
 /* Create the control block (launch only; a restart maps it back with the rest of W). */
 int ctrl_init(int ckpt_sig);
