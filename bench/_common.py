@@ -1,0 +1,157 @@
+"""Shared helpers for the benchmarks: find crac and its loader, build tests/apps, time commands.
+
+Benchmarks measure side by side in one run (interleaved repetitions, medians) and print ratios;
+they never assert on time (DESIGN §13).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+APPS_DIR = REPO / "tests" / "apps"
+CFLAGS = ["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"]
+
+
+class BenchError(RuntimeError):
+    """A benchmark cannot run; the message says why and what to do."""
+
+
+def _import_crac_py():
+    try:
+        import crac_py
+    except ImportError:
+        sys.path.insert(0, str(REPO))  # running from a source tree without `pip install .`
+        import crac_py
+    return crac_py
+
+
+def native_dir() -> Path:
+    override = os.environ.get("CRAC_NATIVE_DIR")
+    if override:
+        return Path(override)
+    return Path(_import_crac_py().__file__).resolve().parent / "_native"
+
+
+def loader_path() -> Path:
+    return native_dir() / "crac-loader"
+
+
+def missing_loader_message() -> str | None:
+    """None when the loader is built, else a clear message."""
+    path = loader_path()
+    if path.is_file() and os.access(path, os.X_OK):
+        return None
+    return (
+        f"crac's native loader is not built ({path} is missing): run `pip install .` "
+        "(or `python build_native.py`) first; only the native baselines were measured"
+    )
+
+
+def loader_cmd(program: str, *args: str, device: str = "sim") -> list[str]:
+    """The loader invoked directly, with the argument convention `crac launch` uses when it
+    execs the loader (crac_py/cli.py)."""
+    return [str(loader_path()), "--device", device, "--argv0", program, "--", program, *args]
+
+
+def crac_cmd() -> list[str]:
+    """The `crac` CLI of this Python: its console script if installed next to the interpreter,
+    else `python -m crac_py` (with the source tree on sys.path when it is not installed)."""
+    script = Path(sys.executable).parent / "crac"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    probe = subprocess.run(
+        [sys.executable, "-c", "import crac_py"], cwd="/", capture_output=True, timeout=60
+    )
+    if probe.returncode == 0:
+        return [sys.executable, "-m", "crac_py"]
+    root = str(Path(_import_crac_py().__file__).resolve().parent.parent)
+    boot = f"import sys; sys.path.insert(0, {root!r}); from crac_py.cli import main; main()"
+    return [sys.executable, "-c", boot]
+
+
+def crac_launch_cmd(program: str, *args: str, device: str = "sim") -> list[str]:
+    return [*crac_cmd(), "launch", "--device", device, "--", program, *args]
+
+
+def build_apps(names: list[str], out_dir: Path) -> dict[str, Path]:
+    """Compiles tests/apps/NAME.c for each name into out_dir."""
+    built = {}
+    for name in names:
+        out = out_dir / name
+        cmd = ["gcc", *CFLAGS, "-o", str(out), str(APPS_DIR / f"{name}.c"), "-ldl"]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if res.returncode != 0:
+            raise BenchError(f"cannot build {name}: {shlex.join(cmd)}\n{res.stderr}")
+        built[name] = out
+    return built
+
+
+@dataclass
+class Variant:
+    """One command timed repeatedly."""
+
+    name: str
+    cmd: list[str]
+    samples: list[float] = field(default_factory=list)  # seconds
+    stdout: bytes | None = None
+    error: str | None = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def best(self) -> float:
+        return min(self.samples)
+
+
+def run_once(v: Variant, timeout: float) -> None:
+    """Times one run of v; on failure records v.error and stops timing it."""
+    t0 = time.perf_counter()
+    try:
+        res = subprocess.run(v.cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        v.error = f"timed out after {timeout:.0f} s"
+        return
+    except OSError as exc:
+        v.error = f"cannot run: {exc}"
+        return
+    elapsed = time.perf_counter() - t0
+    if res.returncode != 0:
+        tail = res.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        v.error = f"exit status {res.returncode}: " + " | ".join(tail)
+        return
+    if v.stdout is not None and res.stdout != v.stdout:
+        v.error = "output differs between repetitions or from the native run"
+        return
+    v.stdout = res.stdout
+    v.samples.append(elapsed)
+
+
+def measure(variants: list[Variant], reps: int, timeout: float, warmup: int = 1) -> None:
+    """Interleaves the variants (round-robin) so they see the same machine conditions."""
+    for i in range(warmup + reps):
+        for v in variants:
+            if v.error is None:
+                samples = len(v.samples)
+                run_once(v, timeout)
+                if i < warmup and v.error is None:
+                    del v.samples[samples:]
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def command_line() -> str:
+    return shlex.join([Path(sys.executable).name, *sys.argv])

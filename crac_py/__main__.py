@@ -1,0 +1,6 @@
+"""`python -m crac_py` is the `crac` command."""
+
+from crac_py.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""What device backends this machine can use: the CUDA driver, GPUs and CUDA runtimes."""
+
+from __future__ import annotations
+
+import ctypes.util
+import glob
+import os
+import site
+import sys
+from pathlib import Path
+
+from crac_py import paths
+
+BACKENDS = ("sim", "cuda")
+NVIDIACTL = "/dev/nvidiactl"
+_LIBCUDA = "libcuda.so.1"
+_LIBCUDA_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/nvidia/lib64",
+    "/usr/local/cuda/compat",
+    "/usr/lib/wsl/lib",
+)
+
+
+class DeviceError(RuntimeError):
+    """The requested backend cannot run here; the message names the fix."""
+
+
+def find_libcuda() -> str | None:
+    """Path (or ldconfig name) of the CUDA driver library, or None."""
+    for directory in os.environ.get("LD_LIBRARY_PATH", "").split(":") + list(_LIBCUDA_DIRS):
+        if directory and os.path.exists(os.path.join(directory, _LIBCUDA)):
+            return os.path.join(directory, _LIBCUDA)
+    return ctypes.util.find_library("cuda")
+
+
+def gpu_nodes() -> list[str]:
+    """The /dev/nvidiaN device nodes, one per GPU."""
+    return sorted(p for p in glob.glob("/dev/nvidia[0-9]*") if p[len("/dev/nvidia") :].isdigit())
+
+
+def cuda_available() -> bool:
+    """A CUDA driver and at least one GPU are present."""
+    return os.path.exists(NVIDIACTL) and find_libcuda() is not None
+
+
+def cuda_runtime_dirs() -> list[Path]:
+    """Directories that may hold a libcudart.so.N: CUDA toolkits and the nvidia-* pip wheels."""
+    dirs: list[Path] = []
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda_home:
+        dirs.append(Path(cuda_home) / "lib64")
+    dirs.append(Path("/usr/local/cuda/lib64"))
+    site_dirs = [*site.getsitepackages(), site.getusersitepackages(), *sys.path]
+    for sp in site_dirs:
+        if sp:
+            dirs.append(Path(sp) / "nvidia" / "cuda_runtime" / "lib")
+    unique: list[Path] = []
+    for d in dirs:
+        if d not in unique:
+            unique.append(d)
+    return unique
+
+
+def cuda_runtimes() -> list[Path]:
+    """Every libcudart.so.* found in cuda_runtime_dirs() (real files and symlinks alike)."""
+    found: list[Path] = []
+    for d in cuda_runtime_dirs():
+        found.extend(sorted(d.glob("libcudart.so.*")))
+    return found
+
+
+def usable_backends() -> list[str]:
+    backends: list[str] = []
+    try:
+        paths.loader()
+    except paths.NativeMissingError:
+        return backends
+    backends.append("sim")
+    if cuda_available() and gpu_nodes():
+        backends.append("cuda")
+    return backends
+
+
+def resolve_device(requested: str) -> str:
+    """Turn sim|cuda|auto into the backend to use; auto means cuda when a GPU is usable."""
+    if requested == "sim":
+        return "sim"
+    has_cuda = cuda_available()
+    if requested == "auto":
+        return "cuda" if has_cuda else "sim"
+    if requested == "cuda":
+        if not has_cuda:
+            raise DeviceError("no CUDA driver/GPU found; use --device sim")
+        return "cuda"
+    raise DeviceError(f"unknown device {requested!r}; use one of: sim, cuda, auto")

@@ -1,0 +1,243 @@
+"""Check a program before the loader is exec'd, so bad input gets a clear one-line error.
+
+Checks, in order: found, regular file, executable, ELF (scripts get their own hint), 64-bit x86-64,
+a program rather than an object/library, dynamically linked (PT_INTERP), CUDA runtime not linked
+in statically, every imported CUDA function supported (crac_py.cuda_spec.SUPPORTED).
+Each failure raises PreflightError("<program>: <problem>; <fix>").
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shlex
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
+from crac_py import cuda_spec
+
+ELF_MAGIC = b"\x7fELF"
+MAX_LISTED = 5
+
+# Symbols that only a statically linked CUDA runtime defines inside a program.
+_CUDART_DEFINED_MARKERS = frozenset(
+    {
+        "cudaGetDeviceCount",
+        "cudaMalloc",
+        "cudaLaunchKernel",
+        "cudaMemcpy",
+        "cudaGetLastError",
+        "__cudaRegisterFatBinary",
+        "__cudaRegisterFunction",
+    }
+)
+_CUDART_STATIC_STRING = b"libcudart_static"
+
+
+class PreflightError(Exception):
+    """The program cannot run under crac; str() is one line naming the problem and the fix."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass
+class ProgramInfo:
+    path: str  # absolute (not resolved through symlinks)
+    interp: str  # PT_INTERP, e.g. /lib64/ld-linux-x86-64.so.2
+    needed: list[str] = field(default_factory=list)  # DT_NEEDED, in order
+    cuda_imports: list[str] = field(default_factory=list)  # undefined cuda*/__cuda* dynamic symbols
+
+
+def resolve_program(program: str, path_env: str | None = None) -> Path:
+    """Find program the way a shell does: a name with '/' is a path, anything else is searched
+    in PATH (first executable regular file wins; failing that, the first regular file, so the
+    caller can say it is not executable)."""
+    if program == "":
+        raise PreflightError("empty program name; give the program to launch: crac launch PROGRAM")
+    if "/" in program:
+        path = Path(program)
+        if not os.path.lexists(path):
+            raise PreflightError(f"{program}: no such file; check the path")
+        return path
+    search = os.environ.get("PATH", os.defpath) if path_env is None else path_env
+    fallback: Path | None = None
+    for directory in search.split(os.pathsep):
+        candidate = Path(directory or ".") / program
+        if candidate.is_file():
+            if os.access(candidate, os.X_OK):
+                return candidate
+            fallback = fallback or candidate
+    if fallback is not None:
+        return fallback
+    raise PreflightError(
+        f"{program}: command not found in PATH; give its path (e.g. ./{program}) or fix PATH"
+    )
+
+
+def _script_hint(program: str, first_line: bytes) -> str:
+    words = first_line[2:].decode(errors="replace").split()
+    if words and os.path.basename(words[0]) == "env" and len(words) > 1:
+        words = words[1:]  # "#!/usr/bin/env python3" -> python3
+    interp = " ".join(words) if words else "/bin/sh"
+    return (
+        f"{program}: is a script, not a compiled program; "
+        f"run its interpreter: crac launch {interp} {shlex.quote(program)}"
+    )
+
+
+def _symbols(elf: ELFFile) -> Iterable[tuple[str, str, object]]:
+    """(name, type, section index) of every symbol in .symtab and .dynsym."""
+    for section in elf.iter_sections():
+        if isinstance(section, SymbolTableSection):
+            for sym in section.iter_symbols():
+                yield sym.name, sym["st_info"]["type"], sym["st_shndx"]
+
+
+def _has_static_cudart(elf: ELFFile, data: bytes | mmap.mmap) -> bool:
+    for name, typ, shndx in _symbols(elf):
+        if typ != "STT_FUNC" or shndx == "SHN_UNDEF":
+            continue
+        if (
+            name in _CUDART_DEFINED_MARKERS
+            or name.startswith("__cudart")
+            or ("cudart_static" in name)
+        ):
+            return True
+    return data.find(_CUDART_STATIC_STRING) != -1
+
+
+def _dynamic_info(elf: ELFFile) -> tuple[list[str], list[str], bool]:
+    """(DT_NEEDED, undefined CUDA imports, has DT_SONAME)."""
+    needed: list[str] = []
+    has_soname = False
+    for section in elf.iter_sections():
+        if isinstance(section, DynamicSection):
+            for tag in section.iter_tags():
+                if tag.entry.d_tag == "DT_NEEDED":
+                    needed.append(tag.needed)
+                elif tag.entry.d_tag == "DT_SONAME":
+                    has_soname = True
+    imports: set[str] = set()
+    dynsym = elf.get_section_by_name(".dynsym")
+    if isinstance(dynsym, SymbolTableSection):
+        for sym in dynsym.iter_symbols():
+            if sym["st_shndx"] == "SHN_UNDEF" and sym.name.startswith(("cuda", "__cuda")):
+                imports.add(sym.name)
+    return needed, sorted(imports), has_soname
+
+
+def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[str]) -> ProgramInfo:
+    try:
+        elf = ELFFile(data)  # type: ignore[arg-type]  # mmap is a fine binary stream
+        ei_class = elf["e_ident"]["EI_CLASS"]
+        machine = elf["e_machine"]
+        e_type = elf["e_type"]
+    except Exception as exc:  # pyelftools raises several kinds on truncated/garbage input
+        raise PreflightError(
+            f"{program}: is not a valid ELF file ({exc}); give a compiled x86-64 Linux program"
+        ) from None
+    if ei_class != "ELFCLASS64":
+        raise PreflightError(
+            f"{program}: is a 32-bit program ({machine}); crac runs 64-bit x86-64 programs only: "
+            "rebuild it for x86-64 (gcc -m64)"
+        )
+    if machine != "EM_X86_64":
+        raise PreflightError(
+            f"{program}: is built for {machine}, not x86-64; rebuild it for x86-64"
+        )
+    if e_type == "ET_REL":
+        raise PreflightError(f"{program}: is an object file, not a program; link it first")
+    if e_type not in ("ET_EXEC", "ET_DYN"):
+        raise PreflightError(f"{program}: is an ELF {e_type} file, not a program")
+    try:
+        interp_seg = next(
+            (seg for seg in elf.iter_segments() if seg["p_type"] == "PT_INTERP"), None
+        )
+        needed, cuda_imports, has_soname = _dynamic_info(elf)
+        static_cudart = _has_static_cudart(elf, data)
+    except Exception as exc:  # damaged headers: any parse failure means the same thing
+        raise PreflightError(f"{program}: is a damaged ELF file ({exc}); rebuild it") from None
+    if interp_seg is None:
+        if e_type == "ET_DYN" and has_soname:
+            raise PreflightError(
+                f"{program}: is a shared library, not a program; launch the program that uses it"
+            )
+        raise PreflightError(
+            f"{program}: is statically linked (no PT_INTERP); crac needs a dynamically linked "
+            "program: link it dynamically (drop -static)"
+        )
+    interp = interp_seg.get_interp_name()
+    if not os.path.exists(interp):
+        raise PreflightError(
+            f"{program}: its interpreter {interp} does not exist here; "
+            "rebuild it against this system's libc"
+        )
+    if static_cudart:
+        raise PreflightError(
+            f"{program}: has the CUDA runtime linked in statically; "
+            "rebuild with `nvcc -cudart shared`"
+        )
+    unsupported = [name for name in cuda_imports if name not in supported]
+    if unsupported:
+        listed = ", ".join(unsupported[:MAX_LISTED])
+        more = (
+            f" (and {len(unsupported) - MAX_LISTED} more)" if len(unsupported) > MAX_LISTED else ""
+        )
+        why = "crac supports none yet" if not supported else f"crac supports {len(supported)}"
+        raise PreflightError(
+            f"{program}: imports CUDA functions crac does not support: {listed}{more}; "
+            f"{why} (see crac_py/cuda_spec.py): remove those calls"
+        )
+    return ProgramInfo(
+        path=os.path.abspath(path),
+        interp=interp,
+        needed=needed,
+        cuda_imports=cuda_imports,
+    )
+
+
+def preflight(
+    program: str,
+    *,
+    path_env: str | None = None,
+    supported: frozenset[str] | None = None,
+) -> ProgramInfo:
+    """Resolve program like a shell and check that crac can launch it."""
+    supported = cuda_spec.SUPPORTED if supported is None else supported
+    path = resolve_program(program, path_env)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise PreflightError(
+            f"{program}: cannot be opened ({exc.strerror}); check the path"
+        ) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise PreflightError(f"{program}: is a directory; give the program file inside it")
+    if not stat.S_ISREG(st.st_mode):
+        raise PreflightError(f"{program}: is not a regular file; give a compiled program")
+    if not os.access(path, os.X_OK):
+        raise PreflightError(f"{program}: is not executable; make it so: chmod +x {program}")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.readline(256)
+            if not head.startswith(ELF_MAGIC):
+                if head.startswith(b"#!"):
+                    raise PreflightError(_script_hint(program, head.rstrip(b"\r\n")))
+                raise PreflightError(
+                    f"{program}: is not an ELF program; crac launches compiled x86-64 Linux "
+                    "programs"
+                )
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return _check_elf(program, path, data, supported)
+    except OSError as exc:
+        raise PreflightError(
+            f"{program}: cannot be read ({exc.strerror}); crac needs read permission on it"
+        ) from None
