@@ -110,7 +110,9 @@ def launch(
         )
     try:
         info = preflight(program)
-        dev = devices.resolve_device(config.resolve("device", device).value)
+        dev = devices.resolve_device(
+            config.resolve("device", device).value, uses_cuda=bool(info.cuda_imports)
+        )
         loader = str(paths.loader())
     except (
         PreflightError,

@@ -84,12 +84,18 @@ def usable_backends() -> list[str]:
     return backends
 
 
-def resolve_device(requested: str) -> str:
-    """Turn sim|cuda|auto into the backend to use; auto means cuda when a GPU is usable."""
+def resolve_device(requested: str, uses_cuda: bool = True) -> str:
+    """Turn sim|cuda|auto into the backend to load.
+
+    auto: none for a program that imports no CUDA function (no backend is loaded, which keeps
+    start-up cheap), else cuda when a GPU is usable, else sim.
+    """
     if requested == "sim":
         return "sim"
     has_cuda = cuda_available()
     if requested == "auto":
+        if not uses_cuda:
+            return "none"
         return "cuda" if has_cuda else "sim"
     if requested == "cuda":
         if not has_cuda:

@@ -9,6 +9,7 @@
 #include "upper_stack.h"
 #include "window.h"
 
+#include "../lowerhalf/backend.h"
 #include "../lowerhalf/lh_api.h"
 #include "../lowerhalf/shadow_pool.h"
 
@@ -26,6 +27,7 @@
 
 struct options {
     const char *device;
+    int sim_version;
     const char *argv0;
     int ckpt_signal;
     char **program_argv; /* program path, then its arguments */
@@ -41,14 +43,15 @@ static void die(const char *fmt, const char *arg)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: crac-loader [--device sim|cuda] [--argv0 NAME] [--ckpt-signal N] "
+    fprintf(stderr, "usage: crac-loader [--device sim|none] [--sim-version N] [--argv0 NAME] "
+                    "[--ckpt-signal N] "
                     "-- PROGRAM [ARGS...]\n       crac-loader --probe\n");
     exit(EXIT_REFUSED);
 }
 
 static struct options parse_args(int argc, char **argv)
 {
-    struct options o = {"sim", NULL, CRAC_SIG_CKPT_DEFAULT, NULL};
+    struct options o = {"sim", 0, NULL, CRAC_SIG_CKPT_DEFAULT, NULL};
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -60,6 +63,8 @@ static struct options parse_args(int argc, char **argv)
             usage();
         if (strcmp(a, "--device") == 0)
             o.device = argv[++i];
+        else if (strcmp(a, "--sim-version") == 0)
+            o.sim_version = atoi(argv[++i]);
         else if (strcmp(a, "--argv0") == 0)
             o.argv0 = argv[++i];
         else if (strcmp(a, "--ckpt-signal") == 0)
@@ -69,7 +74,7 @@ static struct options parse_args(int argc, char **argv)
     }
     if (i >= argc)
         usage();
-    if (strcmp(o.device, "sim") != 0)
+    if (strcmp(o.device, "sim") != 0 && strcmp(o.device, "none") != 0)
         die("device '%s' is not available in this build; use --device sim", o.device);
     if (o.ckpt_signal < 1 || o.ckpt_signal > 64 || o.ckpt_signal == SIGKILL ||
         o.ckpt_signal == SIGSTOP || o.ckpt_signal == SIGSYS || o.ckpt_signal == CRAC_SIG_SUSPEND ||
@@ -81,18 +86,19 @@ static struct options parse_args(int argc, char **argv)
     return o;
 }
 
-/* The upper runtime sits next to this executable. */
-static void upper_runtime_path(char *out, size_t outlen)
+/* The directory of this executable: the upper runtime and the backends sit next to it. */
+static void native_dir(char *out, size_t outlen)
 {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0)
+    ssize_t n = readlink("/proc/self/exe", out, outlen - 1);
+    if (n <= 0 || (size_t)n > outlen - 64)
         die("cannot find the loader's own path%s", "");
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    *slash = '\0';
-    if ((size_t)snprintf(out, outlen, "%.*s/libcrac-upper.so", PATH_MAX - 32, self) >= outlen)
-        die("loader path too long%s", "");
+    out[n] = '\0';
+    *strrchr(out, '/') = '\0';
+}
+
+static void upper_runtime_path(const char *dir, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s/libcrac-upper.so", dir);
     if (access(out, R_OK) != 0)
         die("upper runtime %s is missing; reinstall crac-py", out);
 }
@@ -137,10 +143,11 @@ int main(int argc, char **argv, char **envp)
     if (ctrl_init(opt.ckpt_signal) != 0)
         die("cannot create the control block in the upper window%s", "");
 
-    char interp[PATH_MAX], runtime[PATH_MAX];
+    char interp[PATH_MAX], runtime[PATH_MAX + 32], dir[PATH_MAX];
     if (elf_read_interp(opt.program_argv[0], interp, sizeof(interp), err, sizeof(err)) != 0)
         die("%s", err);
-    upper_runtime_path(runtime, sizeof(runtime));
+    native_dir(dir, sizeof(dir));
+    upper_runtime_path(dir, runtime, sizeof(runtime));
 
     int fsgsbase = (getauxval(AT_HWCAP2) & 2) != 0;
     int e = shadow_pool_start(SHADOW_INITIAL);
@@ -148,7 +155,13 @@ int main(int argc, char **argv, char **envp)
         e = manager_start();
     if (e != 0)
         die("cannot start lower-half threads: %s", strerror(-e));
-    const struct crac_lh_api *api = lh_api_table(opt.device, fsgsbase);
+    const struct crac_backend_info *backend = NULL;
+    if (strcmp(opt.device, "none") != 0 &&
+        !(backend = backend_load(dir, opt.device, opt.sim_version, err, sizeof(err))))
+        die("%s", err);
+    const struct crac_lh_api *api = lh_api_table(backend, fsgsbase);
+    if (!api)
+        die("out of memory building the lower-half API table%s", "");
 
     struct loaded_elf ldso;
     if (elf_map_into_w(interp, &ldso, err, sizeof(err)) != 0)

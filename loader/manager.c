@@ -2,13 +2,16 @@
  * checkpoint requests will be received here (DESIGN §7). */
 #include "manager.h"
 
+#include "../lowerhalf/lower_threads.h"
 #include "../lowerhalf/shadow_pool.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 static void *manager_main(void *arg)
 {
     (void)arg;
+    lower_threads_register(gettid());
     shadow_pool_serve_growth();
     return NULL;
 }

@@ -34,11 +34,11 @@ static int lh_selftest_libc(void)
     return ok ? 0 : 2;
 }
 
-static const char *backend_name;
+static const char *backend_name = "none";
 
 static const char *lh_backend_name(void) { return backend_name; }
 
-static const struct crac_lh_entry entries[] = {
+static const struct crac_lh_entry loader_entries[] = {
     {"crac_lh_backend_name", (void *)lh_backend_name},
     {"crac_lh_selftest_tls_write", (void *)lh_selftest_tls_write},
     {"crac_lh_selftest_libc", (void *)lh_selftest_libc},
@@ -47,18 +47,36 @@ static const struct crac_lh_entry entries[] = {
 static volatile int32_t gate_inside, gate_pending;
 static struct crac_lh_api table;
 
-const struct crac_lh_api *lh_api_table(const char *backend, int fsgsbase)
+/* The loader's own entries first, then the backend's. */
+static const struct crac_lh_entry *merge_entries(const struct crac_backend_info *backend,
+                                                 uint32_t *count)
 {
-    backend_name = backend;
+    uint32_t n_loader = sizeof(loader_entries) / sizeof(loader_entries[0]);
+    uint32_t n_backend = backend ? backend->n_entries : 0;
+    struct crac_lh_entry *all = calloc(n_loader + n_backend, sizeof(*all));
+    if (!all)
+        return NULL;
+    memcpy(all, loader_entries, sizeof(loader_entries));
+    if (n_backend)
+        memcpy(all + n_loader, backend->entries, n_backend * sizeof(*all));
+    *count = n_loader + n_backend;
+    return all;
+}
+
+const struct crac_lh_api *lh_api_table(const struct crac_backend_info *backend, int fsgsbase)
+{
+    if (backend)
+        backend_name = backend->name;
     table.magic = CRAC_LH_API_MAGIC;
     table.version = CRAC_LH_API_VERSION;
-    table.n_entries = sizeof(entries) / sizeof(entries[0]);
-    table.entries = entries;
+    table.entries = merge_entries(backend, &table.n_entries);
+    if (!table.entries)
+        return NULL;
     table.gate_inside = &gate_inside;
     table.gate_pending = &gate_pending;
     table.borrow_tcb = shadow_pool_borrow;
     table.return_tcb = shadow_pool_return;
     table.hwcap_fsgsbase = fsgsbase;
-    table.backend = backend;
+    table.backend = backend_name;
     return &table;
 }

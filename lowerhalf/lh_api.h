@@ -2,8 +2,10 @@
 #ifndef CRAC_LH_API_BUILD_H
 #define CRAC_LH_API_BUILD_H
 
+#include "crac_backend.h"
 #include "crac_lh_api.h"
 
-const struct crac_lh_api *lh_api_table(const char *backend, int fsgsbase);
+/* backend may be NULL (no device backend loaded: --device none). */
+const struct crac_lh_api *lh_api_table(const struct crac_backend_info *backend, int fsgsbase);
 
 #endif

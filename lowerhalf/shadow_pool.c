@@ -4,10 +4,12 @@
 #include "shadow_pool.h"
 
 #include "crac_rawsys.h"
+#include "lower_threads.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #define POOL_MAX 1024
 #define GROW_STEP 8
@@ -41,6 +43,7 @@ static void *shadow_main(void *arg)
     struct slot *s = arg;
     /* On x86-64 glibc the thread pointer is the TCB address, which is what fs holds. */
     s->fs = (uint64_t)pthread_self();
+    lower_threads_register(gettid());
     __atomic_store_n(&s->state, SLOT_FREE, __ATOMIC_RELEASE);
     for (;;)
         futex_wait(&park_forever, 0);

@@ -1,0 +1,35 @@
+/* crac_backend.h — what a device backend (a shared library loaded into the lower half, e.g.
+ * libcrac-sim1.so) exports to the loader, and the services the loader offers it. */
+#ifndef CRAC_BACKEND_H
+#define CRAC_BACKEND_H
+
+#include "crac_lh_api.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CRAC_BACKEND_ABI 1
+
+struct crac_backend_host {
+    uint64_t device_window_start; /* D: device virtual addresses are assigned here by crac */
+    uint64_t device_window_end;
+    /* Every thread the backend starts must be registered: the checkpoint suspends and saves
+     * every thread that is not a registered lower-half thread. */
+    void (*register_lower_thread)(pid_t tid);
+    void (*unregister_lower_thread)(pid_t tid);
+};
+
+struct crac_backend_info {
+    uint32_t abi; /* CRAC_BACKEND_ABI */
+    const char *name;    /* "sim", "cuda" */
+    const char *version; /* the backend's own version string, recorded in images */
+    int driver_version;  /* what cudaDriverGetVersion reports */
+    const struct crac_lh_entry *entries; /* looked up by name from the upper half */
+    uint32_t n_entries;
+};
+
+/* The one symbol a backend library exports. Returns NULL on failure (message on stderr). */
+typedef const struct crac_backend_info *(*crac_backend_init_fn)(const struct crac_backend_host *);
+#define CRAC_BACKEND_INIT_SYMBOL "crac_backend_init"
+
+#endif

@@ -1,0 +1,11 @@
+/* lower_threads.h — the registry of lower-half threads (never suspended, never saved). */
+#ifndef CRAC_LOWER_THREADS_H
+#define CRAC_LOWER_THREADS_H
+
+#include <sys/types.h>
+
+void lower_threads_register(pid_t tid);
+void lower_threads_unregister(pid_t tid);
+int lower_threads_contains(pid_t tid);
+
+#endif
