@@ -12,7 +12,7 @@
 /* Inside W: the control block (allocator and signal state, saved with the upper half), then the
  * emulated brk range, then everything the first-fit allocator hands out. */
 #define CRAC_CTRL_START CRAC_W_START
-#define CRAC_CTRL_SIZE (1UL << 30)
+#define CRAC_CTRL_SIZE (16UL << 20)
 #define CRAC_BRK_START (CRAC_W_START + CRAC_CTRL_SIZE)
 #define CRAC_BRK_MAX (1UL << 40)
 #define CRAC_ALLOC_START (CRAC_BRK_START + CRAC_BRK_MAX)

@@ -564,19 +564,21 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     g[REG_RAX] = r;
 }
 
+void crac_loader_restorer(void);
+
 int confine_install_handler(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = on_sigsys;
     /* NODEFER and never blocking SIGSYS: a trap while SIGSYS is blocked kills the process.
-     * Asynchronous signals are blocked while we hold the allocator lock. */
-    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-    sigfillset(&sa.sa_mask);
+     * Asynchronous signals are blocked while we hold the allocator lock. The restorer is ours,
+     * in the loader's fixed text, so a SIGSYS frame saved on an upper stack stays valid. */
+    uint64_t keep_open = 0;
     static const int synchronous[] = {SIGSYS, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT};
     for (unsigned i = 0; i < sizeof(synchronous) / sizeof(synchronous[0]); i++)
-        sigdelset(&sa.sa_mask, synchronous[i]);
-    return sigaction(SIGSYS, &sa, NULL) == 0 ? 0 : -errno;
+        keep_open |= sigbit(synchronous[i]);
+    struct crac_ksigaction sa = {(uint64_t)on_sigsys,
+                                 SA_SIGINFO | SA_NODEFER | 0x04000000 /* SA_RESTORER */,
+                                 (uint64_t)crac_loader_restorer, ~keep_open};
+    return (int)raw_syscall4(SYS_rt_sigaction, SIGSYS, &sa, 0, 8);
 }
 
 long confine_place(unsigned long len, int prot, int flags, int fd, long off)

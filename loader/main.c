@@ -1,21 +1,24 @@
 /* main.c — the lower-half executable: reserves W and D, starts the manager and the shadow-TCB
- * pool, maps the program's ld.so into W, confines the upper half and jumps to it (DESIGN §5). */
+ * pool, loads the device backend, then either launches the program (ld.so mapped into W, the
+ * upper half confined, jump) or restarts it from an image (restart.c). DESIGN §5, §9. */
+#include "ckpt.h"
 #include "confine.h"
 #include "crac_layout.h"
 #include "elf_load.h"
+#include "launch.h"
 #include "manager.h"
 #include "probe.h"
+#include "restart.h"
 #include "upper_alloc.h"
-#include "upper_stack.h"
 #include "window.h"
 
 #include "../lowerhalf/backend.h"
 #include "../lowerhalf/lh_api.h"
 #include "../lowerhalf/shadow_pool.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,35 +26,48 @@
 #include <unistd.h>
 
 #define SHADOW_INITIAL 8
-#define EXIT_REFUSED 2
 
-struct options {
-    const char *device;
-    int sim_version;
-    const char *argv0;
-    int ckpt_signal;
-    char **program_argv; /* program path, then its arguments */
-};
-
-static void die(const char *fmt, const char *arg)
+void die(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "crac: error: ");
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+    va_end(ap);
     exit(EXIT_REFUSED);
 }
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: crac-loader [--device sim|none] [--sim-version N] [--argv0 NAME] "
-                    "[--ckpt-signal N] "
-                    "-- PROGRAM [ARGS...]\n       crac-loader --probe\n");
+    fprintf(stderr,
+            "usage: crac-loader [--device sim|none] [--sim-version N] [--argv0 NAME]\n"
+            "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
+            "                   [--exit-after-checkpoint] [--crac-cmd CMD] -- PROGRAM [ARGS...]\n"
+            "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
+            "                   [options above] -- PROGRAM [ARGS...]\n"
+            "       crac-loader --probe\n");
     exit(EXIT_REFUSED);
+}
+
+static int int_arg(const char *name, const char *v, int lo, int hi)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || x < lo || x > hi)
+        die("%s: '%s' is not a number in [%d, %d]", name, v, lo, hi);
+    return (int)x;
 }
 
 static struct options parse_args(int argc, char **argv)
 {
-    struct options o = {"sim", 0, NULL, CRAC_SIG_CKPT_DEFAULT, NULL};
+    struct options o;
+    memset(&o, 0, sizeof(o));
+    o.device = "sim";
+    o.ckpt_signal = CRAC_SIG_CKPT_DEFAULT;
+    o.ckpt_dir = ".";
+    o.keep = 2;
+    o.crac_cmd = "crac";
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -59,16 +75,39 @@ static struct options parse_args(int argc, char **argv)
             i++;
             break;
         }
+        if (strcmp(a, "--exit-after-checkpoint") == 0) {
+            o.exit_after = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-truncate") == 0) {
+            o.no_truncate = 1;
+            continue;
+        }
         if (i + 1 >= argc)
             usage();
+        const char *v = argv[++i];
         if (strcmp(a, "--device") == 0)
-            o.device = argv[++i];
+            o.device = v;
         else if (strcmp(a, "--sim-version") == 0)
-            o.sim_version = atoi(argv[++i]);
+            o.sim_version = int_arg(a, v, 1, 99);
         else if (strcmp(a, "--argv0") == 0)
-            o.argv0 = argv[++i];
+            o.argv0 = v;
         else if (strcmp(a, "--ckpt-signal") == 0)
-            o.ckpt_signal = atoi(argv[++i]);
+            o.ckpt_signal = int_arg(a, v, 1, 64);
+        else if (strcmp(a, "--ckpt-dir") == 0)
+            o.ckpt_dir = v;
+        else if (strcmp(a, "--keep") == 0)
+            o.keep = int_arg(a, v, 1, 100000);
+        else if (strcmp(a, "--interval") == 0)
+            o.interval = int_arg(a, v, 0, 1 << 30);
+        else if (strcmp(a, "--crac-cmd") == 0)
+            o.crac_cmd = v;
+        else if (strcmp(a, "--restart") == 0)
+            o.restart_dir = v;
+        else if (strcmp(a, "--core-size") == 0)
+            o.core_size = strtoull(v, NULL, 10);
+        else if (strcmp(a, "--header-crc") == 0)
+            o.header_crc = (uint32_t)strtoul(v, NULL, 10);
         else
             usage();
     }
@@ -76,11 +115,11 @@ static struct options parse_args(int argc, char **argv)
         usage();
     if (strcmp(o.device, "sim") != 0 && strcmp(o.device, "none") != 0)
         die("device '%s' is not available in this build; use --device sim", o.device);
-    if (o.ckpt_signal < 1 || o.ckpt_signal > 64 || o.ckpt_signal == SIGKILL ||
-        o.ckpt_signal == SIGSTOP || o.ckpt_signal == SIGSYS || o.ckpt_signal == CRAC_SIG_SUSPEND ||
-        o.ckpt_signal == 32 || o.ckpt_signal == 33)
-        die("checkpoint signal %s cannot be used", argv[i - 1]);
+    int s = o.ckpt_signal;
+    if (s == SIGKILL || s == SIGSTOP || s == SIGSYS || s == CRAC_SIG_SUSPEND || s == 32 || s == 33)
+        die("signal %d cannot be the checkpoint signal", s);
     o.program_argv = &argv[i];
+    o.program_argc = argc - i;
     if (!o.argv0)
         o.argv0 = o.program_argv[0];
     return o;
@@ -91,43 +130,47 @@ static void native_dir(char *out, size_t outlen)
 {
     ssize_t n = readlink("/proc/self/exe", out, outlen - 1);
     if (n <= 0 || (size_t)n > outlen - 64)
-        die("cannot find the loader's own path%s", "");
+        die("cannot find the loader's own path");
     out[n] = '\0';
     *strrchr(out, '/') = '\0';
 }
 
-static void upper_runtime_path(const char *dir, char *out, size_t outlen)
+static void fill_ckpt_config(const struct options *o, const struct crac_backend_info *backend)
 {
-    snprintf(out, outlen, "%s/libcrac-upper.so", dir);
-    if (access(out, R_OK) != 0)
-        die("upper runtime %s is missing; reinstall crac-py", out);
-}
-
-static void reserved_signal_placeholder(int sig) { (void)sig; }
-
-/* Until the checkpoint machinery takes them over, the reserved signals are caught and dropped:
- * the program can neither take nor block them (DESIGN §7). */
-static void claim_reserved_signals(int ckpt_signal)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = reserved_signal_placeholder;
-    sa.sa_flags = SA_RESTART;
-    sigaction(ckpt_signal, &sa, NULL);
-    sigaction(CRAC_SIG_SUSPEND, &sa, NULL);
-}
-
-__attribute__((noreturn)) static void jump_to_upper(uint64_t sp, uint64_t entry)
-{
-    /* rdx = 0: no rtld_fini for the program's libc to register, as after exec. */
-    __asm__ volatile("mov %0, %%rsp\n\t"
-                     "xor %%ebp, %%ebp\n\t"
-                     "xor %%edx, %%edx\n\t"
-                     "jmp *%1\n\t"
-                     :
-                     : "S"(sp), "a"(entry)
-                     : "memory");
-    __builtin_unreachable();
+    struct ckpt_config *c = &ckpt_cfg;
+    char host[64];
+    if (!realpath(o->program_argv[0], c->program))
+        snprintf(c->program, sizeof(c->program), "%s", o->program_argv[0]);
+    if (o->restart_dir) {
+        /* Generations continue in the directory the image came from. */
+        char gen[PATH_MAX];
+        if (!realpath(o->restart_dir, gen))
+            die("cannot resolve %s", o->restart_dir);
+        *strrchr(gen, '/') = '\0';
+        snprintf(c->proc_dir, sizeof(c->proc_dir), "%s", gen);
+        *strrchr(gen, '/') = '\0';
+        snprintf(c->ckpt_dir, sizeof(c->ckpt_dir), "%s", gen[0] ? gen : "/");
+    } else {
+        if (!realpath(o->ckpt_dir, c->ckpt_dir))
+            snprintf(c->ckpt_dir, sizeof(c->ckpt_dir), "%s", o->ckpt_dir);
+        snprintf(host, sizeof(host), "%08lx", (unsigned long)gethostid() & 0xffffffffUL);
+        const char *base = strrchr(c->program, '/');
+        int n = snprintf(c->proc_dir, sizeof(c->proc_dir), "%s/ckpt_%.64s_%s-%d", c->ckpt_dir,
+                         base ? base + 1 : c->program, host, getpid());
+        if (n < 0 || (size_t)n >= sizeof(c->proc_dir))
+            die("checkpoint directory path too long");
+    }
+    snprintf(c->crac_cmd, sizeof(c->crac_cmd), "%s", o->crac_cmd);
+    snprintf(c->backend_name, sizeof(c->backend_name), "%s", backend ? backend->name : "none");
+    snprintf(c->backend_version, sizeof(c->backend_version), "%s",
+             backend ? backend->version : "");
+    c->backend_driver_version = backend ? backend->driver_version : 0;
+    c->keep = o->keep;
+    c->interval = o->interval;
+    c->exit_after = o->exit_after;
+    c->ckpt_signal = o->ckpt_signal;
+    c->argc = o->program_argc;
+    c->argv = o->program_argv;
 }
 
 int main(int argc, char **argv, char **envp)
@@ -140,14 +183,16 @@ int main(int argc, char **argv, char **envp)
         window_reserve("device window D", CRAC_D_START, CRAC_D_END, err, sizeof(err)) != 0)
         die("%s", err);
     struct options opt = parse_args(argc, argv);
-    if (ctrl_init(opt.ckpt_signal) != 0)
-        die("cannot create the control block in the upper window%s", "");
-
-    char interp[PATH_MAX], runtime[PATH_MAX + 32], dir[PATH_MAX];
-    if (elf_read_interp(opt.program_argv[0], interp, sizeof(interp), err, sizeof(err)) != 0)
-        die("%s", err);
-    native_dir(dir, sizeof(dir));
-    upper_runtime_path(dir, runtime, sizeof(runtime));
+    struct restart_image img;
+    if (opt.restart_dir) {
+        /* Read and check the image, and hold the program's fd numbers, before anything else
+         * (the backend included) can open files. */
+        if (restart_open_image(&opt, &img, err, sizeof(err)) != 0)
+            die("%s", err);
+    } else if (ctrl_init(opt.ckpt_signal) != 0) {
+        die("cannot create the control block in the upper window");
+    }
+    native_dir(opt.native_dir, sizeof(opt.native_dir));
 
     int fsgsbase = (getauxval(AT_HWCAP2) & 2) != 0;
     int e = shadow_pool_start(SHADOW_INITIAL);
@@ -157,41 +202,13 @@ int main(int argc, char **argv, char **envp)
         die("cannot start lower-half threads: %s", strerror(-e));
     const struct crac_backend_info *backend = NULL;
     if (strcmp(opt.device, "none") != 0 &&
-        !(backend = backend_load(dir, opt.device, opt.sim_version, err, sizeof(err))))
+        !(backend = backend_load(opt.native_dir, opt.device, opt.sim_version, err, sizeof(err))))
         die("%s", err);
     const struct crac_lh_api *api = lh_api_table(backend, fsgsbase);
     if (!api)
-        die("out of memory building the lower-half API table%s", "");
-
-    struct loaded_elf ldso;
-    if (elf_map_into_w(interp, &ldso, err, sizeof(err)) != 0)
-        die("%s", err);
-
-    /* The upper ld.so is run as a program: it maps the application, its libraries and our
-     * runtime, and keeps argv[0] and the environment exactly as the caller gave them. */
-    int n_prog = 0;
-    while (opt.program_argv[n_prog])
-        n_prog++;
-    char **uargv = calloc((size_t)n_prog + 8, sizeof(char *));
-    int k = 0;
-    uargv[k++] = interp;
-    uargv[k++] = "--argv0";
-    uargv[k++] = (char *)opt.argv0;
-    uargv[k++] = "--preload";
-    uargv[k++] = runtime;
-    for (int i = 0; i < n_prog; i++)
-        uargv[k++] = opt.program_argv[i];
-    uargv[k] = NULL;
-
-    struct upper_start start = {uargv, envp, &ldso, opt.program_argv[0], (uint64_t)api};
-    uint64_t sp = upper_stack_build(&start, err, sizeof(err));
-    if (!sp)
-        die("%s", err);
-    free(uargv);
-
-    claim_reserved_signals(opt.ckpt_signal);
-    if ((e = confine_install_handler()) != 0 || (e = confine_install_filter()) != 0)
-        die("cannot install the seccomp confinement: %s", strerror(-e));
-    fflush(NULL); /* the lower stdio is never flushed again: the process exits through the upper */
-    jump_to_upper(sp, ldso.entry);
+        die("out of memory building the lower-half API table");
+    fill_ckpt_config(&opt, backend);
+    if (opt.restart_dir)
+        restart_run(&opt, &img, api);
+    launch_run(&opt, api, envp);
 }

@@ -1,6 +1,8 @@
-/* manager.c — the lower-half manager thread. For now it grows the shadow-TCB pool on request;
- * checkpoint requests will be received here (DESIGN §7). */
+/* manager.c — the lower-half threads that serve the upper half: the manager, which runs
+ * checkpoints (DESIGN §7), and the grower of the shadow-TCB pool. */
 #include "manager.h"
+
+#include "ckpt.h"
 
 #include "../lowerhalf/lower_threads.h"
 #include "../lowerhalf/shadow_pool.h"
@@ -8,7 +10,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-static void *manager_main(void *arg)
+static void *pool_grower_main(void *arg)
 {
     (void)arg;
     lower_threads_register(gettid());
@@ -16,13 +18,27 @@ static void *manager_main(void *arg)
     return NULL;
 }
 
-int manager_start(void)
+static void *manager_main(void *arg)
+{
+    (void)arg;
+    lower_threads_register(gettid());
+    ckpt_serve();
+    return NULL;
+}
+
+static int start_detached(void *(*fn)(void *))
 {
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int err = pthread_create(&t, &attr, manager_main, NULL);
+    int err = pthread_create(&t, &attr, fn, NULL);
     pthread_attr_destroy(&attr);
     return -err;
+}
+
+int manager_start(void)
+{
+    int e = start_detached(pool_grower_main);
+    return e ? e : start_detached(manager_main);
 }

@@ -4,6 +4,8 @@
 
 #include "shadow_pool.h"
 
+#include "../loader/ckpt.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,10 +44,15 @@ static const struct crac_lh_entry loader_entries[] = {
     {"crac_lh_backend_name", (void *)lh_backend_name},
     {"crac_lh_selftest_tls_write", (void *)lh_selftest_tls_write},
     {"crac_lh_selftest_libc", (void *)lh_selftest_libc},
+    {"crac_lh_register_upper", (void *)ckpt_register_upper},
+    {"crac_lh_request_checkpoint", (void *)ckpt_request_entry},
 };
 
 static volatile int32_t gate_inside, gate_pending;
 static struct crac_lh_api table;
+
+volatile int32_t *lh_gate_inside(void) { return &gate_inside; }
+volatile int32_t *lh_gate_pending(void) { return &gate_pending; }
 
 /* The loader's own entries first, then the backend's. */
 static const struct crac_lh_entry *merge_entries(const struct crac_backend_info *backend,

@@ -10,6 +10,8 @@
 
 /* The lower TCB this upper thread borrowed; returned to the pool when the thread exits. */
 static __thread uint64_t lower_fs __attribute__((tls_model("initial-exec")));
+/* The restart that lower_fs was borrowed under: a restart brings a new lower half and new TCBs. */
+static __thread int32_t lower_fs_epoch __attribute__((tls_model("initial-exec")));
 static pthread_key_t lower_fs_key;
 static pthread_once_t lower_fs_once = PTHREAD_ONCE_INIT;
 
@@ -19,9 +21,11 @@ static void make_key(void) { pthread_key_create(&lower_fs_key, give_back_tcb); }
 
 static uint64_t this_thread_lower_fs(void)
 {
-    if (__builtin_expect(lower_fs != 0, 1))
+    int32_t epoch = __atomic_load_n(&crac_registry.lower_epoch, __ATOMIC_RELAXED);
+    if (__builtin_expect(lower_fs != 0 && lower_fs_epoch == epoch, 1))
         return lower_fs;
     pthread_once(&lower_fs_once, make_key);
+    lower_fs_epoch = epoch;
     lower_fs = crac_upper.api->borrow_tcb();
     pthread_setspecific(lower_fs_key, (void *)lower_fs);
     return lower_fs;

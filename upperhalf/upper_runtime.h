@@ -4,6 +4,7 @@
 #define CRAC_UPPER_RUNTIME_H
 
 #include "crac_lh_api.h"
+#include "crac_registry.h"
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -15,6 +16,10 @@ struct upper_runtime {
 };
 
 extern struct upper_runtime crac_upper;
+extern struct crac_registry crac_registry;
+
+/* Fill the registry's suspend handler and restorer (suspend.c). */
+void suspend_register(void);
 
 /* Look up a lower-half entry by name; NULL when the lower half does not export it. */
 void *upper_lookup(const char *name);

@@ -1,0 +1,56 @@
+/* crac_registry.h — the upper runtime's registry, shared by layout with the lower half: where
+ * threads park during a checkpoint and what a restart needs to bring them back (DESIGN §7, §9).
+ * It lives in upper-half memory, so it is saved and restored with the upper half. */
+#ifndef CRAC_REGISTRY_H
+#define CRAC_REGISTRY_H
+
+#include <stdint.h>
+
+#define CRAC_REGISTRY_MAGIC 0x4352414352454731UL /* "CRACREG1" */
+#define CRAC_REGISTRY_VERSION 1
+#define CRAC_MAX_THREADS 4096
+
+/* Callee-saved registers and the resume point of a parked thread. */
+struct crac_jmp {
+    uint64_t rbx, rbp, r12, r13, r14, r15, rsp, rip;
+};
+
+enum crac_thread_state { CRAC_SLOT_FREE = 0, CRAC_SLOT_PARKED = 1 };
+
+struct crac_thread_rec {
+    volatile int32_t state;
+    int32_t tid;
+    uint64_t fsbase;
+    uint64_t ucontext; /* the interrupted context, in the signal frame on the thread's stack */
+    struct crac_jmp park;
+    uint64_t altstack_sp, altstack_size; /* sigaltstack, per-thread kernel state */
+    int32_t altstack_flags;
+    int32_t pad;
+    uint64_t robust_head, robust_len; /* set_robust_list, filled by the manager */
+};
+
+struct crac_registry {
+    uint64_t magic;
+    uint32_t version;
+    volatile int32_t parked;      /* futex: threads parked (or restored and waiting) this round */
+    volatile int32_t release_gen; /* futex: bumped to release the parked threads */
+    volatile int32_t generation;  /* number of checkpoints taken of this computation */
+    volatile int32_t restarts;    /* number of restarts */
+    volatile int32_t attempts;    /* futex: checkpoint attempts finished (written or failed) */
+    volatile int32_t failures;    /* checkpoint attempts that failed */
+    int32_t pad;
+    int64_t pthread_tid_offset;   /* -1 unknown */
+    int64_t rseq_offset;          /* upper glibc's __rseq_offset; rseq_size 0: not used */
+    uint32_t rseq_size;
+    uint32_t rseq_sig;
+    uint64_t suspend_handler; /* upper code the lower installs for the suspend signal */
+    uint64_t restorer;        /* upper sa_restorer, so no signal frame returns into the lower half */
+    uint64_t auxv;            /* the upper half's auxv, for NT_AUXV */
+    uint64_t api_slot;        /* address of the upper runtime's pointer to the lower-half API */
+    uint64_t restart_hook;    /* upper function the restart runs before releasing threads, or 0 */
+    volatile int32_t lower_epoch; /* bumped at each restart: cached lower TCBs are stale */
+    int32_t pad2;
+    struct crac_thread_rec threads[CRAC_MAX_THREADS];
+};
+
+#endif

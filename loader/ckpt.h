@@ -1,0 +1,78 @@
+/* ckpt.h — the lower half's checkpoint machinery: configuration, triggers, the checkpoint
+ * sequence (DESIGN §7) and its pieces. */
+#ifndef CRAC_CKPT_H
+#define CRAC_CKPT_H
+
+#include "crac_image.h"
+#include "crac_registry.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ckpt_config {
+    char proc_dir[PATH_MAX];  /* <ckptdir>/ckpt_<prog>_<hostid>-<pid>: stays across restarts */
+    char ckpt_dir[PATH_MAX];  /* <ckptdir> */
+    char program[PATH_MAX];   /* the application binary */
+    char crac_cmd[PATH_MAX];  /* how to run `crac` (for the restart script) */
+    char backend_name[32];
+    char backend_version[32];
+    int backend_driver_version;
+    int keep;                 /* generations kept */
+    int interval;             /* seconds, 0 = none */
+    int exit_after;           /* exit after the next checkpoint is written */
+    int ckpt_signal;
+    int argc;
+    char **argv;              /* the program's argv, for the manifest */
+};
+
+extern struct ckpt_config ckpt_cfg;
+extern struct crac_registry *ckpt_registry; /* the upper runtime's, once it registered */
+
+/* Triggers (ckpt_trigger.c). */
+int ckpt_install_trigger(int signo);
+void ckpt_request(int exit_after);
+/* The manager's loop: wait for a request or the interval, then checkpoint. Never returns. */
+void ckpt_serve(void);
+
+long ckpt_register_upper(struct crac_registry *r);
+long ckpt_request_entry(void);
+int ckpt_install_suspend_handler(const struct crac_registry *r);
+int remove_tree(const char *path);
+
+/* The sequence (ckpt_run.c). Returns 0, or -1 with the reason printed on stderr. */
+int ckpt_run(int exit_after);
+
+/* Quiesce and suspend (ckpt_suspend.c). */
+struct parked_thread {
+    struct crac_thread_rec *rec;
+    int32_t tid;
+    long blocked_nr; /* syscall the thread was blocked in when signalled, -1 if none */
+    uint64_t blocked_pc;
+};
+int ckpt_suspend_all(struct parked_thread *out, int max, int *count);
+void ckpt_release_all(void);
+
+/* The image (image_core.c, image_fds.c, image_proc.c, image_commit.c). */
+struct core_extras {
+    const void *fds, *signals, *timers;
+    size_t fds_len, signals_len, timers_len;
+};
+int core_write(const char *path, const struct parked_thread *threads, int n_threads,
+               int generation, const struct core_extras *extras, uint32_t *header_crc,
+               uint64_t *file_size);
+int fds_capture(const char *files_dir, void **blob, size_t *len);
+int proc_capture_signals(void **blob, size_t *len);
+int proc_capture_timers(void **blob, size_t *len);
+int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc,
+                      uint64_t core_size, int n_threads);
+int proc_restore_signals(const struct crac_signal_rec *recs);
+typedef int32_t (*tid_map_fn)(int32_t old_tid);
+int proc_restore_timers(const struct crac_timers_rec *t, tid_map_fn map_tid, char *err,
+                        size_t errlen);
+
+/* Placing the PROT_NONE guard back: see confine_trap.c. */
+long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long off);
+
+#endif

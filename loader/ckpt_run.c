@@ -1,0 +1,166 @@
+/* ckpt_run.c — one checkpoint, in DESIGN §7's order: quiesce, suspend, write into a temporary
+ * directory, resume, then publish (manifest, rename, latest). Also the lower-half entries the
+ * upper runtime calls to register itself and to ask for a checkpoint. */
+#include "ckpt.h"
+
+#include "crac_layout.h"
+#include "crac_rawsys.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct ckpt_config ckpt_cfg;
+struct crac_registry *ckpt_registry;
+
+static int mkdirs(const char *path)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(tmp, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* The suspend handler is upper code with an upper restorer: install it with a raw rt_sigaction
+ * so the lower libc puts nothing of its own in the frame. */
+int ckpt_install_suspend_handler(const struct crac_registry *r)
+{
+    uint64_t keep_open = (1UL << (SIGSYS - 1)) | (1UL << (SIGSEGV - 1)) | (1UL << (SIGBUS - 1)) |
+                         (1UL << (SIGILL - 1)) | (1UL << (SIGFPE - 1)) | (1UL << (SIGTRAP - 1));
+    struct {
+        uint64_t handler, flags, restorer, mask;
+    } sa = {r->suspend_handler, SA_SIGINFO | SA_RESTART | 0x04000000 /* SA_RESTORER */,
+            r->restorer, ~keep_open};
+    return (int)raw_syscall4(SYS_rt_sigaction, CRAC_SIG_SUSPEND, &sa, 0, 8);
+}
+
+/* Lower-half API entry: the upper runtime hands over its registry. */
+long ckpt_register_upper(struct crac_registry *r)
+{
+    if (r->magic != CRAC_REGISTRY_MAGIC || r->version != CRAC_REGISTRY_VERSION)
+        return -EINVAL;
+    if (ckpt_install_suspend_handler(r) != 0)
+        return -EINVAL;
+    ckpt_registry = r;
+    return 0;
+}
+
+/* Lower-half API entry: crac_checkpoint() from the program. */
+long ckpt_request_entry(void)
+{
+    ckpt_request(0);
+    return 0;
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* CRAC_TIMING=1: one line per checkpoint with the time each phase took (docs/PERFORMANCE.md). */
+static void report_timing(int generation, const double *t, int n_threads, uint64_t core_size)
+{
+    static int enabled = -1;
+    if (enabled < 0)
+        enabled = getenv("CRAC_TIMING") != NULL;
+    if (enabled)
+        fprintf(stderr,
+                "crac: timing: generation %d: suspend %.2f ms, write %.2f ms, pause %.2f ms, "
+                "publish %.2f ms, threads %d, core %llu bytes\n",
+                generation, t[1] - t[0], t[2] - t[1], t[3] - t[0], t[4] - t[3], n_threads,
+                (unsigned long long)core_size);
+}
+
+static void finish_attempt(struct crac_registry *r, int failed)
+{
+    if (failed)
+        __atomic_add_fetch(&r->failures, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&r->attempts, 1, __ATOMIC_SEQ_CST);
+    raw_syscall6(SYS_futex, (long)&r->attempts, 129, 0x7fffffff, 0, 0, 0);
+}
+
+int ckpt_run(int exit_after)
+{
+    static struct parked_thread threads[CRAC_MAX_THREADS];
+    struct crac_registry *r = ckpt_registry;
+    int generation = r->generation + 1, n = 0;
+    char tmp[PATH_MAX + 64], files[PATH_MAX + 80], core[PATH_MAX + 80];
+    if (mkdirs(ckpt_cfg.proc_dir) != 0) {
+        fprintf(stderr, "crac: error: checkpoint abandoned: cannot create %s: %s\n",
+                ckpt_cfg.proc_dir, strerror(errno));
+        finish_attempt(r, 1);
+        return -1;
+    }
+    snprintf(tmp, sizeof(tmp), "%s/gen-%06d.tmp", ckpt_cfg.proc_dir, generation);
+    snprintf(files, sizeof(files), "%s/files", tmp);
+    snprintf(core, sizeof(core), "%s/upper.core", tmp);
+    remove_tree(tmp); /* left by a checkpoint that was killed while writing */
+    if (mkdir(tmp, 0700) != 0) {
+        fprintf(stderr, "crac: error: checkpoint abandoned: cannot create %s: %s\n", tmp,
+                strerror(errno));
+        finish_attempt(r, 1);
+        return -1;
+    }
+    double t[5];
+    t[0] = now_ms();
+    if (ckpt_suspend_all(threads, CRAC_MAX_THREADS, &n) != 0) {
+        remove_tree(tmp);
+        finish_attempt(r, 1);
+        return -1;
+    }
+    t[1] = now_ms();
+    struct core_extras x = {0};
+    uint32_t header_crc = 0;
+    uint64_t core_size = 0;
+    r->generation = generation;
+    int rc = fds_capture(files, (void **)&x.fds, &x.fds_len) < 0 ||
+                     proc_capture_signals((void **)&x.signals, &x.signals_len) != 0 ||
+                     proc_capture_timers((void **)&x.timers, &x.timers_len) != 0 ||
+                     core_write(core, threads, n, generation, &x, &header_crc, &core_size) != 0
+                 ? -1
+                 : 0;
+    free((void *)x.fds);
+    free((void *)x.signals);
+    free((void *)x.timers);
+    if (rc != 0) {
+        r->generation = generation - 1;
+        ckpt_release_all();
+        remove_tree(tmp);
+        fprintf(stderr, "crac: error: checkpoint %d abandoned; the previous one stays valid\n",
+                generation);
+        finish_attempt(r, 1);
+        return -1;
+    }
+    t[2] = now_ms();
+    if (exit_after) {
+        /* Checkpoint-then-exit: publish while everything is still parked, then leave. */
+        int ok = commit_generation(tmp, generation, header_crc, core_size, n) == 0;
+        raw_syscall1(SYS_exit_group, ok ? 0 : 2);
+    }
+    ckpt_release_all();
+    t[3] = now_ms();
+    rc = commit_generation(tmp, generation, header_crc, core_size, n);
+    t[4] = now_ms();
+    report_timing(generation, t, n, core_size);
+    if (rc != 0) {
+        r->generation = generation - 1;
+        remove_tree(tmp);
+    }
+    finish_attempt(r, rc != 0);
+    return rc;
+}

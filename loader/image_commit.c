@@ -1,0 +1,269 @@
+/* image_commit.c — makes a written generation official: MANIFEST.json with versions and SHA-256
+ * checksums, fsync, rename to gen-NNNNNN, the `latest` link, rotation of old generations and the
+ * restart script. Until the rename, the previous generation is the one a restart finds. */
+#include "ckpt.h"
+
+#include "crac_version.h"
+#include "sha256.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <gnu/libc-version.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+struct json {
+    char *data;
+    size_t len, cap;
+};
+
+static void jraw(struct json *j, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(j->data ? j->data + j->len : NULL, j->data ? j->cap - j->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (j->data && j->len + (size_t)n < j->cap) {
+            j->len += (size_t)n;
+            return;
+        }
+        size_t cap = j->cap ? j->cap * 2 : 4096;
+        while (cap < j->len + (size_t)n + 1)
+            cap *= 2;
+        char *d = realloc(j->data, cap);
+        if (!d)
+            return;
+        j->data = d;
+        j->cap = cap;
+    }
+}
+
+static void jstr(struct json *j, const char *s)
+{
+    jraw(j, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            jraw(j, "\\%c", c);
+        else if (c < 0x20)
+            jraw(j, "\\u%04x", c);
+        else
+            jraw(j, "%c", c);
+    }
+    jraw(j, "\"");
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+int remove_tree(const char *path) { return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static int fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* Every regular file under dir (one level of subdirectories: files/), with its SHA-256. */
+static int manifest_files(struct json *j, const char *dir, const char *sub, int *first)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s%s%s", dir, sub[0] ? "/" : "", sub);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d)) && rc == 0) {
+        if (de->d_name[0] == '.' || strcmp(de->d_name, "MANIFEST.json") == 0)
+            continue;
+        char rel[PATH_MAX], full[PATH_MAX * 2];
+        snprintf(rel, sizeof(rel), "%s%s%s", sub, sub[0] ? "/" : "", de->d_name);
+        snprintf(full, sizeof(full), "%s/%s", dir, rel);
+        struct stat st;
+        if (stat(full, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            rc = manifest_files(j, dir, rel, first);
+            continue;
+        }
+        char hex[65];
+        if (sha256_file(full, hex) != 0) {
+            rc = -1;
+            break;
+        }
+        jraw(j, "%s\n    ", *first ? "" : ",");
+        *first = 0;
+        jstr(j, rel);
+        jraw(j, ": {\"size\": %lld, \"sha256\": \"%s\"}", (long long)st.st_size, hex);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int write_manifest(const char *dir, int generation, uint32_t header_crc, uint64_t core_size,
+                          int n_threads)
+{
+    struct json j = {0};
+    struct utsname u;
+    uname(&u);
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    char prog_hash[65] = "", loader_hash[65] = "", created[64];
+    sha256_file(ckpt_cfg.program, prog_hash);
+    sha256_file("/proc/self/exe", loader_hash);
+    time_t now = time(NULL);
+    strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    jraw(&j, "{\n  \"format\": \"crac-image\",\n  \"format_version\": %d,\n", CRAC_IMAGE_FORMAT);
+    jraw(&j, "  \"crac_version\": \"%s\",\n  \"generation\": %d,\n  \"created\": \"%s\",\n",
+         CRAC_VERSION, generation, created);
+    jraw(&j, "  \"host\": {\"hostname\": ");
+    jstr(&j, host);
+    jraw(&j, ", \"hostid\": \"%08lx\", \"kernel\": ", (unsigned long)gethostid() & 0xffffffffUL);
+    jstr(&j, u.release);
+    jraw(&j, ", \"glibc\": \"%s\"},\n", gnu_get_libc_version());
+    jraw(&j, "  \"process\": {\"pid\": %d, \"program\": ", getpid());
+    jstr(&j, ckpt_cfg.program);
+    jraw(&j, ", \"program_sha256\": \"%s\", \"argv\": [", prog_hash);
+    for (int i = 0; i < ckpt_cfg.argc; i++) {
+        jraw(&j, "%s", i ? ", " : "");
+        jstr(&j, ckpt_cfg.argv[i]);
+    }
+    jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d},\n", n_threads, ckpt_cfg.ckpt_signal);
+    jraw(&j, "  \"backend\": {\"name\": ");
+    jstr(&j, ckpt_cfg.backend_name);
+    jraw(&j, ", \"version\": ");
+    jstr(&j, ckpt_cfg.backend_version);
+    jraw(&j, ", \"driver_version\": %d},\n", ckpt_cfg.backend_driver_version);
+    jraw(&j, "  \"loader_sha256\": \"%s\",\n", loader_hash);
+    jraw(&j, "  \"upper_core\": {\"size\": %llu, \"header_crc32c\": %u},\n",
+         (unsigned long long)core_size, header_crc);
+    jraw(&j, "  \"files\": {");
+    int first = 1;
+    if (manifest_files(&j, dir, "", &first) != 0) {
+        free(j.data);
+        return -1;
+    }
+    jraw(&j, "\n  }\n}\n");
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/MANIFEST.json", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = -1;
+    if (fd >= 0) {
+        rc = write(fd, j.data, j.len) == (ssize_t)j.len && fsync(fd) == 0 ? 0 : -1;
+        close(fd);
+    }
+    free(j.data);
+    return rc;
+}
+
+static void rotate(int keep)
+{
+    DIR *d = opendir(ckpt_cfg.proc_dir);
+    if (!d)
+        return;
+    int gens[4096], n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 4096) {
+        int g;
+        char tail;
+        if (sscanf(de->d_name, "gen-%d%c", &g, &tail) == 1)
+            gens[n++] = g;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        int newer = 0;
+        for (int k = 0; k < n; k++)
+            newer += gens[k] > gens[i];
+        if (newer >= keep) {
+            char path[PATH_MAX + 32];
+            snprintf(path, sizeof(path), "%s/gen-%06d", ckpt_cfg.proc_dir, gens[i]);
+            remove_tree(path);
+        }
+    }
+}
+
+static int write_restart_script(void)
+{
+    char path[PATH_MAX + 64], tmp[PATH_MAX + 128];
+    snprintf(path, sizeof(path), "%s/crac_restart_script.sh", ckpt_cfg.ckpt_dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, getpid());
+    FILE *f = fopen(tmp, "we");
+    if (!f)
+        return -1;
+    const char *proc = strrchr(ckpt_cfg.proc_dir, '/') + 1;
+    fprintf(f, "#!/bin/sh\n"
+               "# Written by crac after each checkpoint: restarts the job from its latest images.\n"
+               "# --ckptdir DIR restarts from a copy of this directory; other options go to\n"
+               "# `crac restart`.\n"
+               "dir='%s'\n"
+               "while [ $# -gt 0 ]; do\n"
+               "  case \"$1\" in\n"
+               "    --ckptdir) dir=\"$2\"; shift 2 ;;\n"
+               "    --ckptdir=*) dir=\"${1#--ckptdir=}\"; shift ;;\n"
+               "    *) break ;;\n"
+               "  esac\n"
+               "done\n"
+               "exec %s restart \"$@\" \"$dir/%s\"\n",
+            ckpt_cfg.ckpt_dir, ckpt_cfg.crac_cmd, proc);
+    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    fclose(f);
+    if (!ok || chmod(tmp, 0700) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc,
+                      uint64_t core_size, int n_threads)
+{
+    char final[PATH_MAX + 32], link_tmp[PATH_MAX + 32], link[PATH_MAX + 32], name[32];
+    if (write_manifest(tmp_dir, generation, header_crc, core_size, n_threads) != 0 ||
+        fsync_path(tmp_dir) != 0) {
+        fprintf(stderr, "crac: error: cannot write the manifest of generation %d: %s\n",
+                generation, strerror(errno));
+        return -1;
+    }
+    snprintf(name, sizeof(name), "gen-%06d", generation);
+    snprintf(final, sizeof(final), "%s/%s", ckpt_cfg.proc_dir, name);
+    remove_tree(final); /* a leftover of an earlier run with the same number */
+    if (rename(tmp_dir, final) != 0) {
+        fprintf(stderr, "crac: error: cannot publish generation %d: %s\n", generation,
+                strerror(errno));
+        return -1;
+    }
+    snprintf(link_tmp, sizeof(link_tmp), "%s/.latest.tmp", ckpt_cfg.proc_dir);
+    snprintf(link, sizeof(link), "%s/latest", ckpt_cfg.proc_dir);
+    unlink(link_tmp);
+    if (symlink(name, link_tmp) != 0 || rename(link_tmp, link) != 0 ||
+        fsync_path(ckpt_cfg.proc_dir) != 0) {
+        fprintf(stderr, "crac: error: cannot update %s: %s\n", link, strerror(errno));
+        return -1;
+    }
+    rotate(ckpt_cfg.keep);
+    if (write_restart_script() != 0)
+        fprintf(stderr, "crac: warning: cannot write %s/crac_restart_script.sh: %s\n",
+                ckpt_cfg.ckpt_dir, strerror(errno));
+    return 0;
+}

@@ -1,0 +1,492 @@
+/* image_core.c — writes upper.core: an ELF core file holding every upper-half region (PT_LOAD at
+ * page-aligned offsets, never-touched and zero pages left as holes), a NT_PRSTATUS per thread,
+ * NT_FILE, NT_AUXV, and crac's own notes (crac_image.h, docs/IMAGE.md). */
+#include "ckpt.h"
+
+#include "crac_layout.h"
+#include "crc32c.h"
+#include "upper_alloc.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/procfs.h>
+#include <sys/stat.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define PAGE 4096UL
+#define MAX_REGIONS 65536
+#define PM_PRESENT (1ULL << 63)
+#define PM_SWAPPED (1ULL << 62)
+#define PM_FILE (1ULL << 61)
+#define PAGEMAP_BATCH 512
+
+struct region {
+    struct crac_region_rec rec;
+    char path[PATH_MAX];
+    unsigned char *bitmap;
+};
+
+struct buf {
+    unsigned char *data;
+    size_t len, cap;
+};
+
+static int put(struct buf *b, const void *p, size_t n)
+{
+    if (b->len + n + 8 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 65536;
+        while (cap < b->len + n + 8)
+            cap *= 2;
+        unsigned char *d = realloc(b->data, cap);
+        if (!d)
+            return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    if (p)
+        memcpy(b->data + b->len, p, n);
+    else
+        memset(b->data + b->len, 0, n);
+    b->len += n;
+    return 0;
+}
+
+static int pad(struct buf *b, size_t align)
+{
+    size_t extra = (align - b->len % align) % align;
+    return extra ? put(b, NULL, extra) : 0;
+}
+
+static int put_note(struct buf *b, const char *name, uint32_t type, const void *desc, size_t len)
+{
+    Elf64_Nhdr h = {(Elf64_Word)(strlen(name) + 1), (Elf64_Word)len, type};
+    return put(b, &h, sizeof(h)) || put(b, name, h.n_namesz) || pad(b, 4) ||
+           put(b, desc, len) || pad(b, 4);
+}
+
+static int is_outside_w(uint64_t start) { return start < CRAC_W_START || start >= CRAC_W_END; }
+
+static int wanted(uint64_t start, uint64_t end)
+{
+    if (start >= CRAC_W_START && end <= CRAC_W_END)
+        return 1;
+    struct crac_ctrl *c = crac_ctrl();
+    for (uint32_t k = 0; k < c->n_extras; k++)
+        if (c->extras[k].start < end && c->extras[k].end > start)
+            return 1;
+    return 0;
+}
+
+static int any_present(int pagemap, uint64_t start, uint64_t end)
+{
+    uint64_t entries[PAGEMAP_BATCH];
+    for (uint64_t a = start; a < end; a += PAGEMAP_BATCH * PAGE) {
+        uint64_t n = (end - a) / PAGE < PAGEMAP_BATCH ? (end - a) / PAGE : PAGEMAP_BATCH;
+        if (pread(pagemap, entries, n * 8, (off_t)(a / PAGE * 8)) != (ssize_t)(n * 8))
+            return 1;
+        for (uint64_t i = 0; i < n; i++)
+            if (entries[i] & (PM_PRESENT | PM_SWAPPED))
+                return 1;
+    }
+    return 0;
+}
+
+/* Narrow a PROT_NONE range to the span of its pages that are in use and present; 0 if none. */
+static int used_and_present(int pagemap, unsigned long *start, unsigned long *end)
+{
+    const struct crac_ctrl *c = crac_ctrl();
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (uint32_t k = 0; k < c->n_used; k++) {
+        uint64_t s = c->used[k].start > *start ? c->used[k].start : *start;
+        uint64_t e = c->used[k].end < *end ? c->used[k].end : *end;
+        /* The emulated brk range beyond the break is reservation too: look at what is below
+         * the break and what is above the brk range. */
+        uint64_t pieces[2][2] = {{s, e < c->brk_mapped || s >= CRAC_BRK_START + CRAC_BRK_MAX
+                                         ? e
+                                         : (s > c->brk_mapped ? s : c->brk_mapped)},
+                                 {s > CRAC_BRK_START + CRAC_BRK_MAX ? s : CRAC_BRK_START + CRAC_BRK_MAX, e}};
+        for (int p = 0; p < 2; p++) {
+            uint64_t ps = pieces[p][0], pe = pieces[p][1];
+            if (ps >= pe || !any_present(pagemap, ps, pe))
+                continue;
+            lo = ps < lo ? ps : lo;
+            hi = pe > hi ? pe : hi;
+        }
+    }
+    if (*start < CRAC_W_START || *end > CRAC_W_END) /* an extra outside W: look at all of it */
+        return any_present(pagemap, *start, *end);
+    if (hi <= lo)
+        return 0;
+    *start = lo;
+    *end = hi;
+    return 1;
+}
+
+/* The regions of /proc/self/maps that belong to the upper half. */
+static int collect_regions(struct region *rs, int max, int pagemap)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return -1;
+    char line[PATH_MAX + 256];
+    int n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long start, end, off, ino;
+        unsigned int dmaj, dmin;
+        char perms[8];
+        int consumed = 0;
+        if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &off, &dmaj, &dmin,
+                   &ino, &consumed) < 7 ||
+            !wanted(start, end))
+            continue;
+        char *path = line + consumed;
+        path[strcspn(path, "\n")] = '\0';
+        int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
+                   (perms[2] == 'x' ? PROT_EXEC : 0);
+        int shared = perms[3] == 's';
+        int anon = path[0] == '\0' || path[0] == '[';
+        size_t plen = strlen(path);
+        int deleted = plen > 10 && strcmp(path + plen - 10, " (deleted)") == 0;
+        /* PROT_NONE and never touched: a reservation, recreated by reserving W. Only what the
+         * allocator handed out can hold data, so only that is looked at (W is 16 TiB). */
+        if (!prot && anon) {
+            if (!used_and_present(pagemap, &start, &end))
+                continue;
+        }
+        if (n >= max) {
+            fclose(f);
+            errno = E2BIG;
+            return -1;
+        }
+        struct region *r = &rs[n++];
+        memset(&r->rec, 0, sizeof(r->rec));
+        r->bitmap = NULL;
+        r->rec.start = start;
+        r->rec.end = end;
+        r->rec.prot = (uint32_t)prot;
+        r->rec.flags = is_outside_w(start) ? CRAC_REGION_OUTSIDE_W : 0;
+        r->rec.file_offset = off;
+        snprintf(r->path, sizeof(r->path), "%s", anon ? "" : path);
+        if (anon || deleted)
+            r->rec.kind = shared ? CRAC_REGION_ANON_SHARED : CRAC_REGION_ANON;
+        else
+            r->rec.kind = shared ? CRAC_REGION_FILE_SHARED : CRAC_REGION_FILE_PRIVATE;
+        if (r->rec.kind == CRAC_REGION_FILE_PRIVATE || r->rec.kind == CRAC_REGION_FILE_SHARED) {
+            struct stat st;
+            if (stat(path, &st) == 0) {
+                r->rec.dev = st.st_dev;
+                r->rec.ino = st.st_ino;
+                r->rec.file_size = (uint64_t)st.st_size;
+                r->rec.mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+            }
+        }
+        if (r->rec.kind == CRAC_REGION_FILE_PRIVATE) {
+            r->rec.bitmap_bytes = (uint32_t)((((end - start) / PAGE + 7) / 8 + 7) & ~7UL);
+            r->bitmap = calloc(1, r->rec.bitmap_bytes);
+            if (!r->bitmap) {
+                fclose(f);
+                return -1;
+            }
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+static int page_is_zero(const unsigned char *p)
+{
+    const uint64_t *w = (const uint64_t *)p;
+    uint64_t acc = 0;
+    for (size_t i = 0; i < PAGE / 8; i++)
+        acc |= w[i];
+    return acc == 0;
+}
+
+struct writer {
+    int core, mem, pagemap;
+    unsigned char *bounce; /* for regions we cannot read directly (PROT_NONE, write-only) */
+};
+
+/* Which pages of [a, a+n pages) to consider saving. */
+static void candidates(const struct region *r, const uint64_t *pm, uint64_t n, unsigned char *want)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t e = pm[i];
+        switch (r->rec.kind) {
+        case CRAC_REGION_ANON: want[i] = (e & (PM_PRESENT | PM_SWAPPED)) != 0; break;
+        case CRAC_REGION_ANON_SHARED: want[i] = 1; break; /* shared pages may be unmapped here */
+        case CRAC_REGION_FILE_PRIVATE:
+            /* Only pages the program wrote (now anonymous copies); the rest come from the file. */
+            want[i] = (e & PM_SWAPPED) || ((e & PM_PRESENT) && !(e & PM_FILE));
+            break;
+        default: want[i] = 0;
+        }
+    }
+}
+
+static int write_region(struct writer *w, struct region *r)
+{
+    uint64_t pm[PAGEMAP_BATCH];
+    unsigned char want[PAGEMAP_BATCH];
+    uint32_t crc = 0;
+    int readable = (r->rec.prot & PROT_READ) != 0;
+    for (uint64_t a = r->rec.start; a < r->rec.end; a += PAGEMAP_BATCH * PAGE) {
+        uint64_t n = (r->rec.end - a) / PAGE < PAGEMAP_BATCH ? (r->rec.end - a) / PAGE : PAGEMAP_BATCH;
+        if (pread(w->pagemap, pm, n * 8, (off_t)(a / PAGE * 8)) != (ssize_t)(n * 8))
+            return -1;
+        candidates(r, pm, n, want);
+        const unsigned char *src = (const unsigned char *)a;
+        if (!readable) {
+            if (pread(w->mem, w->bounce, n * PAGE, (off_t)a) != (ssize_t)(n * PAGE))
+                return -1;
+            src = w->bounce;
+        }
+        /* Write runs of consecutive saved pages with one pwrite each. */
+        uint64_t run_start = 0, run_len = 0;
+        for (uint64_t i = 0; i <= n; i++) {
+            int save = 0;
+            if (i < n && want[i]) {
+                const unsigned char *page = src + i * PAGE;
+                save = r->rec.kind == CRAC_REGION_FILE_PRIVATE || !page_is_zero(page);
+                if (save) {
+                    uint64_t index = (a - r->rec.start) / PAGE + i;
+                    crc = crc32c_update(crc, &index, 8);
+                    crc = crc32c_update(crc, page, PAGE);
+                    r->rec.saved_pages++;
+                    if (r->bitmap)
+                        r->bitmap[index / 8] |= (unsigned char)(1u << (index % 8));
+                }
+            }
+            if (save) {
+                if (!run_len)
+                    run_start = i;
+                run_len++;
+                continue;
+            }
+            if (run_len) {
+                size_t len = run_len * PAGE;
+                off_t off = (off_t)(r->rec.core_offset + (a - r->rec.start) + run_start * PAGE);
+                const unsigned char *p = src + run_start * PAGE;
+                while (len) {
+                    ssize_t wr = pwrite(w->core, p, len, off);
+                    if (wr <= 0)
+                        return -1;
+                    p += wr;
+                    len -= (size_t)wr;
+                    off += wr;
+                }
+                run_len = 0;
+            }
+        }
+    }
+    r->rec.crc32c = crc;
+    return 0;
+}
+
+static void prstatus_from(const struct parked_thread *t, struct elf_prstatus *ps)
+{
+    memset(ps, 0, sizeof(*ps));
+    ps->pr_pid = t->tid;
+    const ucontext_t *uc = (const ucontext_t *)t->rec->ucontext;
+    const greg_t *g = uc->uc_mcontext.gregs;
+    struct user_regs_struct *u = (struct user_regs_struct *)&ps->pr_reg;
+    u->r15 = (uint64_t)g[REG_R15], u->r14 = (uint64_t)g[REG_R14], u->r13 = (uint64_t)g[REG_R13];
+    u->r12 = (uint64_t)g[REG_R12], u->rbp = (uint64_t)g[REG_RBP], u->rbx = (uint64_t)g[REG_RBX];
+    u->r11 = (uint64_t)g[REG_R11], u->r10 = (uint64_t)g[REG_R10], u->r9 = (uint64_t)g[REG_R9];
+    u->r8 = (uint64_t)g[REG_R8], u->rax = (uint64_t)g[REG_RAX], u->rcx = (uint64_t)g[REG_RCX];
+    u->rdx = (uint64_t)g[REG_RDX], u->rsi = (uint64_t)g[REG_RSI], u->rdi = (uint64_t)g[REG_RDI];
+    u->orig_rax = (uint64_t)-1, u->rip = (uint64_t)g[REG_RIP], u->eflags = (uint64_t)g[REG_EFL];
+    u->rsp = (uint64_t)g[REG_RSP], u->fs_base = t->rec->fsbase, u->cs = 0x33, u->ss = 0x2b;
+}
+
+static int build_notes(struct buf *b, const struct region *rs, int nr,
+                       const struct parked_thread *ts, int nt, int generation,
+                       const struct core_extras *x)
+{
+    for (int i = 0; i < nt; i++) {
+        struct elf_prstatus ps;
+        prstatus_from(&ts[i], &ps);
+        if (put_note(b, "CORE", NT_PRSTATUS, &ps, sizeof(ps)))
+            return -1;
+    }
+    /* NT_FILE: count, page size, (start, end, page offset) each, then the names. */
+    struct buf nf = {0};
+    uint64_t count = 0, page = PAGE;
+    for (int i = 0; i < nr; i++)
+        count += rs[i].path[0] != '\0';
+    put(&nf, &count, 8);
+    put(&nf, &page, 8);
+    for (int i = 0; i < nr; i++)
+        if (rs[i].path[0]) {
+            uint64_t e[3] = {rs[i].rec.start, rs[i].rec.end, rs[i].rec.file_offset / PAGE};
+            put(&nf, e, sizeof(e));
+        }
+    for (int i = 0; i < nr; i++)
+        if (rs[i].path[0])
+            put(&nf, rs[i].path, strlen(rs[i].path) + 1);
+    int rc = put_note(b, "CORE", NT_FILE, nf.data, nf.len);
+    free(nf.data);
+    if (rc)
+        return -1;
+    const Elf64_auxv_t *aux = (const Elf64_auxv_t *)ckpt_registry->auxv;
+    size_t naux = 0;
+    if (aux)
+        while (naux < 64 && aux[naux++].a_type != AT_NULL)
+            ;
+    if (naux && put_note(b, "CORE", NT_AUXV, aux, naux * sizeof(*aux)))
+        return -1;
+
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd)))
+        cwd[0] = '\0';
+    struct buf pb = {0};
+    mode_t mask = umask(0);
+    umask(mask);
+    struct crac_process_rec pr = {CRAC_IMAGE_FORMAT, (uint32_t)getpid(), (uint64_t)ckpt_registry,
+                                  CRAC_W_START, CRAC_W_END, CRAC_D_START, CRAC_D_END, generation,
+                                  ckpt_cfg.ckpt_signal, (uint32_t)mask,
+                                  (uint32_t)((strlen(cwd) + 1 + 7) & ~7UL)};
+    put(&pb, &pr, sizeof(pr));
+    put(&pb, cwd, strlen(cwd) + 1);
+    pad(&pb, 8);
+    rc = put_note(b, CRAC_NOTE_NAME, CRAC_NT_PROCESS, pb.data, pb.len);
+    free(pb.data);
+    if (rc)
+        return -1;
+
+    struct buf rb = {0};
+    for (int i = 0; i < nr; i++) {
+        struct crac_region_rec rec = rs[i].rec;
+        rec.path_len = (uint32_t)((strlen(rs[i].path) + 1 + 7) & ~7UL);
+        rec.size = (uint32_t)(sizeof(rec) + rec.path_len + rec.bitmap_bytes);
+        put(&rb, &rec, sizeof(rec));
+        put(&rb, rs[i].path, strlen(rs[i].path) + 1);
+        pad(&rb, 8);
+        if (rec.bitmap_bytes)
+            put(&rb, rs[i].bitmap, rec.bitmap_bytes);
+    }
+    rc = put_note(b, CRAC_NOTE_NAME, CRAC_NT_REGIONS, rb.data, rb.len);
+    free(rb.data);
+    if (rc)
+        return -1;
+
+    struct crac_thread_note *tn = calloc((size_t)nt + 1, sizeof(*tn));
+    for (int i = 0; i < nt; i++)
+        tn[i] = (struct crac_thread_note){ts[i].tid, ts[i].tid == getpid(), (uint64_t)ts[i].rec};
+    rc = put_note(b, CRAC_NOTE_NAME, CRAC_NT_THREADS, tn, (size_t)nt * sizeof(*tn));
+    free(tn);
+    if (rc || put_note(b, CRAC_NOTE_NAME, CRAC_NT_FDS, x->fds, x->fds_len) ||
+        put_note(b, CRAC_NOTE_NAME, CRAC_NT_SIGNALS, x->signals, x->signals_len) ||
+        put_note(b, CRAC_NOTE_NAME, CRAC_NT_TIMERS, x->timers, x->timers_len))
+        return -1;
+    return 0;
+}
+
+int core_write(const char *path, const struct parked_thread *ts, int nt, int generation,
+               const struct core_extras *extras, uint32_t *header_crc, uint64_t *file_size)
+{
+    static struct region rs[MAX_REGIONS];
+    struct writer w = {-1, -1, -1, NULL};
+    int rc = -1, nr = 0;
+    struct buf notes = {0};
+    w.pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    w.mem = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+    w.bounce = malloc(PAGEMAP_BATCH * PAGE);
+    if (w.pagemap < 0 || w.mem < 0 || !w.bounce)
+        goto out;
+    nr = collect_regions(rs, MAX_REGIONS, w.pagemap);
+    if (nr < 0)
+        goto out;
+    /* Lay out: headers and notes first (their size does not depend on the data), then each
+     * region at a page-aligned offset. */
+    if (build_notes(&notes, rs, nr, ts, nt, generation, extras) != 0)
+        goto out;
+    size_t phnum = 1 + (size_t)nr;
+    uint64_t head = sizeof(Elf64_Ehdr) + phnum * sizeof(Elf64_Phdr) + notes.len;
+    uint64_t base = (head + PAGE - 1) & ~(PAGE - 1), offset = base;
+    for (int i = 0; i < nr; i++) {
+        if (rs[i].rec.kind == CRAC_REGION_FILE_SHARED)
+            continue;
+        rs[i].rec.core_offset = offset;
+        offset += rs[i].rec.end - rs[i].rec.start;
+    }
+    w.core = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (w.core < 0)
+        goto out;
+    for (int i = 0; i < nr; i++)
+        if (rs[i].rec.core_offset && write_region(&w, &rs[i]) != 0)
+            goto out;
+    /* Now the notes with the final checksums and bitmaps. */
+    notes.len = 0;
+    if (build_notes(&notes, rs, nr, ts, nt, generation, extras) != 0)
+        goto out;
+    struct buf head_buf = {0};
+    Elf64_Ehdr eh;
+    memset(&eh, 0, sizeof(eh));
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    eh.e_ident[EI_DATA] = ELFDATA2LSB;
+    eh.e_ident[EI_VERSION] = EV_CURRENT;
+    eh.e_ident[EI_OSABI] = ELFOSABI_SYSV;
+    eh.e_type = ET_CORE;
+    eh.e_machine = EM_X86_64;
+    eh.e_version = EV_CURRENT;
+    eh.e_phoff = sizeof(eh);
+    eh.e_ehsize = sizeof(eh);
+    eh.e_phentsize = sizeof(Elf64_Phdr);
+    eh.e_phnum = (Elf64_Half)phnum;
+    put(&head_buf, &eh, sizeof(eh));
+    Elf64_Phdr note = {PT_NOTE, 0, sizeof(eh) + phnum * sizeof(Elf64_Phdr), 0, 0, notes.len, 0, 4};
+    put(&head_buf, &note, sizeof(note));
+    for (int i = 0; i < nr; i++) {
+        const struct crac_region_rec *r = &rs[i].rec;
+        Elf64_Phdr ph = {PT_LOAD,
+                         ((r->prot & PROT_READ) ? PF_R : 0) | ((r->prot & PROT_WRITE) ? PF_W : 0) |
+                             ((r->prot & PROT_EXEC) ? PF_X : 0),
+                         r->core_offset,
+                         r->start,
+                         0,
+                         r->core_offset ? r->end - r->start : 0,
+                         r->end - r->start,
+                         PAGE};
+        put(&head_buf, &ph, sizeof(ph));
+    }
+    put(&head_buf, notes.data, notes.len);
+    uint64_t data_start = (head_buf.len + PAGE - 1) & ~(PAGE - 1);
+    put(&head_buf, NULL, data_start - head_buf.len);
+    if (data_start != base) { /* cannot happen: the dry run sized the notes */
+        free(head_buf.data);
+        errno = EOVERFLOW;
+        goto out;
+    }
+    *header_crc = crc32c_update(0, head_buf.data, head_buf.len);
+    ssize_t wr = pwrite(w.core, head_buf.data, head_buf.len, 0);
+    free(head_buf.data);
+    if (wr != (ssize_t)head_buf.len)
+        goto out;
+    uint64_t size = offset > data_start ? offset : data_start;
+    if (ftruncate(w.core, (off_t)size) != 0 || fsync(w.core) != 0)
+        goto out;
+    *file_size = size;
+    rc = 0;
+out:
+    if (rc != 0)
+        fprintf(stderr, "crac: error: cannot write %s: %s\n", path, strerror(errno));
+    for (int i = 0; i < nr; i++)
+        free(rs[i].bitmap);
+    free(notes.data);
+    free(w.bounce);
+    if (w.core >= 0)
+        close(w.core);
+    if (w.mem >= 0)
+        close(w.mem);
+    if (w.pagemap >= 0)
+        close(w.pagemap);
+    return rc;
+}

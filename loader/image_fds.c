@@ -1,0 +1,218 @@
+/* image_fds.c — the upper half's file descriptors at checkpoint: what each one is, its flags and
+ * offset; contents of unlinked and small written files, and of pipes it holds both ends of. */
+#include "ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SAVE_WRITTEN_FILES_MAX (64UL << 20) /* written files up to this size are copied */
+#define MAX_FDS 4096
+
+struct blob {
+    unsigned char *data;
+    size_t len, cap;
+};
+
+static int blob_put(struct blob *b, const void *p, size_t n)
+{
+    size_t padded = (n + 7) & ~7UL;
+    if (b->len + padded > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + padded)
+            cap *= 2;
+        unsigned char *d = realloc(b->data, cap);
+        if (!d)
+            return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    memset(b->data + b->len + n, 0, padded - n);
+    b->len += padded;
+    return 0;
+}
+
+static int read_fdinfo(int fd, uint64_t *pos, uint32_t *flags)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long long v;
+        unsigned int o;
+        if (sscanf(line, "pos: %llu", &v) == 1)
+            *pos = v;
+        else if (sscanf(line, "flags: %o", &o) == 1)
+            *flags = o;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* Copy a file's current contents (through /proc/self/fd, so unlinked files work too). */
+static int copy_contents(int fd, const char *dst)
+{
+    char src[64];
+    snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out < 0) {
+        close(in);
+        return -1;
+    }
+    char buf[1 << 16];
+    ssize_t n;
+    int rc = 0;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write(out, buf, (size_t)n) != n) {
+            rc = -1;
+            break;
+        }
+    if (n < 0 || fsync(out) != 0)
+        rc = -1;
+    close(in);
+    close(out);
+    return rc;
+}
+
+/* Drain a pipe we hold both ends of and put the bytes straight back; keep a copy. */
+static int save_pipe_contents(int rfd, int wfd, const char *dst)
+{
+    int avail = 0;
+    if (ioctl(rfd, FIONREAD, &avail) != 0 || avail <= 0)
+        return 0;
+    char *buf = malloc((size_t)avail);
+    if (!buf)
+        return -1;
+    ssize_t n = read(rfd, buf, (size_t)avail);
+    int rc = -1;
+    if (n == avail && write(wfd, buf, (size_t)n) == n) {
+        int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (out >= 0) {
+            rc = write(out, buf, (size_t)n) == n && fsync(out) == 0 ? 1 : -1;
+            close(out);
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+struct fd_entry {
+    struct crac_fd_rec rec;
+    char path[PATH_MAX];
+};
+
+static void classify(int fd, struct fd_entry *e)
+{
+    struct stat st;
+    memset(e, 0, sizeof(*e));
+    e->rec.fd = fd;
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, e->path, sizeof(e->path) - 1);
+    e->path[n > 0 ? n : 0] = '\0';
+    read_fdinfo(fd, &e->rec.pos, &e->rec.open_flags);
+    if (fstat(fd, &st) != 0) {
+        e->rec.kind = CRAC_FD_UNSUPPORTED;
+        return;
+    }
+    e->rec.mode = st.st_mode;
+    e->rec.ino = st.st_ino;
+    e->rec.size_at_ckpt = (uint64_t)st.st_size;
+    size_t len = strlen(e->path);
+    static const char deleted[] = " (deleted)";
+    if (len > sizeof(deleted) - 1 && strcmp(e->path + len - (sizeof(deleted) - 1), deleted) == 0) {
+        e->rec.unlinked = 1;
+        e->path[len - (sizeof(deleted) - 1)] = '\0';
+    }
+    if (fd <= 2)
+        e->rec.kind = CRAC_FD_STDIO; /* always the restart's own stdin/stdout/stderr */
+    else if (S_ISREG(st.st_mode))
+        e->rec.kind = CRAC_FD_FILE;
+    else if (S_ISDIR(st.st_mode))
+        e->rec.kind = CRAC_FD_DIR;
+    else if (S_ISCHR(st.st_mode))
+        e->rec.kind = CRAC_FD_CHAR;
+    else if (S_ISFIFO(st.st_mode) && strncmp(e->path, "pipe:", 5) == 0)
+        e->rec.kind = CRAC_FD_PIPE;
+    else if (strcmp(e->path, "anon_inode:[eventfd]") == 0)
+        e->rec.kind = CRAC_FD_EVENTFD;
+    else
+        e->rec.kind = CRAC_FD_UNSUPPORTED;
+}
+
+int fds_capture(const char *files_dir, void **out, size_t *out_len)
+{
+    static struct fd_entry entries[MAX_FDS];
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < MAX_FDS) {
+        if (de->d_name[0] == '.')
+            continue;
+        int fd = atoi(de->d_name);
+        if (fd == dirfd(d))
+            continue;
+        classify(fd, &entries[n++]);
+    }
+    closedir(d);
+    struct blob b = {0};
+    int made_dir = 0;
+    for (int i = 0; i < n; i++) {
+        struct fd_entry *e = &entries[i];
+        char dst[PATH_MAX];
+        int acc = e->rec.open_flags & O_ACCMODE;
+        int want_copy = e->rec.kind == CRAC_FD_FILE &&
+                        (e->rec.unlinked ||
+                         (acc != O_RDONLY && e->rec.size_at_ckpt <= SAVE_WRITTEN_FILES_MAX));
+        if (e->rec.kind == CRAC_FD_PIPE && (acc == O_RDONLY)) {
+            /* The write end must be ours too, else the data belongs to someone else. */
+            for (int k = 0; k < n; k++) {
+                if (k == i || entries[k].rec.kind != CRAC_FD_PIPE ||
+                    entries[k].rec.ino != e->rec.ino ||
+                    (entries[k].rec.open_flags & O_ACCMODE) == O_RDONLY)
+                    continue;
+                if (!made_dir++)
+                    mkdir(files_dir, 0700);
+                snprintf(dst, sizeof(dst), "%s/pipe-%lu", files_dir, (unsigned long)e->rec.ino);
+                if (save_pipe_contents(e->rec.fd, entries[k].rec.fd, dst) > 0)
+                    e->rec.saved = 1;
+                break;
+            }
+        }
+        if (want_copy) {
+            if (!made_dir++)
+                mkdir(files_dir, 0700);
+            snprintf(dst, sizeof(dst), "%s/fd-%d", files_dir, e->rec.fd);
+            if (copy_contents(e->rec.fd, dst) != 0) {
+                fprintf(stderr, "crac: error: cannot save a copy of fd %d (%s): %s\n", e->rec.fd,
+                        e->path, strerror(errno));
+                free(b.data);
+                return -1;
+            }
+            e->rec.saved = 1;
+        }
+        e->rec.path_len = (uint32_t)((strlen(e->path) + 1 + 7) & ~7UL);
+        e->rec.size = (uint32_t)(sizeof(e->rec) + e->rec.path_len);
+        if (blob_put(&b, &e->rec, sizeof(e->rec)) || blob_put(&b, e->path, strlen(e->path) + 1)) {
+            free(b.data);
+            return -1;
+        }
+    }
+    *out = b.data;
+    *out_len = b.len;
+    return n;
+}

@@ -1,0 +1,157 @@
+/* image_proc.c — process-wide state saved beside memory: signal dispositions, interval timers and
+ * POSIX timers (from /proc/self/timers), and restoring them at restart. */
+#include "ckpt.h"
+
+#include "crac_layout.h"
+#include "crac_rawsys.h"
+#include "upper_alloc.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+
+#define MAX_POSIX_TIMERS 256
+#define PR_TIMER_CREATE_RESTORE_IDS 77 /* Linux 6.15+, not in older headers */
+#define PR_TIMER_CREATE_RESTORE_IDS_ON 1
+
+static int reserved(int sig)
+{
+    return (crac_ctrl()->reserved_sigs >> (sig - 1)) & 1;
+}
+
+int proc_capture_signals(void **out, size_t *len)
+{
+    struct crac_signal_rec *recs = calloc(65, sizeof(*recs));
+    if (!recs)
+        return -1;
+    /* Reserved signals are kept virtually in the control block (upper memory) already. */
+    for (int sig = 1; sig <= 64; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP && !reserved(sig))
+            raw_syscall4(SYS_rt_sigaction, sig, 0, &recs[sig], 8);
+    *out = recs;
+    *len = 65 * sizeof(*recs);
+    return 0;
+}
+
+int proc_restore_signals(const struct crac_signal_rec *recs)
+{
+    for (int sig = 1; sig <= 64; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP || reserved(sig) || sig == 32 || sig == 33)
+            continue;
+        long r = raw_syscall4(SYS_rt_sigaction, sig, &recs[sig], 0, 8);
+        if (r < 0)
+            return (int)r;
+    }
+    return 0;
+}
+
+static int64_t ts_ns(const struct timespec *t) { return t->tv_sec * 1000000000LL + t->tv_nsec; }
+
+static struct timespec ns_ts(int64_t ns)
+{
+    return (struct timespec){ns / 1000000000LL, ns % 1000000000LL};
+}
+
+/* /proc/self/timers: "ID: n", "signal: s/ptr", "notify: signal|thread|none/pid.N|tid.N",
+ * "ClockID: c" for each POSIX timer. */
+static int parse_timers(struct crac_posix_timer_rec *out, int max)
+{
+    FILE *f = fopen("/proc/self/timers", "re");
+    if (!f)
+        return 0;
+    char line[256], how[32], who[16];
+    int n = -1;
+    while (fgets(line, sizeof(line), f)) {
+        int v;
+        unsigned long ptr;
+        if (sscanf(line, "ID: %d", &v) == 1) {
+            if (n + 1 >= max)
+                break;
+            memset(&out[++n], 0, sizeof(out[0]));
+            out[n].id = v;
+        } else if (n >= 0 && sscanf(line, "signal: %d/%lx", &v, &ptr) == 2) {
+            out[n].signo = v;
+            out[n].sigval = ptr;
+        } else if (n >= 0 && sscanf(line, "notify: %31[a-z]/%15[a-z].%d", how, who, &v) == 3) {
+            out[n].notify = strcmp(how, "none") == 0     ? SIGEV_NONE
+                            : strcmp(who, "tid") == 0    ? SIGEV_THREAD_ID
+                                                         : SIGEV_SIGNAL;
+            out[n].notify_tid = v;
+        } else if (n >= 0 && sscanf(line, "ClockID: %d", &v) == 1) {
+            out[n].clockid = v;
+        }
+    }
+    fclose(f);
+    return n + 1;
+}
+
+int proc_capture_timers(void **out, size_t *len)
+{
+    size_t size = sizeof(struct crac_timers_rec) + MAX_POSIX_TIMERS * sizeof(struct crac_posix_timer_rec);
+    struct crac_timers_rec *t = calloc(1, size);
+    if (!t)
+        return -1;
+    for (int which = 0; which < 3; which++) {
+        struct itimerval v;
+        getitimer(which, &v);
+        t->itimer[which][0] = (uint64_t)v.it_interval.tv_sec;
+        t->itimer[which][1] = (uint64_t)v.it_interval.tv_usec;
+        t->itimer[which][2] = (uint64_t)v.it_value.tv_sec;
+        t->itimer[which][3] = (uint64_t)v.it_value.tv_usec;
+    }
+    struct crac_posix_timer_rec *p = (struct crac_posix_timer_rec *)(t + 1);
+    int n = parse_timers(p, MAX_POSIX_TIMERS);
+    for (int i = 0; i < n; i++) {
+        struct itimerspec spec;
+        if (raw_syscall2(SYS_timer_gettime, p[i].id, &spec) == 0) {
+            p[i].interval_ns = ts_ns(&spec.it_interval);
+            p[i].value_ns = ts_ns(&spec.it_value);
+        }
+    }
+    t->n_posix = (uint32_t)n;
+    *out = t;
+    *len = sizeof(*t) + (size_t)n * sizeof(*p);
+    return 0;
+}
+
+int proc_restore_timers(const struct crac_timers_rec *t, tid_map_fn map_tid, char *err,
+                        size_t errlen)
+{
+    for (int which = 0; which < 3; which++) {
+        struct itimerval v = {{(time_t)t->itimer[which][0], (suseconds_t)t->itimer[which][1]},
+                              {(time_t)t->itimer[which][2], (suseconds_t)t->itimer[which][3]}};
+        if (v.it_value.tv_sec || v.it_value.tv_usec)
+            setitimer(which, &v, NULL);
+    }
+    if (!t->n_posix)
+        return 0;
+    /* Timer ids are what the program holds: ask the kernel to hand out the recorded ones. */
+    int restore_ids = prctl(PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_ON, 0, 0, 0) == 0;
+    const struct crac_posix_timer_rec *p = (const void *)(t + 1);
+    for (uint32_t i = 0; i < t->n_posix; i++) {
+        struct sigevent ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.sigev_notify = p[i].notify;
+        ev.sigev_signo = p[i].signo;
+        ev.sigev_value.sival_ptr = (void *)p[i].sigval;
+        if (p[i].notify == SIGEV_THREAD_ID)
+            ev._sigev_un._tid = map_tid(p[i].notify_tid);
+        int id = restore_ids ? p[i].id : -1;
+        long r = raw_syscall3(SYS_timer_create, p[i].clockid, &ev, &id);
+        if (r != 0 || id != p[i].id) {
+            snprintf(err, errlen, "cannot recreate POSIX timer %d (%s)", p[i].id,
+                     restore_ids ? "the kernel refused it" : "kernel lacks PR_TIMER_CREATE_RESTORE_IDS");
+            return -1;
+        }
+        struct itimerspec spec = {ns_ts(p[i].interval_ns), ns_ts(p[i].value_ns)};
+        if (p[i].value_ns)
+            raw_syscall4(SYS_timer_settime, id, 0, &spec, 0);
+    }
+    prctl(PR_TIMER_CREATE_RESTORE_IDS, 0, 0, 0, 0);
+    return 0;
+}

@@ -1,0 +1,90 @@
+/* launch.c — starting the program as the upper half: its ld.so mapped into W, a stack built in W,
+ * the reserved signals claimed, the seccomp confinement installed, then a jump (DESIGN §5). */
+#include "launch.h"
+
+#include "ckpt.h"
+#include "confine.h"
+#include "crac_layout.h"
+#include "elf_load.h"
+#include "upper_stack.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define RSEQ_FLAG_UNREGISTER 1
+#define RSEQ_SIG_X86 0x53053053
+
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+
+void release_lower_rseq(void)
+{
+    if (!&__rseq_size || !&__rseq_offset || __rseq_size == 0)
+        return;
+    char *tp;
+    __asm__ volatile("mov %%fs:0, %0" : "=r"(tp));
+    syscall(SYS_rseq, tp + __rseq_offset, __rseq_size, RSEQ_FLAG_UNREGISTER, RSEQ_SIG_X86);
+}
+
+__attribute__((noreturn)) static void jump_to_upper(uint64_t sp, uint64_t entry)
+{
+    /* rdx = 0: no rtld_fini for the program's libc to register, as after exec. */
+    __asm__ volatile("mov %0, %%rsp\n\t"
+                     "xor %%ebp, %%ebp\n\t"
+                     "xor %%edx, %%edx\n\t"
+                     "jmp *%1\n\t"
+                     :
+                     : "S"(sp), "a"(entry)
+                     : "memory");
+    __builtin_unreachable();
+}
+
+static void upper_runtime_path(const char *dir, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s/libcrac-upper.so", dir);
+    if (access(out, R_OK) != 0)
+        die("upper runtime %s is missing; reinstall crac-py", out);
+}
+
+void launch_run(const struct options *o, const struct crac_lh_api *api, char **envp)
+{
+    char err[512], interp[PATH_MAX], runtime[PATH_MAX + 32];
+    if (elf_read_interp(o->program_argv[0], interp, sizeof(interp), err, sizeof(err)) != 0)
+        die("%s", err);
+    upper_runtime_path(o->native_dir, runtime, sizeof(runtime));
+    struct loaded_elf ldso;
+    if (elf_map_into_w(interp, &ldso, err, sizeof(err)) != 0)
+        die("%s", err);
+
+    /* The upper ld.so is run as a program: it maps the application, its libraries and our
+     * runtime, and keeps argv[0] and the environment exactly as the caller gave them. */
+    char **uargv = calloc((size_t)o->program_argc + 8, sizeof(char *));
+    int k = 0;
+    uargv[k++] = interp;
+    uargv[k++] = "--argv0";
+    uargv[k++] = (char *)o->argv0;
+    uargv[k++] = "--preload";
+    uargv[k++] = runtime;
+    for (int i = 0; i < o->program_argc; i++)
+        uargv[k++] = o->program_argv[i];
+    uargv[k] = NULL;
+    struct upper_start start = {uargv, envp, &ldso, o->program_argv[0], (uint64_t)api};
+    uint64_t sp = upper_stack_build(&start, err, sizeof(err));
+    if (!sp)
+        die("%s", err);
+    free(uargv);
+
+    int e;
+    if ((e = ckpt_install_trigger(o->ckpt_signal)) != 0)
+        die("cannot install the checkpoint signal handler: %s", strerror(-e));
+    if ((e = confine_install_handler()) != 0 || (e = confine_install_filter()) != 0)
+        die("cannot install the seccomp confinement: %s", strerror(-e));
+    fflush(NULL); /* the lower stdio is never flushed again: the process exits through the upper */
+    release_lower_rseq();
+    jump_to_upper(sp, ldso.entry);
+}

@@ -1,0 +1,34 @@
+/* launch.h — the loader's options, and launching a program as the upper half (DESIGN §5). */
+#ifndef CRAC_LAUNCH_H
+#define CRAC_LAUNCH_H
+
+#include "crac_lh_api.h"
+
+#include <limits.h>
+#include <stdint.h>
+
+#define EXIT_REFUSED 2
+
+struct options {
+    const char *device;
+    int sim_version;
+    const char *argv0;
+    int ckpt_signal;
+    const char *ckpt_dir;
+    int keep, interval, exit_after, no_truncate;
+    const char *crac_cmd;
+    const char *restart_dir; /* restart mode: the generation directory */
+    uint64_t core_size;
+    uint32_t header_crc;
+    char **program_argv;
+    int program_argc;
+    char native_dir[PATH_MAX];
+};
+
+__attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...);
+__attribute__((noreturn)) void launch_run(const struct options *o, const struct crac_lh_api *api,
+                                          char **envp);
+/* Give the main thread's rseq registration from the lower libc up, so the upper libc's works. */
+void release_lower_rseq(void);
+
+#endif

@@ -1,0 +1,228 @@
+/* restart_fds.c — the program's file descriptors at restart: placeholders hold their numbers
+ * while the lower half starts, then each is reopened, repositioned and moved into place. */
+#include "restart.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct fd_view {
+    struct crac_fd_rec rec;
+    const char *path;
+};
+
+static int next_fd(const struct restart_image *img, size_t *off, struct fd_view *v)
+{
+    if (*off + sizeof(v->rec) > img->fds_len)
+        return 0;
+    memcpy(&v->rec, img->fds + *off, sizeof(v->rec));
+    if (v->rec.size < sizeof(v->rec) + v->rec.path_len || *off + v->rec.size > img->fds_len ||
+        v->rec.path_len == 0)
+        return -1;
+    v->path = (const char *)img->fds + *off + sizeof(v->rec);
+    if (v->path[v->rec.path_len - 1] != '\0' || v->rec.fd < 0)
+        return -1;
+    *off += v->rec.size;
+    return 1;
+}
+
+int restart_hold_fds(const struct restart_image *img, char *err, size_t errlen)
+{
+    struct fd_view v;
+    size_t off = 0;
+    int max_fd = 2, r;
+    while ((r = next_fd(img, &off, &v)) > 0)
+        if (v.rec.fd > max_fd)
+            max_fd = v.rec.fd;
+    if (r < 0) {
+        snprintf(err, errlen, "image corrupted: bad file descriptor record");
+        return -1;
+    }
+    /* Move the core file out of the way, then occupy every number the program used. */
+    int moved = fcntl(img->core_fd, F_DUPFD_CLOEXEC, max_fd + 1);
+    if (moved < 0) {
+        snprintf(err, errlen, "cannot hold file descriptor numbers up to %d: %s", max_fd,
+                 strerror(errno));
+        return -1;
+    }
+    close(img->core_fd);
+    ((struct restart_image *)img)->core_fd = moved;
+    off = 0;
+    while (next_fd(img, &off, &v) > 0) {
+        if (v.rec.fd <= 2)
+            continue;
+        int ph = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (ph < 0 || (ph != v.rec.fd && dup2(ph, v.rec.fd) < 0)) {
+            snprintf(err, errlen, "cannot hold file descriptor %d: %s", v.rec.fd, strerror(errno));
+            return -1;
+        }
+        if (ph != v.rec.fd)
+            close(ph);
+    }
+    return 0;
+}
+
+static int copy_file(const char *src, int dst_fd)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    char buf[1 << 16];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write(dst_fd, buf, (size_t)n) != n) {
+            close(in);
+            return -1;
+        }
+    close(in);
+    return n < 0 ? -1 : 0;
+}
+
+/* Put fd into place with its recorded flags and offset. */
+static int install(int fd, const struct crac_fd_rec *rec)
+{
+    if (fd != rec->fd) {
+        if (dup2(fd, rec->fd) < 0)
+            return -1;
+        close(fd);
+    }
+    fcntl(rec->fd, F_SETFD, (rec->open_flags & O_CLOEXEC) ? FD_CLOEXEC : 0);
+    fcntl(rec->fd, F_SETFL, rec->open_flags & (O_APPEND | O_NONBLOCK | O_ASYNC | O_DIRECT | O_NOATIME));
+    return 0;
+}
+
+static int reopen_file(const struct fd_view *v, const char *gen_dir, int no_truncate, char *err,
+                       size_t errlen)
+{
+    const struct crac_fd_rec *rec = &v->rec;
+    int flags = (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC)) | O_CLOEXEC;
+    char saved[PATH_MAX + 64];
+    snprintf(saved, sizeof(saved), "%s/files/fd-%d", gen_dir, rec->fd);
+    int fd;
+    struct stat st;
+    if (rec->unlinked || (stat(v->path, &st) != 0 && rec->saved)) {
+        if (!rec->saved) {
+            snprintf(err, errlen, "fd %d: %s is gone and no copy was saved", rec->fd, v->path);
+            return -1;
+        }
+        /* Recreate from the saved copy: an unlinked file in its old directory (then unlinked
+         * again), or a file that was moved away since the checkpoint, at its old path. */
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", v->path);
+        char tmpl[PATH_MAX + 32];
+        if (rec->unlinked)
+            snprintf(tmpl, sizeof(tmpl), "%s/.crac-restored-XXXXXX", dirname(dir));
+        int w = rec->unlinked ? mkostemp(tmpl, O_CLOEXEC)
+                              : open(v->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, rec->mode & 07777);
+        if (w < 0 || copy_file(saved, w) != 0) {
+            snprintf(err, errlen, "fd %d: cannot recreate %s: %s", rec->fd, v->path, strerror(errno));
+            return -1;
+        }
+        fchmod(w, rec->mode & 07777);
+        close(w);
+        const char *at = rec->unlinked ? tmpl : v->path;
+        fd = open(at, flags);
+        if (rec->unlinked)
+            unlink(tmpl);
+    } else {
+        fd = open(v->path, flags);
+    }
+    if (fd < 0) {
+        snprintf(err, errlen, "fd %d: cannot reopen %s: %s", rec->fd, v->path, strerror(errno));
+        return -1;
+    }
+    int acc = (int)(rec->open_flags & O_ACCMODE);
+    if (acc != O_RDONLY && !no_truncate && fstat(fd, &st) == 0 &&
+        (uint64_t)st.st_size > rec->size_at_ckpt && ftruncate(fd, (off_t)rec->size_at_ckpt) != 0) {
+        snprintf(err, errlen, "fd %d: cannot truncate %s back to its checkpoint size: %s", rec->fd,
+                 v->path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (lseek(fd, (off_t)rec->pos, SEEK_SET) < 0 && rec->pos)
+        return close(fd), snprintf(err, errlen, "fd %d: cannot seek %s", rec->fd, v->path), -1;
+    return install(fd, rec);
+}
+
+/* Both ends of a pipe were the program's: make a new pipe once, give each number its end. */
+static int restore_pipe(const struct restart_image *img, const struct fd_view *v,
+                        const char *gen_dir)
+{
+    struct fd_view o;
+    size_t off = 0;
+    while (next_fd(img, &off, &o) > 0) {
+        if (o.rec.kind != CRAC_FD_PIPE || o.rec.ino != v->rec.ino)
+            continue;
+        if (o.rec.fd < v->rec.fd)
+            return 0; /* the pipe is made once, at its lowest-numbered end */
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    char saved[PATH_MAX + 64];
+    snprintf(saved, sizeof(saved), "%s/files/pipe-%lu", gen_dir, (unsigned long)v->rec.ino);
+    if (access(saved, R_OK) == 0)
+        copy_file(saved, p[1]);
+    off = 0;
+    while (next_fd(img, &off, &o) > 0) {
+        if (o.rec.kind != CRAC_FD_PIPE || o.rec.ino != v->rec.ino)
+            continue;
+        int end = (o.rec.open_flags & O_ACCMODE) == O_RDONLY ? p[0] : p[1];
+        int dup = fcntl(end, F_DUPFD_CLOEXEC, 0);
+        if (dup < 0 || install(dup, &o.rec) != 0)
+            return -1;
+    }
+    close(p[0]);
+    close(p[1]);
+    return 0;
+}
+
+int restart_fds(const struct restart_image *img, const char *gen_dir, int no_truncate, char *err,
+                size_t errlen)
+{
+    struct fd_view v;
+    size_t off = 0;
+    err[0] = '\0';
+    while (next_fd(img, &off, &v) > 0) {
+        const struct crac_fd_rec *rec = &v.rec;
+        int fd = -1, rc = 0;
+        switch (rec->kind) {
+        case CRAC_FD_STDIO: continue; /* the restart's own stdin/stdout/stderr */
+        case CRAC_FD_FILE: rc = reopen_file(&v, gen_dir, no_truncate, err, errlen); break;
+        case CRAC_FD_DIR:
+        case CRAC_FD_CHAR:
+            fd = open(v.path, (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
+            if (fd < 0) {
+                snprintf(err, errlen, "fd %d: cannot reopen %s: %s", rec->fd, v.path, strerror(errno));
+                return -1;
+            }
+            if (rec->kind == CRAC_FD_DIR)
+                lseek(fd, (off_t)rec->pos, SEEK_SET);
+            rc = install(fd, rec);
+            break;
+        case CRAC_FD_PIPE: rc = restore_pipe(img, &v, gen_dir); break;
+        case CRAC_FD_EVENTFD:
+            fd = eventfd(0, EFD_CLOEXEC);
+            rc = fd < 0 ? -1 : install(fd, rec);
+            break;
+        default:
+            fprintf(stderr, "crac: warning: fd %d (%s) cannot be restored; it now reads as "
+                            "/dev/null\n", rec->fd, v.path);
+            fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+            rc = fd < 0 ? -1 : install(fd, rec);
+        }
+        if (rc != 0) {
+            if (!err[0] || rec->kind != CRAC_FD_FILE)
+                snprintf(err, errlen, "fd %d (%s): cannot be restored: %s", rec->fd, v.path,
+                         strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,173 @@
+/* restart_memory.c — maps every saved region back at its address and fills it from upper.core,
+ * checking each region's CRC-32C as it goes (holes are skipped with SEEK_DATA). */
+#include "restart.h"
+
+#include "crac_layout.h"
+#include "crc32c.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PAGE 4096UL
+
+static int page_is_zero(const unsigned char *p)
+{
+    const uint64_t *w = (const uint64_t *)p;
+    uint64_t acc = 0;
+    for (size_t i = 0; i < PAGE / 8; i++)
+        acc |= w[i];
+    return acc == 0;
+}
+
+static int read_full(int fd, unsigned char *dst, uint64_t len, uint64_t off)
+{
+    while (len) {
+        ssize_t n = pread(fd, dst, len, (off_t)off);
+        if (n <= 0)
+            return -1;
+        dst += n;
+        len -= (uint64_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* Anonymous regions: the data extents of the region's range in the core; zero pages inside an
+ * extent are holes the writer did not write, so they do not count. */
+static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, uint32_t *pages)
+{
+    uint64_t len = r->end - r->start, end = r->core_offset + len;
+    for (uint64_t pos = r->core_offset; pos < end;) {
+        off_t d = lseek(core, (off_t)pos, SEEK_DATA);
+        if (d < 0 || (uint64_t)d >= end)
+            break;
+        uint64_t data = (uint64_t)d & ~(PAGE - 1);
+        off_t h = lseek(core, d, SEEK_HOLE);
+        uint64_t stop = h < 0 || (uint64_t)h > end ? end : ((uint64_t)h + PAGE - 1) & ~(PAGE - 1);
+        if (stop > end)
+            stop = end;
+        unsigned char *dst = (unsigned char *)(r->start + (data - r->core_offset));
+        if (read_full(core, dst, stop - data, data) != 0)
+            return -1;
+        for (uint64_t p = 0; p < stop - data; p += PAGE) {
+            if (page_is_zero(dst + p))
+                continue;
+            uint64_t index = (data - r->core_offset + p) / PAGE;
+            *crc = crc32c_update(*crc, &index, 8);
+            *crc = crc32c_update(*crc, dst + p, PAGE);
+            (*pages)++;
+        }
+        pos = stop;
+    }
+    return 0;
+}
+
+/* Private file regions: the pages in the bitmap come from the core, the rest from the file. */
+static int fill_bitmap(int core, const struct crac_region_rec *r, const unsigned char *bitmap,
+                       uint32_t *crc, uint32_t *pages)
+{
+    uint64_t n = (r->end - r->start) / PAGE;
+    for (uint64_t i = 0; i < n; i++) {
+        if (!(bitmap[i / 8] & (1u << (i % 8))))
+            continue;
+        unsigned char *dst = (unsigned char *)(r->start + i * PAGE);
+        if (read_full(core, dst, PAGE, r->core_offset + i * PAGE) != 0)
+            return -1;
+        *crc = crc32c_update(*crc, &i, 8);
+        *crc = crc32c_update(*crc, dst, PAGE);
+        (*pages)++;
+    }
+    return 0;
+}
+
+static int same_file(const struct crac_region_rec *r, const struct stat *st)
+{
+    int64_t mtime = st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+    return (uint64_t)st->st_size == r->file_size && mtime == r->mtime_ns && st->st_ino == r->ino;
+}
+
+static int map_one(int core, const struct crac_region_rec *r, const char *path,
+                   const unsigned char *bitmap, char *err, size_t errlen)
+{
+    uint64_t len = r->end - r->start;
+    int outside = r->flags & CRAC_REGION_OUTSIDE_W;
+    int fixed = outside ? MAP_FIXED_NOREPLACE : MAP_FIXED;
+    int fd = -1, flags = 0;
+    switch (r->kind) {
+    case CRAC_REGION_ANON: flags = MAP_PRIVATE | MAP_ANONYMOUS; break;
+    case CRAC_REGION_ANON_SHARED: flags = MAP_SHARED | MAP_ANONYMOUS; break;
+    case CRAC_REGION_FILE_PRIVATE:
+    case CRAC_REGION_FILE_SHARED: {
+        int shared = r->kind == CRAC_REGION_FILE_SHARED;
+        fd = open(path, (shared && (r->prot & PROT_WRITE) ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            snprintf(err, errlen, "%s, mapped at 0x%lx, cannot be opened: %s", path,
+                     (unsigned long)r->start, strerror(errno));
+            return -1;
+        }
+        if (!shared && !same_file(r, &st)) {
+            snprintf(err, errlen, "%s changed since the checkpoint (it is mapped by the program)",
+                     path);
+            close(fd);
+            return -1;
+        }
+        flags = shared ? MAP_SHARED : MAP_PRIVATE;
+        break;
+    }
+    default: snprintf(err, errlen, "image corrupted: unknown region kind %u", r->kind); return -1;
+    }
+    int prot = (int)r->prot | (r->core_offset ? PROT_READ | PROT_WRITE : 0);
+    void *m = mmap((void *)r->start, len, prot, flags | fixed, fd, fd >= 0 ? (off_t)r->file_offset : 0);
+    if (fd >= 0)
+        close(fd);
+    if (m != (void *)r->start) {
+        snprintf(err, errlen, "cannot map the region 0x%lx-0x%lx back%s: %s",
+                 (unsigned long)r->start, (unsigned long)r->end,
+                 outside ? " (outside the window: something of the new lower half is there)" : "",
+                 strerror(errno));
+        return -1;
+    }
+    if (!r->core_offset)
+        return 0;
+    uint32_t crc = 0, pages = 0;
+    int rc = r->kind == CRAC_REGION_FILE_PRIVATE ? fill_bitmap(core, r, bitmap, &crc, &pages)
+                                                 : fill_anon(core, r, &crc, &pages);
+    if (rc != 0 || crc != r->crc32c || pages != r->saved_pages) {
+        snprintf(err, errlen, "image corrupted: region 0x%lx-0x%lx %s fails its checksum",
+                 (unsigned long)r->start, (unsigned long)r->end, path[0] ? path : "(anonymous)");
+        return -1;
+    }
+    return mprotect((void *)r->start, len, (int)r->prot);
+}
+
+int restart_map_regions(const struct restart_image *img, char *err, size_t errlen)
+{
+    size_t off = 0;
+    while (off + sizeof(struct crac_region_rec) <= img->regions_len) {
+        struct crac_region_rec r;
+        memcpy(&r, img->regions + off, sizeof(r));
+        if (r.size < sizeof(r) + r.path_len + r.bitmap_bytes || off + r.size > img->regions_len ||
+            r.end <= r.start || (r.start | r.end) & (PAGE - 1) ||
+            (r.kind == CRAC_REGION_FILE_PRIVATE &&
+             r.bitmap_bytes * 8ULL < (r.end - r.start) / PAGE)) {
+            snprintf(err, errlen, "image corrupted: bad region record");
+            return -1;
+        }
+        const char *path = (const char *)img->regions + off + sizeof(r);
+        const unsigned char *bitmap = img->regions + off + sizeof(r) + r.path_len;
+        if (r.path_len == 0 || path[r.path_len - 1] != '\0') {
+            snprintf(err, errlen, "image corrupted: bad region path");
+            return -1;
+        }
+        if (map_one(img->core_fd, &r, path, bitmap, err, errlen) != 0)
+            return -1;
+        off += r.size;
+    }
+    return 0;
+}

@@ -1,0 +1,173 @@
+/* restart_threads.c — brings the upper threads back: each is cloned onto its own stack with its
+ * own TLS and tid field, re-registers its per-thread kernel state and jumps to where it parked;
+ * the loader's main thread becomes the program's main thread. A lower thread releases them all
+ * once every one is back. The code after the fs switch is TLS-free. */
+#include "restart.h"
+
+#include "ckpt.h"
+#include "crac_rawsys.h"
+
+#include "../lowerhalf/lower_threads.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/auxv.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ARCH_SET_FS 0x1002
+#define RSEQ_FLAG_UNREGISTER 1
+
+static struct crac_registry *registry;
+static int32_t tid_map_old[CRAC_MAX_THREADS], tid_map_new[CRAC_MAX_THREADS];
+static int tid_map_n;
+static int expected_threads;
+
+static int32_t map_tid(int32_t old)
+{
+    for (int i = 0; i < tid_map_n; i++)
+        if (tid_map_old[i] == old)
+            return tid_map_new[i];
+    return 0;
+}
+
+/* Restore registers saved by crac_park_save and return 1 from it. */
+__attribute__((noreturn)) void crac_jump_to_park(const struct crac_jmp *j);
+__asm__(".text\n"
+        ".globl crac_jump_to_park\n"
+        ".type crac_jump_to_park, @function\n"
+        "crac_jump_to_park:\n"
+        "    mov 0(%rdi), %rbx\n"
+        "    mov 8(%rdi), %rbp\n"
+        "    mov 16(%rdi), %r12\n"
+        "    mov 24(%rdi), %r13\n"
+        "    mov 32(%rdi), %r14\n"
+        "    mov 40(%rdi), %r15\n"
+        "    mov 48(%rdi), %rsp\n"
+        "    mov $1, %eax\n"
+        "    jmp *56(%rdi)\n");
+
+/* TLS-free: runs with the thread's upper fs already live. */
+__attribute__((noreturn)) void restored_thread_resume(struct crac_thread_rec *rec)
+{
+    struct crac_registry *r = registry;
+    if (r->rseq_size)
+        raw_syscall4(SYS_rseq, rec->fsbase + (uint64_t)r->rseq_offset, r->rseq_size, 0,
+                     r->rseq_sig);
+    if (rec->robust_head)
+        raw_syscall2(SYS_set_robust_list, rec->robust_head, rec->robust_len);
+    if (!(rec->altstack_flags & SS_DISABLE)) {
+        stack_t ss = {(void *)rec->altstack_sp, 0, rec->altstack_size};
+        raw_syscall2(SYS_sigaltstack, &ss, 0);
+    }
+    crac_jump_to_park(&rec->park);
+}
+
+/* clone(flags, stack, ptid, ctid, tls); the child calls restored_thread_resume(rec). */
+long crac_clone_restored(unsigned long flags, void *stack, int *ptid, int *ctid,
+                         unsigned long tls, struct crac_thread_rec *rec);
+__asm__(".text\n"
+        ".globl crac_clone_restored\n"
+        ".type crac_clone_restored, @function\n"
+        "crac_clone_restored:\n"
+        "    and $-16, %rsi\n"
+        "    sub $16, %rsi\n"
+        "    mov %r9, 0(%rsi)\n"
+        "    mov %rcx, %r10\n"
+        "    mov $56, %eax\n"
+        "    syscall\n"
+        "    test %rax, %rax\n"
+        "    jnz 1f\n"
+        "    mov 0(%rsp), %rdi\n"
+        "    xor %ebp, %ebp\n"
+        "    call restored_thread_resume\n"
+        "    hlt\n"
+        "1:  ret\n");
+
+/* Once every restored thread stands at its park point: one more attempt finished (a
+ * crac_checkpoint() caller returns CRAC_AFTER_RESTART), then release them. */
+static void *releaser(void *arg)
+{
+    (void)arg;
+    lower_threads_register(gettid());
+    struct crac_registry *r = registry;
+    for (int32_t parked; (parked = __atomic_load_n(&r->parked, __ATOMIC_ACQUIRE)) < expected_threads;) {
+        struct timespec t = {0, 50 * 1000000L};
+        raw_syscall6(SYS_futex, (long)&r->parked, 128, parked, (long)&t, 0, 0);
+    }
+    __atomic_add_fetch(&r->attempts, 1, __ATOMIC_SEQ_CST);
+    raw_syscall6(SYS_futex, (long)&r->attempts, 129, 0x7fffffff, 0, 0, 0);
+    ckpt_release_all();
+    lower_threads_unregister(gettid());
+    return NULL;
+}
+
+/* Everything the main thread does after leaving lower TLS behind. */
+__attribute__((noreturn)) static void become_main(struct crac_thread_rec *rec, int fsgsbase)
+{
+    struct crac_registry *r = registry;
+    int32_t tid = (int32_t)raw_syscall0(SYS_gettid);
+    if (r->pthread_tid_offset >= 0) {
+        int32_t *tid_field = (int32_t *)(rec->fsbase + (uint64_t)r->pthread_tid_offset);
+        *tid_field = tid;
+        raw_syscall1(SYS_set_tid_address, tid_field);
+    }
+    if (fsgsbase)
+        __asm__ volatile("wrfsbase %0" : : "r"(rec->fsbase) : "memory");
+    else
+        raw_syscall2(SYS_arch_prctl, ARCH_SET_FS, rec->fsbase);
+    restored_thread_resume(rec);
+}
+
+void restart_threads(struct crac_registry *r, const struct restart_image *img)
+{
+    char err[256];
+    registry = r;
+    expected_threads = img->n_threads;
+    struct crac_thread_rec *main_rec = NULL;
+    unsigned long flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+                          CLONE_SYSVSEM | CLONE_SETTLS;
+    pthread_t t;
+    if (pthread_create(&t, NULL, releaser, NULL) != 0)
+        die("cannot start the restart releaser thread");
+    pthread_detach(t);
+    for (int i = 0; i < img->n_threads; i++) {
+        struct crac_thread_rec *rec = (struct crac_thread_rec *)img->threads[i].rec;
+        if (rec->state != CRAC_SLOT_PARKED)
+            die("image corrupted: thread %d has no parked record", img->threads[i].tid);
+        tid_map_old[tid_map_n] = img->threads[i].tid;
+        if (img->threads[i].is_main) {
+            main_rec = rec;
+            tid_map_new[tid_map_n++] = getpid();
+            continue;
+        }
+        /* The kernel writes the new tid into glibc's struct pthread and clears it at exit, so
+         * pthread_join and pthread_kill keep working. */
+        int *tid_field = NULL;
+        unsigned long tid_flags = 0;
+        if (r->pthread_tid_offset >= 0) {
+            tid_field = (int *)(rec->fsbase + (uint64_t)r->pthread_tid_offset);
+            tid_flags = CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+        }
+        /* The child starts on its own stack, below the frame it parked in. */
+        void *stack = (void *)(rec->park.rsp - 1024);
+        long tid = crac_clone_restored(flags | tid_flags, stack, tid_field, tid_field, rec->fsbase,
+                                       rec);
+        if (tid < 0)
+            die("cannot recreate thread %d: clone failed (%ld)", img->threads[i].tid, tid);
+        tid_map_new[tid_map_n++] = (int32_t)tid;
+    }
+    if (proc_restore_timers(img->timers, map_tid, err, sizeof(err)) != 0)
+        die("%s", err);
+    if (!main_rec) {
+        /* The program's main thread had exited: this one leaves too, the others go on. */
+        raw_syscall1(SYS_exit, 0);
+    }
+    int fsgsbase = (getauxval(AT_HWCAP2) & 2) != 0;
+    release_lower_rseq();
+    become_main(main_rec, fsgsbase);
+}
