@@ -164,7 +164,13 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
         free(j.data);
         return -1;
     }
-    jraw(&j, "\n  }\n}\n");
+    /* The manifest's own checksum: SHA-256 of the file with this digest written as zeros. */
+    jraw(&j, "\n  },\n  \"manifest_sha256\": \"");
+    size_t digest_at = j.len;
+    jraw(&j, "%064d\"\n}\n", 0);
+    char self[65];
+    sha256_buffer(j.data, j.len, self);
+    memcpy(j.data + digest_at, self, 64);
     char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/MANIFEST.json", dir);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

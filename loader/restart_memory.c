@@ -67,10 +67,37 @@ static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, u
     return 0;
 }
 
+/* Pages of a private file region that were not saved must be holes (or zeros) in the core: a
+ * byte there means the image was altered. */
+static int unsaved_pages_empty(int core, const struct crac_region_rec *r,
+                               const unsigned char *bitmap)
+{
+    uint64_t end = r->core_offset + (r->end - r->start);
+    unsigned char page[PAGE];
+    for (uint64_t pos = r->core_offset; pos < end;) {
+        off_t d = lseek(core, (off_t)pos, SEEK_DATA);
+        if (d < 0 || (uint64_t)d >= end)
+            return 1;
+        off_t h = lseek(core, d, SEEK_HOLE);
+        uint64_t stop = h < 0 || (uint64_t)h > end ? end : (uint64_t)h;
+        for (uint64_t p = (uint64_t)d & ~(PAGE - 1); p < stop; p += PAGE) {
+            uint64_t i = (p - r->core_offset) / PAGE;
+            if (bitmap[i / 8] & (1u << (i % 8)))
+                continue;
+            if (read_full(core, page, PAGE, p) != 0 || !page_is_zero(page))
+                return 0;
+        }
+        pos = (stop + PAGE - 1) & ~(PAGE - 1);
+    }
+    return 1;
+}
+
 /* Private file regions: the pages in the bitmap come from the core, the rest from the file. */
 static int fill_bitmap(int core, const struct crac_region_rec *r, const unsigned char *bitmap,
                        uint32_t *crc, uint32_t *pages)
 {
+    if (!unsaved_pages_empty(core, r, bitmap))
+        return -1;
     uint64_t n = (r->end - r->start) / PAGE;
     for (uint64_t i = 0; i < n; i++) {
         if (!(bitmap[i / 8] & (1u << (i % 8))))

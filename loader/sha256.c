@@ -123,6 +123,22 @@ static const struct openssl_sha *openssl(void)
     return fns.init && fns.update && fns.final ? &fns : NULL;
 }
 
+static void to_hex(const unsigned char digest[32], char hex[65])
+{
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+}
+
+void sha256_buffer(const void *data, size_t len, char hex[65])
+{
+    struct sha256_ctx c;
+    unsigned char digest[32];
+    portable_init(&c);
+    portable_update(&c, data, len);
+    portable_final(&c, digest);
+    to_hex(digest, hex);
+}
+
 int sha256_file(const char *path, char hex[65])
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -153,7 +169,6 @@ int sha256_file(const char *path, char hex[65])
         ossl->final(digest, &ctx);
     else
         portable_final(&ctx.portable, digest);
-    for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    to_hex(digest, hex);
     return 0;
 }

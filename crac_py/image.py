@@ -1,0 +1,190 @@
+"""Finding and checking checkpoint images (DESIGN §8, docs/IMAGE.md).
+
+A *process directory* `ckpt_<prog>_<hostid>-<pid>/` holds generations `gen-NNNNNN/` and a
+`latest` link; a generation holds MANIFEST.json, upper.core and optionally files/. Here we find
+the generation a path means and check everything that can be checked before the loader runs; the
+loader checks upper.core itself (size, header and per-region CRC-32C) while it restores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FORMAT = "crac-image"
+FORMAT_VERSION = 1
+MANIFEST = "MANIFEST.json"
+CORE = "upper.core"
+_DIGEST_RE = re.compile(rb'"manifest_sha256": "([0-9a-f]{64})"')
+# Files the loader verifies itself while reading (CRC-32C per region): hashing them here too
+# would read the whole image twice. `crac verify` hashes everything.
+_LOADER_CHECKED = frozenset({CORE})
+
+
+class ImageError(Exception):
+    """The image cannot be used; the message says why (and what to do)."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def number(self) -> int:
+        return int(self.manifest["generation"])
+
+    @property
+    def program(self) -> str:
+        return str(self.manifest["process"]["program"])
+
+    @property
+    def argv(self) -> list[str]:
+        return [str(a) for a in self.manifest["process"]["argv"]]
+
+    @property
+    def backend(self) -> str:
+        return str(self.manifest["backend"]["name"] or "none")
+
+    @property
+    def ckpt_signal(self) -> int:
+        return int(self.manifest["process"]["ckpt_signal"])
+
+    @property
+    def core_check(self) -> tuple[int, int]:
+        """(size, header CRC-32C) of upper.core, which the loader checks."""
+        core = self.manifest["upper_core"]
+        return int(core["size"]), int(core["header_crc32c"])
+
+
+def process_dirs(path: Path) -> list[Path]:
+    """The ckpt_* process directories directly under a checkpoint directory."""
+    return sorted(p for p in path.glob("ckpt_*") if p.is_dir())
+
+
+def resolve_generation(arg: str) -> Path:
+    """The generation directory that ARG names: a generation, a process directory (its latest),
+    a `latest` link, or a checkpoint directory holding exactly one process directory."""
+    path = Path(arg)
+    if not path.exists():
+        if path.is_symlink():
+            raise ImageError(f"{arg} points to a generation that no longer exists")
+        raise ImageError(f"{arg}: no such checkpoint")
+    if not path.is_dir():
+        raise ImageError(f"{arg} is not a checkpoint directory")
+    path = path.resolve()
+    if (path / MANIFEST).exists() or (path / CORE).exists():
+        return path
+    latest = path / "latest"
+    if latest.is_symlink() or latest.exists():
+        if not latest.exists():
+            raise ImageError(f"{latest} points to a generation that no longer exists")
+        return latest.resolve()
+    procs = process_dirs(path)
+    if len(procs) == 1:
+        return resolve_generation(str(procs[0]))
+    if not procs:
+        raise ImageError(f"{arg} holds no checkpoint (no ckpt_* directory, no latest link)")
+    names = ", ".join(p.name for p in procs[:4])
+    raise ImageError(
+        f"{arg} holds {len(procs)} processes ({names}...); restart the job with its "
+        "crac_restart_script.sh or name one process directory"
+    )
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_manifest(gen: Path) -> dict[str, Any]:
+    """Parse MANIFEST.json and check its own checksum and format version."""
+    mpath = gen / MANIFEST
+    try:
+        raw = mpath.read_bytes()
+    except FileNotFoundError:
+        raise ImageError(f"{gen} is incomplete: {MANIFEST} is missing") from None
+    except OSError as exc:
+        raise ImageError(f"cannot read {mpath}: {exc.strerror}") from None
+    match = _DIGEST_RE.search(raw)
+    if not match:
+        raise ImageError(f"image corrupted: {mpath} has no checksum")
+    zeroed = raw[: match.start(1)] + b"0" * 64 + raw[match.end(1) :]
+    if hashlib.sha256(zeroed).hexdigest().encode() != match.group(1):
+        raise ImageError(f"image corrupted: {mpath} fails its checksum")
+    try:
+        manifest = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ImageError(f"image corrupted: {mpath} is not valid JSON") from None
+    if manifest.get("format") != FORMAT:
+        raise ImageError(f"{mpath} is not a crac image manifest")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ImageError(
+            f"{gen} uses image format {manifest.get('format_version')}; this crac reads "
+            f"format {FORMAT_VERSION}"
+        )
+    return manifest
+
+
+def verify_files(gen: Path, manifest: dict[str, Any], full: bool) -> None:
+    """Sizes of every listed file, SHA-256 of every file (of upper.core too when full)."""
+    files = manifest.get("files")
+    if not isinstance(files, dict) or CORE not in files:
+        raise ImageError(f"image corrupted: {gen / MANIFEST} lists no {CORE}")
+    for rel, meta in files.items():
+        fpath = gen / rel
+        if not fpath.is_file():
+            raise ImageError(f"image incomplete: {fpath} is missing")
+        size = fpath.stat().st_size
+        if size != meta.get("size"):
+            raise ImageError(
+                f"image corrupted: {fpath} is {size} bytes, the manifest says {meta.get('size')}"
+            )
+        if (full or rel not in _LOADER_CHECKED) and _sha256(fpath) != meta.get("sha256"):
+            raise ImageError(f"image corrupted: {fpath} fails its SHA-256 checksum")
+
+
+def check_program(manifest: dict[str, Any], force: bool) -> None:
+    program = Path(manifest["process"]["program"])
+    if not program.is_file():
+        raise ImageError(f"the checkpointed program {program} no longer exists")
+    if not force and _sha256(program) != manifest["process"]["program_sha256"]:
+        raise ImageError(
+            f"the program {program} changed since the checkpoint; restarting it would run "
+            "the old code with the new binary's files (use --force to try anyway)"
+        )
+
+
+def check_loader(manifest: dict[str, Any], loader: Path, force: bool) -> None:
+    if not force and _sha256(loader) != manifest.get("loader_sha256"):
+        raise ImageError(
+            "this image was written by another build of crac's loader; restart it with the "
+            f"crac {manifest.get('crac_version')} that wrote it (or --force)"
+        )
+
+
+def _check_fields(gen: Generation) -> None:
+    """Every field a restart uses is present and of the right type."""
+    try:
+        _ = (gen.number, gen.program, gen.argv, gen.backend, gen.ckpt_signal, gen.core_check)
+        _ = str(gen.manifest["process"]["program_sha256"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ImageError(
+            f"image corrupted: {gen.path / MANIFEST} lacks or garbles a field ({exc})"
+        ) from None
+
+
+def open_generation(arg: str, *, full: bool = False) -> Generation:
+    path = resolve_generation(arg)
+    manifest = load_manifest(path)
+    gen = Generation(path, manifest)
+    _check_fields(gen)
+    verify_files(path, manifest, full)
+    return gen

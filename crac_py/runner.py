@@ -1,0 +1,82 @@
+"""Turning resolved options into the loader's command line, and exec'ing it (no Python stays in
+the process: it becomes the loader, then the program)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+
+@dataclass
+class CheckpointOptions:
+    ckpt_dir: str | None = "."  # None at restart: generations continue where the image is
+    interval: int = 0
+    ckpt_signal: int = 12
+    keep: int = 2
+    exit_after: bool = False
+
+    def loader_args(self) -> list[str]:
+        args = [] if self.ckpt_dir is None else ["--ckpt-dir", self.ckpt_dir]
+        args += [
+            "--interval", str(self.interval),
+            "--ckpt-signal", str(self.ckpt_signal),
+            "--keep", str(self.keep),
+            "--crac-cmd", crac_command(),
+        ]  # fmt: skip
+        if self.exit_after:
+            args.append("--exit-after-checkpoint")
+        return args
+
+
+@dataclass
+class DeviceOptions:
+    device: str = "none"
+    sim_version: int | None = None
+    extra: list[str] = field(default_factory=list)
+
+    def loader_args(self) -> list[str]:
+        args = ["--device", self.device]
+        if self.sim_version is not None:
+            args += ["--sim-version", str(self.sim_version)]
+        return args
+
+
+def crac_command() -> str:
+    """How a shell script runs this same crac (for crac_restart_script.sh)."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "crac" and argv0.exists():
+        return shlex.quote(str(argv0.resolve()))
+    return f"{shlex.quote(sys.executable)} -m crac_py"
+
+
+def original_environ() -> dict[bytes, bytes] | None:
+    """The environment this process was exec'd with, byte for byte and in order.
+
+    os.environ is not it: Python's C-locale coercion (PEP 538) adds LC_CTYPE=C.UTF-8 at start-up
+    when the locale is C, and the program must see exactly what crac was given.
+    """
+    try:
+        with open("/proc/self/environ", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    env: dict[bytes, bytes] = {}
+    for entry in raw.split(b"\0"):
+        key, sep, value = entry.partition(b"=")
+        if sep and key:
+            env.setdefault(key, value)
+    return env
+
+
+def exec_loader(loader: str, argv: list[str]) -> NoReturn:
+    """Replace this process with the loader. Raises OSError if the exec fails."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    env = original_environ()
+    if env is None:
+        os.execv(loader, argv)
+    os.execve(loader, argv, env)
