@@ -6,6 +6,11 @@ Used by setup.py's build_ext, and runnable by hand:
 
 Each target is one entry of TARGETS: its source globs (relative to the repository root) and its
 gcc flags. A target whose source list is empty is skipped, so a partial tree still builds.
+
+Targets with uses_cuda need the CUDA 13 runtime headers and the real libcudart.so.13 (found by
+crac_py.cudart_locate: $CUDA_HOME, /usr/local/cuda, or the nvidia-cuda-runtime/-crt wheels that
+pyproject.toml's build requirements install) and the C sources crac_py.codegen generates from the
+API spec into build/crac_gen/ before they are compiled.
 """
 
 from __future__ import annotations
@@ -15,9 +20,14 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from crac_py.codegen import GenResult
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "crac_py" / "_native"
+GEN_DIR = ROOT / "build" / "crac_gen"
 
 COMMON_CFLAGS: tuple[str, ...] = (
     "-std=c11",
@@ -40,21 +50,42 @@ class Target:
     cflags: tuple[str, ...]
     ldflags: tuple[str, ...] = ()
     libs: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()  # paths (relative to root) the globs must not pick up
+    generated: tuple[str, ...] = ()  # sources crac_py.codegen writes into the gen directory
+    uses_cuda: bool = False  # CUDA headers + generated sources (see the module docstring)
+    cudart_abi: bool = False  # soname and symbol versions of the real libcudart.so.13
 
     def sources(self, root: Path = ROOT) -> list[str]:
         """Source paths relative to root; each glob sorted, globs kept in the given order."""
         found: list[str] = []
         for pattern in self.source_globs:
-            found.extend(sorted(str(p.relative_to(root)) for p in root.glob(pattern)))
+            found.extend(
+                sorted(
+                    rel
+                    for p in root.glob(pattern)
+                    if (rel := str(p.relative_to(root))) not in self.exclude
+                )
+            )
         return found
 
-    def command(self, out_dir: Path, root: Path = ROOT) -> list[str]:
+    def command(self, out_dir: Path, root: Path = ROOT, gen: GenResult | None = None) -> list[str]:
+        extra: list[str] = []
+        generated: list[str] = []
+        if self.uses_cuda:
+            if gen is None:
+                raise NativeBuildError(f"{self.output} needs the generated CUDA sources")
+            extra += [f"-I{gen.out_dir}", f"-I{gen.cuda.include_dir}"]
+            generated = [str(gen.out_dir / g) for g in self.generated]
+        if self.cudart_abi and gen is not None:
+            extra += [f"-Wl,-soname,{gen.lib.soname}", f"-Wl,--version-script={gen.version_script}"]
         return [
             "gcc",
             *self.cflags,
             *self.ldflags,
             "-Iinclude",
+            *extra,
             *self.sources(root),
+            *generated,
             "-o",
             str(out_dir / self.output),
             *self.libs,
@@ -78,9 +109,62 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
+# The simulated CUDA device (docs/SIM.md): two lower-half backend versions, the upper libcudart
+# shim, and the same sim as a plain libcudart (the native baseline).
+_SIM_BACKEND_EXCLUDE = ("lowerhalf/sim/sim_native.c",)
+_SIM_NATIVE_EXCLUDE = ("lowerhalf/sim/sim_backend.c",)
+for _v in (1, 2):
+    TARGETS[f"libcrac-sim{_v}.so"] = Target(
+        output=f"libcrac-sim{_v}.so",
+        source_globs=("lowerhalf/sim/*.c",),
+        cflags=(*COMMON_CFLAGS, "-fPIC", "-fvisibility=hidden", f"-DCRAC_SIM_VERSION={_v}"),
+        ldflags=("-shared", "-Wl,-z,defs"),
+        libs=("-lpthread",),
+        exclude=_SIM_BACKEND_EXCLUDE,
+        generated=("cudart_lower_gen.c",),
+        uses_cuda=True,
+    )
+TARGETS["shim/libcudart.so.13"] = Target(
+    output="shim/libcudart.so.13",
+    source_globs=("upperhalf/cudart/*.c", "lowerhalf/sim/sim_errstr.c"),
+    cflags=(*COMMON_CFLAGS, "-fPIC", "-Iupperhalf/cudart"),
+    ldflags=("-shared",),
+    libs=("-lpthread",),
+    generated=("cudart_shim_gen.c",),
+    uses_cuda=True,
+    cudart_abi=True,
+)
+TARGETS["native/libcudart.so.13"] = Target(
+    output="native/libcudart.so.13",
+    source_globs=("lowerhalf/sim/*.c", "upperhalf/cudart/dalloc.c"),
+    cflags=(*COMMON_CFLAGS, "-fPIC", "-DCRAC_SIM_VERSION=1", "-Iupperhalf/cudart"),
+    ldflags=("-shared", "-Wl,-z,defs"),
+    libs=("-lpthread",),
+    exclude=_SIM_NATIVE_EXCLUDE,
+    generated=("cudart_native_gen.c", "cudart_lower_gen.c"),
+    uses_cuda=True,
+    cudart_abi=True,
+)
+
 
 class NativeBuildError(RuntimeError):
     """gcc failed; the message carries the command and the compiler's output."""
+
+
+def generate(root: Path = ROOT) -> GenResult:
+    """Run the API-spec code generator (needs the CUDA headers and the real libcudart)."""
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from crac_py.codegen import CodegenError, generate
+    from crac_py.cudart_locate import CudaNotFoundError
+
+    try:
+        gen = generate(root / GEN_DIR.relative_to(ROOT))
+    except (CudaNotFoundError, CodegenError) as exc:
+        raise NativeBuildError(f"cannot generate the CUDA runtime glue: {exc}") from None
+    print(f"build_native: CUDA headers from {gen.cuda.include_dir} ({gen.cuda.source})")
+    print(f"build_native: {gen.coverage.line()}", flush=True)
+    return gen
 
 
 def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT) -> list[Path]:
@@ -88,11 +172,15 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT) -> list[Path]:
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     built: list[Path] = []
+    gen: GenResult | None = None
     for name, target in TARGETS.items():
         if not target.sources(root):
             print(f"build_native: skipping {name}: no sources match {list(target.source_globs)}")
             continue
-        cmd = target.command(out_dir, root)
+        if target.uses_cuda and gen is None:
+            gen = generate(root)
+        (out_dir / target.output).parent.mkdir(parents=True, exist_ok=True)
+        cmd = target.command(out_dir, root, gen)
         print(shlex.join(cmd), flush=True)
         try:
             proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
