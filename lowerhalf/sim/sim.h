@@ -59,6 +59,13 @@ void sim_set_sticky(cudaError_t e);
 cudaError_t sim_ret(cudaError_t e);
 /* Address of this thread's last-error variable (a lower __thread under crac): debug entry. */
 void *sim_last_error_slot(void);
+/* First statement of every call that reports the sticky error: return it (recorded). */
+#define SIM_ENTER()                                                                            \
+    do {                                                                                       \
+        cudaError_t s_ = sim_sticky();                                                         \
+        if (s_ != cudaSuccess)                                                                 \
+            return sim_ret(s_);                                                                \
+    } while (0)
 
 /* ---- memory (sim_mem.c) ---- */
 enum sim_mem_kind { SIM_MEM_DEVICE = 1, SIM_MEM_MANAGED = 2, SIM_MEM_PINNED = 3 };

@@ -65,13 +65,6 @@ cudaError_t sim_ret(cudaError_t e)
 
 void *sim_last_error_slot(void) { return (void *)&last_error; }
 
-#define ENTER()                                                                                \
-    do {                                                                                       \
-        cudaError_t s_ = sim_sticky();                                                         \
-        if (s_ != cudaSuccess)                                                                 \
-            return sim_ret(s_);                                                                \
-    } while (0)
-
 cudaError_t sim_cudaGetLastError(void)
 {
     cudaError_t e = last_error;
@@ -87,7 +80,7 @@ cudaError_t sim_cudaPeekAtLastError(void)
 
 cudaError_t sim_cudaGetDeviceCount(int *count)
 {
-    ENTER();
+    SIM_ENTER();
     if (!count)
         return sim_ret(cudaErrorInvalidValue);
     *count = 1;
@@ -96,13 +89,13 @@ cudaError_t sim_cudaGetDeviceCount(int *count)
 
 cudaError_t sim_cudaSetDevice(int device)
 {
-    ENTER();
+    SIM_ENTER();
     return sim_ret(device == 0 ? cudaSuccess : cudaErrorInvalidDevice);
 }
 
 cudaError_t sim_cudaGetDevice(int *device)
 {
-    ENTER();
+    SIM_ENTER();
     if (!device)
         return sim_ret(cudaErrorInvalidValue);
     *device = 0;
@@ -111,7 +104,7 @@ cudaError_t sim_cudaGetDevice(int *device)
 
 cudaError_t sim_cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
-    ENTER();
+    SIM_ENTER();
     if (!prop)
         return sim_ret(cudaErrorInvalidValue);
     if (device != 0)
@@ -165,7 +158,7 @@ cudaError_t sim_cudaRuntimeGetVersion(int *runtimeVersion)
 
 cudaError_t sim_cudaDeviceSynchronize(void)
 {
-    ENTER();
+    SIM_ENTER();
     pthread_mutex_lock(&sim_lock);
     sim_wait_all_idle();
     pthread_mutex_unlock(&sim_lock);

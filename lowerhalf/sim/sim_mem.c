@@ -182,13 +182,6 @@ void sim_mem_reset(void)
     mem_used = 0;
 }
 
-#define ENTER()                                                                                \
-    do {                                                                                       \
-        cudaError_t s_ = sim_sticky();                                                         \
-        if (s_ != cudaSuccess)                                                                 \
-            return sim_ret(s_);                                                                \
-    } while (0)
-
 /* ---- allocation calls: the caller (shim or native front) assigned crac_addr ---- */
 
 static cudaError_t alloc_common(void **ptr, size_t size, unsigned long long addr, int kind)
@@ -209,14 +202,14 @@ static cudaError_t alloc_common(void **ptr, size_t size, unsigned long long addr
 
 cudaError_t sim_cudaMalloc(void **devPtr, size_t size, unsigned long long crac_addr)
 {
-    ENTER();
+    SIM_ENTER();
     return alloc_common(devPtr, size, crac_addr, SIM_MEM_DEVICE);
 }
 
 cudaError_t sim_cudaMallocManaged(void **devPtr, size_t size, unsigned int flags,
                                   unsigned long long crac_addr)
 {
-    ENTER();
+    SIM_ENTER();
     if (size == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
         return sim_ret(cudaErrorInvalidValue);
     return alloc_common(devPtr, size, crac_addr, SIM_MEM_MANAGED);
@@ -224,7 +217,7 @@ cudaError_t sim_cudaMallocManaged(void **devPtr, size_t size, unsigned int flags
 
 cudaError_t sim_cudaFree(void *devPtr)
 {
-    ENTER();
+    SIM_ENTER();
     if (!devPtr)
         return cudaSuccess;
     /* cudaFree synchronises the device: no queued work may touch the memory afterwards. */
@@ -236,14 +229,14 @@ cudaError_t sim_cudaFree(void *devPtr)
 
 cudaError_t sim_cudaMallocHost(void **ptr, size_t size, unsigned long long crac_addr)
 {
-    ENTER();
+    SIM_ENTER();
     return alloc_common(ptr, size, crac_addr, SIM_MEM_PINNED);
 }
 
 cudaError_t sim_cudaHostAlloc(void **pHost, size_t size, unsigned int flags,
                               unsigned long long crac_addr)
 {
-    ENTER();
+    SIM_ENTER();
     if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped |
                             cudaHostAllocWriteCombined))
         return sim_ret(cudaErrorInvalidValue);
@@ -252,7 +245,7 @@ cudaError_t sim_cudaHostAlloc(void **pHost, size_t size, unsigned int flags,
 
 cudaError_t sim_cudaFreeHost(void *ptr)
 {
-    ENTER();
+    SIM_ENTER();
     if (!ptr)
         return cudaSuccess;
     pthread_mutex_lock(&sim_lock);
@@ -263,7 +256,7 @@ cudaError_t sim_cudaFreeHost(void *ptr)
 
 cudaError_t sim_cudaMemGetInfo(size_t *free, size_t *total)
 {
-    ENTER();
+    SIM_ENTER();
     if (!free || !total)
         return sim_ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&sim_lock);
@@ -276,7 +269,7 @@ cudaError_t sim_cudaMemGetInfo(size_t *free, size_t *total)
 cudaError_t sim_cudaPointerGetAttributes(struct cudaPointerAttributes *attributes,
                                          const void *ptr)
 {
-    ENTER();
+    SIM_ENTER();
     if (!attributes)
         return sim_ret(cudaErrorInvalidValue);
     struct sim_alloc a;
@@ -364,7 +357,7 @@ static cudaError_t submit(struct sim_stream *s, struct sim_op *op, int wait)
 static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                         cudaStream_t stream, int sync)
 {
-    ENTER();
+    SIM_ENTER();
     if (count == 0)
         return cudaSuccess;
     pthread_mutex_lock(&sim_lock);
@@ -402,7 +395,7 @@ cudaError_t sim_cudaMemcpyAsync(void *dst, const void *src, size_t count,
 
 static cudaError_t set(void *devPtr, int value, size_t count, cudaStream_t stream, int sync)
 {
-    ENTER();
+    SIM_ENTER();
     if (count == 0)
         return cudaSuccess;
     pthread_mutex_lock(&sim_lock);

@@ -1,0 +1,87 @@
+/* sim_backend.c — the sim as a lower-half device backend (libcrac-sim1.so / libcrac-sim2.so): its
+ * one exported symbol, crac_backend_init, and the table of entries the upper shim looks up. */
+#include "sim.h"
+
+#include "crac_backend.h"
+#include "cudart_lower_gen.h" /* generated: sim_lh_gen_entries */
+
+#include <stdio.h>
+#include <string.h>
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* crac_lh_dev_map(addr, size, kind): map device (1) or managed (2) memory at an address crac
+ * chose inside D; the restart path recreates allocations with it. */
+static uint64_t lh_dev_map(uint64_t addr, uint64_t size, uint64_t kind)
+{
+    if (kind != SIM_MEM_DEVICE && kind != SIM_MEM_MANAGED)
+        return cudaErrorInvalidValue;
+    return sim_mem_map(addr, size, (int)kind);
+}
+
+static uint64_t lh_dev_unmap(uint64_t addr, uint64_t a1, uint64_t a2)
+{
+    (void)a1, (void)a2;
+    return sim_mem_unmap(addr, 0, NULL);
+}
+
+static uint64_t lh_debug_tls(uint64_t a0, uint64_t a1, uint64_t a2)
+{
+    (void)a0, (void)a1, (void)a2;
+    return (uint64_t)(uintptr_t)sim_last_error_slot();
+}
+
+static uint64_t lh_debug_block_signal(uint64_t timeout_ms, uint64_t a1, uint64_t a2)
+{
+    (void)a1, (void)a2;
+    return (uint64_t)sim_block_until_signal((long)timeout_ms);
+}
+
+/* Errors the upper shim detects itself (out of virtual handles, ...) still become the thread's
+ * last error, which lives here. */
+static uint64_t lh_record_error(uint64_t e, uint64_t a1, uint64_t a2)
+{
+    (void)a1, (void)a2;
+    return sim_ret((cudaError_t)e);
+}
+
+static uint64_t lh_sim_version(uint64_t a0, uint64_t a1, uint64_t a2)
+{
+    (void)a0, (void)a1, (void)a2;
+    return CRAC_SIM_VERSION;
+}
+
+static const struct crac_lh_entry own_entries[] = {
+    {"crac_lh_dev_map", (void *)lh_dev_map},
+    {"crac_lh_dev_unmap", (void *)lh_dev_unmap},
+    {"crac_sim_debug_tls", (void *)lh_debug_tls},
+    {"crac_sim_debug_block_signal", (void *)lh_debug_block_signal},
+    {"crac_sim_version", (void *)lh_sim_version},
+    {"crac_sim_record_error", (void *)lh_record_error},
+};
+
+#define N_OWN (sizeof(own_entries) / sizeof(own_entries[0]))
+
+static struct crac_lh_entry entries[SIM_LH_GEN_N_ENTRIES + N_OWN];
+static struct crac_backend_info info;
+
+__attribute__((visibility("default"))) const struct crac_backend_info *
+crac_backend_init(const struct crac_backend_host *host)
+{
+    struct sim_host h = {host->device_window_start, host->device_window_end,
+                         host->register_lower_thread, host->unregister_lower_thread};
+    if (sim_init(&h) != 0) {
+        fprintf(stderr, "crac: error: the sim backend could not initialise (out of memory)\n");
+        return NULL;
+    }
+    memcpy(entries, sim_lh_gen_entries, sizeof(sim_lh_gen_entries));
+    memcpy(entries + SIM_LH_GEN_N_ENTRIES, own_entries, sizeof(own_entries));
+    info.abi = CRAC_BACKEND_ABI;
+    info.name = "sim";
+    info.version = "sim" STR(CRAC_SIM_VERSION);
+    info.driver_version = SIM_DRIVER_VERSION;
+    info.entries = entries;
+    info.n_entries = SIM_LH_GEN_N_ENTRIES + N_OWN;
+    return &info;
+}

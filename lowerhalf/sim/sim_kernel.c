@@ -1,0 +1,277 @@
+/* sim_kernel.c — modules (fat binaries), registered functions and kernel launches of the sim. A
+ * sim kernel's fat binary carries a crac_sim_kernel_desc; launching copies the arguments and runs
+ * the kernel's block function over the grid on the stream's worker. */
+#include "sim.h"
+
+#include <string.h>
+
+struct sim_module {
+#if CRAC_SIM_VERSION == 1
+    uint32_t index, gen;
+    int live;
+    int is_sim;
+    const struct crac_sim_kernel_desc *desc;
+#else
+    const struct crac_sim_kernel_desc *desc;
+    int is_sim, live;
+    uint32_t gen, index;
+    uint64_t reserved;
+#endif
+};
+
+struct sim_func {
+    const void *host_fun; /* NULL: empty; TOMBSTONE: removed */
+    uint32_t module_index;
+    const struct crac_sim_kernel_desc *desc; /* NULL for a foreign (GPU) module */
+};
+
+#define FUNC_SLOTS 8192 /* power of two */
+#define TOMBSTONE ((const void *)1)
+
+static struct sim_module *modules;
+static struct sim_func *funcs;
+
+int sim_modules_init(void)
+{
+    modules = bk_alloc(SIM_MAX_MODULES * sizeof(*modules));
+    funcs = bk_alloc(FUNC_SLOTS * sizeof(*funcs));
+    return modules && funcs ? 0 : -1;
+}
+
+static uint32_t hash_ptr(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (uint32_t)x & (FUNC_SLOTS - 1);
+}
+
+/* Caller holds sim_lock. */
+static struct sim_func *func_find(const void *host_fun)
+{
+    uint32_t h = hash_ptr(host_fun);
+    for (uint32_t n = 0; n < FUNC_SLOTS; n++, h = (h + 1) & (FUNC_SLOTS - 1)) {
+        if (funcs[h].host_fun == NULL)
+            return NULL;
+        if (funcs[h].host_fun == host_fun)
+            return &funcs[h];
+    }
+    return NULL;
+}
+
+static struct sim_module *module_get(void **handle)
+{
+    uint32_t gen;
+    long i = sim_handle_decode(SIM_H_MODULE, (uint64_t)(uintptr_t)handle, modules,
+                               sizeof(*modules), SIM_MAX_MODULES, &gen);
+    if (i < 0 || !modules[i].live || !sim_handle_gen_matches(gen, modules[i].gen))
+        return NULL;
+    return &modules[i];
+}
+
+void **sim___cudaRegisterFatBinary(void *fatCubin)
+{
+    const struct crac_sim_fatbin_wrapper *w = fatCubin;
+    if (!w || w->magic != CRAC_SIM_FATBIN_WRAPPER_MAGIC)
+        return NULL;
+    pthread_mutex_lock(&sim_lock);
+    uint32_t i = 0;
+    while (i < SIM_MAX_MODULES && modules[i].live)
+        i++;
+    void **handle = NULL;
+    if (i < SIM_MAX_MODULES) {
+        struct sim_module *m = &modules[i];
+        uint32_t gen = m->gen + 1;
+        memset(m, 0, sizeof(*m));
+        m->index = i;
+        m->gen = gen;
+        m->live = 1;
+        const struct crac_sim_kernel_desc *d = w->data;
+        if (d && memcmp(d->magic, CRAC_SIM_DESC_MAGIC, 8) == 0 && d->abi == CRAC_SIM_ABI &&
+            d->n_params <= CRAC_SIM_MAX_PARAMS) {
+            m->is_sim = 1;
+            m->desc = d;
+        }
+        handle = (void **)(uintptr_t)sim_handle_encode(SIM_H_MODULE, modules, sizeof(*modules),
+                                                       i, gen);
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return handle;
+}
+
+void sim___cudaRegisterFatBinaryEnd(void **fatCubinHandle) { (void)fatCubinHandle; }
+
+void sim___cudaUnregisterFatBinary(void **fatCubinHandle)
+{
+    pthread_mutex_lock(&sim_lock);
+    struct sim_module *m = module_get(fatCubinHandle);
+    if (m) {
+        /* Kernels of this module may still be queued: let them finish first. */
+        sim_wait_all_idle();
+        for (uint32_t i = 0; i < FUNC_SLOTS; i++)
+            if (funcs[i].host_fun > TOMBSTONE && funcs[i].module_index == m->index)
+                funcs[i].host_fun = TOMBSTONE;
+        m->live = 0;
+    }
+    pthread_mutex_unlock(&sim_lock);
+}
+
+void sim___cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+                                const char *deviceName, int thread_limit, uint3 *tid,
+                                uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
+{
+    (void)deviceFun, (void)deviceName, (void)thread_limit, (void)tid, (void)bid, (void)bDim,
+        (void)gDim, (void)wSize;
+    if (!hostFun)
+        return;
+    pthread_mutex_lock(&sim_lock);
+    struct sim_module *m = module_get(fatCubinHandle);
+    if (m && !func_find(hostFun)) {
+        uint32_t h = hash_ptr(hostFun);
+        for (uint32_t n = 0; n < FUNC_SLOTS; n++, h = (h + 1) & (FUNC_SLOTS - 1)) {
+            if (funcs[h].host_fun <= TOMBSTONE) {
+                funcs[h].host_fun = hostFun;
+                funcs[h].module_index = m->index;
+                funcs[h].desc = m->is_sim ? m->desc : NULL;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&sim_lock);
+}
+
+/* Per-thread launch configuration, as nvcc's <<<...>>> host stubs use it. */
+#define CONFIG_DEPTH 8
+struct call_config {
+    dim3 grid, block;
+    size_t shared;
+    struct CUstream_st *stream;
+};
+static __thread struct call_config config_stack[CONFIG_DEPTH];
+static __thread int config_depth;
+
+unsigned sim___cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+                                         struct CUstream_st *stream)
+{
+    if (config_depth >= CONFIG_DEPTH)
+        return 1;
+    config_stack[config_depth++] = (struct call_config){gridDim, blockDim, sharedMem, stream};
+    return 0;
+}
+
+cudaError_t sim___cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem,
+                                           void *stream)
+{
+    if (config_depth == 0)
+        return sim_ret(cudaErrorMissingConfiguration);
+    struct call_config c = config_stack[--config_depth];
+    if (gridDim)
+        *gridDim = c.grid;
+    if (blockDim)
+        *blockDim = c.block;
+    if (sharedMem)
+        *sharedMem = c.shared;
+    if (stream)
+        *(struct CUstream_st **)stream = c.stream;
+    return cudaSuccess;
+}
+
+static int bad_dims(dim3 g, dim3 b)
+{
+    uint64_t threads = (uint64_t)b.x * b.y * b.z;
+    return !g.x || !g.y || !g.z || !b.x || !b.y || !b.z || threads > 1024 || b.z > 64 ||
+           g.y > 65535 || g.z > 65535 || g.x > 0x7fffffffU;
+}
+
+/* Copies the arguments the way a driver does at launch (args may be reused at once). */
+static int copy_args(struct sim_kernel_launch *k, void **args)
+{
+    const struct crac_sim_kernel_desc *d = k->desc;
+    size_t off[CRAC_SIM_MAX_PARAMS], total = 0;
+    for (uint32_t i = 0; i < d->n_params; i++) {
+        size_t align = d->param_align[i] ? d->param_align[i] : 1;
+        total = (total + align - 1) / align * align;
+        off[i] = total;
+        total += d->param_size[i];
+    }
+    k->argbuf_size = total ? total : 1;
+    k->argbuf = bk_alloc(k->argbuf_size);
+    if (!k->argbuf)
+        return -1;
+    for (uint32_t i = 0; i < d->n_params; i++) {
+        memcpy(k->argbuf + off[i], args[i], d->param_size[i]);
+        k->argv[i] = k->argbuf + off[i];
+    }
+    return 0;
+}
+
+cudaError_t sim_cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                 size_t sharedMem, cudaStream_t stream)
+{
+    SIM_ENTER();
+    if (bad_dims(gridDim, blockDim) || sharedMem > 228 * 1024)
+        return sim_ret(cudaErrorInvalidConfiguration);
+    pthread_mutex_lock(&sim_lock);
+    struct sim_stream *s = sim_stream_get(stream);
+    struct sim_func *f = func ? func_find(func) : NULL;
+    cudaError_t e = cudaSuccess;
+    if (!s)
+        e = cudaErrorInvalidResourceHandle;
+    else if (!f)
+        e = cudaErrorInvalidDeviceFunction;
+    else if (!f->desc)
+        e = cudaErrorNoKernelImageForDevice; /* a GPU fat binary: nothing the sim can run */
+    else if (f->desc->n_params && !args)
+        e = cudaErrorInvalidValue;
+    struct sim_op *op = NULL;
+    if (e == cudaSuccess && !(op = sim_op_new(OP_KERNEL)))
+        e = cudaErrorMemoryAllocation;
+    if (e == cudaSuccess) {
+        struct sim_kernel_launch *k = &op->u.kernel;
+        k->desc = f->desc;
+        k->grid = gridDim;
+        k->block = blockDim;
+        k->shared = sharedMem;
+        if (copy_args(k, args) != 0 || !sim_stream_enqueue(s, op, NULL))
+            e = cudaErrorMemoryAllocation;
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return sim_ret(e);
+}
+
+void sim_kernel_free(struct sim_kernel_launch *k)
+{
+    if (k->argbuf)
+        bk_free(k->argbuf, k->argbuf_size);
+    k->argbuf = NULL;
+}
+
+void sim_kernel_run(struct sim_kernel_launch *k)
+{
+    volatile int fault = CRAC_SIM_FAULT_NONE;
+    void *shared = k->shared ? bk_alloc(k->shared) : NULL;
+    if (k->shared && !shared) {
+        sim_set_sticky(cudaErrorLaunchOutOfResources);
+        return;
+    }
+    struct crac_sim_ctx ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.gridDim = k->grid;
+    ctx.blockDim = k->block;
+    ctx.shared = shared;
+    ctx.fault = &fault;
+    for (unsigned z = 0; z < k->grid.z && !fault; z++)
+        for (unsigned y = 0; y < k->grid.y && !fault; y++)
+            for (unsigned x = 0; x < k->grid.x && !fault; x++) {
+                ctx.blockIdx.x = x;
+                ctx.blockIdx.y = y;
+                ctx.blockIdx.z = z;
+                k->desc->block(&ctx, k->argv);
+            }
+    if (shared)
+        bk_free(shared, k->shared);
+    if (fault)
+        sim_set_sticky(fault == CRAC_SIM_FAULT_ADDRESS ? cudaErrorIllegalAddress
+                                                       : cudaErrorLaunchFailure);
+}
