@@ -1,0 +1,36 @@
+/* shim.h — internals of the upper shim libcudart.so.13: virtual handles, the device-address
+ * allocator, the crossing helpers. All state lives in upper-half memory (saved with it). */
+#ifndef CRAC_SHIM_H
+#define CRAC_SHIM_H
+
+#include <cuda_runtime_api.h>
+
+#include <stdint.h>
+
+/* From libcrac-upper.so (preloaded first under crac). Weak, so that the shim still loads (and
+ * answers cudaErrorInsufficientDriver) when something loads it outside crac. */
+extern uint64_t cross_call(void *fn, uint64_t a0, uint64_t a1, uint64_t a2) __attribute__((weak));
+extern void *upper_lookup(const char *name) __attribute__((weak));
+
+/* The lower-half entry called name, or NULL (not under crac, or not exported). */
+void *shim_resolve(const char *name);
+
+/* Record e as the calling thread's last error in the lower half (for errors the shim itself
+ * detects), and return it. */
+cudaError_t shim_fail(cudaError_t e);
+
+/* ---- virtual handles (vhandle.c) ---- */
+enum { SHIM_VH_STREAM = 1, SHIM_VH_EVENT = 2, SHIM_VH_MODULE = 3 };
+/* A value no backend accepts as a handle: what an unknown virtual handle translates to, so the
+ * backend answers cudaErrorInvalidResourceHandle (and records it) itself. */
+#define SHIM_BAD_HANDLE 0xbadbadbadbad0000ULL
+
+/* The backend handle behind virtual handle v (streams 0, 1, 2 are the default streams and pass
+ * through), or SHIM_BAD_HANDLE. Lock-free. */
+uint64_t shim_vh_backend(int kind, uint64_t v);
+/* Wrap a new backend handle; *out receives the virtual handle. cudaSuccess or out of memory. */
+cudaError_t shim_vh_wrap(int kind, uint64_t backend, uint64_t *out);
+void shim_vh_release(int kind, uint64_t v);
+void shim_vh_reset(int kind); /* cudaDeviceReset: every handle of this kind is gone */
+
+#endif

@@ -1,0 +1,131 @@
+/* shim_mem.c — memory entry points of the upper shim: crac assigns device and managed addresses
+ * inside D (first fit, state in upper memory) and the backend maps memory there; pinned host
+ * memory is mapped by the shim itself (so it lands in W, saved with the upper half) and only
+ * registered with the backend. cudaDeviceReset also forgets the shim's own tables. */
+#include "shim.h"
+
+#include "crac_layout.h"
+#include "cudart_shim_gen.h"
+#include "dalloc.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+
+enum { KIND_DEVICE = 1, KIND_MANAGED = 2, KIND_PINNED = 3 };
+
+static struct crac_dalloc device_addrs;
+static pthread_once_t device_addrs_once = PTHREAD_ONCE_INIT;
+static struct crac_rangeset pinned;
+static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void init_device_addrs(void) { dalloc_init(&device_addrs, CRAC_D_START, CRAC_D_END); }
+
+static struct crac_dalloc *dev(void)
+{
+    pthread_once(&device_addrs_once, init_device_addrs);
+    return &device_addrs;
+}
+
+cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
+{
+    struct crac_args_cudaMalloc a = {devPtr, size, 0};
+    if (devPtr && size && !(a.crac_addr = dalloc_alloc(dev(), size, KIND_DEVICE)))
+        return shim_fail(cudaErrorMemoryAllocation);
+    cudaError_t r = (cudaError_t)crac_cross_cudaMalloc(&a);
+    if (r != cudaSuccess && a.crac_addr)
+        dalloc_free(dev(), a.crac_addr);
+    return r;
+}
+
+cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+    struct crac_args_cudaMallocManaged a = {devPtr, size, flags, 0};
+    if (devPtr && size && !(a.crac_addr = dalloc_alloc(dev(), size, KIND_MANAGED)))
+        return shim_fail(cudaErrorMemoryAllocation);
+    cudaError_t r = (cudaError_t)crac_cross_cudaMallocManaged(&a);
+    if (r != cudaSuccess && a.crac_addr)
+        dalloc_free(dev(), a.crac_addr);
+    return r;
+}
+
+cudaError_t CUDARTAPI cudaFree(void *devPtr)
+{
+    struct crac_args_cudaFree a = {devPtr};
+    cudaError_t r = (cudaError_t)crac_cross_cudaFree(&a);
+    if (r == cudaSuccess && devPtr)
+        dalloc_free(dev(), (uint64_t)(uintptr_t)devPtr);
+    return r;
+}
+
+static uint64_t page_up(uint64_t n) { return (n + 4095) & ~4095ULL; }
+
+/* Pinned memory: an ordinary upper-half mapping (the loader places it in W). */
+static uint64_t map_pinned(size_t size)
+{
+    void *p = mmap(NULL, page_up(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0);
+    return p == MAP_FAILED ? 0 : (uint64_t)(uintptr_t)p;
+}
+
+static cudaError_t pinned_done(cudaError_t r, uint64_t addr, size_t size)
+{
+    if (!addr)
+        return r;
+    if (r == cudaSuccess) {
+        pthread_mutex_lock(&pinned_lock);
+        int bad = rangeset_insert(&pinned, addr, page_up(size), KIND_PINNED);
+        pthread_mutex_unlock(&pinned_lock);
+        if (!bad)
+            return r;
+        r = shim_fail(cudaErrorMemoryAllocation);
+    }
+    munmap((void *)(uintptr_t)addr, page_up(size));
+    return r;
+}
+
+cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
+{
+    struct crac_args_cudaMallocHost a = {ptr, size, 0};
+    if (ptr && size && !(a.crac_addr = map_pinned(size)))
+        return shim_fail(cudaErrorMemoryAllocation);
+    return pinned_done((cudaError_t)crac_cross_cudaMallocHost(&a), a.crac_addr, size);
+}
+
+cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+    struct crac_args_cudaHostAlloc a = {pHost, size, flags, 0};
+    if (pHost && size && !(a.crac_addr = map_pinned(size)))
+        return shim_fail(cudaErrorMemoryAllocation);
+    return pinned_done((cudaError_t)crac_cross_cudaHostAlloc(&a), a.crac_addr, size);
+}
+
+cudaError_t CUDARTAPI cudaFreeHost(void *ptr)
+{
+    struct crac_args_cudaFreeHost a = {ptr};
+    cudaError_t r = (cudaError_t)crac_cross_cudaFreeHost(&a);
+    if (r == cudaSuccess && ptr) {
+        struct crac_range_ent e;
+        pthread_mutex_lock(&pinned_lock);
+        int found = rangeset_remove(&pinned, (uint64_t)(uintptr_t)ptr, &e) == 0;
+        pthread_mutex_unlock(&pinned_lock);
+        if (found)
+            munmap(ptr, e.size);
+    }
+    return r;
+}
+
+cudaError_t CUDARTAPI cudaDeviceReset(void)
+{
+    cudaError_t r = (cudaError_t)crac_cross_cudaDeviceReset();
+    if (r != cudaSuccess)
+        return r;
+    dalloc_reset(dev());
+    pthread_mutex_lock(&pinned_lock);
+    for (uint32_t i = 0; i < pinned.n; i++)
+        munmap((void *)(uintptr_t)pinned.v[i].start, pinned.v[i].size);
+    rangeset_clear(&pinned);
+    pthread_mutex_unlock(&pinned_lock);
+    shim_vh_reset(SHIM_VH_STREAM);
+    shim_vh_reset(SHIM_VH_EVENT);
+    return r;
+}
