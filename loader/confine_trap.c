@@ -6,6 +6,7 @@
 #include "crac_layout.h"
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
+#include "signal_wrap.h"
 
 #include <errno.h>
 #include <linux/mman.h>
@@ -397,7 +398,7 @@ static long emu_rt_sigaction(long sig, const struct crac_ksigaction *act,
         copy = *act;
         copy.mask &= ~c->reserved_sigs;
     }
-    return raw_syscall4(SYS_rt_sigaction, sig, act ? &copy : 0, oact, 8);
+    return sigwrap_rt_sigaction(sig, act ? &copy : 0, oact); /* handlers run with the upper fs */
 }
 
 /* The mask restored when this handler returns is uc_sigmask, so that is what we change. The

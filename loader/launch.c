@@ -44,19 +44,27 @@ __attribute__((noreturn)) static void jump_to_upper(uint64_t sp, uint64_t entry)
     __builtin_unreachable();
 }
 
-static void upper_runtime_path(const char *dir, char *out, size_t outlen)
+static void upper_runtime_path(const char *dir, const char *device, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s/libcrac-upper.so", dir);
     if (access(out, R_OK) != 0)
         die("upper runtime %s is missing; reinstall crac-py", out);
+    /* With a device, also the libcudart shim: its soname makes the program's libcudart.so.13
+     * resolve to it (docs/SIM.md). ld.so's --preload takes a colon-separated list. */
+    if (strcmp(device, "none") != 0) {
+        size_t n = strlen(out);
+        snprintf(out + n, outlen - n, ":%s/shim/libcudart.so.13", dir);
+        if (access(out + n + 1, R_OK) != 0)
+            die("CUDA runtime shim %s is missing; reinstall crac-py", out + n + 1);
+    }
 }
 
 void launch_run(const struct options *o, const struct crac_lh_api *api, char **envp)
 {
-    char err[512], interp[PATH_MAX], runtime[PATH_MAX + 32];
+    char err[512], interp[PATH_MAX], runtime[2 * PATH_MAX + 64];
     if (elf_read_interp(o->program_argv[0], interp, sizeof(interp), err, sizeof(err)) != 0)
         die("%s", err);
-    upper_runtime_path(o->native_dir, runtime, sizeof(runtime));
+    upper_runtime_path(o->native_dir, o->device, runtime, sizeof(runtime));
     struct loaded_elf ldso;
     if (elf_map_into_w(interp, &ldso, err, sizeof(err)) != 0)
         die("%s", err);

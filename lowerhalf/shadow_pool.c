@@ -20,6 +20,7 @@ enum { SLOT_UNBORN = 0, SLOT_FREE = 1, SLOT_BORROWED = 2 };
 struct slot {
     uint64_t fs;
     volatile int32_t state;
+    volatile uint64_t owner_fs; /* the borrowing upper thread's fs (its TCB address), or 0 */
 };
 
 static struct slot pool[POOL_MAX];
@@ -87,9 +88,13 @@ uint64_t shadow_pool_borrow(void)
         for (int32_t i = 0; i < born; i++) {
             if (__atomic_load_n(&pool[i].state, __ATOMIC_RELAXED) != SLOT_FREE)
                 continue;
-            if (!got && __sync_bool_compare_and_swap(&pool[i].state, SLOT_FREE, SLOT_BORROWED))
+            if (!got && __sync_bool_compare_and_swap(&pool[i].state, SLOT_FREE, SLOT_BORROWED)) {
                 got = pool[i].fs;
-            else
+                /* fs:0 is the TCB's own address in glibc: the borrower's upper TCB. */
+                uint64_t self;
+                __asm__ volatile("mov %%fs:0, %0" : "=r"(self));
+                __atomic_store_n(&pool[i].owner_fs, self, __ATOMIC_RELEASE);
+            } else
                 free_left++;
         }
         if (free_left < 2 && born < POOL_MAX) { /* ask the manager to grow before we run dry */
@@ -109,10 +114,21 @@ void shadow_pool_return(uint64_t fs)
     int32_t born = __atomic_load_n(&pool_born, __ATOMIC_ACQUIRE);
     for (int32_t i = 0; i < born; i++) {
         if (pool[i].fs == fs) {
+            __atomic_store_n(&pool[i].owner_fs, 0, __ATOMIC_RELEASE);
             __atomic_store_n(&pool[i].state, SLOT_FREE, __ATOMIC_RELEASE);
             return;
         }
     }
+}
+
+uint64_t shadow_pool_owner(uint64_t lower_fs)
+{
+    int32_t born = __atomic_load_n(&pool_born, __ATOMIC_ACQUIRE);
+    for (int32_t i = 0; i < born; i++)
+        if (pool[i].fs == lower_fs && __atomic_load_n(&pool[i].state, __ATOMIC_ACQUIRE) ==
+                                          SLOT_BORROWED)
+            return __atomic_load_n(&pool[i].owner_fs, __ATOMIC_ACQUIRE);
+    return 0;
 }
 
 void shadow_pool_serve_growth(void)

@@ -1,0 +1,139 @@
+/* signal_wrap.c — every handler the program installs runs with the upper half's fs: the kernel
+ * gets a lower-half wrapper that switches to the interrupted thread's upper fs when the signal
+ * arrives inside a crossing, calls the program's handler, and switches back (DESIGN §6).
+ * TLS-free: runs with whichever fs was live; raw syscalls only, no errno, no libc. */
+#include "signal_wrap.h"
+
+#include "crac_layout.h"
+#include "crac_rawsys.h"
+#include "upper_alloc.h"
+
+#include "../lowerhalf/shadow_pool.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+/* emu_mmap (confine_trap.c): places a mapping in W as the SIGSYS handler does. */
+long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long off);
+
+#define ARCH_SET_FS 0x1002
+
+/* The program's own actions, in a page at the top of W: it is upper memory, so a checkpoint saves
+ * it and a restart brings it back at the same address, where the wrapper (whose address is fixed:
+ * the loader is not PIE) finds it. It is created the first time a handler is wrapped. */
+#define TABLE_ADDR (CRAC_W_END - CRAC_PAGE)
+
+struct sigwrap_table {
+    volatile int32_t lock;
+    int32_t pad;
+    struct crac_ksigaction app[65];
+};
+
+_Static_assert(sizeof(struct sigwrap_table) <= CRAC_PAGE, "the table fits in one page");
+
+static int use_wrfsbase;
+
+__attribute__((constructor)) static void sigwrap_init(void)
+{
+    use_wrfsbase = (getauxval(AT_HWCAP2) & 2) != 0; /* HWCAP2_FSGSBASE */
+}
+
+static struct sigwrap_table *table_get(void)
+{
+    long r = emu_mmap(TABLE_ADDR, CRAC_PAGE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (r != (long)TABLE_ADDR && r != -EEXIST)
+        return 0;
+    return (struct sigwrap_table *)TABLE_ADDR;
+}
+
+/* fs:0 is the TCB's own address in glibc (both halves). */
+static inline uint64_t current_fs(void)
+{
+    uint64_t self;
+    __asm__ volatile("mov %%fs:0, %0" : "=r"(self));
+    return self;
+}
+
+static inline void set_fs(uint64_t fs)
+{
+    if (use_wrfsbase)
+        __asm__ volatile("wrfsbase %0" : : "r"(fs) : "memory");
+    else
+        raw_syscall2(SYS_arch_prctl, ARCH_SET_FS, fs);
+}
+
+static inline int in_w(uint64_t a) { return a >= CRAC_W_START && a < CRAC_W_END; }
+
+typedef void (*plain_handler)(int);
+typedef void (*info_handler)(int, siginfo_t *, void *);
+
+static void sigwrap_handler(int sig, siginfo_t *info, void *uc)
+{
+    struct sigwrap_table *t = (struct sigwrap_table *)TABLE_ADDR;
+    struct crac_ksigaction act = t->app[sig];
+    uint64_t cur = current_fs(), upper = 0;
+    if (!in_w(cur)) {
+        upper = shadow_pool_owner(cur);
+        if (!upper) {
+            /* A lower-half thread that is not inside a crossing: the program's handler cannot
+             * run here. Hand the signal to the main thread (tid == pid), as the process would
+             * have without the lower half's threads. */
+            long pid = raw_syscall0(SYS_getpid);
+            raw_syscall4(SYS_rt_tgsigqueueinfo, pid, pid, sig, info);
+            return;
+        }
+    }
+    if (act.flags & SA_RESETHAND) /* the kernel reset it to SIG_DFL on delivery */
+        t->app[sig].handler = (uint64_t)SIG_DFL;
+    if (act.handler == (uint64_t)SIG_DFL || act.handler == (uint64_t)SIG_IGN)
+        return; /* changed while this signal was on its way */
+    if (upper)
+        set_fs(upper);
+    if (act.flags & SA_SIGINFO)
+        ((info_handler)act.handler)(sig, info, uc);
+    else
+        ((plain_handler)act.handler)(sig);
+    if (upper)
+        set_fs(cur);
+}
+
+static int is_function(uint64_t handler)
+{
+    return handler != (uint64_t)SIG_DFL && handler != (uint64_t)SIG_IGN;
+}
+
+long sigwrap_rt_sigaction(long sig, const struct crac_ksigaction *act,
+                          struct crac_ksigaction *oact)
+{
+    struct sigwrap_table *t = 0;
+    struct crac_ksigaction wrapped, old;
+    const struct crac_ksigaction *pass = act;
+    if (act && is_function(act->handler) && (t = table_get())) {
+        wrapped = *act;
+        wrapped.handler = (uint64_t)sigwrap_handler;
+        wrapped.flags |= SA_SIGINFO;
+        pass = &wrapped;
+    }
+    int wrapping = pass != act;
+    if (!wrapping)
+        t = (struct sigwrap_table *)TABLE_ADDR; /* touched below only if a wrapper was live */
+    else
+        raw_lock(&t->lock);
+    long r = raw_syscall4(SYS_rt_sigaction, sig, pass, &old, 8);
+    int was_wrapped = r == 0 && old.handler == (uint64_t)sigwrap_handler;
+    if (was_wrapped && !wrapping)
+        raw_lock(&t->lock);
+    if (r == 0 && oact)
+        *oact = was_wrapped ? t->app[sig] : old;
+    /* A vfork child (posix_spawn) shares this memory: only the owner process records. */
+    if (r == 0 && wrapping && (int32_t)raw_syscall0(SYS_getpid) == crac_ctrl()->pid)
+        t->app[sig] = *act;
+    if (wrapping || was_wrapped)
+        raw_unlock(&t->lock);
+    return r;
+}

@@ -1,0 +1,14 @@
+/* signal_wrap.h — wrapping the program's signal handlers so they run with the upper fs, also when
+ * the signal interrupts a crossing (DESIGN §6). */
+#ifndef CRAC_SIGNAL_WRAP_H
+#define CRAC_SIGNAL_WRAP_H
+
+#include "upper_alloc.h"
+
+/* rt_sigaction for a non-reserved signal on behalf of the program (act's mask already cleaned):
+ * a handler function is installed behind the wrapper, and oact reports the program's own
+ * action. TLS-free; returns 0 or -errno. */
+long sigwrap_rt_sigaction(long sig, const struct crac_ksigaction *act,
+                          struct crac_ksigaction *oact);
+
+#endif
