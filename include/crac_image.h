@@ -19,7 +19,7 @@ enum crac_note_type {
 
 struct crac_process_rec {
     uint32_t format;
-    uint32_t pid; /* at checkpoint */
+    uint32_t pid; /* as the program knows it (the pid of the first launch) */
     uint64_t registry;
     uint64_t w_start, w_end, d_start, d_end;
     int32_t generation;
@@ -55,8 +55,10 @@ struct crac_region_rec {
 #define CRAC_REGION_OUTSIDE_W 1u
 
 struct crac_thread_note {
-    int32_t tid;
+    int32_t tid;      /* as the program knows it (the id of the first launch) */
+    int32_t real_tid; /* the kernel's at checkpoint time */
     int32_t is_main;
+    int32_t pad;
     uint64_t rec; /* address of its crac_thread_rec in the registry (upper memory) */
 };
 

@@ -4,6 +4,7 @@
 
 #include "crac_layout.h"
 #include "crac_rawsys.h"
+#include "upper_alloc.h"
 
 #include "../lowerhalf/lh_api.h"
 #include "../lowerhalf/lower_threads.h"
@@ -127,6 +128,10 @@ static void rewind_interrupted(struct parked_thread *t)
 {
     ucontext_t *uc = (ucontext_t *)t->rec->ucontext;
     greg_t *g = uc->uc_mcontext.gregs;
+    if (getenv("CRAC_DEBUG"))
+        fprintf(stderr, "crac: debug: tid %d blocked in %ld at %lx; frame rax %lld rip %llx\n",
+                t->tid, t->blocked_nr, (unsigned long)t->blocked_pc, (long long)g[REG_RAX],
+                (unsigned long long)g[REG_RIP]);
     if (t->blocked_nr < 0 || g[REG_RAX] != -EINTR || (uint64_t)g[REG_RIP] != t->blocked_pc)
         return;
     if (t->blocked_nr == SYS_nanosleep && g[REG_RSI])
@@ -183,7 +188,9 @@ int ckpt_suspend_all(struct parked_thread *ts, int max, int *count)
         ts[i].rec = NULL;
         for (int k = 0; k < CRAC_MAX_THREADS; k++) {
             struct crac_thread_rec *rec = &r->threads[k];
-            if (rec->state == CRAC_SLOT_PARKED && rec->tid == ts[i].tid) {
+            /* Records hold the tid the program knows; /proc the kernel's. */
+            if (rec->state == CRAC_SLOT_PARKED &&
+                vid_to_real(crac_ctrl(), rec->tid) == ts[i].tid) {
                 ts[i].rec = rec;
                 break;
             }

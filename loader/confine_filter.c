@@ -26,7 +26,7 @@ struct asm_ins {
 };
 
 struct bpf_asm {
-    struct asm_ins ins[96];
+    struct asm_ins ins[128];
     int n;
     int at[L_COUNT];
 };
@@ -72,7 +72,7 @@ static void ip_in_w_block(struct bpf_asm *a, enum label l, uint32_t action)
     stmt(a, BPF_RET | BPF_K, action);
 }
 
-int confine_install_filter(void)
+int confine_install_filter(int virtual_ids)
 {
     static const int always[] = {SYS_mmap,         SYS_munmap,         SYS_mremap,
                                  SYS_brk,          SYS_shmat,          SYS_shmdt,
@@ -82,8 +82,12 @@ int confine_install_filter(void)
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);
     load(&a, (uint32_t)offsetof(struct seccomp_data, nr));
+    static const int ids[] = {SYS_getpid, SYS_gettid,         SYS_tgkill, SYS_tkill,
+                              SYS_kill,   SYS_rt_tgsigqueueinfo, SYS_rt_sigqueueinfo};
     for (unsigned i = 0; i < sizeof(always) / sizeof(always[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)always[i], L_TRAP_IF_W, NEXT);
+    for (unsigned i = 0; virtual_ids && i < sizeof(ids) / sizeof(ids[0]); i++)
+        jump(&a, BPF_JEQ, (uint32_t)ids[i], L_TRAP_IF_W, NEXT);
     jump(&a, BPF_JEQ, SYS_clone3, L_ENOSYS_IF_W, NEXT); /* glibc then falls back to clone */
     jump(&a, BPF_JEQ, SYS_clone, L_CLONE, NEXT);
     jump(&a, BPF_JEQ, SYS_ppoll, L_MASK_ARG3, NEXT);
@@ -103,7 +107,7 @@ int confine_install_filter(void)
     here(&a, L_ALLOW);
     stmt(&a, BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 
-    struct sock_filter prog[96];
+    struct sock_filter prog[128];
     for (int i = 0; i < a.n; i++) {
         const struct asm_ins *in = &a.ins[i];
         prog[i] = (struct sock_filter){in->code, rel(&a, i, in->jt), rel(&a, i, in->jf), in->k};

@@ -373,6 +373,15 @@ static long emu_shmdt(uint64_t addr)
 
 static inline uint64_t sigbit(int sig) { return 1UL << (sig - 1); }
 
+static inline uint64_t ckpt_blocked(const struct crac_ctrl *c) { return sigbit(c->ckpt_sig); }
+
+/* Upper threads keep the checkpoint signal blocked, so the kernel hands a process-directed one
+ * to the manager thread instead of interrupting a program thread's system call with EINTR. */
+static inline uint64_t upper_mask(const struct crac_ctrl *c, uint64_t wanted)
+{
+    return (wanted & ~c->reserved_sigs) | ckpt_blocked(c);
+}
+
 static long emu_rt_sigaction(long sig, const struct crac_ksigaction *act,
                              struct crac_ksigaction *oact, long setsize)
 {
@@ -426,13 +435,14 @@ static long emu_rt_sigprocmask(ucontext_t *uc, long how, const uint64_t *set, ui
     if (oset)
         *oset = old;
     if (set) {
-        *live = next & ~c->reserved_sigs;
+        *live = upper_mask(c, next);
         vmask_set(c, tid, next & c->reserved_sigs);
     }
     return 0;
 }
 
 static inline int mask_ok(long setsize) { return setsize == 8; }
+
 
 static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
 {
@@ -442,18 +452,18 @@ static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5
     case SYS_rt_sigsuspend:
         if (!mask_ok(a2))
             return -EINVAL;
-        mask = *(const uint64_t *)a1 & ~c->reserved_sigs;
+        mask = upper_mask(c, *(const uint64_t *)a1);
         return raw_syscall2(SYS_rt_sigsuspend, &mask, 8);
     case SYS_ppoll:
         if (!mask_ok(a5))
             return -EINVAL;
-        mask = *(const uint64_t *)a4 & ~c->reserved_sigs;
+        mask = upper_mask(c, *(const uint64_t *)a4);
         return raw_syscall6(SYS_ppoll, a1, a2, a3, (long)&mask, 8, 0);
     case SYS_epoll_pwait:
     case SYS_epoll_pwait2:
         if (!mask_ok(a6))
             return -EINVAL;
-        mask = *(const uint64_t *)a5 & ~c->reserved_sigs;
+        mask = upper_mask(c, *(const uint64_t *)a5);
         return raw_syscall6(nr, a1, a2, a3, a4, (long)&mask, 8);
     case SYS_pselect6: {
         const struct {
@@ -468,7 +478,7 @@ static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5
             return raw_syscall6(SYS_pselect6, a1, a2, a3, a4, a5, a6);
         if (!mask_ok((long)in->size))
             return -EINVAL;
-        mask = *in->set & ~c->reserved_sigs;
+        mask = upper_mask(c, *in->set);
         return raw_syscall6(SYS_pselect6, a1, a2, a3, a4, a5, (long)&data);
     }
     }
@@ -488,6 +498,8 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
     if (r == 0) {
         c->pid = (int32_t)raw_syscall0(SYS_getpid);
         c->lock = 0;
+        c->vpid = 0; /* a new process: its ids are the kernel's */
+        c->n_vids = 0;
         vmask_set(c, c->pid, vmask_get(c, forking_tid)); /* the child's only thread inherits */
         if (stack)
             uc->uc_mcontext.gregs[REG_RSP] = stack;
@@ -495,6 +507,31 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         raw_unlock(&c->lock);
     }
     return r;
+}
+
+/* Ids the program holds are the ones of its first launch; the kernel's differ after a restart. */
+static long emu_ids(long nr, long a1, long a2, long a3, long a4)
+{
+    const struct crac_ctrl *c = crac_ctrl();
+    switch (nr) {
+    case SYS_getpid: return vid_from_real(c, (int32_t)raw_syscall0(SYS_getpid));
+    case SYS_gettid: return vid_from_real(c, (int32_t)raw_syscall0(SYS_gettid));
+    case SYS_tgkill:
+        return raw_syscall3(SYS_tgkill, vid_to_real(c, (int32_t)a1), vid_to_real(c, (int32_t)a2), a3);
+    case SYS_tkill: return raw_syscall2(SYS_tkill, vid_to_real(c, (int32_t)a1), a2);
+    case SYS_kill:
+        /* Only our own pid is translated: other pids (children, peers) are the kernel's. */
+        if (c->vpid && a1 == c->vpid)
+            a1 = c->pid;
+        else if (c->vpid && a1 == -c->vpid)
+            a1 = -c->pid;
+        return raw_syscall2(SYS_kill, a1, a2);
+    case SYS_rt_sigqueueinfo:
+        return raw_syscall3(nr, c->vpid && a1 == c->vpid ? c->pid : a1, a2, a3);
+    case SYS_rt_tgsigqueueinfo:
+        return raw_syscall4(nr, vid_to_real(c, (int32_t)a1), vid_to_real(c, (int32_t)a2), a3, a4);
+    }
+    return -ENOSYS;
 }
 
 typedef void (*plain_handler)(int);
@@ -552,6 +589,13 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_rt_sigprocmask: r = emu_rt_sigprocmask(uc, a1, (const void *)a2, (void *)a3, a4); break;
     case SYS_fork:
     case SYS_clone: r = emu_fork(uc, nr, a1, a2, a3, a4, a5); break;
+    case SYS_getpid:
+    case SYS_gettid:
+    case SYS_tgkill:
+    case SYS_tkill:
+    case SYS_kill:
+    case SYS_rt_sigqueueinfo:
+    case SYS_rt_tgsigqueueinfo: r = emu_ids(nr, a1, a2, a3, a4); break;
     case SYS_rt_sigsuspend:
     case SYS_ppoll:
     case SYS_pselect6:

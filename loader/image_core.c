@@ -348,7 +348,9 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
     struct buf pb = {0};
     mode_t mask = umask(0);
     umask(mask);
-    struct crac_process_rec pr = {CRAC_IMAGE_FORMAT, (uint32_t)getpid(), (uint64_t)ckpt_registry,
+    struct crac_process_rec pr = {CRAC_IMAGE_FORMAT,
+                                  (uint32_t)vid_from_real(crac_ctrl(), getpid()),
+                                  (uint64_t)ckpt_registry,
                                   CRAC_W_START, CRAC_W_END, CRAC_D_START, CRAC_D_END, generation,
                                   ckpt_cfg.ckpt_signal, (uint32_t)mask,
                                   (uint32_t)((strlen(cwd) + 1 + 7) & ~7UL)};
@@ -378,7 +380,8 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
 
     struct crac_thread_note *tn = calloc((size_t)nt + 1, sizeof(*tn));
     for (int i = 0; i < nt; i++)
-        tn[i] = (struct crac_thread_note){ts[i].tid, ts[i].tid == getpid(), (uint64_t)ts[i].rec};
+        tn[i] = (struct crac_thread_note){ts[i].rec->tid, ts[i].tid, ts[i].tid == getpid(), 0,
+                                          (uint64_t)ts[i].rec};
     rc = put_note(b, CRAC_NOTE_NAME, CRAC_NT_THREADS, tn, (size_t)nt * sizeof(*tn));
     free(tn);
     if (rc || put_note(b, CRAC_NOTE_NAME, CRAC_NT_FDS, x->fds, x->fds_len) ||

@@ -81,7 +81,7 @@ static int parse_timers(struct crac_posix_timer_rec *out, int max)
             out[n].notify = strcmp(how, "none") == 0     ? SIGEV_NONE
                             : strcmp(who, "tid") == 0    ? SIGEV_THREAD_ID
                                                          : SIGEV_SIGNAL;
-            out[n].notify_tid = v;
+            out[n].notify_tid = vid_from_real(crac_ctrl(), v); /* the id the program knows */
         } else if (n >= 0 && sscanf(line, "ClockID: %d", &v) == 1) {
             out[n].clockid = v;
         }

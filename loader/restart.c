@@ -181,7 +181,7 @@ void restart_run(const struct options *o, struct restart_image *img, const struc
     if ((e = ckpt_install_suspend_handler(r)) != 0 ||
         (e = ckpt_install_trigger(img->proc.ckpt_signal)) != 0)
         die("cannot install crac's signal handlers: %s", strerror(-e));
-    if ((e = confine_install_handler()) != 0 || (e = confine_install_filter()) != 0)
+    if ((e = confine_install_handler()) != 0 || (e = confine_install_filter(1)) != 0)
         die("cannot install the seccomp confinement: %s", strerror(-e));
     fflush(NULL);
     restart_threads(r, img);

@@ -22,6 +22,8 @@
 #define ARCH_SET_FS 0x1002
 #define RSEQ_FLAG_UNREGISTER 1
 
+#include "upper_alloc.h"
+
 static struct crac_registry *registry;
 static int32_t tid_map_old[CRAC_MAX_THREADS], tid_map_new[CRAC_MAX_THREADS];
 static int tid_map_n;
@@ -106,16 +108,33 @@ static void *releaser(void *arg)
     return NULL;
 }
 
+/* The program keeps the ids of its first launch: record how they map to this process's, and
+ * move the per-thread signal-mask records from the old kernel tids to the new ones. */
+static void ids_remap(const struct restart_image *img)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    uint64_t bits[CRAC_MAX_THREADS];
+    for (int i = 0; i < tid_map_n; i++)
+        bits[i] = vmask_get(c, img->threads[i].real_tid);
+    memset(c->vmask, 0, sizeof(c->vmask));
+    c->pid = getpid();
+    c->vpid = (int32_t)img->proc.pid;
+    c->n_vids = 0;
+    for (int i = 0; i < tid_map_n && c->n_vids < CRAC_MAX_VIDS; i++) {
+        vmask_set(c, tid_map_new[i], bits[i]);
+        if (tid_map_old[i] != tid_map_new[i])
+            c->vids[c->n_vids++] = (struct crac_vid){tid_map_old[i], tid_map_new[i]};
+    }
+}
+
 /* Everything the main thread does after leaving lower TLS behind. */
 __attribute__((noreturn)) static void become_main(struct crac_thread_rec *rec, int fsgsbase)
 {
     struct crac_registry *r = registry;
-    int32_t tid = (int32_t)raw_syscall0(SYS_gettid);
-    if (r->pthread_tid_offset >= 0) {
-        int32_t *tid_field = (int32_t *)(rec->fsbase + (uint64_t)r->pthread_tid_offset);
-        *tid_field = tid;
-        raw_syscall1(SYS_set_tid_address, tid_field);
-    }
+    /* glibc's tid field keeps the id the program knows (mutex owners hold it); the kernel
+     * clears it at exit all the same. */
+    if (r->pthread_tid_offset >= 0)
+        raw_syscall1(SYS_set_tid_address, rec->fsbase + (uint64_t)r->pthread_tid_offset);
     if (fsgsbase)
         __asm__ volatile("wrfsbase %0" : : "r"(rec->fsbase) : "memory");
     else
@@ -145,13 +164,14 @@ void restart_threads(struct crac_registry *r, const struct restart_image *img)
             tid_map_new[tid_map_n++] = getpid();
             continue;
         }
-        /* The kernel writes the new tid into glibc's struct pthread and clears it at exit, so
-         * pthread_join and pthread_kill keep working. */
+        /* glibc's tid field keeps the id the program knows; the kernel clears it when the
+         * thread exits, so pthread_join keeps working, and the trap handler translates the
+         * ids pthread_kill and raise pass (ids_remap below). */
         int *tid_field = NULL;
         unsigned long tid_flags = 0;
         if (r->pthread_tid_offset >= 0) {
             tid_field = (int *)(rec->fsbase + (uint64_t)r->pthread_tid_offset);
-            tid_flags = CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+            tid_flags = CLONE_CHILD_CLEARTID;
         }
         /* The child starts on its own stack, below the frame it parked in. */
         void *stack = (void *)(rec->park.rsp - 1024);
@@ -161,6 +181,7 @@ void restart_threads(struct crac_registry *r, const struct restart_image *img)
             die("cannot recreate thread %d: clone failed (%ld)", img->threads[i].tid, tid);
         tid_map_new[tid_map_n++] = (int32_t)tid;
     }
+    ids_remap(img);
     if (proc_restore_timers(img->timers, map_tid, err, sizeof(err)) != 0)
         die("%s", err);
     if (!main_rec) {

@@ -186,6 +186,26 @@ void vmask_set(struct crac_ctrl *c, int32_t tid, uint64_t bits)
         v->bits = bits;
 }
 
+int32_t vid_to_real(const struct crac_ctrl *c, int32_t virt)
+{
+    if (c->vpid && virt == c->vpid)
+        return c->pid;
+    for (uint32_t k = 0; k < c->n_vids; k++)
+        if (c->vids[k].virt == virt)
+            return c->vids[k].real;
+    return virt;
+}
+
+int32_t vid_from_real(const struct crac_ctrl *c, int32_t real)
+{
+    if (c->vpid && real == c->pid)
+        return c->vpid;
+    for (uint32_t k = 0; k < c->n_vids; k++)
+        if (c->vids[k].real == real)
+            return c->vids[k].virt;
+    return real;
+}
+
 int ctrl_init(int ckpt_sig)
 {
     long r = raw_syscall6(9 /* mmap */, (long)CRAC_CTRL_START, (long)CRAC_CTRL_SIZE,

@@ -22,6 +22,13 @@ struct crac_ksigaction {
 #define CRAC_MAX_SHM 64
 #define CRAC_MAX_VMASK 4096
 
+/* After a restart, the ids the program knows (virtual: those of the first launch) and the
+ * kernel's (real) differ; the trap handler translates between them (docs/DECISIONS.md). */
+#define CRAC_MAX_VIDS 4096
+struct crac_vid {
+    int32_t virt, real;
+};
+
 /* Per thread: which reserved signals the program believes it has blocked (never really blocked). */
 struct crac_vmask {
     int32_t tid;
@@ -42,7 +49,10 @@ struct crac_ctrl {
     uint32_t n_shm;
     struct crac_range shm[CRAC_MAX_SHM]; /* shmat attachments, for shmdt's size */
     struct crac_ksigaction virt_act[65]; /* the program's view of the reserved signals */
-    struct crac_vmask vmask[CRAC_MAX_VMASK]; /* open addressing by tid */
+    struct crac_vmask vmask[CRAC_MAX_VMASK]; /* open addressing by real tid */
+    int32_t vpid;   /* the pid the program knows; 0 until a restart makes it differ */
+    uint32_t n_vids;
+    struct crac_vid vids[CRAC_MAX_VIDS]; /* thread ids that differ from the kernel's */
     uint32_t n_used;
     uint32_t cap_used;
     struct crac_range used[]; /* sorted, disjoint, coalesced ranges of W in use */
@@ -67,6 +77,10 @@ void extras_remove(struct crac_ctrl *c, uint64_t start, uint64_t end);
 /* The calling thread's virtual blocked bits of reserved signals (0 when never set). */
 uint64_t vmask_get(struct crac_ctrl *c, int32_t tid);
 void vmask_set(struct crac_ctrl *c, int32_t tid, uint64_t bits);
+
+/* Thread and process ids as the program knows them, and back (identity when not mapped). */
+int32_t vid_to_real(const struct crac_ctrl *c, int32_t virt);
+int32_t vid_from_real(const struct crac_ctrl *c, int32_t real);
 
 /* Create the control block (launch only; a restart maps it back with the rest of W). */
 int ctrl_init(int ckpt_sig);
