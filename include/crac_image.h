@@ -15,6 +15,7 @@ enum crac_note_type {
     CRAC_NT_FDS = 0x43520004,
     CRAC_NT_SIGNALS = 0x43520005,
     CRAC_NT_TIMERS = 0x43520006,
+    CRAC_NT_PENDING = 0x43520007,
 };
 
 struct crac_process_rec {
@@ -94,6 +95,19 @@ struct crac_timers_rec {
     uint64_t itimer[3][4]; /* ITIMER_REAL/VIRTUAL/PROF: interval sec, usec, value sec, usec */
     uint32_t n_posix;
     uint32_t pad;
+};
+
+/* Signals pending at checkpoint time: process-wide, then per thread; raised again at restart. */
+struct crac_pending_rec {
+    uint64_t shared;
+    uint32_t n_threads;
+    uint32_t pad;
+};
+
+struct crac_pending_thread {
+    int32_t tid; /* as the program knows it */
+    int32_t pad;
+    uint64_t mask;
 };
 
 struct crac_posix_timer_rec {

@@ -56,8 +56,8 @@ void ckpt_release_all(void);
 
 /* The image (image_core.c, image_fds.c, image_proc.c, image_commit.c). */
 struct core_extras {
-    const void *fds, *signals, *timers;
-    size_t fds_len, signals_len, timers_len;
+    const void *fds, *signals, *timers, *pending;
+    size_t fds_len, signals_len, timers_len, pending_len;
 };
 int core_write(const char *path, const struct parked_thread *threads, int n_threads,
                int generation, const struct core_extras *extras, uint32_t *header_crc,
@@ -69,6 +69,8 @@ int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc,
                       uint64_t core_size, int n_threads);
 int proc_restore_signals(const struct crac_signal_rec *recs);
 typedef int32_t (*tid_map_fn)(int32_t old_tid);
+int proc_capture_pending(const struct parked_thread *ts, int n, void **out, size_t *len);
+void proc_restore_pending(const struct crac_pending_rec *p, size_t len, tid_map_fn map_tid);
 int proc_restore_timers(const struct crac_timers_rec *t, tid_map_fn map_tid, char *err,
                         size_t errlen);
 

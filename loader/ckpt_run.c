@@ -131,12 +131,14 @@ int ckpt_run(int exit_after)
     int rc = fds_capture(files, (void **)&x.fds, &x.fds_len) < 0 ||
                      proc_capture_signals((void **)&x.signals, &x.signals_len) != 0 ||
                      proc_capture_timers((void **)&x.timers, &x.timers_len) != 0 ||
+                     proc_capture_pending(threads, n, (void **)&x.pending, &x.pending_len) != 0 ||
                      core_write(core, threads, n, generation, &x, &header_crc, &core_size) != 0
                  ? -1
                  : 0;
     free((void *)x.fds);
     free((void *)x.signals);
     free((void *)x.timers);
+    free((void *)x.pending);
     if (rc != 0) {
         r->generation = generation - 1;
         ckpt_release_all();

@@ -50,6 +50,58 @@ int proc_restore_signals(const struct crac_signal_rec *recs)
     return 0;
 }
 
+/* "Name:\t<hex mask>" from a /proc status file. */
+static uint64_t status_mask(const char *path, const char *name)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    char line[256];
+    uint64_t mask = 0;
+    size_t n = strlen(name);
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, name, n) == 0 && line[n] == ':')
+            mask = strtoull(line + n + 1, NULL, 16);
+    fclose(f);
+    return mask;
+}
+
+int proc_capture_pending(const struct parked_thread *ts, int n, void **out, size_t *len)
+{
+    size_t size = sizeof(struct crac_pending_rec) + (size_t)n * sizeof(struct crac_pending_thread);
+    struct crac_pending_rec *p = calloc(1, size);
+    if (!p)
+        return -1;
+    uint64_t reserved = crac_ctrl()->reserved_sigs;
+    p->shared = status_mask("/proc/self/status", "ShdPnd") & ~reserved;
+    struct crac_pending_thread *t = (struct crac_pending_thread *)(p + 1);
+    for (int i = 0; i < n; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/self/task/%d/status", ts[i].tid);
+        t[i].tid = ts[i].rec->tid;
+        t[i].mask = status_mask(path, "SigPnd") & ~reserved;
+    }
+    p->n_threads = (uint32_t)n;
+    *out = p;
+    *len = size;
+    return 0;
+}
+
+void proc_restore_pending(const struct crac_pending_rec *p, size_t len, tid_map_fn map_tid)
+{
+    if (!p || len < sizeof(*p))
+        return;
+    pid_t pid = getpid();
+    for (int sig = 1; sig <= 64; sig++)
+        if (p->shared >> (sig - 1) & 1)
+            raw_syscall2(SYS_kill, pid, sig);
+    const struct crac_pending_thread *t = (const void *)(p + 1);
+    for (uint32_t i = 0; i < p->n_threads && sizeof(*p) + (i + 1) * sizeof(*t) <= len; i++)
+        for (int sig = 1; sig <= 64; sig++)
+            if (t[i].mask >> (sig - 1) & 1)
+                raw_syscall3(SYS_tgkill, pid, map_tid(t[i].tid), sig);
+}
+
 static int64_t ts_ns(const struct timespec *t) { return t->tv_sec * 1000000000LL + t->tv_nsec; }
 
 static struct timespec ns_ts(int64_t ns)

@@ -66,6 +66,10 @@ static int parse_notes(struct restart_image *img, const unsigned char *notes, si
                 if (h.n_descsz >= 65 * sizeof(struct crac_signal_rec))
                     img->signals = copy_desc(desc, h.n_descsz);
                 break;
+            case CRAC_NT_PENDING:
+                img->pending = copy_desc(desc, h.n_descsz);
+                img->pending_len = h.n_descsz;
+                break;
             case CRAC_NT_TIMERS:
                 if (h.n_descsz >= sizeof(struct crac_timers_rec))
                     img->timers = copy_desc(desc, h.n_descsz);

@@ -23,6 +23,8 @@ struct restart_image {
     size_t fds_len;
     struct crac_signal_rec *signals;
     struct crac_timers_rec *timers;
+    struct crac_pending_rec *pending;
+    size_t pending_len;
 };
 
 /* Check upper.core (size, header checksum, notes) and hold the program's fd numbers. */
