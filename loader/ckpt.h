@@ -29,6 +29,7 @@ struct ckpt_config {
 
 extern struct ckpt_config ckpt_cfg;
 extern struct crac_registry *ckpt_registry; /* the upper runtime's, once it registered */
+extern volatile int32_t ckpt_publishing;
 
 /* Triggers (ckpt_trigger.c). */
 int ckpt_install_trigger(int signo);

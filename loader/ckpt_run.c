@@ -18,6 +18,9 @@
 
 struct ckpt_config ckpt_cfg;
 struct crac_registry *ckpt_registry;
+/* 1 while a written generation is being published after the program resumed: a program that
+ * exits then waits for it (confine_trap.c traps exit_group), so its last checkpoint is kept. */
+volatile int32_t ckpt_publishing;
 
 static int mkdirs(const char *path)
 {
@@ -154,9 +157,12 @@ int ckpt_run(int exit_after)
         int ok = commit_generation(tmp, generation, header_crc, core_size, n) == 0;
         raw_syscall1(SYS_exit_group, ok ? 0 : 2);
     }
+    __atomic_store_n(&ckpt_publishing, 1, __ATOMIC_SEQ_CST);
     ckpt_release_all();
     t[3] = now_ms();
     rc = commit_generation(tmp, generation, header_crc, core_size, n);
+    __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
+    raw_syscall6(SYS_futex, (long)&ckpt_publishing, 129, 0x7fffffff, 0, 0, 0);
     t[4] = now_ms();
     report_timing(generation, t, n, core_size);
     if (rc != 0) {

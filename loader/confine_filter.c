@@ -77,7 +77,7 @@ int confine_install_filter(int virtual_ids)
     static const int always[] = {SYS_mmap,         SYS_munmap,         SYS_mremap,
                                  SYS_brk,          SYS_shmat,          SYS_shmdt,
                                  SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_rt_sigsuspend,
-                                 SYS_fork};
+                                 SYS_fork,         SYS_exit_group};
     struct bpf_asm a = {.n = 0};
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);

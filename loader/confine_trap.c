@@ -4,6 +4,7 @@
 #include "confine.h"
 
 #include "crac_layout.h"
+#include "ckpt.h"
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
 #include "signal_wrap.h"
@@ -534,6 +535,15 @@ static long emu_ids(long nr, long a1, long a2, long a3, long a4)
     return -ENOSYS;
 }
 
+/* The program ends while its last checkpoint is being published: let that finish first. */
+static long emu_exit_group(long status)
+{
+    int32_t busy;
+    while ((busy = __atomic_load_n(&ckpt_publishing, __ATOMIC_ACQUIRE)) != 0)
+        raw_syscall6(SYS_futex, (long)&ckpt_publishing, 128, busy, 0, 0, 0);
+    return raw_syscall1(SYS_exit_group, status);
+}
+
 typedef void (*plain_handler)(int);
 typedef void (*info_handler)(int, siginfo_t *, void *);
 
@@ -589,6 +599,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_rt_sigprocmask: r = emu_rt_sigprocmask(uc, a1, (const void *)a2, (void *)a3, a4); break;
     case SYS_fork:
     case SYS_clone: r = emu_fork(uc, nr, a1, a2, a3, a4, a5); break;
+    case SYS_exit_group: r = emu_exit_group(a1); break;
     case SYS_getpid:
     case SYS_gettid:
     case SYS_tgkill:
