@@ -25,6 +25,7 @@ struct ckpt_config {
     int ckpt_signal;
     int argc;
     char **argv;              /* the program's argv, for the manifest */
+    int coord_fd;             /* connection to the job's coordinator, -1: none */
 };
 
 extern struct ckpt_config ckpt_cfg;
@@ -33,6 +34,8 @@ extern volatile int32_t ckpt_publishing;
 
 /* Triggers (ckpt_trigger.c). */
 int ckpt_install_trigger(int signo);
+/* ckpt_cfg is complete (coordinator connected or not): the manager may start serving. */
+void ckpt_config_done(void);
 void ckpt_request(int exit_after);
 /* The manager's loop: wait for a request or the interval, then checkpoint. Never returns. */
 void ckpt_serve(void);
@@ -42,8 +45,18 @@ long ckpt_request_entry(void);
 int ckpt_install_suspend_handler(const struct crac_registry *r);
 int remove_tree(const char *path);
 
+/* What a coordinated checkpoint waits for between its phases (coord_client.c). Each returns 0
+ * to go on, non-zero to abandon the checkpoint. NULL: a checkpoint of this process alone. */
+struct ckpt_barrier {
+    void *ctx;
+    int (*suspended)(void *ctx);
+    int (*written)(void *ctx, int generation);
+    void (*published)(void *ctx, int generation, const char *dir); /* -1: publishing failed */
+    void (*failed)(void *ctx, const char *why);
+};
+
 /* The sequence (ckpt_run.c). Returns 0, or -1 with the reason printed on stderr. */
-int ckpt_run(int exit_after);
+int ckpt_run(int exit_after, const struct ckpt_barrier *barrier);
 
 /* Quiesce and suspend (ckpt_suspend.c). */
 struct parked_thread {

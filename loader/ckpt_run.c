@@ -97,33 +97,56 @@ static void finish_attempt(struct crac_registry *r, int failed)
     raw_syscall6(SYS_futex, (long)&r->attempts, 129, 0x7fffffff, 0, 0, 0);
 }
 
-int ckpt_run(int exit_after)
+static void abandon(struct crac_registry *r, const char *tmp, int generation, int parked,
+                    const char *why)
+{
+    r->generation = generation - 1;
+    if (parked)
+        ckpt_release_all();
+    remove_tree(tmp);
+    fprintf(stderr, "crac: error: checkpoint %d abandoned%s%s; the previous one stays valid\n",
+            generation, why ? ": " : "", why ? why : "");
+    finish_attempt(r, 1);
+}
+
+int ckpt_run(int exit_after, const struct ckpt_barrier *b)
 {
     static struct parked_thread threads[CRAC_MAX_THREADS];
     struct crac_registry *r = ckpt_registry;
     int generation = r->generation + 1, n = 0;
-    char tmp[PATH_MAX + 64], files[PATH_MAX + 80], core[PATH_MAX + 80];
+    char tmp[PATH_MAX + 64], files[PATH_MAX + 80], core[PATH_MAX + 80], final[PATH_MAX + 64];
     if (mkdirs(ckpt_cfg.proc_dir) != 0) {
         fprintf(stderr, "crac: error: checkpoint abandoned: cannot create %s: %s\n",
                 ckpt_cfg.proc_dir, strerror(errno));
+        if (b)
+            b->failed(b->ctx, "cannot create the checkpoint directory");
         finish_attempt(r, 1);
         return -1;
     }
     snprintf(tmp, sizeof(tmp), "%s/gen-%06d.tmp", ckpt_cfg.proc_dir, generation);
     snprintf(files, sizeof(files), "%s/files", tmp);
     snprintf(core, sizeof(core), "%s/upper.core", tmp);
+    snprintf(final, sizeof(final), "%s/gen-%06d", ckpt_cfg.proc_dir, generation);
     remove_tree(tmp); /* left by a checkpoint that was killed while writing */
     if (mkdir(tmp, 0700) != 0) {
         fprintf(stderr, "crac: error: checkpoint abandoned: cannot create %s: %s\n", tmp,
                 strerror(errno));
+        if (b)
+            b->failed(b->ctx, "cannot create the generation directory");
         finish_attempt(r, 1);
         return -1;
     }
     double t[5];
     t[0] = now_ms();
     if (ckpt_suspend_all(threads, CRAC_MAX_THREADS, &n) != 0) {
-        remove_tree(tmp);
-        finish_attempt(r, 1);
+        if (b)
+            b->failed(b->ctx, "threads did not suspend");
+        abandon(r, tmp, generation, 0, NULL);
+        return -1;
+    }
+    /* Barrier: every process of the job is suspended before any writes. */
+    if (b && b->suspended(b->ctx) != 0) {
+        abandon(r, tmp, generation, 1, "the coordinator called it off");
         return -1;
     }
     t[1] = now_ms();
@@ -143,19 +166,23 @@ int ckpt_run(int exit_after)
     free((void *)x.timers);
     free((void *)x.pending);
     if (rc != 0) {
-        r->generation = generation - 1;
-        ckpt_release_all();
-        remove_tree(tmp);
-        fprintf(stderr, "crac: error: checkpoint %d abandoned; the previous one stays valid\n",
-                generation);
-        finish_attempt(r, 1);
+        if (b)
+            b->failed(b->ctx, "cannot write the image");
+        abandon(r, tmp, generation, 1, NULL);
+        return -1;
+    }
+    /* Barrier: every process has written its image before any resumes. */
+    if (b && b->written(b->ctx, generation) != 0) {
+        abandon(r, tmp, generation, 1, "the coordinator called it off");
         return -1;
     }
     t[2] = now_ms();
     if (exit_after) {
         /* Checkpoint-then-exit: publish while everything is still parked, then leave. */
-        int ok = commit_generation(tmp, generation, header_crc, core_size, n) == 0;
-        raw_syscall1(SYS_exit_group, ok ? 0 : 2);
+        rc = commit_generation(tmp, generation, header_crc, core_size, n);
+        if (b)
+            b->published(b->ctx, rc == 0 ? generation : -1, final);
+        raw_syscall1(SYS_exit_group, rc == 0 ? 0 : 2);
     }
     __atomic_store_n(&ckpt_publishing, 1, __ATOMIC_SEQ_CST);
     ckpt_release_all();
@@ -169,6 +196,8 @@ int ckpt_run(int exit_after)
         r->generation = generation - 1;
         remove_tree(tmp);
     }
+    if (b)
+        b->published(b->ctx, rc == 0 ? generation : -1, final);
     finish_attempt(r, rc != 0);
     return rc;
 }

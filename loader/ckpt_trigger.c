@@ -3,16 +3,22 @@
 #include "ckpt.h"
 
 #include "crac_layout.h"
+#include "coord_client.h"
 #include "crac_rawsys.h"
+
+#include "../lowerhalf/lower_fds.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 
 static volatile int32_t requested;       /* futex word the manager sleeps on */
 static volatile int32_t exit_requested;
+static volatile int32_t config_ready;    /* futex: main has filled ckpt_cfg */
+static int wake_fd = -1;                 /* eventfd: wakes the manager while it polls the coordinator */
 
 /* TLS-free: it may run on an upper thread with the upper fs live. */
 static void on_checkpoint_signal(int sig)
@@ -20,6 +26,20 @@ static void on_checkpoint_signal(int sig)
     (void)sig;
     __atomic_store_n(&requested, 1, __ATOMIC_RELEASE);
     raw_syscall6(SYS_futex, (long)&requested, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
+    if (wake_fd >= 0) {
+        uint64_t one = 1;
+        raw_syscall3(SYS_write, wake_fd, &one, 8);
+    }
+}
+
+void ckpt_config_done(void)
+{
+    if (ckpt_cfg.coord_fd >= 0) {
+        int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        wake_fd = fd >= 0 ? lower_fd_adopt(fd) : -1;
+    }
+    __atomic_store_n(&config_ready, 1, __ATOMIC_RELEASE);
+    raw_syscall6(SYS_futex, (long)&config_ready, 129, 0x7fffffff, 0, 0, 0);
 }
 
 void ckpt_request(int exit_after)
@@ -52,7 +72,14 @@ int ckpt_install_trigger(int signo)
 
 void ckpt_serve(void)
 {
+    while (!__atomic_load_n(&config_ready, __ATOMIC_ACQUIRE))
+        raw_syscall6(SYS_futex, (long)&config_ready, 128, 0, 0, 0, 0);
     for (;;) {
+        if (ckpt_cfg.coord_fd >= 0 && wake_fd >= 0) {
+            coord_serve(ckpt_cfg.coord_fd, wake_fd);
+            __atomic_store_n(&requested, 0, __ATOMIC_RELEASE);
+            continue;
+        }
         if (!__atomic_exchange_n(&requested, 0, __ATOMIC_ACQ_REL)) {
             struct timespec t = {ckpt_cfg.interval, 0};
             long r = raw_syscall6(SYS_futex, (long)&requested, 128 /* FUTEX_WAIT_PRIVATE */, 0,
@@ -65,6 +92,6 @@ void ckpt_serve(void)
             continue; /* the upper runtime has not registered yet: nothing to checkpoint */
         int exit_after = __atomic_exchange_n(&exit_requested, 0, __ATOMIC_ACQ_REL) ||
                          ckpt_cfg.exit_after;
-        ckpt_run(exit_after);
+        ckpt_run(exit_after, NULL);
     }
 }

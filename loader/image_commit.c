@@ -286,7 +286,8 @@ int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc,
         return -1;
     }
     rotate(ckpt_cfg.keep);
-    if (write_restart_script() != 0)
+    /* Under a coordinator, the coordinator writes the job's restart script. */
+    if (ckpt_cfg.coord_fd < 0 && write_restart_script() != 0)
         fprintf(stderr, "crac: warning: cannot write %s/crac_restart_script.sh: %s\n",
                 ckpt_cfg.ckpt_dir, strerror(errno));
     return 0;

@@ -2,6 +2,8 @@
  * offset; contents of unlinked and small written files, and of pipes it holds both ends of. */
 #include "ckpt.h"
 
+#include "../lowerhalf/lower_fds.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -164,7 +166,7 @@ int fds_capture(const char *files_dir, void **out, size_t *out_len)
         if (de->d_name[0] == '.')
             continue;
         int fd = atoi(de->d_name);
-        if (fd == dirfd(d))
+        if (fd == dirfd(d) || lower_fd_is_ours(fd))
             continue;
         classify(fd, &entries[n++]);
     }

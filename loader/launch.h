@@ -17,6 +17,7 @@ struct options {
     const char *ckpt_dir;
     int keep, interval, exit_after, no_truncate;
     const char *crac_cmd;
+    const char *coord_host, *coord_port, *coord_token; /* host NULL: no coordinator */
     const char *restart_dir; /* restart mode: the generation directory */
     uint64_t core_size;
     uint32_t header_crc;

@@ -2,6 +2,7 @@
  * pool, loads the device backend, then either launches the program (ld.so mapped into W, the
  * upper half confined, jump) or restarts it from an image (restart.c). DESIGN §5, §9. */
 #include "ckpt.h"
+#include "coord_client.h"
 #include "confine.h"
 #include "crac_layout.h"
 #include "elf_load.h"
@@ -14,6 +15,7 @@
 
 #include "../lowerhalf/backend.h"
 #include "../lowerhalf/lh_api.h"
+#include "../lowerhalf/lower_fds.h"
 #include "../lowerhalf/shadow_pool.h"
 
 #include <limits.h>
@@ -43,7 +45,9 @@ static void usage(void)
     fprintf(stderr,
             "usage: crac-loader [--device sim|none] [--sim-version N] [--argv0 NAME]\n"
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
-            "                   [--exit-after-checkpoint] [--crac-cmd CMD] -- PROGRAM [ARGS...]\n"
+            "                   [--exit-after-checkpoint] [--crac-cmd CMD]\n"
+            "                   [--coord-host H --coord-port P [--coord-token T]]\n"
+            "                   -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
             "                   [options above] -- PROGRAM [ARGS...]\n"
             "       crac-loader --probe\n");
@@ -102,6 +106,12 @@ static struct options parse_args(int argc, char **argv)
             o.interval = int_arg(a, v, 0, 1 << 30);
         else if (strcmp(a, "--crac-cmd") == 0)
             o.crac_cmd = v;
+        else if (strcmp(a, "--coord-host") == 0)
+            o.coord_host = v;
+        else if (strcmp(a, "--coord-port") == 0)
+            o.coord_port = v;
+        else if (strcmp(a, "--coord-token") == 0)
+            o.coord_token = v;
         else if (strcmp(a, "--restart") == 0)
             o.restart_dir = v;
         else if (strcmp(a, "--core-size") == 0)
@@ -208,6 +218,16 @@ int main(int argc, char **argv, char **envp)
     if (!api)
         die("out of memory building the lower-half API table");
     fill_ckpt_config(&opt, backend);
+    ckpt_cfg.coord_fd = -1;
+    if (opt.coord_host) {
+        int vpid = opt.restart_dir ? (int)img.proc.pid : getpid();
+        int fd = coord_connect(opt.coord_host, opt.coord_port ? opt.coord_port : "7779",
+                               opt.coord_token, opt.restart_dir != NULL, vpid, err, sizeof(err));
+        if (fd < 0)
+            die("%s", err);
+        ckpt_cfg.coord_fd = lower_fd_adopt(fd);
+    }
+    ckpt_config_done();
     if (opt.restart_dir)
         restart_run(&opt, &img, api);
     launch_run(&opt, api, envp);

@@ -1,0 +1,289 @@
+/* coord_client.c — the manager's side of the coordinator protocol (docs/PROTOCOL.md): hello,
+ * requests, and the barriers between the phases of a job-wide checkpoint. Runs on the manager
+ * thread (lower half, ordinary libc). */
+#include "coord_client.h"
+
+#include "ckpt.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define LINE_MAX_BYTES 65536
+#define HELLO_TIMEOUT_MS 10000
+#define PHASE_TIMEOUT_MS (3600 * 1000) /* the coordinator times phases out; we wait for it */
+
+struct conn {
+    int fd;
+    char buf[LINE_MAX_BYTES];
+    size_t len;
+};
+
+static struct conn conn = {-1, {0}, 0};
+
+/* Write s as a JSON string (quotes included) into out. */
+static void json_string(char *out, size_t outlen, const char *s)
+{
+    size_t k = 0;
+    if (outlen < 3)
+        return;
+    out[k++] = '"';
+    for (; *s && k + 8 < outlen; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            k += (size_t)snprintf(out + k, outlen - k, "\\%c", c);
+        else if (c < 0x20)
+            k += (size_t)snprintf(out + k, outlen - k, "\\u%04x", c);
+        else
+            out[k++] = (char)c;
+    }
+    out[k++] = '"';
+    out[k] = '\0';
+}
+
+__attribute__((format(printf, 2, 3))) static int send_line(int fd, const char *fmt, ...)
+{
+    char line[LINE_MAX_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0 || n >= (int)sizeof(line) - 1)
+        return -1;
+    line[n++] = '\n';
+    for (int off = 0; off < n;) {
+        ssize_t w = send(fd, line + off, (size_t)(n - off), MSG_NOSIGNAL);
+        if (w <= 0)
+            return -1;
+        off += (int)w;
+    }
+    return 0;
+}
+
+/* Next line from the coordinator: 1 with it in line, 0 on timeout, -1 when the connection ended. */
+static int recv_line(struct conn *c, char *line, size_t linelen, int timeout_ms)
+{
+    for (;;) {
+        char *nl = memchr(c->buf, '\n', c->len);
+        if (nl) {
+            size_t n = (size_t)(nl - c->buf);
+            if (n >= linelen)
+                n = linelen - 1;
+            memcpy(line, c->buf, n);
+            line[n] = '\0';
+            c->len -= (size_t)(nl + 1 - c->buf);
+            memmove(c->buf, nl + 1, c->len);
+            return 1;
+        }
+        if (c->len == sizeof(c->buf))
+            return -1; /* a line longer than the protocol allows */
+        struct pollfd p = {c->fd, POLLIN, 0};
+        int r = poll(&p, 1, timeout_ms);
+        if (r == 0)
+            return 0;
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        ssize_t n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
+        if (n <= 0)
+            return -1;
+        c->len += (size_t)n;
+    }
+}
+
+/* The value of "key" in a flat JSON object: a string (without quotes) or a literal. */
+static int json_field(const char *line, const char *key, char *out, size_t outlen)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\"", key);
+    const char *p = strstr(line, pat);
+    if (!p)
+        return -1;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    if (*p++ != ':')
+        return -1;
+    while (*p == ' ')
+        p++;
+    size_t k = 0;
+    if (*p == '"') {
+        for (p++; *p && *p != '"' && k + 1 < outlen; p++)
+            out[k++] = *p == '\\' && p[1] ? *++p : *p;
+    } else {
+        for (; *p && *p != ',' && *p != '}' && *p != ' ' && k + 1 < outlen; p++)
+            out[k++] = *p;
+    }
+    out[k] = '\0';
+    return 0;
+}
+
+static int is_type(const char *line, const char *type)
+{
+    char t[64];
+    return json_field(line, "type", t, sizeof(t)) == 0 && strcmp(t, type) == 0;
+}
+
+int coord_connect(const char *host, const char *port, const char *token, int restarted, int vpid,
+                  char *err, size_t errlen)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(host, port, &hints, &res);
+    if (gai != 0) {
+        snprintf(err, errlen, "coordinator not found at %s:%s (%s)", host, port, gai_strerror(gai));
+        return -1;
+    }
+    int fd = -1;
+    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        snprintf(err, errlen, "coordinator not found at %s:%s", host, port);
+        return -1;
+    }
+    char prog[PATH_MAX + 16], dir[2 * PATH_MAX], tok[1024], hostname[256] = "", hostq[600];
+    const char *base = strrchr(ckpt_cfg.program, '/');
+    json_string(prog, sizeof(prog), base ? base + 1 : ckpt_cfg.program);
+    json_string(dir, sizeof(dir), ckpt_cfg.proc_dir);
+    json_string(tok, sizeof(tok), token ? token : "");
+    gethostname(hostname, sizeof(hostname) - 1);
+    json_string(hostq, sizeof(hostq), hostname);
+    conn.fd = fd;
+    conn.len = 0;
+    char line[LINE_MAX_BYTES];
+    if (send_line(fd,
+                  "{\"type\":\"hello\",\"role\":\"worker\",\"token\":%s,\"pid\":%d,\"vpid\":%d,"
+                  "\"program\":%s,\"host\":%s,\"proc_dir\":%s,\"restarted\":%s}",
+                  tok, getpid(), vpid, prog, hostq, dir, restarted ? "true" : "false") != 0 ||
+        recv_line(&conn, line, sizeof(line), HELLO_TIMEOUT_MS) != 1) {
+        snprintf(err, errlen, "coordinator at %s:%s did not answer", host, port);
+        close(fd);
+        return -1;
+    }
+    if (!is_type(line, "welcome")) {
+        char reason[512] = "no reason given";
+        json_field(line, "reason", reason, sizeof(reason));
+        snprintf(err, errlen, "coordinator at %s:%s refused this process: %s", host, port, reason);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Wait for the coordinator's go for the next phase: 0 for `expect`, -1 for abort or a lost
+ * coordinator. kill is obeyed at once. */
+static int wait_for(const char *expect)
+{
+    char line[LINE_MAX_BYTES];
+    for (;;) {
+        int r = recv_line(&conn, line, sizeof(line), PHASE_TIMEOUT_MS);
+        if (r <= 0) {
+            fprintf(stderr, "crac: error: lost the coordinator during a checkpoint\n");
+            return -1;
+        }
+        if (is_type(line, expect))
+            return 0;
+        if (is_type(line, "kill"))
+            kill(getpid(), SIGKILL);
+        if (is_type(line, "abort")) {
+            char reason[512] = "";
+            json_field(line, "reason", reason, sizeof(reason));
+            fprintf(stderr, "crac: checkpoint called off by the coordinator%s%s\n",
+                    reason[0] ? ": " : "", reason);
+            return -1;
+        }
+    }
+}
+
+static int on_suspended(void *ctx)
+{
+    (void)ctx;
+    if (send_line(conn.fd, "{\"type\":\"suspended\"}") != 0)
+        return -1;
+    return wait_for("write");
+}
+
+static int on_written(void *ctx, int generation)
+{
+    (void)ctx;
+    if (send_line(conn.fd, "{\"type\":\"written\",\"gen\":%d}", generation) != 0)
+        return -1;
+    return wait_for("resume");
+}
+
+static void on_published(void *ctx, int generation, const char *dir)
+{
+    (void)ctx;
+    char d[2 * PATH_MAX];
+    json_string(d, sizeof(d), dir);
+    if (generation > 0)
+        send_line(conn.fd, "{\"type\":\"published\",\"gen\":%d,\"dir\":%s}", generation, d);
+    else
+        send_line(conn.fd, "{\"type\":\"failed\",\"reason\":\"cannot publish the image\"}");
+}
+
+static void on_failed(void *ctx, const char *why)
+{
+    (void)ctx;
+    char w[1024];
+    json_string(w, sizeof(w), why);
+    send_line(conn.fd, "{\"type\":\"failed\",\"reason\":%s}", w);
+}
+
+static const struct ckpt_barrier barrier = {NULL, on_suspended, on_written, on_published,
+                                            on_failed};
+
+void coord_serve(int fd, int wake_fd)
+{
+    char line[LINE_MAX_BYTES];
+    conn.fd = fd;
+    for (;;) {
+        struct pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+        if (conn.len == 0 && poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents & POLLIN) {
+            uint64_t n;
+            if (read(wake_fd, &n, sizeof(n)) > 0)
+                send_line(fd, "{\"type\":\"request\",\"verb\":\"checkpoint\"}");
+        }
+        if (conn.len == 0 && !(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        int r = recv_line(&conn, line, sizeof(line), 0);
+        if (r < 0)
+            break;
+        if (r == 0)
+            continue;
+        if (is_type(line, "checkpoint")) {
+            char ex[16] = "false";
+            json_field(line, "exit_after", ex, sizeof(ex));
+            if (!ckpt_registry)
+                on_failed(NULL, "the program has not started yet");
+            else
+                ckpt_run(strcmp(ex, "true") == 0, &barrier);
+        } else if (is_type(line, "kill")) {
+            kill(getpid(), SIGKILL);
+        } else if (is_type(line, "abort")) {
+            send_line(fd, "{\"type\":\"aborted\"}");
+        }
+    }
+    fprintf(stderr, "crac: warning: the coordinator went away; checkpoints of this process now "
+                    "only through its own signal\n");
+    close(fd);
+    conn.fd = -1;
+    ckpt_cfg.coord_fd = -1;
+}

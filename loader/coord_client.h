@@ -1,0 +1,14 @@
+/* coord_client.h — the worker side of the coordinator protocol (docs/PROTOCOL.md). */
+#ifndef CRAC_COORD_CLIENT_H
+#define CRAC_COORD_CLIENT_H
+
+#include <stddef.h>
+
+/* Connect and say hello; returns the socket, or -1 with a message in err. */
+int coord_connect(const char *host, const char *port, const char *token, int restarted, int vpid,
+                  char *err, size_t errlen);
+/* The manager's loop while connected: checkpoints when the coordinator says so, forwards the
+ * process's own checkpoint requests. Returns when the coordinator goes away. */
+void coord_serve(int fd, int wake_fd);
+
+#endif

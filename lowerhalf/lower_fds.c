@@ -1,0 +1,41 @@
+/* lower_fds.c — the lower half's own descriptors, moved just under RLIMIT_NOFILE so the numbers a
+ * program expects to get from open() stay free, and recorded so checkpoints skip them. */
+#include "lower_fds.h"
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define MAX_LOWER_FDS 64
+#define HIGH_MARGIN 64
+
+static volatile int32_t fds[MAX_LOWER_FDS];
+static volatile int32_t n_fds;
+
+int lower_fd_adopt(int fd)
+{
+    struct rlimit rl;
+    int floor = 512;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur > 2 * HIGH_MARGIN)
+        floor = (int)rl.rlim_cur - HIGH_MARGIN;
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+    if (high < 0)
+        high = fd; /* no room up there: keep the number it has */
+    else
+        close(fd);
+    int slot = __atomic_fetch_add(&n_fds, 1, __ATOMIC_SEQ_CST);
+    if (slot < MAX_LOWER_FDS)
+        fds[slot] = high;
+    return high;
+}
+
+int lower_fd_is_ours(int fd)
+{
+    int n = __atomic_load_n(&n_fds, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < n && i < MAX_LOWER_FDS; i++)
+        if (fds[i] == fd)
+            return 1;
+    return 0;
+}
