@@ -16,6 +16,7 @@ API spec into build/crac_gen/ before they are compiled.
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -194,6 +195,10 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT) -> list[Path]:
                 f"{shlex.join(cmd)}\n{proc.stdout}{proc.stderr}"
             )
         built.append(out_dir / target.output)
+    if gen is not None:
+        # The sim kernel header, for programs built against an installed crac (sim_toolchain).
+        (out_dir / "include").mkdir(exist_ok=True)
+        shutil.copyfile(root / "include" / "crac_sim.h", out_dir / "include" / "crac_sim.h")
     return built
 
 
