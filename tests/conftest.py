@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sim_build import examples, sim_apps  # noqa: F401  (fixtures for the CUDA programs)
 
 W_START = 0x200000000000
 W_END = 0x300000000000
@@ -157,4 +158,8 @@ def apps(tmp_path_factory) -> dict[str, Path]:
     """Every program in tests/apps/ compiled into a temporary directory, by source stem
     (`apps["maps_check"]`, `apps["dlopen_lib"]` -> .../libdlopen_lib.so)."""
     out_dir = tmp_path_factory.mktemp("apps")
-    return {src.stem: _build(src, out_dir) for src in sorted(APPS_DIR.glob("*.c"))}
+    return {
+        src.stem: _build(src, out_dir)
+        for src in sorted(APPS_DIR.glob("*.c"))
+        if not src.stem.startswith("sim_")  # CUDA programs: the sim_apps fixture (sim_build.py)
+    }
