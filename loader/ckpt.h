@@ -88,7 +88,5 @@ void proc_restore_pending(const struct crac_pending_rec *p, size_t len, tid_map_
 int proc_restore_timers(const struct crac_timers_rec *t, tid_map_fn map_tid, char *err,
                         size_t errlen);
 
-/* Placing the PROT_NONE guard back: see confine_trap.c. */
-long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long off);
 
 #endif

@@ -3,6 +3,8 @@
 #ifndef CRAC_CONFINE_H
 #define CRAC_CONFINE_H
 
+#include <stdint.h>
+
 /* Install the SIGSYS handler (before the filter). Returns 0 or -errno. */
 int confine_install_handler(void);
 /* Install the seccomp filter on every thread of the process. virtual_ids: also trap the calls
@@ -10,5 +12,12 @@ int confine_install_handler(void);
 int confine_install_filter(int virtual_ids);
 /* Map [addr, addr+len) inside W as the allocator would, for the loader's own placements. */
 long confine_place(unsigned long len, int prot, int flags, int fd, long off);
+
+/* The emulations themselves, TLS-free: also called directly by the upper runtime's fast path
+ * (upperhalf/fastpath.c), which saves the cost of the SIGSYS delivery. -errno on failure. */
+long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long off);
+long emu_munmap(uint64_t addr, uint64_t len);
+long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint64_t dest);
+long emu_brk(uint64_t want);
 
 #endif

@@ -169,7 +169,7 @@ long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long 
     return r;
 }
 
-static long emu_munmap(uint64_t addr, uint64_t len)
+long emu_munmap(uint64_t addr, uint64_t len)
 {
     struct crac_ctrl *c = crac_ctrl();
     if ((addr & (CRAC_PAGE - 1)) || len == 0)
@@ -206,7 +206,7 @@ static void vacate(struct crac_ctrl *c, uint64_t start, uint64_t end)
     release_range(c, start, end);
 }
 
-static long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint64_t dest)
+long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint64_t dest)
 {
     struct crac_ctrl *c = crac_ctrl();
     if (old & (CRAC_PAGE - 1))
@@ -277,7 +277,7 @@ static long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flag
 
 /* The kernel break belongs to the lower half (DESIGN §3 invariant 4); the upper half's break is
  * emulated on a range inside W. The lock is held across the mmap: brk is rare and never blocks. */
-static long emu_brk(uint64_t want)
+long emu_brk(uint64_t want)
 {
     struct crac_ctrl *c = crac_ctrl();
     raw_lock(&c->lock);

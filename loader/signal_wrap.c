@@ -4,6 +4,7 @@
  * TLS-free: runs with whichever fs was live; raw syscalls only, no errno, no libc. */
 #include "signal_wrap.h"
 
+#include "confine.h"
 #include "crac_layout.h"
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
@@ -17,8 +18,6 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
-/* emu_mmap (confine_trap.c): places a mapping in W as the SIGSYS handler does. */
-long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long off);
 
 #define ARCH_SET_FS 0x1002
 

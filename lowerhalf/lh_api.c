@@ -5,6 +5,7 @@
 #include "shadow_pool.h"
 
 #include "../loader/ckpt.h"
+#include "../loader/confine.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -46,6 +47,10 @@ static const struct crac_lh_entry loader_entries[] = {
     {"crac_lh_selftest_libc", (void *)lh_selftest_libc},
     {"crac_lh_register_upper", (void *)ckpt_register_upper},
     {"crac_lh_request_checkpoint", (void *)ckpt_request_entry},
+    {"crac_lh_emu_mmap", (void *)emu_mmap},
+    {"crac_lh_emu_munmap", (void *)emu_munmap},
+    {"crac_lh_emu_mremap", (void *)emu_mremap},
+    {"crac_lh_emu_brk", (void *)emu_brk},
 };
 
 static volatile int32_t gate_inside, gate_pending;

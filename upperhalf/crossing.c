@@ -78,8 +78,9 @@ __attribute__((noinline)) static uint64_t switch_and_call(void *fn, uint64_t a0,
     return r;
 }
 
-static void gate_enter(const struct crac_lh_api *api)
+void cross_gate_enter(void)
 {
+    const struct crac_lh_api *api = crac_upper.api;
     for (;;) {
         __atomic_add_fetch(api->gate_inside, 1, __ATOMIC_SEQ_CST);
         if (!__atomic_load_n(api->gate_pending, __ATOMIC_SEQ_CST))
@@ -90,12 +91,17 @@ static void gate_enter(const struct crac_lh_api *api)
     }
 }
 
+void cross_gate_leave(void)
+{
+    __atomic_sub_fetch(crac_upper.api->gate_inside, 1, __ATOMIC_SEQ_CST);
+}
+
 uint64_t cross_call(void *fn, uint64_t a0, uint64_t a1, uint64_t a2)
 {
     const struct crac_lh_api *api = crac_upper.api;
     uint64_t to_fs = this_thread_lower_fs();
-    gate_enter(api);
+    cross_gate_enter();
     uint64_t r = switch_and_call(fn, a0, a1, a2, to_fs, api->hwcap_fsgsbase);
-    __atomic_sub_fetch(api->gate_inside, 1, __ATOMIC_SEQ_CST);
+    cross_gate_leave();
     return r;
 }

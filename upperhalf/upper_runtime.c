@@ -78,4 +78,5 @@ __attribute__((constructor(101))) static void upper_runtime_init(void)
     crac_upper.main_tid = gettid();
     crac_upper.pthread_tid_offset = discover_tid_offset();
     register_with_lower_half();
+    fastpath_install();
 }

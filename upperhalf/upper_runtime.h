@@ -29,4 +29,11 @@ uint64_t cross_call(void *fn, uint64_t a0, uint64_t a1, uint64_t a2);
 
 long discover_tid_offset(void);
 
+/* The checkpoint gate around any call into lower-half code (crossing.c). */
+void cross_gate_enter(void);
+void cross_gate_leave(void);
+
+/* Redirect the upper libc's mmap family to the lower half's emulations (fastpath.c). */
+void fastpath_install(void);
+
 #endif
