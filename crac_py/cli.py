@@ -13,7 +13,22 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from crac_py import __version__, config, devices, doctor, image, paths, runner
+from crac_py import (
+    __version__,
+    config,
+    coord_client,
+    coord_run,
+    devices,
+    doctor,
+    image,
+    job,
+    paths,
+    progress,
+    runner,
+    verify,
+)
+from crac_py import command as command_mod
+from crac_py.coord_client import CoordError
 from crac_py.preflight import PreflightError, preflight
 
 # Exit status of `crac launch` when it refuses its input or cannot start the program.
@@ -122,6 +137,53 @@ SimVersionOpt = Annotated[
     int | None,
     typer.Option("--sim-version", min=1, max=2, help="Version of the sim device to load."),
 ]
+# Coordinator options of launch and restart (job.py): none of them and no CRAC_/DMTCP_COORD_*
+# variable = no coordinator (a single process checkpointed through its own signal).
+CoordHostOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--coord-host", "--host", help="Coordinator host (env CRAC_/DMTCP_COORD_HOST; localhost)."
+    ),
+]
+CoordPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--coord-port", "--port", "-p", help="Coordinator port (env CRAC_/DMTCP_COORD_PORT; 7779)."
+    ),
+]
+CoordTokenOpt = Annotated[
+    str | None,
+    typer.Option("--coord-token", help="The coordinator's shared secret (env CRAC_COORD_TOKEN)."),
+]
+JoinOpt = Annotated[
+    bool,
+    typer.Option("--join-coordinator", "--join", "-j", help="Join a running coordinator."),
+]
+NewCoordOpt = Annotated[
+    bool,
+    typer.Option("--new-coordinator", help="Start a coordinator (daemon, --exit-on-last)."),
+]
+AnyCoordOpt = Annotated[
+    bool,
+    typer.Option("--any-coordinator", help="Join the coordinator at host:port, else start one."),
+]
+NoCoordOpt = Annotated[
+    bool, typer.Option("--no-coordinator", help="Run alone (the default without coord options).")
+]
+
+
+def _coord_choice(
+    join: bool, new: bool, any_: bool, none: bool, host: str | None, port: int | None,
+    token: str | None,
+) -> job.CoordChoice:  # fmt: skip
+    choice = job.choose(join=join, new=new, none=none, host=host, port=port, token=token)
+    if any_ and choice.mode == "none":
+        if none or join or new:
+            raise config.ConfigError("--any-coordinator cannot go with another coordinator mode")
+        choice = job.CoordChoice("any", coord_client.endpoint(host, port, token), True)
+    elif any_ and (join or new or none):
+        raise config.ConfigError("--any-coordinator cannot go with another coordinator mode")
+    return choice
 
 
 @app.command(
@@ -155,6 +217,13 @@ def launch(
     ] = None,
     keep: KeepOpt = 2,
     exit_after: ExitAfterOpt = False,
+    coord_host: CoordHostOpt = None,
+    coord_port: CoordPortOpt = None,
+    coord_token: CoordTokenOpt = None,
+    join_coordinator: JoinOpt = False,
+    new_coordinator: NewCoordOpt = False,
+    any_coordinator: AnyCoordOpt = False,
+    no_coordinator: NoCoordOpt = False,
 ) -> None:
     """Run PROGRAM [ARGS...] under crac (the process becomes crac's loader, then PROGRAM)."""
     if program.startswith("-") and not os.path.lexists(program):
@@ -168,15 +237,22 @@ def launch(
         )
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
         loader = str(paths.loader())
+        choice = _coord_choice(
+            join_coordinator, new_coordinator, any_coordinator, no_coordinator,
+            coord_host, coord_port, coord_token,
+        )  # fmt: skip
+        coord_args = job.connect(choice, ckpt.interval, interval is not None)
     except (
         PreflightError,
         config.ConfigError,
         devices.DeviceError,
         paths.NativeMissingError,
+        CoordError,
     ) as exc:
         _error(str(exc))
     dev_opts = runner.DeviceOptions(dev, sim_version)
     argv = [loader, *dev_opts.loader_args(), "--argv0", program, *ckpt.loader_args()]
+    argv += coord_args
     argv += ["--", info.path, *(args or [])]
     try:
         runner.exec_loader(loader, argv)
@@ -208,8 +284,32 @@ def restart(
     interval: IntervalOpt = None,
     keep: KeepOpt = 2,
     exit_after: ExitAfterOpt = False,
+    coord_host: CoordHostOpt = None,
+    coord_port: CoordPortOpt = None,
+    coord_token: CoordTokenOpt = None,
+    join_coordinator: JoinOpt = False,
+    new_coordinator: NewCoordOpt = False,
+    any_coordinator: AnyCoordOpt = False,
+    no_coordinator: NoCoordOpt = False,
 ) -> None:
-    """Restart a checkpointed program where it stopped; it keeps running in this process."""
+    """Restart a checkpointed program where it stopped (a job directory: every process)."""
+    try:
+        choice = _coord_choice(
+            join_coordinator, new_coordinator, any_coordinator, no_coordinator,
+            coord_host, coord_port, coord_token,
+        )  # fmt: skip
+        procs = job.job_process_dirs(path)
+        if procs:
+            passthrough = ["--keep", str(keep)]
+            passthrough += [] if device is None else ["--device", device]
+            passthrough += [] if sim_version is None else ["--sim-version", str(sim_version)]
+            passthrough += ["--no-truncate"] if no_truncate else []
+            passthrough += ["--force"] if force else []
+            passthrough += ["--exit-after-checkpoint"] if exit_after else []
+            status = job.restart_job(Path(path), procs, choice, passthrough)
+            raise typer.Exit(status)
+    except (config.ConfigError, CoordError, image.ImageError) as exc:
+        _error(str(exc))
     try:
         gen = image.open_generation(path)
         loader = paths.loader()
@@ -224,11 +324,13 @@ def restart(
             exit_after=exit_after,
         )
         core_size, header_crc = gen.core_check
+        coord_args = job.connect(choice, ckpt.interval, interval is not None)
     except (
         image.ImageError,
         config.ConfigError,
         devices.DeviceError,
         paths.NativeMissingError,
+        CoordError,
     ) as exc:
         _error(str(exc))
     argv = [str(loader), *runner.DeviceOptions(dev, sim_version).loader_args()]
@@ -236,6 +338,7 @@ def restart(
     argv += ["--header-crc", str(header_crc), *ckpt.loader_args()]
     if no_truncate:
         argv.append("--no-truncate")
+    argv += coord_args
     argv += ["--", *gen.argv]
     try:
         runner.exec_loader(str(loader), argv)
@@ -262,6 +365,159 @@ def doctor_cmd(
             table.add_row(Text(c.name), Text(c.status, style=style), Text(c.detail))
         Console().print(table)
     raise typer.Exit(doctor.exit_code(results))
+
+
+# ---- the job's coordinator ----------------------------------------------------------------------
+
+
+@app.command(
+    "coordinator",
+    epilog="Example: crac coordinator --daemon --exit-on-last -p 0 --port-file port.txt",
+)
+def coordinator_cmd(
+    port_arg: Annotated[
+        int | None, typer.Argument(metavar="[PORT]", help="The port, as the last argument.")
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--coord-port",
+            "--port",
+            "-p",
+            help="Port (env CRAC_/DMTCP_COORD_PORT; 7779; 0 = any free port).",
+        ),
+    ] = None,  # fmt: skip
+    port_file: Annotated[
+        Path | None, typer.Option("--port-file", help="Write the port listened on to this file.")
+    ] = None,
+    status_file: Annotated[
+        Path | None,
+        typer.Option("--status-file", help="Write Host:/Port: lines (MANA's rc file) here."),
+    ] = None,
+    log_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--log-file",
+            "--coord-logfile",
+            help="With --daemon: log here (default: next to --status-file, else nowhere).",
+        ),
+    ] = None,  # fmt: skip
+    daemon: Annotated[
+        bool, typer.Option("--daemon", help="Detach; return once it listens.")
+    ] = False,
+    exit_on_last: Annotated[
+        bool, typer.Option("--exit-on-last", help="Exit when the last process has left.")
+    ] = False,
+    interval: IntervalOpt = None,
+    phase_timeout: Annotated[
+        float,
+        typer.Option("--phase-timeout", min=0.1, help="Seconds a process may take per phase."),
+    ] = 60.0,
+    stale_timeout: Annotated[
+        float,
+        typer.Option("--stale-timeout", min=0, help="Exit after S s with no process (0: never)."),
+    ] = 8 * 3600.0,
+    host: Annotated[
+        str,
+        typer.Option("--host", "--bind", help="Address to listen on; not loopback needs --token."),
+    ] = "127.0.0.1",
+    token: Annotated[
+        str | None,
+        typer.Option("--token", help="Shared secret clients must present (env CRAC_COORD_TOKEN)."),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log only problems.")] = False,
+) -> None:
+    """Run a job's coordinator (crac launch/restart processes join it; crac command asks it)."""
+    try:
+        flag = port if port is not None else port_arg
+        resolved = config.resolve("coord_port", None if flag is None else str(flag))
+        where = "-p/--coord-port" if resolved.source == "flag" else resolved.source
+        opts = coord_run.RunOptions(
+            port=coord_client.parse_port(resolved.value, where),
+            host=host,
+            token=config.resolve("coord_token", token).value or None,
+            port_file=port_file,
+            status_file=status_file,
+            log_file=log_file,
+            daemon=daemon,
+            exit_on_last=exit_on_last,
+            interval=_int_option("checkpoint_interval", interval, 0, 1 << 30),
+            phase_timeout=phase_timeout,
+            stale_timeout=stale_timeout,
+            quiet=quiet,
+        )
+        status = coord_run.run(opts)
+    except (config.ConfigError, coord_run.CoordStartError) as exc:
+        _error(str(exc))
+    raise typer.Exit(status)
+
+
+@app.command(
+    "command",
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_extra_args": True,
+        "allow_interspersed_args": False,
+        "help_option_names": [],  # command.py prints its own usage for --help (-h is the host)
+    },
+    short_help="Send a command to a job's coordinator (dmtcp_command's verbs: s l c bc kc i k q).",
+)
+def command_cmd(
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[-h HOST] [-p PORT] [--json] VERB [N]", show_default=False),
+    ] = None,
+) -> None:
+    """Send a command to a job's coordinator (see `crac command --help`)."""
+    raise typer.Exit(command_mod.run(args or []))
+
+
+# ---- images -------------------------------------------------------------------------------------
+
+
+def _verify_tables(reports: list[verify.Report]) -> None:
+    styles = {verify.OK: "green", verify.WARN: "yellow", verify.FAIL: "bold red"}
+    console = Console()
+    for report in reports:
+        title = f"crac verify {report.generation or report.target}"
+        table = Table(title=title, title_justify="left")
+        table.add_column("check")
+        table.add_column("status")
+        table.add_column("detail", overflow="fold")
+        for c in report.checks:
+            table.add_row(Text(c.name), Text(c.status, style=styles[c.status]), Text(c.detail))
+        console.print(table)
+        verdict = "VALID" if report.valid else f"INVALID: {report.reason}"
+        console.print(Text(verdict, style="green" if report.valid else "bold red"))
+
+
+@app.command("verify", epilog="Example: crac verify /scratch/ckpt/ckpt_app_0a0b0c0d-4242")
+def verify_cmd(
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="CHECKPOINT",
+            help="A generation, a process directory, a latest link, or a job's directory.",
+        ),
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+) -> None:
+    """Check an image completely: checksums, format, program binary (exit 0 valid, 2 not)."""
+    try:
+        total = sum(verify.total_bytes(g) for g in image.resolve_generations(path))
+    except image.ImageError:
+        total = 0
+    with progress.DelayedProgress("verifying", total=total or None) as bar:
+        reports = verify.verify(path, bar.advance)
+    if as_json:
+        print(json.dumps([r.as_json() for r in reports], indent=2))
+    else:
+        _verify_tables(reports)
+    bad = [r for r in reports if not r.valid]
+    if bad:
+        for r in bad:
+            print(f"crac: error: {r.generation or r.target}: {r.reason}", file=sys.stderr)
+        raise typer.Exit(EXIT_REFUSED)
 
 
 def _hold_checkpoint_signal() -> None:

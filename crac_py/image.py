@@ -91,9 +91,24 @@ def resolve_generation(arg: str) -> Path:
         raise ImageError(f"{arg} holds no checkpoint (no ckpt_* directory, no latest link)")
     names = ", ".join(p.name for p in procs[:4])
     raise ImageError(
-        f"{arg} holds {len(procs)} processes ({names}...); restart the job with its "
-        "crac_restart_script.sh or name one process directory"
+        f"{arg} holds the {len(procs)} processes of a job ({names}...); `crac restart {arg}` "
+        "restarts all of them (or run its crac_restart_script.sh), or name one process directory"
     )
+
+
+def resolve_generations(arg: str) -> list[Path]:
+    """Like resolve_generation, but a checkpoint directory holding several process directories
+    (a job) gives the latest generation of each, in name order."""
+    path = Path(arg)
+    if path.is_dir() and not (path / MANIFEST).exists() and not (path / "latest").exists():
+        procs = process_dirs(path)
+        if len(procs) > 1:
+            return [resolve_generation(str(p)) for p in procs]
+    return [resolve_generation(arg)]
+
+
+def sha256_file(path: Path) -> str:
+    return _sha256(path)
 
 
 def _sha256(path: Path) -> str:
@@ -168,6 +183,10 @@ def check_loader(manifest: dict[str, Any], loader: Path, force: bool) -> None:
             "this image was written by another build of crac's loader; restart it with the "
             f"crac {manifest.get('crac_version')} that wrote it (or --force)"
         )
+
+
+def check_fields(gen: Generation) -> None:
+    _check_fields(gen)
 
 
 def _check_fields(gen: Generation) -> None:

@@ -1,0 +1,651 @@
+"""The coordinator of a job (docs/PROTOCOL.md): an asyncio TCP server that every `crac launch` /
+`crac restart` process of the job joins (through its loader's manager thread), and that
+`crac command` talks to.
+
+A job checkpoint is three phases with a barrier after each (checkpoint -> suspended, write ->
+written, resume -> published). A participant that fails a phase, disconnects, or does not answer
+within the phase timeout makes the coordinator abandon that checkpoint: it sends `abort` to the
+others, logs why and answers a waiting `bcheckpoint` with that reason; the previous generation of
+every process (and the restart script naming them) stays the valid one. After a complete job
+checkpoint the coordinator writes crac_restart_script.sh (restart_script.py).
+
+Process setup (binding, port and status files, daemon) is in coord_run.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crac_py import restart_script
+from crac_py.coord_proto import ANSWERS, MAX_LINE, PHASES, ProtocolError, decode, encode
+
+Msg = dict[str, Any]
+_PHASE_STATE = {phase: state for phase, _, _, state in PHASES}
+
+
+@dataclass
+class CoordConfig:
+    host: str  # address listened on
+    port: int  # port actually bound
+    token: str | None = None
+    interval: int = 0
+    phase_timeout: float = 60.0
+    exit_on_last: bool = False
+    stale_timeout: float = 0.0  # exit after this long with no process connected; 0 = never
+    quiet: bool = False
+    crac_cmd: str = "crac"  # shell words that run this crac, for the restart script
+
+
+class Abandon(Exception):
+    """A job checkpoint cannot complete; the message says why."""
+
+
+@dataclass(eq=False)
+class Peer:
+    id: str
+    seq: int
+    pid: int
+    vpid: int
+    program: str
+    host: str
+    proc_dir: Path
+    restarted: bool
+    writer: asyncio.StreamWriter
+    state: str = "RUNNING"
+    last_gen: int | None = None
+    # Answers still to come for checkpoints abandoned before this peer answered their phase:
+    # they are dropped, never counted for a later checkpoint.
+    stale: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.program}[{self.vpid}] (pid {self.pid}, {self.id})"
+
+    def send(self, msg: Msg) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(encode(msg))
+
+    def as_json(self) -> Msg:
+        return {
+            "id": self.id,
+            "pid": self.pid,
+            "vpid": self.vpid,
+            "program": self.program,
+            "host": self.host,
+            "state": self.state,
+            "last_gen": self.last_gen,
+            "restarted": self.restarted,
+        }
+
+
+@dataclass(eq=False)
+class JobCheckpoint:
+    number: int  # attempt number
+    exit_after: bool
+    source: str
+    participants: dict[str, Peer]
+    done: asyncio.Future[Msg]
+    phase: str = "starting"
+    answer: str = ""
+    waiting: set[str] = field(default_factory=set)
+    barrier: asyncio.Future[None] | None = None
+    failure: str | None = None
+    published: dict[str, Path] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)  # participants that disconnected
+    started: float = field(default_factory=time.monotonic)
+
+    def fail(self, reason: str) -> None:
+        """The first failure wins; it ends the current phase's wait at once."""
+        if self.failure is None:
+            self.failure = reason
+        if self.barrier is not None and not self.barrier.done():
+            self.barrier.set_exception(Abandon(self.failure))
+
+
+def _hex_addr(ip: str, port: int) -> str | None:
+    try:
+        packed = socket.inet_aton(ip)
+    except OSError:
+        return None
+    return f"{int.from_bytes(packed, 'little'):08X}:{port:04X}"
+
+
+def loopback_peer_uid(peer: tuple[Any, ...], local: tuple[Any, ...]) -> int | None:
+    """The uid owning the client end of a TCP connection from this host (IPv4), from
+    /proc/net/tcp; None when it cannot be told (another host, IPv6, no /proc)."""
+    want_local = _hex_addr(peer[0], peer[1])
+    want_remote = _hex_addr(local[0], local[1])
+    if want_local is None or want_remote is None:
+        return None
+    try:
+        with open("/proc/net/tcp") as fh:
+            next(fh, None)
+            for line in fh:
+                f = line.split()
+                if len(f) > 7 and f[1] == want_local and f[2] == want_remote:
+                    return int(f[7])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class Coordinator:
+    def __init__(self, cfg: CoordConfig, log: Callable[[str], None] | None = None):
+        self.cfg = cfg
+        self._log = log
+        self.peers: dict[str, Peer] = {}
+        self.seq = 0
+        self.current: JobCheckpoint | None = None
+        self.generation = 0  # complete job checkpoints
+        self.attempts = 0
+        self.ever_connected = False
+        self.idle_since = time.monotonic()
+        self.next_due: float | None = None
+        self.last_script: Path | None = None
+        self.expect: tuple[int, float] | None = None  # (restarted joins awaited, deadline)
+        self.restarted_joins = 0
+        self.exit_reason: str | None = None
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()  # interval or quorum changed
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.hostname = socket.gethostname()
+
+    # ---- logging and lifetime ------------------------------------------------------------
+
+    def log(self, message: str, *, always: bool = False) -> None:
+        if self.cfg.quiet and not always:
+            return
+        if self._log is not None:
+            self._log(message)
+        else:
+            stamp = time.strftime("%H:%M:%S")
+            print(f"crac coordinator [{stamp}]: {message}", file=sys.stderr, flush=True)
+
+    def stop(self, reason: str) -> None:
+        if self.exit_reason is None:
+            self.exit_reason = reason
+        self._stop.set()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def serve(self, sock: socket.socket) -> str:
+        """Serves on the bound, listening SOCK until quit, a signal, --exit-on-last or the
+        stale timeout; returns why it stopped."""
+        server = await asyncio.start_server(self._handle, sock=sock, limit=MAX_LINE + 2)
+        self._spawn(self._interval_loop())
+        if self.cfg.stale_timeout > 0:
+            self._spawn(self._stale_loop())
+        try:
+            await self._stop.wait()
+            await asyncio.sleep(0.05)  # let the last replies (quit's) and kill messages go out
+        finally:
+            server.close()
+            for peer in list(self.peers.values()):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(peer.writer.drain(), 1.0)
+                peer.writer.close()
+            for task in list(self._tasks):
+                task.cancel()
+        return self.exit_reason or "stopped"
+
+    async def _stale_loop(self) -> None:
+        while True:
+            await asyncio.sleep(min(1.0, self.cfg.stale_timeout))
+            if not self.peers and time.monotonic() - self.idle_since >= self.cfg.stale_timeout:
+                self.log(
+                    f"no process connected for {self.cfg.stale_timeout:g} s; exiting", always=True
+                )
+                self.stop("stale timeout")
+                return
+
+    def _maybe_exit_on_last(self) -> None:
+        if not (self.cfg.exit_on_last and self.ever_connected) or self.peers:
+            return
+        if self.current is not None or self._quorum_pending():
+            return
+        self.log("the last process left; exiting (--exit-on-last)")
+        self.stop("last process left")
+
+    # ---- connections -----------------------------------------------------------------------
+
+    def _token_ok(self, msg: Msg) -> bool:
+        if not self.cfg.token:
+            return True
+        given = msg.get("token")
+        expected = self.cfg.token.encode()
+        return isinstance(given, str) and hmac.compare_digest(given.encode(), expected)
+
+    def _foreign_uid(self, writer: asyncio.StreamWriter) -> int | None:
+        """Without a token, connections from another user's processes on this host are
+        refused (joining another user's coordinator is a classic DMTCP accident)."""
+        if self.cfg.token:
+            return None
+        peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
+        if not peer or not local:
+            return None
+        uid = loopback_peer_uid(peer, local)
+        return uid if uid is not None and uid != os.getuid() else None
+
+    async def _readline(self, reader: asyncio.StreamReader) -> bytes:
+        try:
+            return await reader.readline()
+        except (asyncio.LimitOverrunError, ValueError):
+            raise ProtocolError(f"line longer than {MAX_LINE} bytes") from None
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await self._readline(reader)
+            if not line:
+                return
+            msg = decode(line)
+            kind = msg.get("type")
+            if kind == "hello":
+                await self._worker(msg, reader, writer)
+            elif kind == "command":
+                await self._commands(msg, reader, writer)
+            else:
+                writer.write(encode({"type": "error", "error": f"unknown message type {kind!r}"}))
+        except ProtocolError as exc:
+            with contextlib.suppress(Exception):
+                writer.write(encode({"type": "error", "error": str(exc)}))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.drain(), 2.0)
+            writer.close()
+
+    # ---- workers ---------------------------------------------------------------------------
+
+    def _hello_error(self, msg: Msg, writer: asyncio.StreamWriter) -> str | None:
+        if not self._token_ok(msg):
+            return "wrong token (give the coordinator's with --coord-token or CRAC_COORD_TOKEN)"
+        uid = self._foreign_uid(writer)
+        if uid is not None:
+            return f"this coordinator belongs to uid {os.getuid()}, not to uid {uid}"
+        if msg.get("role") != "worker":
+            return f"unknown role {msg.get('role')!r}"
+        ints = all(isinstance(msg.get(k), int) for k in ("pid", "vpid"))
+        strs = all(isinstance(msg.get(k), str) for k in ("program", "host", "proc_dir"))
+        if not (ints and strs) or not os.path.isabs(msg["proc_dir"]):
+            return "malformed hello (pid, vpid, program, host, absolute proc_dir)"
+        return None
+
+    async def _worker(
+        self, hello: Msg, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        error = self._hello_error(hello, writer)
+        if error is not None:
+            self.log(f"refused a process (pid {hello.get('pid')}): {error}", always=True)
+            writer.write(encode({"type": "refused", "reason": error}))
+            return
+        self.seq += 1
+        peer = Peer(
+            id=f"w{self.seq}",
+            seq=self.seq,
+            pid=hello["pid"],
+            vpid=hello["vpid"],
+            program=hello["program"],
+            host=hello["host"],
+            proc_dir=Path(hello["proc_dir"]),
+            restarted=bool(hello.get("restarted")),
+            writer=writer,
+        )
+        self.peers[peer.id] = peer
+        self.ever_connected = True
+        if peer.restarted:
+            self.restarted_joins += 1
+            self._wake.set()
+        peer.send({"type": "welcome", "id": peer.id, "interval": self.cfg.interval})
+        how = "restarted" if peer.restarted else "launched"
+        self.log(f"{peer.label} joined ({how}, {peer.proc_dir}); {len(self.peers)} connected")
+        try:
+            while True:
+                line = await self._readline(reader)
+                if not line:
+                    break
+                try:
+                    msg = decode(line)
+                except ProtocolError as exc:
+                    peer.send({"type": "error", "error": str(exc)})
+                    continue
+                self._on_worker_message(peer, msg)
+        except (ProtocolError, ConnectionError):
+            pass
+        finally:
+            self._on_disconnect(peer)
+
+    def _on_worker_message(self, peer: Peer, msg: Msg) -> None:
+        kind = msg.get("type")
+        if kind in ANSWERS:
+            self._on_answer(peer, str(kind), msg)
+        elif kind == "request":
+            if msg.get("verb", "checkpoint") == "checkpoint":
+                started = self.start_checkpoint(False, f"a request from {peer.label}")
+                if isinstance(started, str):
+                    self.log(f"ignored a checkpoint request from {peer.label}: {started}")
+            else:
+                peer.send({"type": "error", "error": f"unknown request {msg.get('verb')!r}"})
+        elif kind == "aborted":
+            pass
+        else:
+            peer.send({"type": "error", "error": f"unknown message type {kind!r}"})
+
+    def _on_answer(self, peer: Peer, kind: str, msg: Msg) -> None:
+        if peer.stale > 0:
+            peer.stale -= 1
+            return
+        ck = self.current
+        if ck is None or peer.id not in ck.waiting:
+            self.log(f"ignored {kind!r} from {peer.label}: no phase of it is awaited")
+            return
+        if kind == "failed":
+            ck.waiting.discard(peer.id)
+            reason = msg.get("reason") or "no reason given"
+            ck.fail(f"{peer.label} could not {ck.phase}: {reason}")
+            return
+        if kind != ck.answer:
+            self.log(f"ignored {kind!r} from {peer.label} during the {ck.phase} phase")
+            return
+        ck.waiting.discard(peer.id)
+        if kind == "suspended":
+            peer.state = "SUSPENDED"
+        elif kind == "written":
+            peer.state = "WRITTEN"
+        else:
+            gen, gen_dir = msg.get("gen"), msg.get("dir")
+            if not isinstance(gen, int) or not isinstance(gen_dir, str) or gen < 1:
+                ck.fail(f"{peer.label} answered 'published' without a generation")
+                return
+            peer.last_gen = gen
+            ck.published[peer.id] = Path(gen_dir)
+            peer.state = "EXITED" if ck.exit_after else "RUNNING"
+        if not ck.waiting and ck.barrier is not None and not ck.barrier.done():
+            ck.barrier.set_result(None)
+
+    def _on_disconnect(self, peer: Peer) -> None:
+        self.peers.pop(peer.id, None)
+        if not self.peers:
+            self.idle_since = time.monotonic()
+        ck = self.current
+        if ck is not None and peer.id in ck.participants:
+            ck.gone.add(peer.id)
+            finished = ck.phase == "resume" and peer.id in ck.published
+            if not finished:
+                ck.fail(f"{peer.label} disconnected during the {ck.phase} phase (did it die?)")
+            elif ck.barrier is not None and not ck.barrier.done() and not ck.waiting:
+                ck.barrier.set_result(None)
+            if ck.exit_after:
+                self._wake.set()
+        self.log(f"{peer.label} left; {len(self.peers)} connected")
+        self._maybe_exit_on_last()
+
+    # ---- job checkpoints -------------------------------------------------------------------
+
+    def start_checkpoint(self, exit_after: bool, source: str) -> JobCheckpoint | str:
+        """Starts a job checkpoint; a string says why it cannot start."""
+        if self.current is not None:
+            return "checkpoint in progress"
+        if not self.peers:
+            return "no process is connected"
+        self.attempts += 1
+        ck = JobCheckpoint(
+            number=self.attempts,
+            exit_after=exit_after,
+            source=source,
+            participants=dict(sorted(self.peers.items(), key=lambda kv: kv[1].seq)),
+            done=asyncio.get_running_loop().create_future(),
+        )
+        self.current = ck
+        self._spawn(self._run_checkpoint(ck))
+        return ck
+
+    def _quorum_pending(self) -> bool:
+        if self.expect is None:
+            return False
+        count, deadline = self.expect
+        if self.restarted_joins >= count or time.monotonic() >= deadline:
+            self.expect = None
+            return False
+        return True
+
+    async def _await_quorum(self, ck: JobCheckpoint) -> None:
+        """After a restart, no checkpoint starts before every announced process is back."""
+        while self._quorum_pending() and ck.failure is None:
+            assert self.expect is not None
+            count, deadline = self.expect
+            ck.phase = f"waiting for {count - self.restarted_joins} restarted process(es)"
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - time.monotonic()))
+        ck.participants = dict(sorted(self.peers.items(), key=lambda kv: kv[1].seq))
+        if not ck.participants:
+            raise Abandon("no process is connected")
+
+    async def _run_phase(self, ck: JobCheckpoint, phase: str, send: str, answer: str) -> None:
+        if ck.failure is not None:
+            raise Abandon(ck.failure)
+        ck.phase, ck.answer = phase, answer
+        ck.waiting = {pid for pid in ck.participants if pid not in ck.gone}
+        ck.barrier = asyncio.get_running_loop().create_future()
+        msg: Msg = {"type": send}
+        if send == "checkpoint":
+            msg["exit_after"] = ck.exit_after
+        for p in ck.participants.values():
+            p.state = _PHASE_STATE[phase]
+            p.send(msg)
+        try:
+            await asyncio.wait_for(asyncio.shield(ck.barrier), self.cfg.phase_timeout)
+        except TimeoutError:
+            late = [ck.participants[i].label for i in sorted(ck.waiting)]
+            ck.fail(
+                f"{', '.join(late)} did not answer the {phase} phase within "
+                f"{self.cfg.phase_timeout:g} s"
+            )
+            raise Abandon(ck.failure) from None
+
+    async def _await_exits(self, ck: JobCheckpoint) -> None:
+        """After a kcheckpoint: every participant has disconnected (exited)."""
+        deadline = time.monotonic() + self.cfg.phase_timeout
+        while set(ck.participants) - ck.gone and time.monotonic() < deadline:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - time.monotonic()))
+        left = [ck.participants[i].label for i in ck.participants if i not in ck.gone]
+        if left:
+            self.log(f"still connected after kcheckpoint: {', '.join(left)}", always=True)
+
+    async def _run_checkpoint(self, ck: JobCheckpoint) -> None:
+        try:
+            await self._await_quorum(ck)
+            n = len(ck.participants)
+            self.log(f"checkpoint {ck.number} of {n} process(es) started ({ck.source})")
+            for phase, send, answer, _ in PHASES:
+                await self._run_phase(ck, phase, send, answer)
+            if ck.exit_after:
+                await self._await_exits(ck)
+            result = self._complete(ck)
+        except Abandon as exc:
+            result = self._abandon(ck, str(exc))
+        except Exception as exc:  # a bug here must not wedge the job: abandon, keep serving
+            result = self._abandon(ck, f"internal error: {exc!r}")
+        finally:
+            self.current = None
+            for p in self.peers.values():
+                p.state = "RUNNING"
+            if self.cfg.interval > 0:
+                self.next_due = time.monotonic() + self.cfg.interval
+            self._wake.set()
+        if not ck.done.done():
+            ck.done.set_result(result)
+        self._maybe_exit_on_last()
+
+    def _complete(self, ck: JobCheckpoint) -> Msg:
+        self.generation += 1
+        ordered = [ck.published[i] for i in ck.participants]
+        first = ck.participants[next(iter(ck.participants))]
+        job_dir = first.proc_dir.parent
+        elapsed = time.monotonic() - ck.started
+        job = restart_script.ScriptJob(
+            job_dir=job_dir,
+            gen_dirs=ordered,
+            generation=self.generation,
+            port=self.cfg.port,
+            interval=self.cfg.interval,
+            crac_cmd=self.cfg.crac_cmd,
+        )
+        try:
+            script = restart_script.write(job)
+        except OSError as exc:
+            message = (
+                f"checkpoint {ck.number}: every image is written, but the restart script "
+                f"cannot be written in {job_dir}: {exc.strerror}"
+            )
+            self.log(message, always=True)
+            return {"ok": False, "error": message, "generation": self.generation,
+                    "dirs": [str(d) for d in ordered]}  # fmt: skip
+        self.last_script = script
+        self.log(
+            f"checkpoint {ck.number} complete in {elapsed:.2f} s: job generation "
+            f"{self.generation}, {len(ordered)} image(s); {script} written"
+        )
+        return {
+            "ok": True,
+            "generation": self.generation,
+            "dirs": [str(d) for d in ordered],
+            "script": str(script),
+            "seconds": round(elapsed, 3),
+        }
+
+    def _abandon(self, ck: JobCheckpoint, reason: str) -> Msg:
+        for pid, p in ck.participants.items():
+            if pid in ck.gone or pid not in self.peers:
+                continue
+            if pid in ck.waiting:
+                p.stale += 1  # its answer to this phase is still to come
+            p.send({"type": "abort", "reason": reason})
+        if self.generation:
+            kept = f"job generation {self.generation} ({self.last_script}) stays valid"
+        else:
+            kept = "the previous images, if any, stay valid"
+        message = f"checkpoint {ck.number} abandoned: {reason}; {kept}"
+        self.log(message, always=True)
+        return {"ok": False, "error": message}
+
+    # ---- interval --------------------------------------------------------------------------
+
+    def set_interval(self, seconds: int) -> None:
+        self.cfg.interval = seconds
+        self.next_due = time.monotonic() + seconds if seconds > 0 else None
+        self._wake.set()
+
+    async def _interval_loop(self) -> None:
+        while True:
+            if self.cfg.interval > 0 and self.next_due is None:
+                self.next_due = time.monotonic() + self.cfg.interval
+            timeout = None
+            if self.cfg.interval > 0 and self.next_due is not None:
+                timeout = max(0.0, self.next_due - time.monotonic())
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            due = self.next_due
+            if self.cfg.interval > 0 and due is not None and time.monotonic() >= due:
+                self.next_due = time.monotonic() + self.cfg.interval
+                if self.current is None and self.peers:
+                    self.start_checkpoint(False, f"interval of {self.cfg.interval} s")
+
+    # ---- commands --------------------------------------------------------------------------
+
+    async def _commands(
+        self, first: Msg, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        msg: Msg | None = first
+        while msg is not None:
+            reply = await self.command(msg, writer)
+            writer.write(encode(reply))
+            await writer.drain()
+            if msg.get("verb") == "quit" and reply.get("ok"):
+                return
+            line = await self._readline(reader)
+            if not line:
+                return
+            msg = decode(line)
+            if msg.get("type") != "command":
+                writer.write(encode({"ok": False, "error": "expected a command"}))
+                return
+
+    def status(self) -> Msg:
+        running = self.current is None and bool(self.peers)
+        return {
+            "ok": True,
+            "num_peers": len(self.peers),
+            "running": "yes" if running else "no",
+            "ckpt_interval": self.cfg.interval,
+            "host": self.hostname,
+            "address": self.cfg.host,
+            "port": self.cfg.port,
+            "generation": self.generation,
+            "pid": os.getpid(),
+            "phase": self.current.phase if self.current else None,
+            "restart_script": str(self.last_script) if self.last_script else None,
+        }
+
+    async def command(self, msg: Msg, writer: asyncio.StreamWriter | None = None) -> Msg:
+        if not self._token_ok(msg):
+            return {"ok": False, "error": "wrong token (give the coordinator's with "
+                    "--coord-token or CRAC_COORD_TOKEN)"}  # fmt: skip
+        if writer is not None and (uid := self._foreign_uid(writer)) is not None:
+            return {"ok": False, "error": f"this coordinator belongs to uid {os.getuid()}, "
+                    f"not to uid {uid}"}  # fmt: skip
+        verb = msg.get("verb")
+        if verb == "status":
+            return self.status()
+        if verb == "list":
+            peers = sorted(self.peers.values(), key=lambda p: p.seq)
+            return {"ok": True, "peers": [p.as_json() for p in peers]}
+        if verb in ("checkpoint", "bcheckpoint", "kcheckpoint"):
+            started = self.start_checkpoint(verb == "kcheckpoint", f"`crac command {verb}`")
+            if isinstance(started, str):
+                return {"ok": False, "error": started}
+            if verb == "checkpoint":
+                return {"ok": True, "started": True, "number": started.number}
+            return await asyncio.shield(started.done)
+        if verb == "interval":
+            value = msg.get("value")
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                return {"ok": False, "error": "interval needs a number of seconds >= 0"}
+            self.set_interval(value)
+            self.log(f"checkpoint interval set to {value} s")
+            return {"ok": True, "ckpt_interval": value}
+        if verb in ("kill", "quit"):
+            peers = list(self.peers.values())
+            for p in peers:
+                p.send({"type": "kill"})
+            self.log(f"{verb}: killing {len(peers)} process(es)")
+            if verb == "quit":
+                self.stop("quit")
+            return {"ok": True, "killed": len(peers)}
+        if verb == "expect":
+            value = msg.get("value")
+            if not isinstance(value, int) or value < 0:
+                return {"ok": False, "error": "expect needs a number of processes"}
+            self.restarted_joins = sum(p.restarted for p in self.peers.values())
+            self.expect = (value, time.monotonic() + self.cfg.phase_timeout)
+            self._wake.set()
+            return {"ok": True, "expect": value}
+        return {"ok": False, "error": f"unknown verb {verb!r}"}

@@ -1,0 +1,145 @@
+"""crac_restart_script.sh for a job (docs/PROTOCOL.md, "Restart script"), written by the
+coordinator after each complete job checkpoint.
+
+The script is POSIX sh and works from a fresh shell: it runs the same crac that wrote it, starts
+a coordinator when none answers on the host and port it is given (flag > CRAC_* > DMTCP_* > the
+coordinator's at checkpoint time), announces how many processes will join, then runs one
+`crac restart --join-coordinator` per process in the background, waits for each and exits with
+the first non-zero status. Generation directories inside the job directory are written relative
+to it, so `--ckptdir DIR` restarts from a copy of the directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SCRIPT_NAME = "crac_restart_script.sh"
+PROCESS_MARK = "# crac-job-process: "
+
+
+@dataclass(frozen=True)
+class ScriptJob:
+    job_dir: Path  # where the script goes: the parent of the first process directory
+    gen_dirs: list[Path]  # each process's published generation, in join order
+    generation: int  # job checkpoints done by the coordinator
+    port: int
+    interval: int
+    crac_cmd: str  # shell words that run crac
+
+
+def _gen_word(job_dir: Path, gen: Path) -> str:
+    """`"$dir"/rel` for a generation inside the job directory, else its absolute path."""
+    try:
+        rel = gen.relative_to(job_dir)
+    except ValueError:
+        return shlex.quote(str(gen))
+    return f'"$dir"/{shlex.quote(str(rel))}'
+
+
+def _marker(job_dir: Path, gen: Path) -> str:
+    try:
+        return str(gen.relative_to(job_dir))
+    except ValueError:
+        return str(gen)
+
+
+def render(job: ScriptJob) -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    n = len(job.gen_dirs)
+    lines = [
+        "#!/bin/sh",
+        f"# {SCRIPT_NAME}: written by the crac coordinator after job checkpoint "
+        f"{job.generation} ({stamp});",
+        f"# restarts the job's {n} process(es) from the generations listed below.",
+        "#",
+        "# Usage: crac_restart_script.sh [-h|--coord-host H] [-p|--coord-port P]",
+        "#            [-i|--interval S] [--ckptdir DIR] [crac restart options...]",
+        "# Host, port and interval: the flags, else CRAC_COORD_HOST/PORT and",
+        "# CRAC_CHECKPOINT_INTERVAL, else their DMTCP_* twins, else the values at checkpoint",
+        "# time. A coordinator is started on that port when none answers there. --ckptdir DIR",
+        "# restarts from a copy of this directory. Other options go to each `crac restart`.",
+        "#",
+        *(PROCESS_MARK + _marker(job.job_dir, g) for g in job.gen_dirs),
+        "",
+        f'crac_cmd() {{ {job.crac_cmd} "$@"; }}',
+        "host=${CRAC_COORD_HOST:-${DMTCP_COORD_HOST:-${DMTCP_HOST:-localhost}}}",
+        f"port=${{CRAC_COORD_PORT:-${{DMTCP_COORD_PORT:-${{DMTCP_PORT:-{job.port}}}}}}}",
+        f"interval=${{CRAC_CHECKPOINT_INTERVAL:-${{DMTCP_CHECKPOINT_INTERVAL:-{job.interval}}}}}",
+        f"dir={shlex.quote(str(job.job_dir))}",
+        "started=",
+        "while [ $# -gt 0 ]; do",
+        '  case "$1" in',
+        "    -h|--coord-host|--host) host=$2; shift 2 ;;",
+        "    --coord-host=*|--host=*) host=${1#*=}; shift ;;",
+        "    -p|--coord-port|--port) port=$2; shift 2 ;;",
+        "    --coord-port=*|--port=*) port=${1#*=}; shift ;;",
+        "    -i|--interval) interval=$2; shift 2 ;;",
+        "    --interval=*) interval=${1#*=}; shift ;;",
+        "    --ckptdir|--restartdir|-d) dir=$2; shift 2 ;;",
+        "    --ckptdir=*|--restartdir=*) dir=${1#*=}; shift ;;",
+        "    --help) sed -n '2,11p' \"$0\"; exit 0 ;;",
+        "    --) shift; break ;;",
+        "    *) break ;;",
+        "  esac",
+        "done",
+        'if [ "$port" = 0 ] ||',
+        '   ! crac_cmd command -h "$host" -p "$port" status >/dev/null 2>&1; then',
+        "  portfile=$(mktemp) || exit 2",
+        '  crac_cmd coordinator --daemon --exit-on-last -q -p "$port" -i "$interval" \\',
+        '    --port-file "$portfile" || { rm -f "$portfile"; exit 2; }',
+        '  port=$(cat "$portfile"); rm -f "$portfile"; started=1',
+        "fi",
+        f'crac_cmd command -h "$host" -p "$port" expect {n} >/dev/null 2>&1',
+    ]
+    for i, gen in enumerate(job.gen_dirs, 1):
+        lines.append(
+            'crac_cmd restart --join-coordinator --coord-host "$host" --coord-port "$port" '
+            f'"$@" {_gen_word(job.job_dir, gen)} &'
+        )
+        lines.append(f"pid{i}=$!")
+    lines.append("rc=0")
+    for i in range(1, n + 1):
+        lines.append(f'wait "$pid{i}"; s=$?; [ "$rc" -eq 0 ] && rc=$s')
+    # A coordinator started here that no process joined (every restart failed) goes too.
+    lines.append('if [ -n "$started" ] &&')
+    lines.append('   crac_cmd command -h "$host" -p "$port" status 2>/dev/null |')
+    lines.append('   grep -q "^NUM_PEERS=0$"')
+    lines.append('then crac_cmd command -h "$host" -p "$port" quit >/dev/null 2>&1; fi')
+    lines.append('exit "$rc"')
+    return "\n".join(lines) + "\n"
+
+
+def write(job: ScriptJob) -> Path:
+    """Writes the script (0700) into the job directory: a temporary name, fsync, rename."""
+    path = job.job_dir / SCRIPT_NAME
+    tmp = job.job_dir / f".{SCRIPT_NAME}.tmp-{os.getpid()}"
+    data = render(job).encode()
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
+        try:
+            os.write(fd, data)
+            os.fchmod(fd, 0o700)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def listed_generations(script: Path, job_dir: Path | None = None) -> list[Path]:
+    """The generation directories a job's restart script names (its `# crac-job-process:`
+    lines), relative ones resolved against JOB_DIR (default: the script's directory)."""
+    base = job_dir if job_dir is not None else script.parent
+    out = []
+    for line in script.read_text(errors="replace").splitlines():
+        if line.startswith(PROCESS_MARK):
+            rel = Path(line[len(PROCESS_MARK) :])
+            out.append(rel if rel.is_absolute() else base / rel)
+    return out

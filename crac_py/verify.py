@@ -1,0 +1,153 @@
+"""`crac verify`: everything about an image that can be checked without restarting it.
+
+MANIFEST.json's own SHA-256 and format version, the fields a restart reads, every file's size and
+SHA-256 (upper.core included, which `crac restart` leaves to the loader's CRC checks), and the
+program binary (still there, same SHA-256). A different build of the loader is a warning: the
+image is intact, but only that build (or `crac restart --force`) restarts it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crac_py import image, paths
+
+OK, FAIL, WARN = "OK", "FAIL", "WARN"
+_BLOCK = 1 << 20
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    detail: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status, "detail": self.detail}
+
+
+@dataclass
+class Report:
+    target: str
+    generation: Path | None = None
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return self.generation is not None and all(c.status != FAIL for c in self.checks)
+
+    @property
+    def reason(self) -> str | None:
+        bad = next((c for c in self.checks if c.status == FAIL), None)
+        if bad is None:
+            return None
+        return bad.detail if bad.name == "checkpoint" else f"{bad.name}: {bad.detail}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "generation": str(self.generation) if self.generation else None,
+            "valid": self.valid,
+            "reason": self.reason,
+            "checks": [c.as_json() for c in self.checks],
+        }
+
+
+def _sha256(path: Path, advance: Callable[[int], None]) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(_BLOCK):
+            h.update(block)
+            advance(len(block))
+    return h.hexdigest()
+
+
+def total_bytes(gen: Path) -> int:
+    """Bytes verify will hash in GEN (for a progress bar); 0 if unknown."""
+    try:
+        files = image.load_manifest(gen).get("files") or {}
+        return sum(int(m.get("size") or 0) for m in files.values())
+    except (image.ImageError, AttributeError, TypeError, ValueError):
+        return 0
+
+
+def _files(gen: Path, manifest: dict[str, Any], advance: Callable[[int], None]) -> list[Check]:
+    files = manifest.get("files")
+    if not isinstance(files, dict) or image.CORE not in files:
+        return [Check("files", FAIL, f"the manifest lists no {image.CORE}")]
+    checks = []
+    for rel, meta in sorted(files.items()):
+        path = gen / rel
+        if not path.is_file():
+            checks.append(Check(rel, FAIL, "missing"))
+            continue
+        size = path.stat().st_size
+        want = meta.get("size") if isinstance(meta, dict) else None
+        if size != want:
+            checks.append(Check(rel, FAIL, f"{size} bytes, the manifest says {want}"))
+            continue
+        if _sha256(path, advance) != meta.get("sha256"):
+            checks.append(Check(rel, FAIL, "fails its SHA-256 checksum"))
+            continue
+        checks.append(Check(rel, OK, f"{size} bytes, SHA-256 matches"))
+    return checks
+
+
+def _program(manifest: dict[str, Any]) -> Check:
+    program = Path(manifest["process"]["program"])
+    if not program.is_file():
+        return Check("program", FAIL, f"{program} no longer exists")
+    if image.sha256_file(program) != manifest["process"]["program_sha256"]:
+        return Check("program", FAIL, f"{program} changed since the checkpoint")
+    return Check("program", OK, f"{program} unchanged")
+
+
+def _loader(manifest: dict[str, Any]) -> Check:
+    try:
+        loader = paths.loader()
+    except paths.NativeMissingError as exc:
+        return Check("loader", WARN, str(exc))
+    if image.sha256_file(loader) != manifest.get("loader_sha256"):
+        return Check(
+            "loader",
+            WARN,
+            f"written by another build of crac's loader (crac {manifest.get('crac_version')}); "
+            "restart it with that build, or with --force",
+        )
+    return Check("loader", OK, "same loader build")
+
+
+def verify_generation(gen: Path, target: str, advance: Callable[[int], None]) -> Report:
+    report = Report(target, gen)
+    try:
+        manifest = image.load_manifest(gen)
+        report.checks.append(
+            Check(image.MANIFEST, OK, f"checksum and format {image.FORMAT_VERSION}")
+        )
+        info = image.Generation(gen, manifest)
+        image.check_fields(info)
+    except image.ImageError as exc:
+        report.checks.append(Check(image.MANIFEST, FAIL, str(exc)))
+        return report
+    report.checks.append(
+        Check("generation", OK, f"{info.number} of {info.program} ({info.backend} backend)")
+    )
+    report.checks += _files(gen, manifest, advance)
+    report.checks.append(_program(manifest))
+    report.checks.append(_loader(manifest))
+    return report
+
+
+def verify(target: str, advance: Callable[[int], None] = lambda n: None) -> list[Report]:
+    """One report per generation TARGET names (a job directory: every process's latest)."""
+    try:
+        gens = image.resolve_generations(target)
+    except image.ImageError as exc:
+        report = Report(target)
+        report.checks.append(Check("checkpoint", FAIL, str(exc)))
+        return [report]
+    return [verify_generation(gen, target, advance) for gen in gens]

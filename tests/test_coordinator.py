@@ -1,0 +1,501 @@
+"""The coordinator at the protocol level (docs/PROTOCOL.md): fake workers (sockets) against a real
+`crac coordinator` process. Status and list, the barriers between the phases, abandoning a
+checkpoint when a worker disconnects, fails or hangs, tokens, busy ports, two coordinators,
+intervals, --exit-on-last, --port-file, --status-file, --daemon, and the restart script."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import crac_cmd
+from coord_harness import (
+    TIMEOUT,
+    Coordinator,
+    FakeWorker,
+    answer_all,
+    clean_env,
+    command,
+    command_bg,
+    describe_text,
+    finish,
+    free_port,
+    status_lines,
+    wait_until,
+)
+
+from crac_py.coordinator import loopback_peer_uid
+from crac_py.restart_script import listed_generations
+
+
+@pytest.fixture
+def coord(tmp_path):
+    c = Coordinator(tmp_path / "coord")
+    yield c
+    c.stop()
+
+
+def workers(coord: Coordinator, tmp_path: Path, n: int, **kw) -> list[FakeWorker]:
+    out = [
+        FakeWorker(coord.port, tmp_path / "ckpt" / f"ckpt_fake_host-{1000 + i}", pid=1000 + i, **kw)
+        for i in range(n)
+    ]
+    coord.wait_peers(n)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Status and list
+
+
+def test_status_empty(coord):
+    st = coord.request("status")
+    assert st["ok"] is True
+    assert (st["num_peers"], st["running"], st["ckpt_interval"]) == (0, "no", 0)
+    assert st["port"] == coord.port and st["generation"] == 0
+    kv = status_lines(command(coord.port, "s"))
+    assert (kv["NUM_PEERS"], kv["RUNNING"], kv["CKPT_INTERVAL"]) == ("0", "no", "0")
+
+
+def test_hello_welcome_status_and_list(coord, tmp_path):
+    w1, w2 = workers(coord, tmp_path, 2)
+    assert w1.welcome["type"] == "welcome" and w1.welcome["interval"] == 0
+    assert w1.welcome["id"] != w2.welcome["id"]
+    kv = status_lines(command(coord.port, "-s"))
+    assert (kv["NUM_PEERS"], kv["RUNNING"]) == ("2", "yes")
+    peers = coord.request("list")["peers"]
+    assert [p["pid"] for p in peers] == [1000, 1001]
+    assert {p["state"] for p in peers} == {"RUNNING"}
+    assert set(peers[0]) >= {"id", "pid", "vpid", "program", "host", "state", "last_gen"}
+    out = command(coord.port, "l")
+    assert out.returncode == 0, describe_text(out)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "Client List:"
+    assert lines[2].startswith("1, fake[1000:1000]@"), lines
+    w1.close()
+    coord.wait_peers(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# A job checkpoint: three phases with a barrier after each
+
+
+def test_barriers_and_restart_script(coord, tmp_path):
+    w1, w2 = workers(coord, tmp_path, 2)
+    bc = command_bg(coord.port, "bc")
+    for w in (w1, w2):
+        assert w.expect("checkpoint")["exit_after"] is False
+    w1.send({"type": "suspended"})
+    assert w1.silent(0.4)  # w2 has not suspended: nobody writes yet
+    assert coord.request("status")["running"] == "no"
+    w2.send({"type": "suspended"})
+    w1.expect("write")
+    w2.expect("write")
+    w2.send({"type": "written", "gen": 1})
+    assert w2.silent(0.4)  # w1 has not written: nobody resumes yet
+    w1.send({"type": "written", "gen": 1})
+    w1.expect("resume")
+    w2.expect("resume")
+    for w in (w1, w2):
+        w.gen_dir(1).mkdir(parents=True)
+        w.send({"type": "published", "gen": 1, "dir": str(w.gen_dir(1))})
+    rc, out, err = finish(bc)
+    assert rc == 0, (out, err)
+    script = tmp_path / "ckpt" / "crac_restart_script.sh"
+    assert out.splitlines() == ["GENERATION=1", f"RESTART_SCRIPT={script}"]
+    assert stat.S_IMODE(script.stat().st_mode) == 0o700
+    assert listed_generations(script) == [w1.gen_dir(1), w2.gen_dir(1)]
+    text = script.read_text()
+    assert text.startswith("#!/bin/sh\n")
+    assert "expect 2" in text and text.count("restart --join-coordinator") == 2
+    assert '"$dir"/ckpt_fake_host-1000/gen-000001 &' in text
+    assert f"DMTCP_PORT:-{coord.port}}}" in text
+    assert not list((tmp_path / "ckpt").glob(".*tmp*"))  # written under a temporary name
+    st = coord.request("status")
+    assert (st["running"], st["generation"]) == ("yes", 1)
+    assert [p["last_gen"] for p in coord.request("list")["peers"]] == [1, 1]
+    kv = status_lines(command(coord.port, "s"))
+    assert kv["GENERATION"] == "1"
+
+
+def test_restart_script_runs_from_a_fresh_shell(coord, tmp_path):
+    """The script starts a coordinator when none answers, announces the processes, and runs one
+    `crac restart --join-coordinator` per process; here the generations are not real images, so
+    each restart is refused (exit 2) and the script exits with that status."""
+    w1, w2 = workers(coord, tmp_path, 2)
+    bc = command_bg(coord.port, "bc")
+    for w in (w1, w2):
+        w.expect("checkpoint")
+    answer_all([w1, w2], 1)
+    assert finish(bc)[0] == 0
+    script = tmp_path / "ckpt" / "crac_restart_script.sh"
+    port = free_port()
+    env = clean_env({"PATH": "/usr/bin:/bin"})
+    cp = subprocess.run([str(script), "-p", str(port)], capture_output=True, text=True,
+                        env=env, cwd="/", timeout=120)  # fmt: skip
+    assert cp.returncode == 2, describe_text(cp)
+    assert cp.stderr.count("crac: error:") == 2, describe_text(cp)
+    assert "gen-000001" in cp.stderr
+    # the coordinator it started, which no process joined, is gone too
+    assert command(port, "s").returncode == 2
+
+
+def test_abort_when_a_worker_disconnects_mid_phase(coord, tmp_path):
+    w1, w2, w3 = workers(coord, tmp_path, 3)
+    bc = command_bg(coord.port, "bc")
+    for w in (w1, w2, w3):
+        w.expect("checkpoint")
+    w1.send({"type": "suspended"})
+    w2.send({"type": "suspended"})
+    w3.close()  # dies before it suspended
+    for w in (w1, w2):
+        msg = w.expect("abort")
+        assert "pid 1002" in msg["reason"] and "disconnected" in msg["reason"]
+    rc, out, err = finish(bc)
+    assert rc == 2, (out, err)
+    assert "abandoned" in err and "pid 1002" in err and "valid" in err
+    assert not (tmp_path / "ckpt" / "crac_restart_script.sh").exists()
+    st = coord.request("status")
+    assert (st["num_peers"], st["running"], st["generation"]) == (2, "yes", 0)
+    assert "abandoned" in coord.log_text()
+    # the job goes on: the next checkpoint works
+    bc = command_bg(coord.port, "bc")
+    for w in (w1, w2):
+        w.expect("checkpoint")
+    answer_all([w1, w2], 1)
+    assert finish(bc)[0] == 0
+
+
+def test_abort_in_write_phase_keeps_previous_script(coord, tmp_path):
+    w1, w2 = workers(coord, tmp_path, 2)
+    bc = command_bg(coord.port, "bc")
+    for w in (w1, w2):
+        w.expect("checkpoint")
+    answer_all([w1, w2], 1)
+    assert finish(bc)[0] == 0
+    script = tmp_path / "ckpt" / "crac_restart_script.sh"
+    before = script.read_text()
+    bc = command_bg(coord.port, "bc")
+    for w in (w1, w2):
+        w.expect("checkpoint")
+        w.send({"type": "suspended"})
+    for w in (w1, w2):
+        w.expect("write")
+    w1.send({"type": "written", "gen": 2})
+    w2.send({"type": "failed", "reason": "disk full"})
+    msg = w1.expect("abort")
+    assert "disk full" in msg["reason"]
+    rc, _, err = finish(bc)
+    assert rc == 2 and "disk full" in err and "job generation 1" in err
+    assert script.read_text() == before
+    assert coord.request("status")["generation"] == 1
+
+
+def test_phase_timeout_and_late_answers(tmp_path):
+    """A worker that hangs makes the coordinator abandon the checkpoint after --phase-timeout;
+    its late answer is not counted for the next checkpoint."""
+    coord = Coordinator(tmp_path / "coord", "--phase-timeout", "1")
+    try:
+        w1, w2 = workers(coord, tmp_path, 2)
+        bc = command_bg(coord.port, "bc")
+        for w in (w1, w2):
+            w.expect("checkpoint")
+        w1.send({"type": "suspended"})
+        t0 = time.monotonic()
+        w1.expect("abort", timeout=10)
+        assert time.monotonic() - t0 < 5
+        rc, _, err = finish(bc)
+        assert rc == 2 and "pid 1001" in err and "did not answer the checkpoint phase" in err
+        w2.send({"type": "suspended"})  # too late: belongs to the abandoned checkpoint
+        w2.expect("abort")  # it then sees the abort (a real worker abandons here)
+        time.sleep(0.2)
+        bc = command_bg(coord.port, "bc")
+        for w in (w1, w2):
+            w.expect("checkpoint")
+        w1.send({"type": "suspended"})
+        assert w1.silent(0.3)  # w2's stale answer did not complete the barrier
+        w2.send({"type": "suspended"})
+        for w in (w1, w2):
+            w.expect("write")
+            w.send({"type": "written", "gen": 1})
+        for w in (w1, w2):
+            w.expect("resume")
+            w.gen_dir(1).mkdir(parents=True)
+            w.send({"type": "published", "gen": 1, "dir": str(w.gen_dir(1))})
+        assert finish(bc)[0] == 0
+    finally:
+        coord.stop()
+
+
+def test_second_checkpoint_refused_while_one_runs(coord, tmp_path):
+    (w1,) = workers(coord, tmp_path, 1)
+    cp = command(coord.port, "c")
+    assert cp.returncode == 0 and cp.stdout == "", describe_text(cp)
+    w1.expect("checkpoint")
+    cp = command(coord.port, "c")
+    assert cp.returncode == 2 and "checkpoint in progress" in cp.stderr, describe_text(cp)
+    kv = status_lines(command(coord.port, "s"))
+    assert kv["RUNNING"] == "no"
+    w1.send({"type": "request", "verb": "checkpoint"})  # ignored: one is in progress
+    w1.answer_rest(1)
+    wait_until(lambda: coord.request("status")["running"] == "yes", "the checkpoint to end")
+    assert w1.silent(0.3)
+
+
+def test_worker_request_checkpoints_the_whole_job(coord, tmp_path):
+    """A checkpoint signal to any one process (its worker sends `request`) checkpoints all."""
+    w1, w2, w3 = workers(coord, tmp_path, 3)
+    w2.send({"type": "request", "verb": "checkpoint"})
+    for w in (w1, w2, w3):
+        w.expect("checkpoint")
+    answer_all([w1, w2, w3], 1)
+    script = tmp_path / "ckpt" / "crac_restart_script.sh"
+    wait_until(script.exists, "the restart script")
+    assert len(listed_generations(script)) == 3
+
+
+def test_kcheckpoint_waits_for_exits(coord, tmp_path):
+    w1, w2 = workers(coord, tmp_path, 2)
+    kc = command_bg(coord.port, "kc")
+    for w in (w1, w2):
+        assert w.expect("checkpoint")["exit_after"] is True
+    answer_all([w1, w2], 1)
+    w1.close()
+    time.sleep(0.3)
+    assert kc.poll() is None  # w2 has not exited yet
+    w2.close()
+    rc, out, _ = finish(kc)
+    assert rc == 0 and "GENERATION=1" in out
+    assert coord.request("status")["num_peers"] == 0
+
+
+def test_kill_and_quit(coord, tmp_path):
+    w1, w2 = workers(coord, tmp_path, 2)
+    cp = command(coord.port, "k")
+    assert cp.returncode == 0 and cp.stdout == "KILLED=2\n", describe_text(cp)
+    for w in (w1, w2):
+        w.expect("kill")
+    w3 = FakeWorker(coord.port, tmp_path / "ckpt" / "x", pid=77)
+    cp = command(coord.port, "q")
+    assert cp.returncode == 0 and "KILLED=3" in cp.stdout, describe_text(cp)
+    w3.expect("kill")
+    assert coord.wait_exit() == 0
+
+
+def test_restart_quorum(coord, tmp_path):
+    """After `expect N`, no checkpoint starts before N restarted processes have joined."""
+    assert coord.request("expect", 2)["ok"]
+    w1 = FakeWorker(coord.port, tmp_path / "ckpt" / "a", pid=11, restarted=True)
+    c = command_bg(coord.port, "c")
+    assert w1.silent(0.5)
+    w2 = FakeWorker(coord.port, tmp_path / "ckpt" / "b", pid=12, restarted=True)
+    for w in (w1, w2):
+        w.expect("checkpoint")
+    assert finish(c)[0] == 0
+    answer_all([w1, w2], 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Malformed input
+
+
+def test_malformed_and_unknown_messages(coord, tmp_path):
+    (w1,) = workers(coord, tmp_path, 1)
+    w1.send_raw(b"this is not json\n")
+    assert w1.expect("error")
+    w1.send({"type": "frobnicate"})
+    assert w1.expect("error")
+    w1.send({"type": "written", "gen": 3})  # an answer nobody asked for: ignored
+    assert w1.silent(0.2)
+    with socket.create_connection(("127.0.0.1", coord.port), timeout=TIMEOUT) as s:
+        s.sendall(b"x" * (70 * 1024) + b"\n")
+        s.settimeout(TIMEOUT)
+        reply = s.recv(4096)
+        assert b"error" in reply
+    with socket.create_connection(("127.0.0.1", coord.port), timeout=TIMEOUT) as s:
+        s.sendall(b'{"type":"hello","role":"worker","pid":"x"}\n')
+        s.settimeout(TIMEOUT)
+        assert json.loads(s.recv(4096))["type"] == "refused"
+    assert coord.request("status")["num_peers"] == 1
+    w1.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokens, ports, files, lifetime
+
+
+def test_token_required_and_checked(tmp_path):
+    coord = Coordinator(tmp_path / "coord", "--token", "s3cret")
+    try:
+        bad = FakeWorker(coord.port, tmp_path / "p", pid=5, token="wrong")
+        assert bad.welcome["type"] == "refused" and "token" in bad.welcome["reason"]
+        good = FakeWorker(coord.port, tmp_path / "p", pid=6, token="s3cret")
+        assert good.welcome["type"] == "welcome"
+        cp = command(coord.port, "s")
+        assert cp.returncode == 2 and "wrong token" in cp.stderr, describe_text(cp)
+        cp = command(coord.port, "--token", "nope", "s")
+        assert cp.returncode == 2 and "wrong token" in cp.stderr, describe_text(cp)
+        kv = status_lines(command(coord.port, "s", env={"CRAC_COORD_TOKEN": "s3cret"}))
+        assert kv["NUM_PEERS"] == "1"
+    finally:
+        coord.stop()
+
+
+def test_other_interface_needs_token(tmp_path):
+    argv = [*crac_cmd(), "coordinator", "-p", "0", "--host", "0.0.0.0"]
+    cp = subprocess.run(argv, capture_output=True, text=True, env=clean_env(), timeout=TIMEOUT)
+    assert cp.returncode == 2, describe_text(cp)
+    assert cp.stderr.startswith("crac: error:") and "--token" in cp.stderr
+    coord = Coordinator(tmp_path / "coord", "--host", "0.0.0.0", "--token", "t0k")
+    try:
+        assert FakeWorker(coord.port, tmp_path / "p", pid=5).welcome["type"] == "refused"
+        assert FakeWorker(coord.port, tmp_path / "p", pid=6, token="t0k").welcome["type"] == (
+            "welcome"
+        )
+    finally:
+        coord.stop()
+
+
+def test_busy_port(coord):
+    argv = [*crac_cmd(), "coordinator", "-p", str(coord.port)]
+    cp = subprocess.run(argv, capture_output=True, text=True, env=clean_env(), timeout=TIMEOUT)
+    assert cp.returncode == 2, describe_text(cp)
+    lines = cp.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("crac: error: port ")
+    assert "already in use" in lines[0] and str(coord.port) in lines[0]
+
+
+def test_two_coordinators_do_not_interfere(tmp_path):
+    a = Coordinator(tmp_path / "a", label="a")
+    b = Coordinator(tmp_path / "b", label="b")
+    try:
+        wa = [FakeWorker(a.port, tmp_path / "ja" / f"ckpt_x_h-{i}", pid=i) for i in (1, 2)]
+        wb = [FakeWorker(b.port, tmp_path / "jb" / f"ckpt_x_h-{i}", pid=i) for i in (3, 4, 5)]
+        assert status_lines(command(a.port, "s"))["NUM_PEERS"] == "2"
+        assert status_lines(command(b.port, "s"))["NUM_PEERS"] == "3"
+        bc = command_bg(a.port, "bc")
+        for w in wa:
+            w.expect("checkpoint")
+        answer_all(wa, 1)
+        assert finish(bc)[0] == 0
+        for w in wb:
+            assert w.silent(0.2)
+        assert (tmp_path / "ja" / "crac_restart_script.sh").exists()
+        assert not (tmp_path / "jb" / "crac_restart_script.sh").exists()
+        assert b.request("status")["generation"] == 0
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_interval(tmp_path):
+    coord = Coordinator(tmp_path / "coord", "-i", "1")
+    try:
+        (w1,) = workers(coord, tmp_path, 1)
+        assert w1.welcome["interval"] == 1
+        assert status_lines(command(coord.port, "s"))["CKPT_INTERVAL"] == "1"
+        w1.do_checkpoint(1)  # no command: the interval timer started it
+        w1.do_checkpoint(2)
+        assert coord.request("interval", 0) == {"ok": True, "ckpt_interval": 0}
+        try:  # a checkpoint that started just before the interval was turned off
+            msg = w1.recv(0.3)
+        except TimeoutError:
+            pass
+        else:
+            assert msg["type"] == "checkpoint"
+            w1.answer_rest(3)
+        assert w1.silent(1.5)
+        assert coord.request("status")["ckpt_interval"] == 0
+    finally:
+        coord.stop()
+
+
+def test_interval_from_environment(tmp_path):
+    coord = Coordinator(tmp_path / "coord", env={"DMTCP_CHECKPOINT_INTERVAL": "42"})
+    try:
+        assert coord.request("status")["ckpt_interval"] == 42
+    finally:
+        coord.stop()
+
+
+def test_exit_on_last_and_status_file(tmp_path):
+    status_file = tmp_path / "coord.rc"
+    coord = Coordinator(tmp_path / "coord", "--exit-on-last", "--status-file", str(status_file))
+    try:
+        text = status_file.read_text()
+        lines = text.splitlines()
+        assert lines[0].startswith("Coordinator started: ")
+        host = next(ln for ln in lines if ln.startswith("Host: "))
+        assert host == f"Host: {socket.gethostname()} (127.0.0.1)"
+        assert f"Port: {coord.port}" in lines
+        time.sleep(0.3)
+        assert coord.proc.poll() is None  # nobody joined yet: it does not exit
+        w1 = FakeWorker(coord.port, tmp_path / "p", pid=1)
+        w2 = FakeWorker(coord.port, tmp_path / "q", pid=2)
+        w1.close()
+        time.sleep(0.3)
+        assert coord.proc.poll() is None
+        w2.close()
+        assert coord.wait_exit() == 0
+        assert "Coordinator exited: " in status_file.read_text()
+    finally:
+        coord.stop()
+
+
+def test_port_file_and_daemon(tmp_path):
+    port_file = tmp_path / "port"
+    status_file = tmp_path / "status"
+    t0 = time.monotonic()
+    cp = subprocess.run(
+        [*crac_cmd(), "coordinator", "--daemon", "-p", "0", "--port-file", str(port_file),
+         "--status-file", str(status_file), "--stale-timeout", "60"],
+        capture_output=True, text=True, env=clean_env(), timeout=TIMEOUT,
+    )  # fmt: skip
+    assert cp.returncode == 0, describe_text(cp)
+    assert time.monotonic() - t0 < TIMEOUT
+    port = int(port_file.read_text())
+    try:
+        kv = status_lines(command(port, "s"))
+        assert kv["COORD_PORT"] == str(port)
+        assert f"Port: {port}" in status_file.read_text().splitlines()
+        pid = int(next(ln for ln in status_file.read_text().splitlines()
+                       if ln.startswith("PID: "))[5:])  # fmt: skip
+        assert pid != os.getpid()
+        log = status_file.with_name("status.log")
+        assert "listening on" in log.read_text()
+    finally:
+        cp = command(port, "q")
+    assert cp.returncode == 0, describe_text(cp)
+    wait_until(lambda: "Coordinator exited" in status_file.read_text(), "the daemon to exit")
+
+
+def test_env_port(tmp_path):
+    port = free_port()
+    coord = Coordinator(tmp_path / "coord", env={"DMTCP_COORD_PORT": str(port)}, port=port)
+    try:
+        kv = status_lines(command(None, "s", env={"DMTCP_COORD_PORT": str(port)}))
+        assert kv["COORD_PORT"] == str(port)
+        kv = status_lines(command(None, "s", env={"CRAC_COORD_PORT": str(port),
+                                                  "DMTCP_COORD_PORT": "1"}))  # fmt: skip
+        assert kv["COORD_PORT"] == str(port)
+    finally:
+        coord.stop()
+
+
+def test_peer_uid_lookup():
+    """The coordinator tells which user a loopback client runs as (/proc/net/tcp)."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        with socket.create_connection(srv.getsockname(), timeout=TIMEOUT) as cli:
+            conn, _ = srv.accept()
+            with conn:
+                uid = loopback_peer_uid(conn.getpeername(), conn.getsockname())
+                assert uid == os.getuid()
+                assert cli.getsockname() == conn.getpeername()
