@@ -17,6 +17,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 
 
 #define ARCH_SET_FS 0x1002
@@ -77,21 +78,21 @@ static void sigwrap_handler(int sig, siginfo_t *info, void *uc)
     struct crac_ksigaction act = t->app[sig];
     uint64_t cur = current_fs(), upper = 0;
     if (!in_w(cur)) {
-        upper = shadow_pool_owner(cur);
+        upper = shadow_pool_owner(cur, (int32_t)raw_syscall0(SYS_gettid));
         if (!upper) {
-            /* A lower-half thread that is not inside a crossing: the program's handler cannot
-             * run here. Hand the signal to the main thread (tid == pid), as the process would
-             * have without the lower half's threads. */
+            /* A lower-half thread outside any crossing got a process-directed signal: the
+             * program's handler cannot run here. Block the signal in this thread from now on
+             * (the mask restored at sigreturn) and queue it to the process again, so that the
+             * kernel gives it to a thread of the program. */
+            ((ucontext_t *)uc)->uc_sigmask.__val[0] |= 1UL << (sig - 1);
             long pid = raw_syscall0(SYS_getpid);
-            raw_syscall4(SYS_rt_tgsigqueueinfo, pid, pid, sig, info);
+            /* The kernel refuses a siginfo with si_code >= 0 from a thread that is not the
+             * leader: then the signal goes again as a plain kill (si_code SI_USER). */
+            if (raw_syscall3(SYS_rt_sigqueueinfo, pid, sig, info) != 0)
+                raw_syscall2(SYS_kill, pid, sig);
             return;
         }
     }
-    /* After a restart the program knows its pid as the one of its first launch. */
-    const struct crac_ctrl *c = crac_ctrl();
-    if (c->vpid && info->si_code <= 0 /* SI_USER, SI_QUEUE, SI_TKILL... */ &&
-        info->si_pid == c->pid)
-        info->si_pid = c->vpid;
     if (act.flags & SA_RESETHAND) /* the kernel reset it to SIG_DFL on delivery */
         t->app[sig].handler = (uint64_t)SIG_DFL;
     if (act.handler == (uint64_t)SIG_DFL || act.handler == (uint64_t)SIG_IGN)

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@ struct slot {
     uint64_t fs;
     volatile int32_t state;
     volatile uint64_t owner_fs; /* the borrowing upper thread's fs (its TCB address), or 0 */
+    volatile int32_t owner_tid; /* and its kernel tid */
 };
 
 static struct slot pool[POOL_MAX];
@@ -53,6 +55,11 @@ static void *shadow_main(void *arg)
 
 static int spawn_shadows(int n)
 {
+    /* Shadow threads take no signals (a process-directed signal must reach a program thread);
+     * an upper thread borrowing a TCB keeps its own kernel mask. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, SHADOW_STACK);
@@ -69,6 +76,7 @@ static int spawn_shadows(int n)
         __atomic_add_fetch(&pool_born, 1, __ATOMIC_RELEASE);
     }
     pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     __atomic_add_fetch(&pool_generation, 1, __ATOMIC_RELEASE);
     futex_wake_all(&pool_generation);
     return -err;
@@ -93,6 +101,8 @@ uint64_t shadow_pool_borrow(void)
                 /* fs:0 is the TCB's own address in glibc: the borrower's upper TCB. */
                 uint64_t self;
                 __asm__ volatile("mov %%fs:0, %0" : "=r"(self));
+                __atomic_store_n(&pool[i].owner_tid, (int32_t)raw_syscall0(SYS_gettid),
+                                 __ATOMIC_RELEASE);
                 __atomic_store_n(&pool[i].owner_fs, self, __ATOMIC_RELEASE);
             } else
                 free_left++;
@@ -121,14 +131,15 @@ void shadow_pool_return(uint64_t fs)
     }
 }
 
-uint64_t shadow_pool_owner(uint64_t lower_fs)
+uint64_t shadow_pool_owner(uint64_t lower_fs, int32_t tid)
 {
     int32_t born = __atomic_load_n(&pool_born, __ATOMIC_ACQUIRE);
     for (int32_t i = 0; i < born; i++)
-        if (pool[i].fs == lower_fs && __atomic_load_n(&pool[i].state, __ATOMIC_ACQUIRE) ==
-                                          SLOT_BORROWED)
+        if (pool[i].fs == lower_fs &&
+            __atomic_load_n(&pool[i].state, __ATOMIC_ACQUIRE) == SLOT_BORROWED &&
+            __atomic_load_n(&pool[i].owner_tid, __ATOMIC_ACQUIRE) == tid)
             return __atomic_load_n(&pool[i].owner_fs, __ATOMIC_ACQUIRE);
-    return 0;
+    return 0; /* not lent, or this is the parked shadow thread itself */
 }
 
 void shadow_pool_serve_growth(void)
