@@ -173,9 +173,14 @@ NoCoordOpt = Annotated[
 
 
 def _coord_choice(
-    join: bool, new: bool, any_: bool, none: bool, host: str | None, port: int | None,
+    join: bool,
+    new: bool,
+    any_: bool,
+    none: bool,
+    host: str | None,
+    port: int | None,
     token: str | None,
-) -> job.CoordChoice:  # fmt: skip
+) -> job.CoordChoice:
     choice = job.choose(join=join, new=new, none=none, host=host, port=port, token=token)
     if any_ and choice.mode == "none":
         if none or join or new:
@@ -238,9 +243,14 @@ def launch(
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
         loader = str(paths.loader())
         choice = _coord_choice(
-            join_coordinator, new_coordinator, any_coordinator, no_coordinator,
-            coord_host, coord_port, coord_token,
-        )  # fmt: skip
+            join_coordinator,
+            new_coordinator,
+            any_coordinator,
+            no_coordinator,
+            coord_host,
+            coord_port,
+            coord_token,
+        )
         coord_args = job.connect(choice, ckpt.interval, interval is not None)
     except (
         PreflightError,
@@ -295,9 +305,14 @@ def restart(
     """Restart a checkpointed program where it stopped (a job directory: every process)."""
     try:
         choice = _coord_choice(
-            join_coordinator, new_coordinator, any_coordinator, no_coordinator,
-            coord_host, coord_port, coord_token,
-        )  # fmt: skip
+            join_coordinator,
+            new_coordinator,
+            any_coordinator,
+            no_coordinator,
+            coord_host,
+            coord_port,
+            coord_token,
+        )
         procs = job.job_process_dirs(path)
         if procs:
             passthrough = ["--keep", str(keep)]
@@ -386,7 +401,7 @@ def coordinator_cmd(
             "-p",
             help="Port (env CRAC_/DMTCP_COORD_PORT; 7779; 0 = any free port).",
         ),
-    ] = None,  # fmt: skip
+    ] = None,
     port_file: Annotated[
         Path | None, typer.Option("--port-file", help="Write the port listened on to this file.")
     ] = None,
@@ -401,7 +416,7 @@ def coordinator_cmd(
             "--coord-logfile",
             help="With --daemon: log here (default: next to --status-file, else nowhere).",
         ),
-    ] = None,  # fmt: skip
+    ] = None,
     daemon: Annotated[
         bool, typer.Option("--daemon", help="Detach; return once it listens.")
     ] = False,

@@ -516,8 +516,12 @@ class Coordinator:
                 f"cannot be written in {job_dir}: {exc.strerror}"
             )
             self.log(message, always=True)
-            return {"ok": False, "error": message, "generation": self.generation,
-                    "dirs": [str(d) for d in ordered]}  # fmt: skip
+            return {
+                "ok": False,
+                "error": message,
+                "generation": self.generation,
+                "dirs": [str(d) for d in ordered],
+            }
         self.last_script = script
         self.log(
             f"checkpoint {ck.number} complete in {elapsed:.2f} s: job generation "
@@ -607,11 +611,16 @@ class Coordinator:
 
     async def command(self, msg: Msg, writer: asyncio.StreamWriter | None = None) -> Msg:
         if not self._token_ok(msg):
-            return {"ok": False, "error": "wrong token (give the coordinator's with "
-                    "--coord-token or CRAC_COORD_TOKEN)"}  # fmt: skip
+            return {
+                "ok": False,
+                "error": "wrong token (give the coordinator's with "
+                "--coord-token or CRAC_COORD_TOKEN)",
+            }
         if writer is not None and (uid := self._foreign_uid(writer)) is not None:
-            return {"ok": False, "error": f"this coordinator belongs to uid {os.getuid()}, "
-                    f"not to uid {uid}"}  # fmt: skip
+            return {
+                "ok": False,
+                "error": f"this coordinator belongs to uid {os.getuid()}, not to uid {uid}",
+            }
         verb = msg.get("verb")
         if verb == "status":
             return self.status()

@@ -21,8 +21,15 @@ from pathlib import Path
 from crac_py import config, coord_client, coord_run, image, restart_script, runner
 from crac_py.coord_client import CoordError, CoordinatorNotFound, Endpoint
 
-_ENV = ("CRAC_COORD_HOST", "DMTCP_COORD_HOST", "DMTCP_HOST", "CRAC_COORD_PORT",
-        "DMTCP_COORD_PORT", "DMTCP_PORT", "CRAC_COORD_TOKEN")  # fmt: skip
+_ENV = (
+    "CRAC_COORD_HOST",
+    "DMTCP_COORD_HOST",
+    "DMTCP_HOST",
+    "CRAC_COORD_PORT",
+    "DMTCP_COORD_PORT",
+    "DMTCP_PORT",
+    "CRAC_COORD_TOKEN",
+)
 
 
 @dataclass(frozen=True)
@@ -171,7 +178,7 @@ def restart_job(
                 str(proc),
             ],
             env=env,
-        )  # fmt: skip
+        )
         for proc in procs
     ]
     status = 0

@@ -22,8 +22,16 @@ from conftest import crac_cmd
 
 TIMEOUT = 30.0
 CMD_TIMEOUT = 60.0
-_COORD_ENV = ("CRAC_COORD_", "DMTCP_COORD_", "DMTCP_HOST", "DMTCP_PORT", "CRAC_CHECKPOINT",
-              "DMTCP_CHECKPOINT", "CRAC_SIGCKPT", "DMTCP_SIGCKPT")  # fmt: skip
+_COORD_ENV = (
+    "CRAC_COORD_",
+    "DMTCP_COORD_",
+    "DMTCP_HOST",
+    "DMTCP_PORT",
+    "CRAC_CHECKPOINT",
+    "DMTCP_CHECKPOINT",
+    "CRAC_SIGCKPT",
+    "DMTCP_SIGCKPT",
+)
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -42,19 +50,36 @@ def free_port() -> int:
 class Coordinator:
     """`crac coordinator -p 0 --port-file F ARGS` in the foreground (killed at cleanup)."""
 
-    def __init__(self, work: Path, *args: str, env: Mapping[str, str] | None = None,
-                 port: int = 0, label: str = "coord"):  # fmt: skip
+    def __init__(
+        self,
+        work: Path,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        port: int = 0,
+        label: str = "coord",
+    ):
         work.mkdir(parents=True, exist_ok=True)
         self.port_file = work / f"{label}.port"
         self.log_path = work / f"{label}.log"
         self.port_file.unlink(missing_ok=True)
-        argv = [*crac_cmd(), "coordinator", "-p", str(port), "--port-file", str(self.port_file),
-                *args]  # fmt: skip
+        argv = [
+            *crac_cmd(),
+            "coordinator",
+            "-p",
+            str(port),
+            "--port-file",
+            str(self.port_file),
+            *args,
+        ]
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-            env=clean_env(env), cwd=work,
-        )  # fmt: skip
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=clean_env(env),
+            cwd=work,
+        )
         deadline = time.monotonic() + TIMEOUT
         while not (self.port_file.exists() and self.port_file.read_text().strip()):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -64,7 +89,8 @@ class Coordinator:
         self.port = int(self.port_file.read_text())
 
     def log_text(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text(errors="replace")
 
     def wait_exit(self, timeout: float = TIMEOUT) -> int:
@@ -77,16 +103,11 @@ class Coordinator:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=TIMEOUT)
-        self.log.close()
+        if not self.log.closed:
+            self.log.close()
 
     def request(self, verb: str, value: int | None = None, token: str = "") -> dict[str, Any]:
-        """A command sent directly over the socket (fast; for polling)."""
-        msg: dict[str, Any] = {"type": "command", "verb": verb, "token": token}
-        if value is not None:
-            msg["value"] = value
-        with socket.create_connection(("127.0.0.1", self.port), timeout=TIMEOUT) as s:
-            s.sendall(json.dumps(msg).encode() + b"\n")
-            return json.loads(_read_line(s, TIMEOUT))
+        return request(self.port, verb, value, token)
 
     def wait_peers(self, n: int, timeout: float = TIMEOUT) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -95,9 +116,20 @@ class Coordinator:
             if st["num_peers"] == n:
                 return st
             if time.monotonic() > deadline:
-                pytest.fail(f"{st['num_peers']} peers, not {n}, after {timeout:.0f} s:\n"
-                            f"{self.log_text()}")  # fmt: skip
+                pytest.fail(
+                    f"{st['num_peers']} peers, not {n}, after {timeout:.0f} s:\n{self.log_text()}"
+                )
             time.sleep(0.02)
+
+
+def request(port: int, verb: str, value: int | None = None, token: str = "") -> dict[str, Any]:
+    """A command sent directly over the socket (fast; for polling)."""
+    msg: dict[str, Any] = {"type": "command", "verb": verb, "token": token}
+    if value is not None:
+        msg["value"] = value
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as s:
+        s.sendall(json.dumps(msg).encode() + b"\n")
+        return json.loads(_read_line(s, TIMEOUT))
 
 
 def _read_line(s: socket.socket, timeout: float) -> bytes:
@@ -125,17 +157,23 @@ def command(
     port_args = [] if port is None else ["-p", str(port)]
     return subprocess.run(
         [*crac_cmd(), "command", *port_args, *args],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, env=clean_env(env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=clean_env(env),
         timeout=timeout,
-    )  # fmt: skip
+    )
 
 
 def command_bg(port: int, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [*crac_cmd(), "command", "-p", str(port), *args],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env=clean_env(env),
-    )  # fmt: skip
+    )
 
 
 def finish(p: subprocess.Popen, timeout: float = CMD_TIMEOUT) -> tuple[int, str, str]:
@@ -161,22 +199,40 @@ def status_lines(cp: subprocess.CompletedProcess) -> dict[str, str]:
 
 
 def describe_text(cp: subprocess.CompletedProcess) -> str:
-    return (f"command: {cp.args!r}\nreturncode: {cp.returncode}\n--- stdout ---\n{cp.stdout}\n"
-            f"--- stderr ---\n{cp.stderr}")  # fmt: skip
+    return (
+        f"command: {cp.args!r}\nreturncode: {cp.returncode}\n--- stdout ---\n{cp.stdout}\n"
+        f"--- stderr ---\n{cp.stderr}"
+    )
 
 
 class FakeWorker:
     """A socket that speaks the worker side of docs/PROTOCOL.md."""
 
-    def __init__(self, port: int, proc_dir: Path, *, pid: int, token: str = "",
-                 program: str = "fake", restarted: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        port: int,
+        proc_dir: Path,
+        *,
+        pid: int,
+        token: str = "",
+        program: str = "fake",
+        restarted: bool = False,
+    ):
         self.pid = pid
         self.proc_dir = proc_dir
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
         self.buf = b""
-        self.hello = {"type": "hello", "role": "worker", "token": token, "pid": pid, "vpid": pid,
-                      "program": program, "host": socket.gethostname(),
-                      "proc_dir": str(proc_dir), "restarted": restarted}  # fmt: skip
+        self.hello = {
+            "type": "hello",
+            "role": "worker",
+            "token": token,
+            "pid": pid,
+            "vpid": pid,
+            "program": program,
+            "host": socket.gethostname(),
+            "proc_dir": str(proc_dir),
+            "restarted": restarted,
+        }
         self.send(self.hello)
         self.welcome = self.recv()
 
@@ -262,4 +318,3 @@ def wait_until(pred, what: str, timeout: float = TIMEOUT, poll: float = 0.02):
 
 def run_script(script: Sequence[str] | str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(script, capture_output=True, text=True, timeout=CMD_TIMEOUT, **kw)
-

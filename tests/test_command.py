@@ -54,9 +54,14 @@ def test_status_spellings(coord, spelling):
 
 @pytest.mark.parametrize(
     "args",
-    [["-p{port}", "s"], ["--port", "{port}", "s"], ["--coord-port={port}", "s"],
-     ["-h", "127.0.0.1", "-p", "{port}", "-s"], ["--host=localhost", "-p", "{port}", "s"]],
-)  # fmt: skip
+    [
+        ["-p{port}", "s"],
+        ["--port", "{port}", "s"],
+        ["--coord-port={port}", "s"],
+        ["-h", "127.0.0.1", "-p", "{port}", "-s"],
+        ["--host=localhost", "-p", "{port}", "s"],
+    ],
+)
 def test_host_and_port_spellings(coord, args):
     cp = command(None, *[a.replace("{port}", str(coord.port)) for a in args])
     assert status_lines(cp)["COORD_PORT"] == str(coord.port)
@@ -64,9 +69,15 @@ def test_host_and_port_spellings(coord, args):
 
 @pytest.mark.parametrize(
     "args,value",
-    [(["i", "30"], 30), (["-i", "31"], 31), (["-i32"], 32), (["--interval", "33"], 33),
-     (["--interval=34"], 34), (["interval", "0"], 0)],
-)  # fmt: skip
+    [
+        (["i", "30"], 30),
+        (["-i", "31"], 31),
+        (["-i32"], 32),
+        (["--interval", "33"], 33),
+        (["--interval=34"], 34),
+        (["interval", "0"], 0),
+    ],
+)
 def test_interval_spellings(coord, args, value):
     cp = command(coord.port, *args)
     assert cp.returncode == 0 and cp.stdout == f"CKPT_INTERVAL={value}\n", describe_text(cp)

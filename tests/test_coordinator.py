@@ -137,8 +137,14 @@ def test_restart_script_runs_from_a_fresh_shell(coord, tmp_path):
     script = tmp_path / "ckpt" / "crac_restart_script.sh"
     port = free_port()
     env = clean_env({"PATH": "/usr/bin:/bin"})
-    cp = subprocess.run([str(script), "-p", str(port)], capture_output=True, text=True,
-                        env=env, cwd="/", timeout=120)  # fmt: skip
+    cp = subprocess.run(
+        [str(script), "-p", str(port)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=120,
+    )
     assert cp.returncode == 2, describe_text(cp)
     assert cp.stderr.count("crac: error:") == 2, describe_text(cp)
     assert "gen-000001" in cp.stderr
@@ -453,10 +459,24 @@ def test_port_file_and_daemon(tmp_path):
     status_file = tmp_path / "status"
     t0 = time.monotonic()
     cp = subprocess.run(
-        [*crac_cmd(), "coordinator", "--daemon", "-p", "0", "--port-file", str(port_file),
-         "--status-file", str(status_file), "--stale-timeout", "60"],
-        capture_output=True, text=True, env=clean_env(), timeout=TIMEOUT,
-    )  # fmt: skip
+        [
+            *crac_cmd(),
+            "coordinator",
+            "--daemon",
+            "-p",
+            "0",
+            "--port-file",
+            str(port_file),
+            "--status-file",
+            str(status_file),
+            "--stale-timeout",
+            "60",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=TIMEOUT,
+    )
     assert cp.returncode == 0, describe_text(cp)
     assert time.monotonic() - t0 < TIMEOUT
     port = int(port_file.read_text())
@@ -464,8 +484,9 @@ def test_port_file_and_daemon(tmp_path):
         kv = status_lines(command(port, "s"))
         assert kv["COORD_PORT"] == str(port)
         assert f"Port: {port}" in status_file.read_text().splitlines()
-        pid = int(next(ln for ln in status_file.read_text().splitlines()
-                       if ln.startswith("PID: "))[5:])  # fmt: skip
+        pid = int(
+            next(ln for ln in status_file.read_text().splitlines() if ln.startswith("PID: "))[5:]
+        )
         assert pid != os.getpid()
         log = status_file.with_name("status.log")
         assert "listening on" in log.read_text()
@@ -481,8 +502,9 @@ def test_env_port(tmp_path):
     try:
         kv = status_lines(command(None, "s", env={"DMTCP_COORD_PORT": str(port)}))
         assert kv["COORD_PORT"] == str(port)
-        kv = status_lines(command(None, "s", env={"CRAC_COORD_PORT": str(port),
-                                                  "DMTCP_COORD_PORT": "1"}))  # fmt: skip
+        kv = status_lines(
+            command(None, "s", env={"CRAC_COORD_PORT": str(port), "DMTCP_COORD_PORT": "1"})
+        )
         assert kv["COORD_PORT"] == str(port)
     finally:
         coord.stop()

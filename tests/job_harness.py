@@ -1,0 +1,272 @@
+"""Helpers for the multi-process job tests: processes of tests/apps/coord_counter.c (`TAG step N`
+lines) launched under one coordinator, their output per tag, restart-script runs whose processes
+share one output file, and the checks that every process's output, stitched over its restarts,
+equals an uninterrupted run's."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from ckpt_harness import (
+    RUN_TIMEOUT,
+    WAIT_TIMEOUT,
+    CracProc,
+    Segment,
+    assert_same_output,
+    base_env,
+    check_resume_point,
+    check_steps_contiguous,
+    counter_lines,
+    stitch,
+)
+from conftest import crac_cmd, require_native
+from coord_harness import Coordinator, command, describe_text, request
+
+LINE_RE = re.compile(r"^(\S+) (step \d+|DONE .*)$")
+STEP_RE = re.compile(r"^step (\d+)$")
+
+
+def tagged_lines(text: str, tag: str) -> list[str]:
+    """TAG's complete lines in TEXT, without the tag."""
+    if not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    out = []
+    for line in text.splitlines():
+        m = LINE_RE.match(line)
+        if m and m.group(1) == tag:
+            out.append(m.group(2))
+    return out
+
+
+def last_step(lines: Sequence[str]) -> int:
+    steps = [int(m.group(1)) for m in map(STEP_RE.match, lines) if m]
+    return max(steps) if steps else 0
+
+
+def expected(steps: int) -> list[str]:
+    return counter_lines(steps)
+
+
+@dataclass
+class Output:
+    """A file the output of one or more processes goes to."""
+
+    path: Path
+    label: str
+
+    def text(self) -> str:
+        return self.path.read_bytes().decode(errors="replace") if self.path.exists() else ""
+
+    def lines(self, tag: str) -> list[str]:
+        return tagged_lines(self.text(), tag)
+
+    def last_step(self, tag: str) -> int:
+        return last_step(self.lines(tag))
+
+
+def wait_steps(
+    out: Output,
+    tags: Sequence[str],
+    n: int,
+    *alive: subprocess.Popen,
+    timeout: float = WAIT_TIMEOUT,
+    extra: str = "",
+) -> dict[str, int]:
+    """Waits until every tag has printed a step >= N in OUT; the last steps seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        steps = {t: out.last_step(t) for t in tags}
+        if all(s >= n for s in steps.values()):
+            return steps
+        dead = [p for p in alive if p.poll() is not None]
+        if dead or time.monotonic() > deadline:
+            why = f"{dead[0].args!r} ended ({dead[0].returncode})" if dead else "timeout"
+            pytest.fail(
+                f"{out.label}: not every process reached step {n} ({why}): {steps}\n"
+                f"{extra}\n--- output tail ---\n{out.text()[-3000:]}"
+            )
+        time.sleep(0.01)
+
+
+@dataclass
+class Job:
+    """N processes of coord_counter launched with `crac launch --join-coordinator`."""
+
+    app: Path
+    tmp: Path
+    tags: list[str]
+    steps: int
+    ms: int = 20
+    dirty_mib: int = 0
+    coord_args: tuple[str, ...] = ()
+    coord: Coordinator = field(init=False)
+    procs: dict[str, CracProc] = field(init=False, default_factory=dict)
+    ckptdir: Path = field(init=False)
+    logs: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        require_native()
+        self.ckptdir = self.tmp / "ckpt"
+        self.logs = self.tmp / "logs"
+        for d in (self.ckptdir, self.logs, self.tmp / "cwd"):
+            d.mkdir(parents=True, exist_ok=True)
+        self.coord = Coordinator(self.tmp / "coord", *self.coord_args)
+        for tag in self.tags:
+            argv = [
+                *crac_cmd(),
+                "launch",
+                "--join-coordinator",
+                "-p",
+                str(self.coord.port),
+                "-c",
+                str(self.ckptdir),
+                "--",
+                str(self.app),
+                tag,
+                str(self.steps),
+                str(self.ms),
+                str(self.dirty_mib),
+            ]
+            self.procs[tag] = CracProc(
+                argv, out_dir=self.logs, label=f"launch-{tag}", env=base_env(), cwd=self.tmp / "cwd"
+            )
+        self.coord.wait_peers(len(self.tags))
+
+    def output(self, tag: str) -> Output:
+        return Output(self.procs[tag].out_path, f"launch-{tag}")
+
+    def wait_steps(self, n: int) -> dict[str, int]:
+        return {
+            t: wait_steps(self.output(t), [t], n, self.procs[t], extra=self.report())[t]
+            for t in self.tags
+        }
+
+    def last_steps(self) -> dict[str, int]:
+        return {t: self.output(t).last_step(t) for t in self.tags}
+
+    def report(self) -> str:
+        parts = [p.report() for p in self.procs.values()]
+        return "\n".join([*parts, "--- coordinator ---", self.coord.log_text()])
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            p.stop()
+        self.coord.stop()
+
+
+def bcheckpoint(port: int, *extra: str) -> Path:
+    """`crac command -p PORT -bc`: must succeed; the restart script it names."""
+    cp = command(port, "-bc", *extra, timeout=RUN_TIMEOUT)
+    assert cp.returncode == 0, describe_text(cp)
+    lines = cp.stdout.splitlines()
+    assert lines[0].startswith("GENERATION="), describe_text(cp)
+    script = Path(lines[1].removeprefix("RESTART_SCRIPT="))
+    assert script.is_file(), describe_text(cp)
+    return script
+
+
+class ScriptRun:
+    """crac_restart_script.sh run from a fresh shell: every restarted process writes to one
+    output file opened with O_APPEND (so lines never mix)."""
+
+    def __init__(
+        self, script: Path, logs: Path, label: str, *args: str, env: Mapping[str, str] | None = None
+    ):
+        self.out = Output(logs / f"{label}.out", label)
+        self.err_path = logs / f"{label}.err"
+        elsewhere = logs / f"{label}-cwd"
+        elsewhere.mkdir(parents=True, exist_ok=True)
+        out_fd = os.open(self.out.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        err_fd = os.open(self.err_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            self.proc = subprocess.Popen(
+                [str(script), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out_fd,
+                stderr=err_fd,
+                env=dict(env) if env is not None else base_env(),
+                cwd=elsewhere,
+                start_new_session=True,
+            )
+        finally:
+            os.close(out_fd)
+            os.close(err_fd)
+
+    def stderr(self) -> str:
+        return self.err_path.read_text(errors="replace")
+
+    def report(self) -> str:
+        return (
+            f"--- {self.out.label} (status {self.proc.poll()}) ---\nstderr:\n"
+            f"{self.stderr()[-3000:]}\nstdout tail:\n{self.out.text()[-2000:]}"
+        )
+
+    def wait(self, timeout: float = RUN_TIMEOUT) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"{self.out.label} did not end in {timeout:.0f} s\n{self.report()}")
+
+    def kill(self) -> None:
+        """SIGKILL the script and everything it started (its own session)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=WAIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def kill_job(port: int, run: ScriptRun) -> None:
+    """SIGKILL every process of a job restarted by RUN (they are in the script's session) and
+    the coordinator the script started (a daemon, in a session of its own)."""
+    pid = request(port, "status")["pid"]
+    run.kill()
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + WAIT_TIMEOUT
+    while command(port, "s").returncode != 2:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the coordinator on port {port} still answers after SIGKILL")
+        time.sleep(0.05)
+
+
+def segments_of(
+    out: Output,
+    tags: Sequence[str],
+    before: Mapping[str, int] | None,
+    after: Mapping[str, int] | None,
+) -> dict[str, Segment]:
+    segs = {}
+    for t in tags:
+        lines = out.lines(t)
+        check_steps_contiguous(lines, f"{out.label}/{t}")
+        segs[t] = Segment(
+            f"{out.label}/{t}",
+            lines,
+            None if before is None else before[t],
+            None if after is None else after[t],
+        )
+    return segs
+
+
+def check_chain(chains: Mapping[str, Sequence[Segment]], steps: int) -> None:
+    """Every tag's output over its restarts equals the uninterrupted run's, and each restart
+    resumed at the step its checkpoint was taken."""
+    for tag, segs in chains.items():
+        for prev, seg in zip(segs, segs[1:]):
+            check_resume_point(seg, prev)
+        assert_same_output(stitch(segs), expected(steps), f"{tag}'s output")
