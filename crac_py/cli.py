@@ -535,18 +535,5 @@ def verify_cmd(
         raise typer.Exit(EXIT_REFUSED)
 
 
-def _hold_checkpoint_signal() -> None:
-    """A checkpoint signal sent while `crac launch`/`restart` is still Python must not kill it:
-    ignore it until the exec (the loader installs its own handler)."""
-    if len(sys.argv) > 1 and sys.argv[1] in ("launch", "restart"):
-        import signal
-
-        value = config.resolve("sigckpt", None).value
-        number = int(value) if value.isdigit() and 0 < int(value) < 65 else signal.SIGUSR2
-        if number not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(number, signal.SIG_IGN)
-
-
 def main() -> None:
-    _hold_checkpoint_signal()
     app(prog_name="crac")

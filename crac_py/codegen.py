@@ -195,15 +195,10 @@ def _cross_fn(f: Func) -> list[str]:
     return [
         f"uint64_t crac_cross_{f.name}({arg})",
         "{",
-        "    static void *fn;",
-        "    void *target = __atomic_load_n(&fn, __ATOMIC_RELAXED);",
-        "    if (__builtin_expect(!target, 0)) {",
-        f'        target = shim_resolve("{f.name}");',
-        "        if (!target)",
-        f"            return {_no_lower_value(f)};",
-        "        __atomic_store_n(&fn, target, __ATOMIC_RELAXED);",
-        "    }",
-        f"    return cross_call(target, {passed}, 0, 0);",
+        "    static struct shim_entry_cache cache;",
+        "    int found;",
+        f'    uint64_t r = shim_cross(&cache, "{f.name}", {passed}, 0, 0, &found);',
+        f"    return found ? r : {_no_lower_value(f)};",
         "}",
         "",
     ]
@@ -240,12 +235,13 @@ def _shim_wrapper(f: Func) -> list[str]:
         elif p.role in ("out_stream", "out_event"):
             vk = VH_KIND[kind or ""]
             base = p.ctype[:-2].strip()  # "cudaStream_t *" -> "cudaStream_t"
+            flags = next((q.name for q in f.params if q.role == "flags"), "0")
             body.append(f"    {base} created_{p.name} = 0;")
             body.append(f"    a.{p.name} = {p.name} ? &created_{p.name} : NULL;")
             post.append(
                 f"    if (r == cudaSuccess && {p.name})\n"
-                f"        r = shim_vh_wrap({vk}, (uint64_t)(uintptr_t)created_{p.name}, "
-                f"(uint64_t *){p.name});"
+                f"        r = shim_vh_wrap_flags({vk}, (uint64_t)(uintptr_t)created_{p.name}, "
+                f"{flags}, 0, (uint64_t *){p.name});"
             )
         else:
             body.append(f"    a.{p.name} = {p.name};")

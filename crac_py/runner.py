@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,15 @@ def exec_loader(loader: str, argv: list[str]) -> NoReturn:
     """Replace this process with the loader. Raises OSError if the exec fails."""
     sys.stdout.flush()
     sys.stderr.flush()
+    # Python ignores SIGPIPE and SIGXFSZ for itself; the program must start with the
+    # dispositions a shell would have given it.
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+    from crac_py import _entry
+
+    if _entry.checkpoint_requested:
+        cut = argv.index("--")
+        argv = [*argv[:cut], "--checkpoint-soon", *argv[cut:]]
     env = original_environ()
     if env is None:
         os.execv(loader, argv)

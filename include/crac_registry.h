@@ -29,6 +29,18 @@ struct crac_thread_rec {
     uint64_t robust_head, robust_len; /* set_robust_list, filled by the manager */
 };
 
+/* The device registry the libcudart shim keeps (upperhalf/cudart/dalloc.h has the same layout):
+ * sorted ranges of D with their kind (1 device, 2 managed). */
+struct crac_dev_range {
+    uint64_t start, size;
+    int kind;
+};
+
+struct crac_dev_ranges {
+    struct crac_dev_range *v;
+    uint32_t n, cap;
+};
+
 struct crac_registry {
     uint64_t magic;
     uint32_t version;
@@ -48,6 +60,10 @@ struct crac_registry {
     uint64_t auxv;            /* the upper half's auxv, for NT_AUXV */
     uint64_t api_slot;        /* address of the upper runtime's pointer to the lower-half API */
     uint64_t restart_hook;    /* upper function the restart runs before releasing threads, or 0 */
+    uint64_t ckpt_hook;       /* upper function a checkpoint runs once every thread is parked */
+    uint64_t device_ranges;   /* struct crac_dev_ranges *: live device and managed allocations */
+    volatile int32_t in_hook; /* a hook runs on a lower thread: its crossings skip the gate */
+    int32_t pad3;
     volatile int32_t lower_epoch; /* bumped at each restart: cached lower TCBs are stale */
     int32_t pad2;
     struct crac_thread_rec threads[CRAC_MAX_THREADS];

@@ -5,6 +5,8 @@
 
 #include "crac_layout.h"
 #include "crac_rawsys.h"
+#include "image_device.h"
+#include "upper_hooks.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -150,6 +152,19 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         return -1;
     }
     t[1] = now_ms();
+    /* The upper runtime notes what the device state needs (e.g. event timestamps) while every
+     * thread is parked; what it writes is part of the image. */
+    uint64_t hook_fs = threads[0].rec->fsbase;
+    for (int i = 0; i < n; i++)
+        if (threads[i].tid == getpid())
+            hook_fs = threads[i].rec->fsbase;
+    if (upper_hook_run(r, r->ckpt_hook, hook_fs) != 0) {
+        if (b)
+            b->failed(b->ctx, "the device state could not be recorded");
+        abandon(r, tmp, generation, 1, "the device state could not be recorded");
+        return -1;
+    }
+    char derr[512] = "";
     struct core_extras x = {0};
     uint32_t header_crc = 0;
     uint64_t core_size = 0;
@@ -158,9 +173,12 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
                      proc_capture_signals((void **)&x.signals, &x.signals_len) != 0 ||
                      proc_capture_timers((void **)&x.timers, &x.timers_len) != 0 ||
                      proc_capture_pending(threads, n, (void **)&x.pending, &x.pending_len) != 0 ||
-                     core_write(core, threads, n, generation, &x, &header_crc, &core_size) != 0
+                     core_write(core, threads, n, generation, &x, &header_crc, &core_size) != 0 ||
+                     device_image_write(tmp, r, derr, sizeof(derr)) != 0
                  ? -1
                  : 0;
+    if (derr[0])
+        fprintf(stderr, "crac: error: %s\n", derr);
     free((void *)x.fds);
     free((void *)x.signals);
     free((void *)x.timers);

@@ -4,6 +4,7 @@
 
 #include "crac_layout.h"
 #include "crac_rawsys.h"
+#include "image_device.h"
 #include "upper_alloc.h"
 
 #include "../lowerhalf/lh_api.h"
@@ -170,6 +171,13 @@ int ckpt_suspend_all(struct parked_thread *ts, int max, int *count)
     struct crac_registry *r = ckpt_registry;
     *count = 0;
     if (quiesce() != 0) {
+        unquiesce();
+        return -1;
+    }
+    /* Drain the device while the program's threads still run (a stream may wait for a host
+     * function that an upper thread executes): no kernel is ever saved mid-flight. */
+    if (ckpt_backend && ckpt_backend->quiesce && ckpt_backend->quiesce() != 0) {
+        fprintf(stderr, "crac: error: checkpoint abandoned: the device could not be drained\n");
         unquiesce();
         return -1;
     }

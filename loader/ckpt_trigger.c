@@ -88,8 +88,13 @@ void ckpt_serve(void)
                 __atomic_store_n(&requested, 1, __ATOMIC_RELEASE);
             continue;
         }
-        if (!ckpt_registry)
-            continue; /* the upper runtime has not registered yet: nothing to checkpoint */
+        if (!ckpt_registry) {
+            /* The program has not started yet: keep the request until it has. */
+            __atomic_store_n(&requested, 1, __ATOMIC_RELEASE);
+            struct timespec t = {0, 10 * 1000000L};
+            nanosleep(&t, NULL);
+            continue;
+        }
         int exit_after = __atomic_exchange_n(&exit_requested, 0, __ATOMIC_ACQ_REL) ||
                          ckpt_cfg.exit_after;
         ckpt_run(exit_after, NULL);

@@ -220,9 +220,14 @@ static void rotate(int keep)
         for (int k = 0; k < n; k++)
             newer += gens[k] > gens[i];
         if (newer >= keep) {
-            char path[PATH_MAX + 32];
+            /* Renamed first, so a kill in the middle never leaves a half-deleted generation
+             * that looks complete. */
+            char path[PATH_MAX + 32], doomed[PATH_MAX + 32];
             snprintf(path, sizeof(path), "%s/gen-%06d", ckpt_cfg.proc_dir, gens[i]);
-            remove_tree(path);
+            snprintf(doomed, sizeof(doomed), "%s/.deleting-gen-%06d", ckpt_cfg.proc_dir, gens[i]);
+            remove_tree(doomed);
+            if (rename(path, doomed) == 0)
+                remove_tree(doomed);
         }
     }
 }

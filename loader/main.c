@@ -6,6 +6,7 @@
 #include "confine.h"
 #include "crac_layout.h"
 #include "elf_load.h"
+#include "image_device.h"
 #include "launch.h"
 #include "manager.h"
 #include "probe.h"
@@ -85,6 +86,10 @@ static struct options parse_args(int argc, char **argv)
         }
         if (strcmp(a, "--no-truncate") == 0) {
             o.no_truncate = 1;
+            continue;
+        }
+        if (strcmp(a, "--checkpoint-soon") == 0) { /* the signal came before the exec */
+            o.checkpoint_soon = 1;
             continue;
         }
         if (i + 1 >= argc)
@@ -214,6 +219,7 @@ int main(int argc, char **argv, char **envp)
     if (strcmp(opt.device, "none") != 0 &&
         !(backend = backend_load(opt.native_dir, opt.device, opt.sim_version, err, sizeof(err))))
         die("%s", err);
+    ckpt_backend = backend;
     const struct crac_lh_api *api = lh_api_table(backend, fsgsbase);
     if (!api)
         die("out of memory building the lower-half API table");
@@ -228,6 +234,8 @@ int main(int argc, char **argv, char **envp)
         ckpt_cfg.coord_fd = lower_fd_adopt(fd);
     }
     ckpt_config_done();
+    if (opt.checkpoint_soon)
+        ckpt_request(0);
     if (opt.restart_dir)
         restart_run(&opt, &img, api);
     launch_run(&opt, api, envp);

@@ -7,6 +7,7 @@
 #include "confine.h"
 #include "crac_layout.h"
 #include "crc32c.h"
+#include "image_device.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -168,7 +169,8 @@ void restart_run(const struct options *o, struct restart_image *img, const struc
     sigdelset(&all, SIGSEGV);
     sigdelset(&all, SIGBUS);
     sigprocmask(SIG_SETMASK, &all, NULL);
-    if (restart_map_regions(img, err, sizeof(err)) != 0)
+    if (restart_map_regions(img, err, sizeof(err)) != 0 ||
+        device_image_restore(o->restart_dir, err, sizeof(err)) != 0)
         die("%s", err);
     if (img->cwd[0] && chdir(img->cwd) != 0)
         die("cannot return to the working directory %s: %s", img->cwd, strerror(errno));

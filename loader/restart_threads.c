@@ -6,6 +6,7 @@
 
 #include "ckpt.h"
 #include "crac_rawsys.h"
+#include "upper_hooks.h"
 
 #include "../lowerhalf/lower_threads.h"
 
@@ -28,6 +29,7 @@ static struct crac_registry *registry;
 static int32_t tid_map_old[CRAC_MAX_THREADS], tid_map_new[CRAC_MAX_THREADS];
 static int tid_map_n;
 static int expected_threads;
+static uint64_t hook_fs; /* a parked thread's TCB for the restart hook */
 
 static int32_t map_tid(int32_t old)
 {
@@ -101,6 +103,12 @@ static void *releaser(void *arg)
         struct timespec t = {0, 50 * 1000000L};
         raw_syscall6(SYS_futex, (long)&r->parked, 128, parked, (long)&t, 0, 0);
     }
+    /* The upper runtime brings the device objects back (streams, events, modules) on the new
+     * backend before any thread runs, with the main thread's TCB (it is parked). */
+    if (upper_hook_run(r, r->restart_hook, hook_fs) != 0) {
+        fprintf(stderr, "crac: error: the device state could not be restored\n");
+        raw_syscall1(SYS_exit_group, 2);
+    }
     __atomic_add_fetch(&r->attempts, 1, __ATOMIC_SEQ_CST);
     raw_syscall6(SYS_futex, (long)&r->attempts, 129, 0x7fffffff, 0, 0, 0);
     ckpt_release_all();
@@ -159,6 +167,8 @@ void restart_threads(struct crac_registry *r, const struct restart_image *img)
         if (rec->state != CRAC_SLOT_PARKED)
             die("image corrupted: thread %d has no parked record", img->threads[i].tid);
         tid_map_old[tid_map_n] = img->threads[i].tid;
+        if (!hook_fs || img->threads[i].is_main)
+            hook_fs = rec->fsbase;
         if (img->threads[i].is_main) {
             main_rec = rec;
             tid_map_new[tid_map_n++] = getpid();

@@ -81,6 +81,11 @@ __attribute__((noinline)) static uint64_t switch_and_call(void *fn, uint64_t a0,
 void cross_gate_enter(void)
 {
     const struct crac_lh_api *api = crac_upper.api;
+    if (__atomic_load_n(&crac_registry.in_hook, __ATOMIC_ACQUIRE)) {
+        /* A checkpoint or restart hook: the checkpoint is the one running it. */
+        __atomic_add_fetch(api->gate_inside, 1, __ATOMIC_SEQ_CST);
+        return;
+    }
     for (;;) {
         __atomic_add_fetch(api->gate_inside, 1, __ATOMIC_SEQ_CST);
         if (!__atomic_load_n(api->gate_pending, __ATOMIC_SEQ_CST))
@@ -96,12 +101,20 @@ void cross_gate_leave(void)
     __atomic_sub_fetch(crac_upper.api->gate_inside, 1, __ATOMIC_SEQ_CST);
 }
 
+/* With the gate already passed. The lower TCB is looked up only now: a thread that waited at
+ * the gate may have been checkpointed there and restarted, with a new lower half. */
+uint64_t cross_call_entered(void *fn, uint64_t a0, uint64_t a1, uint64_t a2)
+{
+    uint64_t to_fs = this_thread_lower_fs();
+    return switch_and_call(fn, a0, a1, a2, to_fs, crac_upper.api->hwcap_fsgsbase);
+}
+
+/* For entries whose address cannot change under a waiting thread (the loader's own, at a fixed
+ * address); entries of a backend must be looked up after the gate (see the shim's shim_cross). */
 uint64_t cross_call(void *fn, uint64_t a0, uint64_t a1, uint64_t a2)
 {
-    const struct crac_lh_api *api = crac_upper.api;
-    uint64_t to_fs = this_thread_lower_fs();
     cross_gate_enter();
-    uint64_t r = switch_and_call(fn, a0, a1, a2, to_fs, api->hwcap_fsgsbase);
+    uint64_t r = cross_call_entered(fn, a0, a1, a2);
     cross_gate_leave();
     return r;
 }

@@ -26,6 +26,8 @@ void *upper_lookup(const char *name);
 
 /* Crossing: call a lower-half function with this thread's lower TCB in fs. */
 uint64_t cross_call(void *fn, uint64_t a0, uint64_t a1, uint64_t a2);
+/* The same between cross_gate_enter() and cross_gate_leave(). */
+uint64_t cross_call_entered(void *fn, uint64_t a0, uint64_t a1, uint64_t a2);
 
 long discover_tid_offset(void);
 

@@ -150,6 +150,9 @@ uint64_t sim_stream_enqueue(struct sim_stream *s, struct sim_op *op, const struc
 /* Wait (sim_lock held) until s has completed everything queued so far. */
 void sim_stream_wait_idle(struct sim_stream *s);
 void sim_wait_all_idle(void); /* every stream, sim_lock held */
+/* Events across checkpoint and restart (sim_event.c). */
+int64_t sim_event_timestamp(cudaEvent_t h);
+cudaError_t sim_event_restore(cudaEvent_t h, int64_t ts_ns);
 int sim_dep_done(const struct sim_dep *d);
 void sim_stream_ident(const struct sim_stream *s, uint32_t *index, uint32_t *gen);
 int sim_stream_idle(const struct sim_stream *s);

@@ -52,7 +52,48 @@ static uint64_t lh_sim_version(uint64_t a0, uint64_t a1, uint64_t a2)
     return CRAC_SIM_VERSION;
 }
 
+static uint64_t lh_event_timestamp(uint64_t h, uint64_t a1, uint64_t a2)
+{
+    (void)a1, (void)a2;
+    return (uint64_t)sim_event_timestamp((cudaEvent_t)(uintptr_t)h);
+}
+
+static uint64_t lh_event_restore(uint64_t h, uint64_t ts_ns, uint64_t a2)
+{
+    (void)a2;
+    return (uint64_t)sim_event_restore((cudaEvent_t)(uintptr_t)h, (int64_t)ts_ns);
+}
+
+/* Device state for checkpoints (crac_backend_info): the sim's device memory is host memory
+ * mapped at the device address, so copies are memcpy. */
+static int bk_quiesce(void)
+{
+    pthread_mutex_lock(&sim_lock);
+    sim_wait_all_idle();
+    pthread_mutex_unlock(&sim_lock);
+    return 0;
+}
+
+static int bk_map(uint64_t addr, uint64_t size, int kind)
+{
+    return (int)sim_mem_map(addr, size, kind);
+}
+
+static int bk_read(uint64_t addr, void *dst, uint64_t len)
+{
+    memcpy(dst, (const void *)(uintptr_t)addr, len);
+    return 0;
+}
+
+static int bk_write(uint64_t addr, const void *src, uint64_t len)
+{
+    memcpy((void *)(uintptr_t)addr, src, len);
+    return 0;
+}
+
 static const struct crac_lh_entry own_entries[] = {
+    {"crac_lh_event_timestamp", (void *)lh_event_timestamp},
+    {"crac_lh_event_restore", (void *)lh_event_restore},
     {"crac_lh_dev_map", (void *)lh_dev_map},
     {"crac_lh_dev_unmap", (void *)lh_dev_unmap},
     {"crac_sim_debug_tls", (void *)lh_debug_tls},
@@ -83,5 +124,9 @@ crac_backend_init(const struct crac_backend_host *host)
     info.driver_version = SIM_DRIVER_VERSION;
     info.entries = entries;
     info.n_entries = SIM_LH_GEN_N_ENTRIES + N_OWN;
+    info.quiesce = bk_quiesce;
+    info.map = bk_map;
+    info.read = bk_read;
+    info.write = bk_write;
     return &info;
 }

@@ -204,3 +204,29 @@ cudaError_t sim_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsi
     pthread_mutex_unlock(&sim_lock);
     return sim_ret(r);
 }
+
+/* For checkpoints: when a completed record of h happened (CLOCK_MONOTONIC ns), or -1. */
+int64_t sim_event_timestamp(cudaEvent_t h)
+{
+    pthread_mutex_lock(&sim_lock);
+    struct sim_event *e = get(h);
+    int64_t ts = e && e->recorded && e->ts_valid && sim_dep_done(&e->rec) ? e->ts_ns : -1;
+    pthread_mutex_unlock(&sim_lock);
+    return ts;
+}
+
+/* For restarts: h (new) stands for an event recorded and completed at ts_ns before. */
+cudaError_t sim_event_restore(cudaEvent_t h, int64_t ts_ns)
+{
+    pthread_mutex_lock(&sim_lock);
+    struct sim_event *e = get(h);
+    if (e) {
+        e->recorded = 1;
+        e->rec = (struct sim_dep){0, 0, 0}; /* a dependency that is always done */
+        e->record_id++;
+        e->ts_ns = ts_ns;
+        e->ts_valid = 1;
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return e ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}

@@ -11,9 +11,25 @@
  * answers cudaErrorInsufficientDriver) when something loads it outside crac. */
 extern uint64_t cross_call(void *fn, uint64_t a0, uint64_t a1, uint64_t a2) __attribute__((weak));
 extern void *upper_lookup(const char *name) __attribute__((weak));
+extern uint64_t cross_call_entered(void *fn, uint64_t a0, uint64_t a1, uint64_t a2)
+    __attribute__((weak));
+extern void cross_gate_enter(void) __attribute__((weak));
+extern void cross_gate_leave(void) __attribute__((weak));
 
 /* The lower-half entry called name, or NULL (not under crac, or not exported). */
 void *shim_resolve(const char *name);
+
+/* A cached lookup that a restart invalidates (a new lower half has new addresses). */
+struct shim_entry_cache {
+    void *fn;
+    int32_t epoch;
+};
+void *shim_entry(struct shim_entry_cache *cache, const char *name);
+/* Cross into the entry called name: the gate first, then the lookup (a thread that waited at the
+ * gate may have been restarted on a new lower half), then the call. *found is 0 when the entry
+ * does not exist (not under crac). */
+uint64_t shim_cross(struct shim_entry_cache *cache, const char *name, uint64_t a0, uint64_t a1,
+                    uint64_t a2, int *found);
 
 /* Record e as the calling thread's last error in the lower half (for errors the shim itself
  * detects), and return it. */
@@ -30,6 +46,19 @@ enum { SHIM_VH_STREAM = 1, SHIM_VH_EVENT = 2, SHIM_VH_MODULE = 3 };
 uint64_t shim_vh_backend(int kind, uint64_t v);
 /* Wrap a new backend handle; *out receives the virtual handle. cudaSuccess or out of memory. */
 cudaError_t shim_vh_wrap(int kind, uint64_t backend, uint64_t *out);
+/* The same, remembering what the object was created with (a restart creates it again). */
+cudaError_t shim_vh_wrap_flags(int kind, uint64_t backend, uint32_t flags, uint64_t recipe,
+                               uint64_t *out);
+
+/* A live handle as the checkpoint and restart hooks see it: they may change backend and saved. */
+struct shim_vh_view {
+    uint64_t handle; /* the program's */
+    uint64_t backend;
+    uint32_t flags;
+    int64_t saved;
+    uint64_t recipe;
+};
+int shim_vh_foreach(int kind, int (*fn)(struct shim_vh_view *v, void *ctx), void *ctx);
 void shim_vh_release(int kind, uint64_t v);
 void shim_vh_reset(int kind); /* cudaDeviceReset: every handle of this kind is gone */
 

@@ -15,10 +15,21 @@ enum { KIND_DEVICE = 1, KIND_MANAGED = 2, KIND_PINNED = 3 };
 
 static struct crac_dalloc device_addrs;
 static pthread_once_t device_addrs_once = PTHREAD_ONCE_INIT;
-static struct crac_rangeset pinned;
 static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void init_device_addrs(void) { dalloc_init(&device_addrs, CRAC_D_START, CRAC_D_END); }
+/* From libcrac-upper.so: where the lower half finds the live allocations at a checkpoint. */
+extern void crac_upper_set_device_ranges(const void *ranges) __attribute__((weak));
+
+static void init_device_addrs(void)
+{
+    dalloc_init(&device_addrs, CRAC_D_START, CRAC_D_END);
+    if (crac_upper_set_device_ranges)
+        crac_upper_set_device_ranges(&device_addrs.used); /* same layout as crac_dev_ranges */
+}
+
+/* Pinned ranges a restart registers again with the new backend. */
+static struct crac_rangeset pinned;
+static int reregister_pinned(void);
 
 static struct crac_dalloc *dev(void)
 {
@@ -26,25 +37,46 @@ static struct crac_dalloc *dev(void)
     return &device_addrs;
 }
 
+/* The registry is read at checkpoints: changing it inside the gate means no checkpoint ever
+ * sees it half-updated. */
+static uint64_t gated_alloc(size_t size, int kind)
+{
+    if (cross_gate_enter)
+        cross_gate_enter();
+    uint64_t a = dalloc_alloc(dev(), size, kind);
+    if (cross_gate_leave)
+        cross_gate_leave();
+    return a;
+}
+
+static void gated_free(uint64_t addr)
+{
+    if (cross_gate_enter)
+        cross_gate_enter();
+    dalloc_free(dev(), addr);
+    if (cross_gate_leave)
+        cross_gate_leave();
+}
+
 cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 {
     struct crac_args_cudaMalloc a = {devPtr, size, 0};
-    if (devPtr && size && !(a.crac_addr = dalloc_alloc(dev(), size, KIND_DEVICE)))
+    if (devPtr && size && !(a.crac_addr = gated_alloc(size, KIND_DEVICE)))
         return shim_fail(cudaErrorMemoryAllocation);
     cudaError_t r = (cudaError_t)crac_cross_cudaMalloc(&a);
     if (r != cudaSuccess && a.crac_addr)
-        dalloc_free(dev(), a.crac_addr);
+        gated_free(a.crac_addr);
     return r;
 }
 
 cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
     struct crac_args_cudaMallocManaged a = {devPtr, size, flags, 0};
-    if (devPtr && size && !(a.crac_addr = dalloc_alloc(dev(), size, KIND_MANAGED)))
+    if (devPtr && size && !(a.crac_addr = gated_alloc(size, KIND_MANAGED)))
         return shim_fail(cudaErrorMemoryAllocation);
     cudaError_t r = (cudaError_t)crac_cross_cudaMallocManaged(&a);
     if (r != cudaSuccess && a.crac_addr)
-        dalloc_free(dev(), a.crac_addr);
+        gated_free(a.crac_addr);
     return r;
 }
 
@@ -53,7 +85,7 @@ cudaError_t CUDARTAPI cudaFree(void *devPtr)
     struct crac_args_cudaFree a = {devPtr};
     cudaError_t r = (cudaError_t)crac_cross_cudaFree(&a);
     if (r == cudaSuccess && devPtr)
-        dalloc_free(dev(), (uint64_t)(uintptr_t)devPtr);
+        gated_free((uint64_t)(uintptr_t)devPtr);
     return r;
 }
 
@@ -129,3 +161,18 @@ cudaError_t CUDARTAPI cudaDeviceReset(void)
     shim_vh_reset(SHIM_VH_EVENT);
     return r;
 }
+
+/* Device allocations need nothing at a restart (the loader recreated them from device.img);
+ * pinned ones are upper memory the new backend must be told about. */
+static int reregister_pinned(void)
+{
+    for (uint32_t i = 0; i < pinned.n; i++) {
+        void *ignored;
+        struct crac_args_cudaMallocHost a = {&ignored, pinned.v[i].size, pinned.v[i].start};
+        if ((cudaError_t)crac_cross_cudaMallocHost(&a) != cudaSuccess)
+            return -1;
+    }
+    return 0;
+}
+
+int shim_pinned_restore(void) { return reregister_pinned(); }

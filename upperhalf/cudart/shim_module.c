@@ -5,17 +5,57 @@
 #include "cudart_shim_gen.h"
 #include "cudart_sim_api.h"
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
+
+/* Registrations, kept (upper memory) to be made again on a restart's new backend. Registration
+ * happens once per module at start-up, so a list is enough. */
+struct fn_reg {
+    struct fn_reg *next;
+    uint64_t module; /* the program's (virtual) module handle */
+    const char *hostFun;
+    char *deviceFun;
+    const char *deviceName;
+    int thread_limit;
+};
+
+static struct fn_reg *fn_regs;
+static pthread_mutex_t fn_regs_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void **CUDARTAPI __cudaRegisterFatBinary(void *fatCubin)
 {
     struct crac_args___cudaRegisterFatBinary a = {fatCubin};
     uint64_t backend = crac_cross___cudaRegisterFatBinary(&a);
     uint64_t v = 0;
-    if (!backend || shim_vh_wrap(SHIM_VH_MODULE, backend, &v) != cudaSuccess)
+    if (!backend ||
+        shim_vh_wrap_flags(SHIM_VH_MODULE, backend, 0, (uint64_t)(uintptr_t)fatCubin, &v) !=
+            cudaSuccess)
         return NULL;
     return (void **)(uintptr_t)v;
 }
+
+static int reregister(struct shim_vh_view *v, void *ctx)
+{
+    (void)ctx;
+    struct crac_args___cudaRegisterFatBinary a = {(void *)(uintptr_t)v->recipe};
+    v->backend = crac_cross___cudaRegisterFatBinary(&a);
+    if (!v->backend)
+        return -1;
+    for (struct fn_reg *f = fn_regs; f; f = f->next) {
+        if (f->module != v->handle)
+            continue;
+        struct crac_args___cudaRegisterFunction r = {
+            (void **)(uintptr_t)v->backend, f->hostFun, f->deviceFun, f->deviceName,
+            f->thread_limit, NULL, NULL, NULL, NULL, NULL};
+        crac_cross___cudaRegisterFunction(&r);
+    }
+    struct crac_args___cudaRegisterFatBinaryEnd e = {(void **)(uintptr_t)v->backend};
+    crac_cross___cudaRegisterFatBinaryEnd(&e);
+    return 0;
+}
+
+int shim_modules_restore(void) { return shim_vh_foreach(SHIM_VH_MODULE, reregister, NULL); }
 
 static void **backend_module(void **handle)
 {
@@ -43,4 +83,13 @@ void CUDARTAPI __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun
         backend_module(fatCubinHandle), hostFun, deviceFun, deviceName, thread_limit, tid, bid,
         bDim, gDim, wSize};
     crac_cross___cudaRegisterFunction(&a);
+    struct fn_reg *f = malloc(sizeof(*f));
+    if (f) {
+        *f = (struct fn_reg){NULL, (uint64_t)(uintptr_t)fatCubinHandle, hostFun, deviceFun,
+                             deviceName, thread_limit};
+        pthread_mutex_lock(&fn_regs_lock);
+        f->next = fn_regs;
+        fn_regs = f;
+        pthread_mutex_unlock(&fn_regs_lock);
+    }
 }

@@ -21,6 +21,9 @@ struct vh_entry {
     volatile uint32_t gen;
     volatile uint32_t live;
     uint32_t next_free; /* index + 1 of the next free entry, 0 = none */
+    uint32_t flags;     /* what it was created with, to create it again after a restart */
+    int64_t saved;      /* kind-specific state saved at a checkpoint (event: timestamp) */
+    uint64_t recipe;    /* kind-specific (module: the fat binary) */
 };
 
 struct vh_table {
@@ -66,6 +69,12 @@ uint64_t shim_vh_backend(int kind, uint64_t v)
 
 cudaError_t shim_vh_wrap(int kind, uint64_t backend, uint64_t *out)
 {
+    return shim_vh_wrap_flags(kind, backend, 0, 0, out);
+}
+
+cudaError_t shim_vh_wrap_flags(int kind, uint64_t backend, uint32_t flags, uint64_t recipe,
+                               uint64_t *out)
+{
     struct vh_table *t = &tables[kind];
     pthread_mutex_lock(&t->lock);
     uint32_t index;
@@ -95,6 +104,9 @@ cudaError_t shim_vh_wrap(int kind, uint64_t backend, uint64_t *out)
         return shim_fail(cudaErrorMemoryAllocation);
     }
     e->backend = backend;
+    e->flags = flags;
+    e->recipe = recipe;
+    e->saved = -1;
     e->gen = (e->gen + 1) & GEN_MASK;
     __atomic_store_n(&e->live, 1, __ATOMIC_RELEASE);
     *out = encode(kind, index, e->gen);
@@ -135,4 +147,24 @@ void shim_vh_reset(int kind)
             release_locked(t, i);
     }
     pthread_mutex_unlock(&t->lock);
+}
+
+/* Every live handle of a kind (checkpoint and restart hooks: every other thread is parked, so no
+ * lock is taken; a parked thread may hold one). fn returns non-zero to stop. */
+int shim_vh_foreach(int kind, int (*fn)(struct shim_vh_view *v, void *ctx), void *ctx)
+{
+    struct vh_table *t = &tables[kind];
+    for (uint32_t i = 0; i < t->n_used; i++) {
+        struct vh_entry *e = entry(t, i);
+        if (!e || !e->live)
+            continue;
+        struct shim_vh_view v = {encode(kind, i, e->gen), e->backend, e->flags, e->saved,
+                                 e->recipe};
+        int rc = fn(&v, ctx);
+        e->backend = v.backend;
+        e->saved = v.saved;
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
