@@ -93,6 +93,11 @@ static void sigwrap_handler(int sig, siginfo_t *info, void *uc)
             return;
         }
     }
+    /* After a restart the program knows its pid as the one of its first launch. */
+    const struct crac_ctrl *c = crac_ctrl();
+    if (c->vpid && info->si_code <= 0 /* SI_USER, SI_QUEUE, SI_TKILL... */ &&
+        info->si_pid == c->pid)
+        info->si_pid = c->vpid;
     if (act.flags & SA_RESETHAND) /* the kernel reset it to SIG_DFL on delivery */
         t->app[sig].handler = (uint64_t)SIG_DFL;
     if (act.handler == (uint64_t)SIG_DFL || act.handler == (uint64_t)SIG_IGN)
