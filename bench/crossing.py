@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -78,13 +79,16 @@ def per_call(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, flo
     return out
 
 
-def wall(cmd: list[str]) -> float:
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system of the process and all its threads)."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, timeout=600)
     dt = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode != 0:
         raise BenchError(f"{shlex.join(cmd)} failed: {res.stderr.decode().strip()[-2000:]}")
-    return dt
+    return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def main() -> int:
@@ -120,11 +124,14 @@ def main() -> int:
             loader_j = [str(loader_path()), "--device", "sim", "--argv0", str(b["jacobi"]), "--",
                         *native_j]
             wall_s: dict[str, list[float]] = {"native": [], "crac": []}
-            wall(native_j)  # warm-up
-            wall(loader_j)
+            cpu_s: dict[str, list[float]] = {"native": [], "crac": []}
+            timed(native_j)  # warm-up
+            timed(loader_j)
             for _ in range(ns.reps):
-                wall_s["native"].append(wall(native_j))
-                wall_s["crac"].append(wall(loader_j))
+                for v, cmd in (("native", native_j), ("crac", loader_j)):
+                    w, c = timed(cmd)
+                    wall_s[v].append(w)
+                    cpu_s[v].append(c)
         except BenchError as exc:
             print(f"crossing: {exc}", file=sys.stderr)
             return 1
@@ -135,8 +142,10 @@ def main() -> int:
         n, k, p = med["native"][c], med["crac"][c], med["proxy"][c]
         rows.append([c, f"{n:.1f}", f"{k:.1f}", f"{p:.0f}", f"{k / n:.2f}x", f"{p / k:.0f}x"])
     wn, wc = statistics.median(wall_s["native"]), statistics.median(wall_s["crac"])
+    cn, cc = statistics.median(cpu_s["native"]), statistics.median(cpu_s["crac"])
     if ns.json:
-        print(json.dumps({"per_call_ns": med, "jacobi_s": wall_s}, indent=2))
+        print(json.dumps({"per_call_ns": med, "jacobi_wall_s": wall_s, "jacobi_cpu_s": cpu_s},
+                         indent=2))
         return 0
     print(f"Command: python bench/crossing.py -n {ns.n} -r {ns.reps} --jacobi "
           f"{' '.join(jacobi_args)}  (medians of {ns.reps} interleaved runs)\n")
@@ -144,10 +153,11 @@ def main() -> int:
         ["call", "native ns/call", "crac ns/call", "proxy ns/call", "crac / native",
          "proxy / crac"], rows))
     print()
+    prog = f"examples/jacobi {' '.join(jacobi_args)}"
     print(markdown_table(
-        ["program", "native s", "crac s (loader, sim1)", "crac / native"],
-        [[f"examples/jacobi {' '.join(jacobi_args)}", f"{wn:.3f}", f"{wc:.3f}",
-          f"{wc / wn:.4f} ({(wc / wn - 1) * 100:+.2f}%)"]]))
+        ["program", "time", "native s", "crac s (loader, sim1)", "crac / native"],
+        [[prog, "wall", f"{wn:.3f}", f"{wc:.3f}", f"{wc / wn:.4f} ({(wc / wn - 1) * 100:+.2f}%)"],
+         [prog, "CPU", f"{cn:.3f}", f"{cc:.3f}", f"{cc / cn:.4f} ({(cc / cn - 1) * 100:+.2f}%)"]]))
     return 0
 
 
