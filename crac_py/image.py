@@ -22,7 +22,8 @@ CORE = "upper.core"
 _DIGEST_RE = re.compile(rb'"manifest_sha256": "([0-9a-f]{64})"')
 # Files the loader verifies itself while reading (CRC-32C per region): hashing them here too
 # would read the whole image twice. `crac verify` hashes everything.
-_LOADER_CHECKED = frozenset({CORE})
+DEVICE = "device.img"
+_LOADER_CHECKED = frozenset({CORE, DEVICE})
 
 
 class ImageError(Exception):

@@ -1,5 +1,5 @@
 /* threads.c — 4 host threads, each driving its own stream: device memory, a memset, a kernel and
- * copies back, 20 rounds each; every thread verifies its own results and its last error.
+ * copies back, ROUNDS rounds each (argv[2], default 20); every thread verifies its own results and its last error.
  * Usage: threads [N] */
 #define _POSIX_C_SOURCE 200809L
 #include "common.h"
@@ -8,7 +8,7 @@
 #include <pthread.h>
 
 #define NTHREADS 4
-#define ROUNDS 20
+static int rounds = 20; /* argv[2] */
 
 CRAC_SIM_KERNEL(fill, (int *, x), (int, n), (int, seed))
 {
@@ -34,7 +34,7 @@ static void *worker(void *arg)
     CHECK(cudaMallocHost((void **)&h, bytes));
     dim3 block = dim3_of(64), grid = dim3_of((unsigned)((j->n + 63) / 64));
     j->ok = 1;
-    for (int r = 0; r < ROUNDS && j->ok; r++) {
+    for (int r = 0; r < rounds && j->ok; r++) {
         int seed = j->id * 100 + r;
         CHECK(cudaMemsetAsync(d, 0, bytes, s));
         void *args[] = {&d, &j->n, &seed};
@@ -62,8 +62,10 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 10000;
-    if (n <= 0 || n > (1 << 20)) {
-        fprintf(stderr, "usage: threads [N <= 2^20]\n");
+    if (argc > 2)
+        rounds = atoi(argv[2]);
+    if (n <= 0 || n > (1 << 20) || rounds <= 0) {
+        fprintf(stderr, "usage: threads [N <= 2^20] [ROUNDS]\n");
         return 2;
     }
     pthread_t t[NTHREADS];
@@ -82,6 +84,6 @@ int main(int argc, char **argv)
     }
     if (!ok)
         return 1;
-    printf("threads: threads=%d rounds=%d n=%d checksum=%lld OK\n", NTHREADS, ROUNDS, n, total);
+    printf("threads: threads=%d rounds=%d n=%d checksum=%lld OK\n", NTHREADS, rounds, n, total);
     return 0;
 }

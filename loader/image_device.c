@@ -60,11 +60,37 @@ static int pwrite_full(int fd, const unsigned char *p, size_t len, off_t off)
     return 0;
 }
 
+/* CRC-32C of everything before the data (header with index_crc 0, records, zero padding), so a
+ * flipped bit anywhere there is caught. */
 static uint32_t index_crc(struct dev_header h, const struct dev_record *recs)
 {
     h.index_crc = 0;
     uint32_t crc = crc32c_update(0, &h, sizeof(h));
-    return crc32c_update(crc, recs, h.n * sizeof(*recs));
+    crc = crc32c_update(crc, recs, h.n * sizeof(*recs));
+    static const unsigned char zeros[PAGE];
+    for (uint64_t at = sizeof(h) + h.n * sizeof(*recs); at < h.data_start;) {
+        uint64_t n = h.data_start - at < PAGE ? h.data_start - at : PAGE;
+        crc = crc32c_update(crc, zeros, n);
+        at += n;
+    }
+    return crc;
+}
+
+/* The padding between the records and the data must still be zero. */
+static int padding_clean(int fd, const struct dev_header *h)
+{
+    unsigned char buf[PAGE];
+    uint64_t at = sizeof(*h) + h->n * sizeof(struct dev_record);
+    while (at < h->data_start) {
+        uint64_t n = h->data_start - at < PAGE ? h->data_start - at : PAGE;
+        if (pread(fd, buf, n, (off_t)at) != (ssize_t)n)
+            return 0;
+        for (uint64_t i = 0; i < n; i++)
+            if (buf[i])
+                return 0;
+        at += n;
+    }
+    return 1;
 }
 
 static int save_allocation(int fd, struct dev_record *rec, unsigned char *bounce)
@@ -214,7 +240,7 @@ int device_image_restore(const char *dir, char *err, size_t errlen)
     bounce = malloc(CHUNK);
     if (!recs || !bounce ||
         pread(fd, recs, h.n * sizeof(*recs), sizeof(h)) != (ssize_t)(h.n * sizeof(*recs)) ||
-        index_crc(h, recs) != h.index_crc) {
+        index_crc(h, recs) != h.index_crc || !padding_clean(fd, &h)) {
         snprintf(err, errlen, "image corrupted: the index of %s fails its checksum", path);
         goto out;
     }

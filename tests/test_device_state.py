@@ -1,0 +1,155 @@
+"""Device state across checkpoint and restart (issue 5): every example on the sim, checkpointed at
+random moments while kernels are queued and threads wait on streams and events, restarted on
+another sim version, finishes with the uninterrupted run's verified result; two cycles switching
+sim versions 1 -> 2 -> 1; a corrupted device image is refused."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import crac_cmd, require_native
+
+# Arguments that make each example run for about a second natively.
+ARGS = {
+    "vector_add": ["262144", "2000"],
+    "multistream": ["4194304"],
+    "jacobi": ["128", "15000"],
+    "threads": ["262144", "500"],
+}
+CHECKPOINTS = 10
+TIMEOUT = 180
+
+
+def native(exe: Path, args: list[str]) -> str:
+    cp = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=TIMEOUT)
+    assert cp.returncode == 0, cp.stderr
+    return cp.stdout
+
+
+def generations(ckpt: Path) -> list[Path]:
+    return sorted(
+        g
+        for g in ckpt.glob("ckpt_*/gen-[0-9][0-9][0-9][0-9][0-9][0-9]")
+        if (g / "MANIFEST.json").exists()
+    )
+
+
+def wait_generations(ckpt: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while len(generations(ckpt)) < n and time.monotonic() < deadline:
+        if proc.poll() is not None and len(generations(ckpt)) < n:
+            time.sleep(0.1)  # an exiting program waits for its last checkpoint to publish
+            return
+        time.sleep(0.02)
+
+
+def launch(exe: Path, args: list[str], ckpt: Path, version: int) -> subprocess.Popen:
+    cmd = [*crac_cmd(), "launch", "--device", "sim", "--sim-version", str(version)]
+    cmd += ["-c", str(ckpt), "--keep", "100", "--", str(exe), *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def restart(gen: Path, version: int) -> subprocess.CompletedProcess[str]:
+    cmd = [*crac_cmd(), "restart", "--device", "sim", "--sim-version", str(version), str(gen)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("name", sorted(ARGS))
+def test_checkpoints_at_random_moments_restart_on_other_version(name, examples, tmp_path):
+    require_native()
+    exe, args = examples[name], ARGS[name]
+    expected = native(exe, args)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    rng = random.Random(f"{name}-device-state")
+    proc = launch(exe, args, ckpt, 1)
+    taken = 0
+    while taken < CHECKPOINTS and proc.poll() is None:
+        time.sleep(rng.uniform(0.02, 0.12))
+        try:
+            os.kill(proc.pid, signal.SIGUSR2)
+        except ProcessLookupError:
+            break
+        taken += 1
+        wait_generations(ckpt, taken, proc)
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, err
+    assert out == expected, "the checkpointed run itself must not change the result"
+    gens = generations(ckpt)
+    assert gens, f"no checkpoint completed while {name} ran ({err[-2000:]})"
+    for gen in gens:
+        version = 2 if int(gen.name[4:]) % 2 else 1
+        cp = restart(gen, version)
+        assert cp.returncode == 0, f"{gen.name} on sim{version}: {cp.stderr[-2000:]}"
+        assert cp.stdout == expected, f"{gen.name} on sim{version} finished differently"
+
+
+@pytest.mark.parametrize("name", sorted(ARGS))
+def test_two_cycles_switching_sim_versions(name, examples, tmp_path):
+    """launch on sim1 -> checkpoint -> kill -> restart on sim2 -> checkpoint -> kill -> restart on
+    sim1 -> same result as uninterrupted."""
+    require_native()
+    exe, args = examples[name], ARGS[name]
+    expected = native(exe, args)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    proc = launch(exe, args, ckpt, 1)
+    time.sleep(0.4)
+    os.kill(proc.pid, signal.SIGUSR2)
+    wait_generations(ckpt, 1, proc)
+    proc.kill()
+    proc.wait(timeout=TIMEOUT)
+    (first,) = generations(ckpt)
+    cmd = [*crac_cmd(), "restart", "--device", "sim", "--sim-version", "2", str(first)]
+    second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    second.send_signal(signal.SIGUSR2)
+    wait_generations(ckpt, 2, second)
+    second.kill()
+    second.communicate(timeout=TIMEOUT)
+    gens = generations(ckpt)
+    manifest = (gens[-1] / "MANIFEST.json").read_text()
+    cp = restart(gens[-1], 1)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    assert cp.stdout == expected
+    if len(gens) == 2:  # the second checkpoint was taken under sim2, and says so
+        assert '"version": "sim2"' in manifest
+
+
+def test_corrupted_device_image_is_refused(examples, tmp_path):
+    require_native()
+    exe, args = examples["jacobi"], ARGS["jacobi"]
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    proc = launch(exe, args, ckpt, 1)
+    time.sleep(0.4)
+    os.kill(proc.pid, signal.SIGUSR2)
+    wait_generations(ckpt, 1, proc)
+    proc.kill()
+    proc.wait(timeout=TIMEOUT)
+    (gen,) = generations(ckpt)
+    dev = gen / "device.img"
+    assert dev.exists(), "jacobi's managed memory must be in device.img"
+    good = dev.read_bytes()
+    rng = random.Random(5)
+    cases = {"truncated": good[: len(good) // 2]}
+    for i in range(3):
+        flipped = bytearray(good)
+        at = rng.randrange(len(flipped))
+        flipped[at] ^= 1 << rng.randrange(8)
+        cases[f"bit flipped at {at}"] = bytes(flipped)
+    for what, data in cases.items():
+        dev.write_bytes(data)
+        cp = restart(gen, 2)
+        assert cp.returncode == 2, f"{what}: {cp.returncode} {cp.stderr[-500:]}"
+        assert cp.stderr.startswith("crac: error:"), f"{what}: {cp.stderr[-500:]}"
+        assert "Traceback" not in cp.stderr
+    dev.write_bytes(good)
+    cp = restart(gen, 2)
+    assert cp.returncode == 0, cp.stderr[-2000:]
