@@ -31,6 +31,10 @@ from crac_py.coord_proto import ANSWERS, MAX_LINE, PHASES, ProtocolError, decode
 
 Msg = dict[str, Any]
 _PHASE_STATE = {phase: state for phase, _, _, state in PHASES}
+# A worker's checkpoint request arriving this soon after a job checkpoint ended is a duplicate: a
+# scheduler that signals every process of the job, or a signal a process got during the
+# checkpoint and forwarded once it was over.
+REQUEST_GRACE_S = 1.0
 
 
 @dataclass
@@ -152,6 +156,7 @@ class Coordinator:
         self.idle_since = time.monotonic()
         self.next_due: float | None = None
         self.last_script: Path | None = None
+        self.last_end = float("-inf")  # when the last job checkpoint ended
         self.expect: tuple[int, float] | None = None  # (restarted joins awaited, deadline)
         self.restarted_joins = 0
         self.exit_reason: str | None = None
@@ -335,6 +340,12 @@ class Coordinator:
             self._on_answer(peer, str(kind), msg)
         elif kind == "request":
             if msg.get("verb", "checkpoint") == "checkpoint":
+                if self.current is None and time.monotonic() - self.last_end < REQUEST_GRACE_S:
+                    self.log(
+                        f"dropped a checkpoint request from {peer.label}: it follows a "
+                        "checkpoint that has just ended (a duplicate)"
+                    )
+                    return
                 started = self.start_checkpoint(False, f"a request from {peer.label}")
                 if isinstance(started, str):
                     self.log(f"ignored a checkpoint request from {peer.label}: {started}")
@@ -485,6 +496,7 @@ class Coordinator:
             result = self._abandon(ck, f"internal error: {exc!r}")
         finally:
             self.current = None
+            self.last_end = time.monotonic()
             for p in self.peers.values():
                 p.state = "RUNNING"
             if self.cfg.interval > 0:

@@ -521,3 +521,21 @@ def test_peer_uid_lookup():
                 uid = loopback_peer_uid(conn.getpeername(), conn.getsockname())
                 assert uid == os.getuid()
                 assert cli.getsockname() == conn.getpeername()
+
+
+def test_duplicate_requests_after_a_checkpoint_dropped(coord, tmp_path):
+    """Requests arriving just after a checkpoint ended are duplicates (a signal sent to every
+    process of the job); a request a while later starts a new checkpoint."""
+    w1, w2 = workers(coord, tmp_path, 2)
+    w1.send({"type": "request", "verb": "checkpoint"})
+    for w in (w1, w2):
+        w.expect("checkpoint")
+    answer_all([w1, w2], 1)
+    wait_until(lambda: coord.request("status")["generation"] == 1, "the checkpoint")
+    w2.send({"type": "request", "verb": "checkpoint"})
+    assert w1.silent(0.3) and w2.silent(0.1)
+    time.sleep(1.0)
+    w2.send({"type": "request", "verb": "checkpoint"})
+    for w in (w1, w2):
+        w.expect("checkpoint")
+    answer_all([w1, w2], 2)

@@ -160,6 +160,28 @@ def test_signal_to_one_process_checkpoints_the_job(counter, tmp_path):
         job.stop()
 
 
+def test_signal_to_every_process_gives_one_checkpoint(counter, tmp_path):
+    """A scheduler that signals every process of the job (scancel --signal=USR2) gets one job
+    checkpoint, not one per process."""
+    job = Job(counter, tmp_path, ["s1", "s2", "s3", "s4"], 300)
+    try:
+        job.wait_steps(20)
+        for p in job.procs.values():
+            os.kill(p.pid, signal.SIGUSR2)
+        script = job.ckptdir / "crac_restart_script.sh"
+        wait_until(script.exists, "the restart script", timeout=WAIT_TIMEOUT)
+        time.sleep(2.0)
+        gens = complete_generations(job.ckptdir)
+        assert len(gens) == 4 and set(gens.values()) == {1}, tree(job.ckptdir)
+        assert request(job.coord.port, "status")["generation"] == 1
+        finish_launched(job)
+    except BaseException:
+        print(job.report())
+        raise
+    finally:
+        job.stop()
+
+
 def test_kcheckpoint_then_restart(counter, tmp_path):
     steps = 250
     job = Job(counter, tmp_path, ["x", "y"], steps)
