@@ -32,6 +32,11 @@ _ENV = (
 )
 
 
+# A coordinator started on the job's behalf exits when no process has been connected for this
+# long (its processes join within seconds; this only ends one that nobody ever joined).
+AUTO_STALE_S = 600.0
+
+
 @dataclass(frozen=True)
 class CoordChoice:
     mode: str  # "none", "join", "new" or "any"
@@ -81,7 +86,12 @@ def _start(ep: Endpoint, interval: int) -> int:
     if not coord_client.is_local(ep.host):
         raise CoordinatorNotFound(ep.host, ep.port)
     opts = coord_run.RunOptions(
-        port=ep.port, token=ep.token or None, exit_on_last=True, interval=interval, quiet=True
+        port=ep.port,
+        token=ep.token or None,
+        exit_on_last=True,
+        interval=interval,
+        quiet=True,
+        stale_timeout=AUTO_STALE_S,
     )
     try:
         return coord_run.spawn_daemon(opts)
@@ -158,9 +168,11 @@ def restart_job(
         image.resolve_generation(str(proc))
     port = ep.port
     host = ep.host
+    started = False
     if not (port and coord_client.answers(ep)):
         port = _start(ep, 0)
         host = "127.0.0.1"
+        started = True
     target = Endpoint(host, port, ep.token)
     coord_client.command(target, "expect", len(procs))
     crac = shlex.split(runner.crac_command())
@@ -186,4 +198,10 @@ def restart_job(
         rc = child.wait()
         if status == 0 and rc != 0:
             status = rc if rc > 0 else 128 - rc
+    if started:  # a coordinator started here that no process joined (all refused) goes too
+        try:
+            if coord_client.status(target).get("num_peers") == 0:
+                coord_client.command(target, "quit")
+        except CoordError:
+            pass
     return status
