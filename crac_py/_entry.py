@@ -29,6 +29,10 @@ def _hold_checkpoint_signal() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["command"]:  # scripts poll it: skip typer and the CLI's imports
+        from crac_py.command import run
+
+        sys.exit(run(sys.argv[2:]))
     _hold_checkpoint_signal()
     from crac_py.cli import main as cli_main
 

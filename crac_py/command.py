@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from crac_py import config, coord_client, progress
+from crac_py import config, coord_client
 from crac_py.coord_client import CoordError, Endpoint
 from crac_py.coord_proto import LONG_REPLY_VERBS, OLD_VERBS, normalize_verb
 
@@ -148,7 +148,7 @@ def _lines(verb: str, reply: dict[str, Any], ep: Endpoint) -> list[str]:
     return []
 
 
-def _watch(ep: Endpoint, bar: progress.DelayedProgress, done: threading.Event) -> None:
+def _watch(ep: Endpoint, bar: Any, done: threading.Event) -> None:
     """While a blocking checkpoint runs: the processes' phases, on the progress line."""
     while not done.wait(0.25):
         if not bar.shown:
@@ -165,6 +165,8 @@ def _watch(ep: Endpoint, bar: progress.DelayedProgress, done: threading.Event) -
 def _send(req: Request, ep: Endpoint) -> dict[str, Any]:
     if req.verb not in LONG_REPLY_VERBS:
         return coord_client.command(ep, req.verb, req.value)
+    from crac_py import progress  # rich: imported only for the verbs that may wait
+
     bar = progress.DelayedProgress("checkpoint of the job")
     done = threading.Event()
     with bar:
