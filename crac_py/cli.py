@@ -330,6 +330,7 @@ def restart(
         loader = paths.loader()
         image.check_program(gen.manifest, force)
         image.check_loader(gen.manifest, loader, force)
+        image.check_writable(gen, force)
         dev = gen.backend if device is None else devices.resolve_device(device)
         ckpt = runner.CheckpointOptions(
             ckpt_dir=None,
@@ -504,6 +505,64 @@ def _verify_tables(reports: list[verify.Report]) -> None:
         console.print(table)
         verdict = "VALID" if report.valid else f"INVALID: {report.reason}"
         console.print(Text(verdict, style="green" if report.valid else "bold red"))
+
+
+@app.command("inspect", epilog="Example: crac inspect --json /scratch/ckpt/ckpt_app_0a0b0c0d-4242")
+def inspect_cmd(
+    path: Annotated[
+        str,
+        typer.Argument(metavar="CHECKPOINT", help="A checkpoint, process or generation directory."),
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON.")] = False,
+) -> None:
+    """Show what an image holds: regions by kind, threads, file descriptors, device state."""
+    from crac_py import inspect_image
+
+    try:
+        info = inspect_image.describe(image.open_generation(path))
+    except image.ImageError as exc:
+        _error(str(exc))
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    backend = info["backend"] or {}
+    console.print(
+        f"generation {info['generation']} of {info['program']} ({info['created']}), "
+        f"backend {backend.get('name')} {backend.get('version')}"
+    )
+    t = Table(title="upper half: regions by kind")
+    for col in ("kind", "regions", "MiB", "saved pages"):
+        t.add_column(col)
+    for kind, k in info["regions_by_kind"].items():
+        t.add_row(kind, str(k["regions"]), f"{k['bytes'] / 2**20:.1f}", str(k["saved_pages"]))
+    console.print(t)
+    t = Table(title="threads")
+    for col in ("tid", "main"):
+        t.add_column(col)
+    for th in info["threads"]:
+        t.add_row(str(th["tid"]), "yes" if th["main"] else "")
+    console.print(t)
+    t = Table(title="file descriptors")
+    for col in ("fd", "kind", "offset", "path"):
+        t.add_column(col)
+    for fd in info["fds"]:
+        t.add_row(str(fd["fd"]), fd["kind"], str(fd["offset"]), fd["path"])
+    console.print(t)
+    dev = info["device"]
+    t = Table(title="device state")
+    for col in ("allocation", "kind", "MiB"):
+        t.add_column(col)
+    for a in dev.get("allocations", []):
+        t.add_row(hex(a["address"]), a["kind"], f"{a['size'] / 2**20:.2f}")
+    console.print(t)
+    console.print(
+        f"streams {dev.get('streams', 0)}, events {dev.get('events', 0)}, "
+        f"modules {dev.get('modules', 0)}, pinned ranges {dev.get('pinned', 0)}"
+    )
 
 
 @app.command("verify", epilog="Example: crac verify /scratch/ckpt/ckpt_app_0a0b0c0d-4242")

@@ -250,7 +250,9 @@ def _shim_wrapper(f: Func) -> list[str]:
         body.append(f"    {call};")
     else:
         body.append(f"    {f.ret} r = {_cast_from_u64(f.ret, call)};")
-    lines += body + post
+    # The whole entry is inside the checkpoint gate: a handle translated (or created) before a
+    # checkpoint must not be used (or recorded) after a restart that changed the backend.
+    lines += ["    shim_gate_enter();", *body, *post, "    shim_gate_leave();"]
     if not _ret_is_void(f):
         lines.append("    return r;")
     lines += ["}", ""]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,6 +189,17 @@ def check_loader(manifest: dict[str, Any], loader: Path, force: bool) -> None:
 
 def check_fields(gen: Generation) -> None:
     _check_fields(gen)
+
+
+def check_writable(gen: Generation, force: bool) -> None:
+    """The restarted program's next checkpoints go where this one is: it must be writable."""
+    proc_dir = gen.path.parent
+    if not force and not os.access(proc_dir, os.W_OK | os.X_OK):
+        raise ImageError(
+            f"{proc_dir} is not writable, so the restarted program could never be checkpointed "
+            "again; copy the checkpoint directory somewhere writable and restart from there "
+            "(or --force)"
+        )
 
 
 def _check_fields(gen: Generation) -> None:

@@ -64,6 +64,8 @@ struct crac_registry {
     uint64_t device_ranges;   /* struct crac_dev_ranges *: live device and managed allocations */
     volatile int32_t in_hook; /* a hook runs on a lower thread: its crossings skip the gate */
     int32_t pad3;
+    /* Live device objects, counted by the shim's checkpoint hook (for the manifest). */
+    int32_t dev_streams, dev_events, dev_modules, dev_pinned;
     volatile int32_t lower_epoch; /* bumped at each restart: cached lower TCBs are stale */
     int32_t pad2;
     struct crac_thread_rec threads[CRAC_MAX_THREADS];

@@ -275,6 +275,10 @@ void coord_serve(int fd, int wake_fd)
                 on_failed(NULL, "the program has not started yet");
             else
                 ckpt_run(strcmp(ex, "true") == 0, &barrier);
+            /* A checkpoint signal that came during this checkpoint was for it: drop it. */
+            uint64_t stale;
+            while (read(wake_fd, &stale, sizeof(stale)) > 0)
+                ;
         } else if (is_type(line, "kill")) {
             kill(getpid(), SIGKILL);
         } else if (is_type(line, "abort")) {

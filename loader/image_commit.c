@@ -131,6 +131,25 @@ static void *flush_core(void *arg)
     return (void *)(intptr_t)fsync_path(path);
 }
 
+/* What device state the image holds: allocations (from the shim's registry) and object counts. */
+static void manifest_device(struct json *j)
+{
+    const struct crac_registry *r = ckpt_registry;
+    const struct crac_dev_ranges *rs = (const struct crac_dev_ranges *)r->device_ranges;
+    jraw(j, "  \"device\": {\"allocations\": [");
+    int first = 1;
+    for (uint32_t i = 0; rs && i < rs->n; i++) {
+        if (rs->v[i].kind != 1 && rs->v[i].kind != 2)
+            continue;
+        jraw(j, "%s{\"address\": %llu, \"size\": %llu, \"kind\": \"%s\"}", first ? "" : ", ",
+             (unsigned long long)rs->v[i].start, (unsigned long long)rs->v[i].size,
+             rs->v[i].kind == 2 ? "managed" : "device");
+        first = 0;
+    }
+    jraw(j, "], \"streams\": %d, \"events\": %d, \"modules\": %d, \"pinned\": %d},\n",
+         r->dev_streams, r->dev_events, r->dev_modules, r->dev_pinned);
+}
+
 static int write_manifest(const char *dir, int generation, uint32_t header_crc, uint64_t core_size,
                           int n_threads)
 {
@@ -168,6 +187,7 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     jstr(&j, ckpt_cfg.backend_version);
     jraw(&j, ", \"driver_version\": %d},\n", ckpt_cfg.backend_driver_version);
     jraw(&j, "  \"loader_sha256\": \"%s\",\n", loader_hash);
+    manifest_device(&j);
     jraw(&j, "  \"upper_core\": {\"size\": %llu, \"header_crc32c\": %u},\n",
          (unsigned long long)core_size, header_crc);
     jraw(&j, "  \"files\": {");

@@ -49,10 +49,24 @@ def wait_generations(ckpt: Path, n: int, proc: subprocess.Popen, timeout: float 
         time.sleep(0.02)
 
 
+def wait_exec(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """Until the process is crac's loader (crac's Python start-up is over)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if Path(f"/proc/{proc.pid}/comm").read_text().strip() == "crac-loader":
+                return
+        except OSError:
+            return
+        time.sleep(0.01)
+
+
 def launch(exe: Path, args: list[str], ckpt: Path, version: int) -> subprocess.Popen:
     cmd = [*crac_cmd(), "launch", "--device", "sim", "--sim-version", str(version)]
     cmd += ["-c", str(ckpt), "--keep", "100", "--", str(exe), *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_exec(proc)
+    return proc
 
 
 def restart(gen: Path, version: int) -> subprocess.CompletedProcess[str]:
@@ -108,7 +122,8 @@ def test_two_cycles_switching_sim_versions(name, examples, tmp_path):
     (first,) = generations(ckpt)
     cmd = [*crac_cmd(), "restart", "--device", "sim", "--sim-version", "2", str(first)]
     second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.3)
+    wait_exec(second)
+    time.sleep(0.2)
     second.send_signal(signal.SIGUSR2)
     wait_generations(ckpt, 2, second)
     second.kill()

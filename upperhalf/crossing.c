@@ -78,9 +78,16 @@ __attribute__((noinline)) static uint64_t switch_and_call(void *fn, uint64_t a0,
     return r;
 }
 
+/* The gate is re-entrant per thread: a shim entry holds it around its whole body (handle
+ * translation, crossing, wrapping of created handles) and its crossing takes it again; only the
+ * outermost entry may wait, or a nested one would wait for a checkpoint that waits for it. */
+static __thread int gate_depth __attribute__((tls_model("initial-exec")));
+
 void cross_gate_enter(void)
 {
     const struct crac_lh_api *api = crac_upper.api;
+    if (gate_depth++ > 0)
+        return;
     if (__atomic_load_n(&crac_registry.in_hook, __ATOMIC_ACQUIRE)) {
         /* A checkpoint or restart hook: the checkpoint is the one running it. */
         __atomic_add_fetch(api->gate_inside, 1, __ATOMIC_SEQ_CST);
@@ -98,6 +105,8 @@ void cross_gate_enter(void)
 
 void cross_gate_leave(void)
 {
+    if (--gate_depth > 0)
+        return;
     __atomic_sub_fetch(crac_upper.api->gate_inside, 1, __ATOMIC_SEQ_CST);
 }
 

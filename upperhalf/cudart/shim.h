@@ -16,6 +16,19 @@ extern uint64_t cross_call_entered(void *fn, uint64_t a0, uint64_t a1, uint64_t 
 extern void cross_gate_enter(void) __attribute__((weak));
 extern void cross_gate_leave(void) __attribute__((weak));
 
+/* The checkpoint gate around a whole shim entry (re-entrant; nothing outside crac). */
+static inline void shim_gate_enter(void)
+{
+    if (cross_gate_enter)
+        cross_gate_enter();
+}
+
+static inline void shim_gate_leave(void)
+{
+    if (cross_gate_leave)
+        cross_gate_leave();
+}
+
 /* The lower-half entry called name, or NULL (not under crac, or not exported). */
 void *shim_resolve(const char *name);
 

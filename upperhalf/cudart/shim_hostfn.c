@@ -120,9 +120,7 @@ static int ensure_executor(void)
 
 cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
 {
-    struct crac_args_cudaLaunchHostFunc a = {
-        (cudaStream_t)(uintptr_t)shim_vh_backend(SHIM_VH_STREAM, (uint64_t)(uintptr_t)stream),
-        NULL, NULL};
+    struct crac_args_cudaLaunchHostFunc a = {NULL, NULL, NULL};
     struct upcall *u = NULL;
     if (fn) {
         pthread_mutex_lock(&get_lock);
@@ -135,7 +133,11 @@ cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, v
         a.fn = upcall_post_and_wait;
         a.userData = u;
     }
+    /* Translated inside the gate: a restart in between would change the backend's handle. */
+    shim_gate_enter();
+    a.stream = (cudaStream_t)(uintptr_t)shim_vh_backend(SHIM_VH_STREAM, (uint64_t)(uintptr_t)stream);
     cudaError_t r = (cudaError_t)crac_cross_cudaLaunchHostFunc(&a);
+    shim_gate_leave();
     if (r != cudaSuccess && u)
         put_upcall(u);
     return r;

@@ -176,3 +176,5 @@ static int reregister_pinned(void)
 }
 
 int shim_pinned_restore(void) { return reregister_pinned(); }
+
+int32_t shim_pinned_count(void) { return (int32_t)pinned.n; }

@@ -7,6 +7,7 @@
 
 #include "cudart_args.h"
 #include "cudart_shim_gen.h"
+#include "crac_registry.h"
 
 #include <stdint.h>
 #include <time.h>
@@ -17,6 +18,8 @@ extern int crac_upper_at_restart(crac_hook fn) __attribute__((weak));
 
 int shim_modules_restore(void);
 int shim_pinned_restore(void);
+int32_t shim_pinned_count(void);
+extern struct crac_registry crac_registry __attribute__((weak));
 
 /* CLOCK_MONOTONIC at the checkpoint: event times are moved so that the time the image spent on
  * disk does not count (elapsed times between events recorded before it are kept exactly). */
@@ -43,9 +46,23 @@ static int note_event(struct shim_vh_view *v, void *ctx)
     return 0;
 }
 
+static int count(struct shim_vh_view *v, void *ctx)
+{
+    (void)v;
+    (*(int32_t *)ctx)++;
+    return 0;
+}
+
 static int on_checkpoint(void)
 {
     clock_at_checkpoint = now_ns();
+    if (&crac_registry) {
+        crac_registry.dev_streams = crac_registry.dev_events = crac_registry.dev_modules = 0;
+        shim_vh_foreach(SHIM_VH_STREAM, count, &crac_registry.dev_streams);
+        shim_vh_foreach(SHIM_VH_EVENT, count, &crac_registry.dev_events);
+        shim_vh_foreach(SHIM_VH_MODULE, count, &crac_registry.dev_modules);
+        crac_registry.dev_pinned = shim_pinned_count();
+    }
     return shim_vh_foreach(SHIM_VH_EVENT, note_event, NULL);
 }
 
