@@ -1,0 +1,636 @@
+"""Helpers for the checkpoint/restart tests (DESIGN §7-§9, §13).
+
+A test program from tests/apps/ckpt_*.c prints `step N` (N = 1, 2, ...) once per step, flushing
+each line, and a deterministic last line `DONE ...`; it checks itself and exits non-zero on any
+mismatch. The helpers here launch it under `crac launch -c DIR`, follow its output (stdout goes to
+a file that is read as it grows), checkpoint it with its signal and wait for the new *complete*
+generation (`latest` switched to it and its MANIFEST.json present), SIGKILL it, `crac restart` it,
+and check that the output of every process continues exactly where the checkpoint left it.
+
+Every wait has a timeout; nothing here asserts on timing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import APPS_DIR, CFLAGS, crac_cmd, describe, require_native, run_native
+
+STEP_RE = re.compile(r"^step (\d+)$")
+GEN_RE = re.compile(r"^gen-(\d{6})$")
+PROC_DIR_RE = re.compile(r"^ckpt_(.+)_(.+)-(\d+)$")
+
+WAIT_TIMEOUT = 60.0  # any single wait: a step, a checkpoint, a kill
+RUN_TIMEOUT = 180.0  # a whole program run (native reference or the last restart)
+POLL_S = 0.01
+
+# Variables that would change where or how a launched program is checkpointed: never inherited
+# from the environment the tests run in (tests set them on purpose).
+_CKPT_ENV_PREFIXES = ("CRAC_CHECKPOINT", "DMTCP_CHECKPOINT", "CRAC_SIGCKPT", "DMTCP_SIGCKPT")
+
+
+# The acceptance programs (reference/dmtcp-conventions.md §10), tests/apps/<name>.c.
+CKPT_PROGRAMS = (
+    "ckpt_counter",
+    "ckpt_busy_file",
+    "ckpt_threads",
+    "ckpt_signals",
+    "ckpt_timers",
+    "ckpt_env_cwd",
+    "ckpt_tids",
+    "ckpt_files",
+    "ckpt_mmap",
+    "ckpt_sparse",
+    "ckpt_detached",
+    "ckpt_poll",
+)
+
+_BUILT: dict[str, Path] = {}
+
+
+def build_ckpt_apps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The CKPT_PROGRAMS compiled (once per session) with conftest's flags, by name.
+
+    Built here rather than through conftest's `apps` fixture so that these tests do not depend
+    on every other program in tests/apps/ building (some need headers these do not)."""
+    if not _BUILT:
+        out_dir = tmp_path_factory.mktemp("ckpt_apps")
+        for name in CKPT_PROGRAMS:
+            src = APPS_DIR / f"{name}.c"
+            exe = out_dir / name
+            cmd = ["gcc", *CFLAGS, "-o", str(exe), str(src), "-ldl"]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if res.returncode != 0:
+                pytest.fail(f"cannot build {src.name}:\n{' '.join(cmd)}\n{res.stderr}")
+            _BUILT[src.stem] = exe
+    return dict(_BUILT)
+
+
+def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The test runner's environment without checkpoint settings, plus EXTRA."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_CKPT_ENV_PREFIXES)}
+    env.update(extra or {})
+    return env
+
+
+def _tail(text: str, limit: int = 3000) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+class CracProc(subprocess.Popen):
+    """A process whose stdout and stderr go to files (read while it runs; no pipe to fill up).
+
+    `crac launch` execs the loader, so `pid` is the program's pid; the same holds for
+    `crac restart`, whose pid is the restarted program's."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        out_dir: Path,
+        label: str,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.label = label
+        self.out_path = out_dir / f"{label}.out"
+        self.err_path = out_dir / f"{label}.err"
+        if self.out_path.exists() or self.err_path.exists():
+            raise ValueError(f"output files for {label!r} already exist in {out_dir}")
+        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            super().__init__(
+                [str(a) for a in argv],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=dict(env) if env is not None else base_env(),
+                cwd=cwd,
+            )
+
+    def stdout_text(self) -> str:
+        return self.out_path.read_bytes().decode(errors="replace")
+
+    def stderr_text(self) -> str:
+        return self.err_path.read_bytes().decode(errors="replace")
+
+    def lines(self) -> list[str]:
+        """Complete lines of stdout so far (a line still being written is left out)."""
+        text = self.stdout_text()
+        if not text.endswith("\n"):
+            text = text[: text.rfind("\n") + 1]
+        return text.splitlines()
+
+    def steps(self) -> list[int]:
+        return [int(m.group(1)) for m in map(STEP_RE.match, self.lines()) if m]
+
+    def last_step(self) -> int:
+        """The highest step printed so far (0: none)."""
+        steps = self.steps()
+        return max(steps) if steps else 0
+
+    def report(self) -> str:
+        status = self.poll()
+        state = "running" if status is None else f"returncode {status}"
+        return (
+            f"--- {self.label} (pid {self.pid}, {state}) ---\ncommand: {self.args!r}\n"
+            f"stdout:\n{_tail(self.stdout_text())}\nstderr:\n{_tail(self.stderr_text())}"
+        )
+
+    def stop(self) -> None:
+        """SIGKILL it if it still runs, and reap it (cleanup after a failure)."""
+        if self.poll() is None:
+            self.kill()
+        try:
+            self.wait(timeout=WAIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def fail(message: str, *procs: CracProc) -> None:
+    details = "\n".join(p.report() for p in procs)
+    pytest.fail(f"{message}\n{details}" if details else message, pytrace=False)
+
+
+def subst(args: Iterable[str], work: Path) -> list[str]:
+    """Arguments with `{work}` replaced by the run's work directory."""
+    return [str(a).replace("{work}", str(work)) for a in args]
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+
+def crac_launch_argv(
+    app: Path | str,
+    args: Sequence[str],
+    ckptdir: Path | None,
+    opts: Sequence[str] = (),
+) -> list[str]:
+    c_flag = ["-c", str(ckptdir)] if ckptdir is not None else []
+    return [*crac_cmd(), "launch", *c_flag, *opts, "--", str(app), *map(str, args)]
+
+
+def launch(
+    app: Path | str,
+    args: Sequence[str],
+    ckptdir: Path | None,
+    *,
+    out_dir: Path,
+    label: str = "launch",
+    opts: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> CracProc:
+    """`crac launch -c CKPTDIR [OPTS] -- APP ARGS` (no -c when ckptdir is None: the environment
+    says where). stdout/stderr go to OUT_DIR/LABEL.out/.err; the working directory is CWD, else
+    OUT_DIR (never the test runner's: an image written to "." must not land in the repository)."""
+    require_native()
+    argv = crac_launch_argv(app, args, ckptdir, opts)
+    return CracProc(argv, out_dir=out_dir, label=label, env=env, cwd=cwd or out_dir)
+
+
+def restart(
+    path: Path | str,
+    *,
+    out_dir: Path,
+    label: str,
+    opts: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> CracProc:
+    """`crac restart PATH [OPTS]`; the restarted program runs in this process, in the foreground."""
+    require_native()
+    argv = [*crac_cmd(), "restart", str(path), *opts]
+    return CracProc(argv, out_dir=out_dir, label=label, env=env, cwd=cwd or out_dir)
+
+
+def run_restart(
+    path: Path | str, *opts: str, timeout: float = WAIT_TIMEOUT, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    """`crac restart PATH OPTS` run to its end, output captured (for refusals). The working
+    directory is CWD, else the system's temporary directory (never the test runner's)."""
+    require_native()
+    return subprocess.run(
+        [*crac_cmd(), "restart", str(path), *opts],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=base_env(),
+        cwd=cwd or tempfile.gettempdir(),
+        timeout=timeout,
+    )
+
+
+def assert_refused(cp: subprocess.CompletedProcess, what: str = "") -> str:
+    """crac refused its input properly: exit status 2 (not a signal), exactly one non-empty line
+    on stderr, starting `crac: error:`, no traceback, no crash. Returns that line."""
+    ctx = f"{what}\n{describe(cp)}" if what else describe(cp)
+    out = cp.stdout.decode(errors="replace") + cp.stderr.decode(errors="replace")
+    assert cp.returncode >= 0, f"crac was killed by signal {-cp.returncode}\n{ctx}"
+    for bad in ("Traceback", "Segmentation fault", "core dumped", "Aborted"):
+        assert bad not in out, f"{bad!r} in crac's output\n{ctx}"
+    assert cp.returncode == 2, f"expected exit status 2 (refused), got {cp.returncode}\n{ctx}"
+    lines = [ln for ln in cp.stderr.decode(errors="replace").splitlines() if ln.strip()]
+    assert len(lines) == 1, f"expected exactly one line on stderr\n{ctx}"
+    assert lines[0].startswith("crac: error: "), f"stderr does not start 'crac: error: '\n{ctx}"
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Waiting
+
+
+def wait_for_step(proc: CracProc, n: int, timeout: float = WAIT_TIMEOUT) -> int:
+    """Waits until PROC has printed `step M` with M >= N; returns the highest step seen. Fails if
+    the process ends first or after TIMEOUT seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ended = proc.poll() is not None  # before reading: all output of an ended process is in
+        last = proc.last_step()
+        if last >= n:
+            return last
+        if ended:
+            fail(f"{proc.label} ended before printing step {n} (last step: {last})", proc)
+        if time.monotonic() > deadline:
+            fail(f"{proc.label} did not reach step {n} in {timeout:.0f} s (last: {last})", proc)
+        time.sleep(POLL_S)
+
+
+def wait_exit(proc: CracProc, timeout: float = RUN_TIMEOUT) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.stop()
+        fail(f"{proc.label} did not finish in {timeout:.0f} s", proc)
+        raise  # unreachable
+
+
+def kill9(proc: CracProc) -> int:
+    """SIGKILLs PROC and reaps it. Fails if it had already ended on its own (a test that wants to
+    kill a process must catch it still running). Returns its exit status (-9)."""
+    if proc.poll() is not None:
+        fail(f"{proc.label} ended (status {proc.returncode}) before it could be killed", proc)
+    proc.send_signal(signal.SIGKILL)
+    status = wait_exit(proc, WAIT_TIMEOUT)
+    if status != -signal.SIGKILL:
+        fail(f"{proc.label} ended with status {status} while being killed", proc)
+    return status
+
+
+# ---------------------------------------------------------------------------------------------
+# Images
+
+
+def process_dirs(ckptdir: Path) -> list[Path]:
+    """The ckpt_<prog>_<hostid>-<pid> process directories in CKPTDIR."""
+    if not ckptdir.is_dir():
+        return []
+    return sorted(p for p in ckptdir.iterdir() if PROC_DIR_RE.match(p.name) and p.is_dir())
+
+
+def gen_number(gen: Path) -> int:
+    m = GEN_RE.match(gen.name)
+    assert m, f"{gen} is not named gen-NNNNNN"
+    return int(m.group(1))
+
+
+def generations(procdir: Path) -> list[Path]:
+    """The gen-NNNNNN directories of a process directory, oldest first (temporary ones left
+    out: they are not named gen-NNNNNN)."""
+    return sorted(p for p in procdir.iterdir() if GEN_RE.match(p.name) and p.is_dir())
+
+
+def latest_complete(procdir: Path) -> Path | None:
+    """The generation `latest` names, if it is complete (MANIFEST.json present)."""
+    link = procdir / "latest"
+    if not link.is_symlink():
+        return None
+    target = link.resolve()
+    if not (GEN_RE.match(target.name) and target.parent == procdir.resolve()):
+        return None
+    if not (target / "MANIFEST.json").is_file():
+        return None
+    return target
+
+
+def complete_generations(ckptdir: Path) -> dict[Path, int]:
+    """For every process directory in CKPTDIR: the number of its latest complete generation."""
+    found = {}
+    for procdir in process_dirs(ckptdir):
+        gen = latest_complete(procdir)
+        if gen is not None:
+            found[procdir] = gen_number(gen)
+    return found
+
+
+def tree(path: Path) -> str:
+    """`ls -lR`-like listing for failure messages."""
+    if not path.exists():
+        return f"{path}: does not exist"
+    lines = []
+    for root, dirs, files in os.walk(path):
+        for name in sorted(dirs + files):
+            p = Path(root) / name
+            try:
+                st = p.lstat()
+                extra = f" -> {os.readlink(p)}" if p.is_symlink() else ""
+                lines.append(f"{oct(st.st_mode)} {st.st_size:>12} {p}{extra}")
+            except OSError as exc:
+                lines.append(f"? {p} ({exc})")
+    return "\n".join(lines[:200]) or f"{path}: empty"
+
+
+def wait_new_generation(
+    ckptdir: Path,
+    before: Mapping[Path, int],
+    proc: CracProc | None = None,
+    timeout: float = WAIT_TIMEOUT,
+) -> Path:
+    """Waits until a process directory in CKPTDIR has a complete generation newer than BEFORE
+    says; returns that generation's directory (resolved)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ended = proc is not None and proc.poll() is not None
+        for procdir, num in complete_generations(ckptdir).items():
+            if num > before.get(procdir, 0):
+                gen = latest_complete(procdir)
+                if gen is not None:
+                    return gen
+        if ended:
+            fail(
+                f"{proc.label} ended (status {proc.returncode}) and no new complete generation "
+                f"appeared in {ckptdir} (if it ran to its end, the checkpoint took longer than "
+                f"the rest of its run)\n{tree(ckptdir)}",
+                proc,
+            )
+        if time.monotonic() > deadline:
+            procs = [proc] if proc is not None else []
+            fail(
+                f"no new complete generation in {ckptdir} after {timeout:.0f} s "
+                f"(a checkpoint is complete when `latest` names it and its MANIFEST.json "
+                f"exists)\n{tree(ckptdir)}",
+                *procs,
+            )
+        time.sleep(POLL_S)
+
+
+def checkpoint(
+    proc_or_pid: CracProc | int,
+    ckptdir: Path,
+    *,
+    sig: int = signal.SIGUSR2,
+    timeout: float = WAIT_TIMEOUT,
+) -> Path:
+    """Sends the checkpoint signal and waits for the NEW complete generation; returns it."""
+    proc = proc_or_pid if isinstance(proc_or_pid, CracProc) else None
+    pid = proc.pid if proc is not None else int(proc_or_pid)
+    before = complete_generations(ckptdir)
+    if proc is not None and proc.poll() is not None:
+        fail(f"{proc.label} ended before it could be checkpointed", proc)
+    os.kill(pid, sig)
+    return wait_new_generation(ckptdir, before, proc, timeout)
+
+
+# ---------------------------------------------------------------------------------------------
+# Output continuity
+
+
+def check_steps_contiguous(lines: Sequence[str], what: str) -> list[int]:
+    """The step lines of one uninterrupted stretch of output: 1.., each one more than the last."""
+    steps = [int(m.group(1)) for m in map(STEP_RE.match, lines) if m]
+    for prev, cur in zip(steps, steps[1:]):
+        assert cur == prev + 1, f"{what}: step {cur} follows step {prev}"
+    return steps
+
+
+@dataclass
+class Segment:
+    """The output of one process of a checkpoint/restart chain."""
+
+    label: str
+    lines: list[str]
+    # Checkpoint taken in this process (None for the last one): the last step printed before the
+    # signal was sent, the last step printed once the generation was complete, and the generation.
+    before_signal: int | None = None
+    at_complete: int | None = None
+    gen: Path | None = None
+
+
+def stitch(segments: Sequence[Segment]) -> list[str]:
+    """The output the chain amounts to: each process's output up to the step its successor
+    resumes after, then the successor's. Fails when a successor does not start with a step line
+    or resumes from a step its predecessor never printed."""
+    out = list(segments[0].lines)
+    for prev, seg in zip(segments, segments[1:]):
+        first = STEP_RE.match(seg.lines[0]) if seg.lines else None
+        if not first:
+            head = seg.lines[:3]
+            pytest.fail(f"{seg.label}: output does not begin with a step line: {head!r}")
+        resume = int(first.group(1))
+        marker = f"step {resume - 1}"
+        if resume == 1:
+            cut = next((i for i, ln in enumerate(out) if STEP_RE.match(ln)), len(out))
+        elif marker in out:
+            cut = len(out) - out[::-1].index(marker)
+        else:
+            pytest.fail(
+                f"{seg.label} resumes at step {resume}, but {prev.label} never printed `{marker}`"
+            )
+        out = out[:cut] + list(seg.lines)
+    return out
+
+
+def check_resume_point(seg: Segment, prev: Segment) -> int:
+    """The first step a restarted process prints must continue from the checkpointed value:
+    after the last step seen before the checkpoint signal, and no later than one past the last
+    step printed when the checkpoint was complete (so it re-prints steps the killed process had
+    already printed after the checkpoint). Returns that first step."""
+    steps = [int(m.group(1)) for m in map(STEP_RE.match, seg.lines) if m]
+    assert steps, f"{seg.label} printed no step"
+    first = steps[0]
+    lo, hi = prev.before_signal + 1, prev.at_complete + 1
+    assert lo <= first <= hi, (
+        f"{seg.label} resumed at step {first}; the checkpoint taken in {prev.label} was requested "
+        f"after step {prev.before_signal} and complete by step {prev.at_complete}, so the first "
+        f"step after the restart must be in [{lo}, {hi}]"
+    )
+    return first
+
+
+def assert_same_output(actual: Sequence[str], expected: Sequence[str], what: str) -> None:
+    if list(actual) == list(expected):
+        return
+    diff = difflib.unified_diff(
+        list(expected), list(actual), "uninterrupted run", what, n=2, lineterm=""
+    )
+    text = "\n".join(list(diff)[:80])
+    pytest.fail(f"{what} differs from the uninterrupted run:\n{text}", pytrace=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole scenarios
+
+
+@dataclass
+class Reference:
+    lines: list[str]
+    steps: int
+
+    @property
+    def done(self) -> str:
+        return self.lines[-1]
+
+
+def native_reference(app: Path, args: Sequence[str], work: Path, cwd: Path) -> Reference:
+    """Runs the program natively (no crac) in a fresh work directory: the expected output."""
+    work.mkdir(parents=True, exist_ok=True)
+    cwd.mkdir(parents=True, exist_ok=True)
+    cp = run_native([app, *subst(args, work)], env=base_env(), cwd=cwd, timeout=RUN_TIMEOUT)
+    if cp.returncode != 0:
+        pytest.fail(f"the program fails natively (a test program bug)\n{describe(cp)}")
+    lines = cp.stdout.decode().splitlines()
+    steps = check_steps_contiguous(lines, "native run")
+    assert steps and steps[0] == 1, f"native run prints no `step 1`\n{describe(cp)}"
+    assert lines[-1].startswith("DONE"), f"native run does not end with DONE\n{describe(cp)}"
+    return Reference(lines, steps[-1])
+
+
+@dataclass
+class CycleResult:
+    reference: Reference
+    segments: list[Segment]
+    ckptdir: Path
+    procdir: Path
+    gens: list[Path] = field(default_factory=list)
+
+
+def run_cycles(
+    app: Path,
+    args: Sequence[str],
+    tmp_path: Path,
+    *,
+    cycles: int = 2,
+    fractions: Sequence[float] = (0.2, 0.45, 0.6, 0.7),
+    after: int = 2,
+    launch_opts: Sequence[str] = (),
+    sig: int = signal.SIGUSR2,
+) -> CycleResult:
+    """The acceptance scenario (DESIGN §13): an uninterrupted native run gives the expected
+    output; then launch -> (wait until step fractions[i] * N -> checkpoint -> wait `after` more
+    steps -> SIGKILL -> crac restart) x CYCLES -> run to the end. Checks: exit status 0; every
+    restarted process resumes at the checkpointed step (see check_resume_point); the stitched
+    output equals the uninterrupted run's line for line (so the DONE line too); generations
+    gen-000001.. appear in one process directory."""
+    assert 1 <= cycles <= len(fractions)
+    ref = native_reference(app, args, tmp_path / "ref_work", tmp_path / "ref_cwd")
+    work = tmp_path / "work"
+    ckptdir = tmp_path / "ckpt"
+    logs = tmp_path / "logs"
+    for d in (work, ckptdir, logs, tmp_path / "launch_cwd", tmp_path / "restart_cwd"):
+        d.mkdir(parents=True, exist_ok=True)
+    argv = subst(args, work)
+
+    segments: list[Segment] = []
+    gens: list[Path] = []
+    procdir: Path | None = None
+    proc = launch(app, argv, ckptdir, out_dir=logs, opts=launch_opts, cwd=tmp_path / "launch_cwd")
+    try:
+        for i in range(cycles):
+            target = max(1, int(ref.steps * fractions[i]))
+            if target + after >= ref.steps:
+                pytest.fail(f"{app.name} has too few steps ({ref.steps}) for {cycles} cycles")
+            wait_for_step(proc, target)
+            before_signal = proc.last_step()
+            gen = checkpoint(proc, ckptdir, sig=sig)
+            at_complete = proc.last_step()
+            # The checkpoint is complete: the process goes on and re-prints steps after it.
+            wait_for_step(proc, at_complete + after)
+            kill9(proc)
+            seg = Segment(proc.label, proc.lines(), before_signal, at_complete, gen)
+            segments.append(seg)
+            check_steps_contiguous(seg.lines, seg.label)
+
+            gens.append(gen)
+            if procdir is None:
+                procdir = gen.parent
+            assert gen.parent == procdir, f"generation {gen} is not in {procdir}"
+            assert gen.name == f"gen-{i + 1:06d}", f"checkpoint {i + 1} wrote {gen.name}"
+
+            # Restart from the forms the CLI accepts: the checkpoint directory first (it holds
+            # exactly one process), then the generation itself.
+            path = ckptdir if i == 0 else gen
+            label = f"restart{i + 1}"
+            proc = restart(path, out_dir=logs, label=label, cwd=tmp_path / "restart_cwd")
+            wait_for_step(proc, 1)
+            check_resume_point(Segment(proc.label, proc.lines()), seg)
+
+        status = wait_exit(proc)
+        last = Segment(proc.label, proc.lines())
+        segments.append(last)
+        if status != 0:
+            fail(f"{proc.label} exited with status {status}", proc)
+        check_steps_contiguous(last.lines, last.label)
+        combined = stitch(segments)
+        assert_same_output(combined, ref.lines, "the stitched checkpoint/restart output")
+        assert last.lines and last.lines[-1] == ref.done
+    except BaseException:
+        proc.stop()
+        raise
+    assert procdir is not None
+    return CycleResult(ref, segments, ckptdir, procdir, gens)
+
+
+def counter_lines(steps: int) -> list[str]:
+    """The exact output of `ckpt_counter STEPS [MS]` (see tests/apps/ckpt_counter.c)."""
+    h = 0xCBF29CE484222325
+    for k in range(1, steps + 1):
+        for i in range(8):
+            h ^= (k >> (8 * i)) & 0xFF
+            h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return [f"step {k}" for k in range(1, steps + 1)] + [f"DONE checksum={h:016x} steps={steps}"]
+
+
+def check_finished(proc: CracProc, expected: Sequence[str], prev: Segment) -> Segment:
+    """Waits for PROC, a restarted process, to end: exit status 0, resumed at the checkpointed
+    step (PREV describes the process the checkpoint was taken in; not checked when PREV has no
+    before_signal, e.g. for interval checkpoints), and PREV's output up to there followed by
+    PROC's equals EXPECTED line for line."""
+    try:
+        status = wait_exit(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    seg = Segment(proc.label, proc.lines())
+    if status != 0:
+        fail(f"{proc.label} exited with status {status}", proc)
+    check_steps_contiguous(seg.lines, seg.label)
+    if prev.before_signal is not None:
+        check_resume_point(seg, prev)
+    assert_same_output(stitch([prev, seg]), expected, f"{proc.label}'s output")
+    return seg
+
+
+def finish_restart(
+    path: Path | str,
+    expected: Sequence[str],
+    prev: Segment,
+    *,
+    out_dir: Path,
+    label: str,
+    opts: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Segment:
+    """`crac restart PATH` run to its end and checked with check_finished."""
+    proc = restart(path, out_dir=out_dir, label=label, opts=opts, env=env, cwd=cwd)
+    return check_finished(proc, expected, prev)

@@ -1,0 +1,39 @@
+"""The acceptance programs (reference/dmtcp-conventions.md §10) through two checkpoint -> SIGKILL ->
+restart cycles each: the stitched output must equal an uninterrupted native run's line for line,
+each restart must resume at the checkpointed step, and every program checks itself."""
+
+from __future__ import annotations
+
+import pytest
+from ckpt_harness import CKPT_PROGRAMS, build_ckpt_apps, run_cycles
+
+# name -> its arguments (`{work}` is a fresh directory per run). Each runs ~2-4 s natively.
+PROGRAMS = {
+    "ckpt_counter": [],
+    "ckpt_busy_file": ["{work}/busy.txt"],
+    "ckpt_threads": [],
+    "ckpt_signals": [],
+    "ckpt_timers": [],
+    "ckpt_env_cwd": ["{work}"],
+    "ckpt_tids": [],
+    "ckpt_files": ["{work}"],
+    "ckpt_mmap": ["{work}"],
+    # longer: its image is 1 GiB (sparse) and is published while the program runs on
+    "ckpt_sparse": ["400"],
+    "ckpt_detached": [],
+    "ckpt_poll": [],
+}
+
+
+@pytest.fixture(scope="session")
+def ckpt_apps(tmp_path_factory):
+    return build_ckpt_apps(tmp_path_factory)
+
+
+def test_every_program_is_listed():
+    assert sorted(CKPT_PROGRAMS) == sorted(PROGRAMS)
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_two_cycles(name, ckpt_apps, tmp_path):
+    run_cycles(ckpt_apps[name], PROGRAMS[name], tmp_path, cycles=2)
