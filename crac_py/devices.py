@@ -56,7 +56,9 @@ def cuda_runtime_dirs() -> list[Path]:
     site_dirs = [*site.getsitepackages(), site.getusersitepackages(), *sys.path]
     for sp in site_dirs:
         if sp:
+            # CUDA 12 wheels: nvidia/cuda_runtime/lib; CUDA 13 wheels: nvidia/cu13/lib
             dirs.append(Path(sp) / "nvidia" / "cuda_runtime" / "lib")
+            dirs.append(Path(sp) / "nvidia" / "cu13" / "lib")
     unique: list[Path] = []
     for d in dirs:
         if d not in unique:
