@@ -168,3 +168,21 @@ def test_corrupted_device_image_is_refused(examples, tmp_path):
     dev.write_bytes(good)
     cp = restart(gen, 2)
     assert cp.returncode == 0, cp.stderr[-2000:]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_pointers_events_handles_and_new_allocations_after_restart(sim_apps, tmp_path, version):
+    """Device pointers kept in device memory (a list a kernel walks) and in managed memory,
+    cudaEventElapsedTime of events recorded before the checkpoint (the same value), destroyed
+    streams and events stay destroyed, new allocations never overlap restored ones."""
+    require_native()
+    exe = sim_apps["sim_restore"]
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    cmd = [*crac_cmd(), "launch", "--device", "sim", "--sim-version", "1", "-c", str(ckpt)]
+    first = subprocess.run([*cmd, "--", str(exe)], capture_output=True, text=True, timeout=TIMEOUT)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "checkpointed\n"
+    cp = restart(ckpt, version)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    assert cp.stdout == "restored after restart OK\n"
