@@ -9,25 +9,19 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
+# Only what `crac launch` and `crac restart` need is imported here: their start-up time is the
+# program's. The other commands import their modules (rich, asyncio...) when they run.
 from crac_py import (
     __version__,
     config,
     coord_client,
-    coord_run,
     devices,
-    doctor,
     image,
     job,
     paths,
-    progress,
     runner,
-    verify,
 )
-from crac_py import command as command_mod
 from crac_py.coord_client import CoordError
 from crac_py.preflight import PreflightError, preflight
 
@@ -367,6 +361,12 @@ def doctor_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
     """Check this machine: kernel features, address windows, native parts, CUDA, backends."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from crac_py import doctor
+
     results = doctor.run_checks()
     if as_json:
         print(json.dumps([c.as_json() for c in results], indent=2))
@@ -444,6 +444,8 @@ def coordinator_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log only problems.")] = False,
 ) -> None:
     """Run a job's coordinator (crac launch/restart processes join it; crac command asks it)."""
+    from crac_py import coord_run
+
     try:
         flag = port if port is not None else port_arg
         resolved = config.resolve("coord_port", None if flag is None else str(flag))
@@ -485,13 +487,21 @@ def command_cmd(
     ] = None,
 ) -> None:
     """Send a command to a job's coordinator (see `crac command --help`)."""
+    from crac_py import command as command_mod
+
     raise typer.Exit(command_mod.run(args or []))
 
 
 # ---- images -------------------------------------------------------------------------------------
 
 
-def _verify_tables(reports: list[verify.Report]) -> None:
+def _verify_tables(reports: list) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from crac_py import verify
+
     styles = {verify.OK: "green", verify.WARN: "yellow", verify.FAIL: "bold red"}
     console = Console()
     for report in reports:
@@ -577,6 +587,8 @@ def verify_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
     """Check an image completely: checksums, format, program binary (exit 0 valid, 2 not)."""
+    from crac_py import progress, verify
+
     try:
         total = sum(verify.total_bytes(g) for g in image.resolve_generations(path))
     except image.ImageError:
