@@ -114,7 +114,7 @@ def test_two_cycles_switching_sim_versions(name, examples, tmp_path):
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     proc = launch(exe, args, ckpt, 1)
-    time.sleep(0.4)
+    time.sleep(0.05)  # multistream runs well under a second: signal it early
     os.kill(proc.pid, signal.SIGUSR2)
     wait_generations(ckpt, 1, proc)
     proc.kill()
@@ -123,7 +123,7 @@ def test_two_cycles_switching_sim_versions(name, examples, tmp_path):
     cmd = [*crac_cmd(), "restart", "--device", "sim", "--sim-version", "2", str(first)]
     second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_exec(second)
-    time.sleep(0.2)
+    time.sleep(0.05)
     second.send_signal(signal.SIGUSR2)
     wait_generations(ckpt, 2, second)
     second.kill()
