@@ -10,18 +10,8 @@
 #include <time.h>
 
 #define PROG "ckpt_counter"
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, PROG ": FAIL: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
+#define USAGE "[STEPS] [MS]"
+#include "ckpt_common.h"
 
 static uint64_t fnv(uint64_t h, uint64_t v)
 {
@@ -30,26 +20,6 @@ static uint64_t fnv(uint64_t h, uint64_t v)
         h *= 0x100000001b3ULL;
     }
     return h;
-}
-
-static long arg(int argc, char **argv, int i, long def, long lo, long hi)
-{
-    if (argc <= i)
-        return def;
-    char *end;
-    long v = strtol(argv[i], &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "usage: " PROG " [STEPS] [MS]\n");
-        exit(2);
-    }
-    return v;
-}
-
-static void step_line(long k)
-{
-    printf("step %ld\n", k);
-    if (fflush(stdout) != 0)
-        fail("fflush(stdout): %s", strerror(errno));
 }
 
 int main(int argc, char **argv)

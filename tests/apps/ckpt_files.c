@@ -14,42 +14,12 @@
 #include <unistd.h>
 
 #define PROG "ckpt_files"
+#define USAGE "DIR [STEPS] [RENAME_AT]"
+#include "ckpt_common.h"
 #define IN_LEN 19  /* "in 000001 9e3779b9\n" */
 #define LOG_LEN 11 /* "log 000001\n" */
 #define TMP_LEN 11 /* "tmp 000001\n" */
 #define REN_LEN 11 /* "ren 000001\n" */
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, PROG ": FAIL: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static long arg(int argc, char **argv, int i, long def, long lo, long hi)
-{
-    if (argc <= i)
-        return def;
-    char *end;
-    long v = strtol(argv[i], &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "usage: " PROG " DIR [STEPS] [RENAME_AT]\n");
-        exit(2);
-    }
-    return v;
-}
-
-static void step_line(long k)
-{
-    printf("step %ld\n", k);
-    if (fflush(stdout) != 0)
-        fail("fflush(stdout): %s", strerror(errno));
-}
 
 static void rec(char *buf, const char *tag, long k)
 {

@@ -13,38 +13,8 @@
 #include <unistd.h>
 
 #define PROG "ckpt_signals"
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, PROG ": FAIL: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static long arg(int argc, char **argv, int i, long def, long lo, long hi)
-{
-    if (argc <= i)
-        return def;
-    char *end;
-    long v = strtol(argv[i], &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "usage: " PROG " [STEPS]\n");
-        exit(2);
-    }
-    return v;
-}
-
-static void step_line(long k)
-{
-    printf("step %ld\n", k);
-    if (fflush(stdout) != 0)
-        fail("fflush(stdout): %s", strerror(errno));
-}
+#define USAGE "[STEPS]"
+#include "ckpt_common.h"
 
 static volatile sig_atomic_t usr1_count, usr1_on_altstack, usr1_bad_info;
 static volatile sig_atomic_t alrm_count, usr2_count, hup_count, rt_count, rt_bad;

@@ -12,40 +12,10 @@
 #include <unistd.h>
 
 #define PROG "ckpt_sparse"
+#define USAGE "[STEPS] [DIRTY_MIB] [MS] [REGION_MIB]"
+#include "ckpt_common.h"
 #define NPAT 16 /* pattern pages, one per REGION / 16 */
 #define CHUNK (1UL << 20)
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, PROG ": FAIL: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static long arg(int argc, char **argv, int i, long def, long lo, long hi)
-{
-    if (argc <= i)
-        return def;
-    char *end;
-    long v = strtol(argv[i], &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "usage: " PROG " [STEPS] [DIRTY_MIB] [MS] [REGION_MIB]\n");
-        exit(2);
-    }
-    return v;
-}
-
-static void step_line(long k)
-{
-    printf("step %ld\n", k);
-    if (fflush(stdout) != 0)
-        fail("fflush(stdout): %s", strerror(errno));
-}
 
 static size_t PG, REGION, STRIDE;
 static unsigned char *region;

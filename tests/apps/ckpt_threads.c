@@ -12,57 +12,9 @@
 #include <unistd.h>
 
 #define PROG "ckpt_threads"
+#define USAGE "[STEPS] [PASSES (a multiple of 8)]"
+#include "ckpt_common.h"
 #define NT 8
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, PROG ": FAIL: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static long arg(int argc, char **argv, int i, long def, long lo, long hi)
-{
-    if (argc <= i)
-        return def;
-    char *end;
-    long v = strtol(argv[i], &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "usage: " PROG " [STEPS] [PASSES (a multiple of 8)]\n");
-        exit(2);
-    }
-    return v;
-}
-
-static double now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* A watchdog that counts running time only: a restart (new pid) starts it afresh, so the time a
-   checkpoint image spent on disk never counts as a hang. */
-struct watchdog {
-    pid_t pid;
-    double t0;
-};
-static void wd_start(struct watchdog *w)
-{
-    w->pid = getpid();
-    w->t0 = now_mono();
-}
-static int wd_expired(struct watchdog *w, double limit)
-{
-    if (getpid() != w->pid)
-        wd_start(w);
-    return now_mono() - w->t0 > limit;
-}
 
 static uint64_t fnv(uint64_t h, uint64_t v)
 {
@@ -119,13 +71,6 @@ static void *worker(void *arg)
     thread_hash[id] = h;
     pthread_mutex_unlock(&mu);
     return (void *)(intptr_t)tls_count;
-}
-
-static void step_line(long k)
-{
-    printf("step %ld\n", k);
-    if (fflush(stdout) != 0)
-        fail("fflush(stdout): %s", strerror(errno));
 }
 
 int main(int argc, char **argv)

@@ -14,62 +14,9 @@
 #include <unistd.h>
 
 #define PROG "ckpt_tids"
+#define USAGE "[STEPS]"
+#include "ckpt_common.h"
 #define JOIN_MAGIC 0x7a11
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, PROG ": FAIL: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static long arg(int argc, char **argv, int i, long def, long lo, long hi)
-{
-    if (argc <= i)
-        return def;
-    char *end;
-    long v = strtol(argv[i], &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "usage: " PROG " [STEPS]\n");
-        exit(2);
-    }
-    return v;
-}
-
-static void step_line(long k)
-{
-    printf("step %ld\n", k);
-    if (fflush(stdout) != 0)
-        fail("fflush(stdout): %s", strerror(errno));
-}
-
-static double now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-struct watchdog {
-    pid_t pid;
-    double t0;
-};
-static void wd_start(struct watchdog *w)
-{
-    w->pid = getpid();
-    w->t0 = now_mono();
-}
-static int wd_expired(struct watchdog *w, double limit)
-{
-    if (getpid() != w->pid)
-        wd_start(w); /* restarted: only running time counts */
-    return now_mono() - w->t0 > limit;
-}
 
 static pthread_t worker_handle;       /* as pthread_create returned it */
 static pthread_t worker_self_initial; /* pthread_self() inside the worker, first thing */

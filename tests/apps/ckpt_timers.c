@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #define PROG "ckpt_timers"
+#define USAGE "[STEPS] [ALARM_S]"
+#include "ckpt_common.h"
 #define POSIX_MS 30
 #define VIRT_MS 15
 #define SLEEP_MS 20
@@ -20,61 +22,6 @@
 /* "On time" is checked loosely, and only when no restart happened in between (the time an image
    spends on disk is not the program's). Never early is checked always. */
 #define LATE_S 10.0
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, PROG ": FAIL: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static long arg(int argc, char **argv, int i, long def, long lo, long hi)
-{
-    if (argc <= i)
-        return def;
-    char *end;
-    long v = strtol(argv[i], &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "usage: " PROG " [STEPS] [ALARM_S]\n");
-        exit(2);
-    }
-    return v;
-}
-
-static void step_line(long k)
-{
-    printf("step %ld\n", k);
-    if (fflush(stdout) != 0)
-        fail("fflush(stdout): %s", strerror(errno));
-}
-
-static double now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-struct watchdog {
-    pid_t pid;
-    double t0;
-};
-static void wd_start(struct watchdog *w)
-{
-    w->pid = getpid();
-    w->t0 = now_mono();
-}
-static int wd_expired(struct watchdog *w, double limit)
-{
-    if (getpid() != w->pid)
-        wd_start(w); /* restarted: only running time counts */
-    return now_mono() - w->t0 > limit;
-}
 
 static void sleep_ms(long ms)
 {
