@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crac_py import digest
+
 FORMAT = "crac-image"
 FORMAT_VERSION = 1
 MANIFEST = "MANIFEST.json"
@@ -109,18 +111,6 @@ def resolve_generations(arg: str) -> list[Path]:
     return [resolve_generation(arg)]
 
 
-def sha256_file(path: Path) -> str:
-    return _sha256(path)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def load_manifest(gen: Path) -> dict[str, Any]:
     """Parse MANIFEST.json and check its own checksum and format version."""
     mpath = gen / MANIFEST
@@ -164,7 +154,7 @@ def verify_files(gen: Path, manifest: dict[str, Any], full: bool) -> None:
             raise ImageError(
                 f"image corrupted: {fpath} is {size} bytes, the manifest says {meta.get('size')}"
             )
-        if (full or rel not in _LOADER_CHECKED) and _sha256(fpath) != meta.get("sha256"):
+        if (full or rel not in _LOADER_CHECKED) and not digest.matches(fpath, meta):
             raise ImageError(f"image corrupted: {fpath} fails its SHA-256 checksum")
 
 
@@ -172,7 +162,7 @@ def check_program(manifest: dict[str, Any], force: bool) -> None:
     program = Path(manifest["process"]["program"])
     if not program.is_file():
         raise ImageError(f"the checkpointed program {program} no longer exists")
-    if not force and _sha256(program) != manifest["process"]["program_sha256"]:
+    if not force and digest.sha256_file(program) != manifest["process"]["program_sha256"]:
         raise ImageError(
             f"the program {program} changed since the checkpoint; restarting it would run "
             "the old code with the new binary's files (use --force to try anyway)"
@@ -180,7 +170,7 @@ def check_program(manifest: dict[str, Any], force: bool) -> None:
 
 
 def check_loader(manifest: dict[str, Any], loader: Path, force: bool) -> None:
-    if not force and _sha256(loader) != manifest.get("loader_sha256"):
+    if not force and digest.sha256_file(loader) != manifest.get("loader_sha256"):
         raise ImageError(
             "this image was written by another build of crac's loader; restart it with the "
             f"crac {manifest.get('crac_version')} that wrote it (or --force)"

@@ -8,16 +8,14 @@ image is intact, but only that build (or `crac restart --force`) restarts it.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crac_py import image, paths
+from crac_py import digest, image, paths
 
 OK, FAIL, WARN = "OK", "FAIL", "WARN"
-_BLOCK = 1 << 20
 
 
 @dataclass
@@ -57,15 +55,6 @@ class Report:
         }
 
 
-def _sha256(path: Path, advance: Callable[[int], None]) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(_BLOCK):
-            h.update(block)
-            advance(len(block))
-    return h.hexdigest()
-
-
 def total_bytes(gen: Path) -> int:
     """Bytes verify will hash in GEN (for a progress bar); 0 if unknown."""
     try:
@@ -90,10 +79,10 @@ def _files(gen: Path, manifest: dict[str, Any], advance: Callable[[int], None]) 
         if size != want:
             checks.append(Check(rel, FAIL, f"{size} bytes, the manifest says {want}"))
             continue
-        if _sha256(path, advance) != meta.get("sha256"):
+        if not digest.matches(path, meta, advance):
             checks.append(Check(rel, FAIL, "fails its SHA-256 checksum"))
             continue
-        checks.append(Check(rel, OK, f"{size} bytes, SHA-256 matches"))
+        checks.append(Check(rel, OK, f"{size} bytes, checksum matches"))
     return checks
 
 
@@ -101,7 +90,7 @@ def _program(manifest: dict[str, Any]) -> Check:
     program = Path(manifest["process"]["program"])
     if not program.is_file():
         return Check("program", FAIL, f"{program} no longer exists")
-    if image.sha256_file(program) != manifest["process"]["program_sha256"]:
+    if digest.sha256_file(program) != manifest["process"]["program_sha256"]:
         return Check("program", FAIL, f"{program} changed since the checkpoint")
     return Check("program", OK, f"{program} unchanged")
 
@@ -111,7 +100,7 @@ def _loader(manifest: dict[str, Any]) -> Check:
         loader = paths.loader()
     except paths.NativeMissingError as exc:
         return Check("loader", WARN, str(exc))
-    if image.sha256_file(loader) != manifest.get("loader_sha256"):
+    if digest.sha256_file(loader) != manifest.get("loader_sha256"):
         return Check(
             "loader",
             WARN,

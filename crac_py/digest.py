@@ -1,0 +1,88 @@
+"""The checksums MANIFEST.json records (docs/IMAGE.md, "Checksums"): plain SHA-256 of a file, and
+the page digest of upper.core, which skips its holes instead of hashing them as zeros."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+PAGE = 4096
+_BLOCK = 1 << 20
+_ZERO_BLOCK = bytes(_BLOCK)
+_ZERO_PAGE = bytes(PAGE)
+
+Advance = Callable[[int], None]
+
+
+def _ignore(_: int) -> None:
+    pass
+
+
+def sha256_file(path: Path, advance: Advance = _ignore) -> str:
+    """SHA-256 of the file's bytes, as `sha256sum` prints it."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(_BLOCK):
+            h.update(block)
+            advance(len(block))
+    return h.hexdigest()
+
+
+def _hash_pages(h: Any, fd: int, first: int, last: int, advance: Advance) -> None:
+    """Pages [first, last) of fd that are not all zeros: index (u64 LE), then the page."""
+    step = _BLOCK // PAGE
+    for start in range(first, last, step):
+        n = min(step, last - start)
+        buf = os.pread(fd, n * PAGE, start * PAGE)
+        advance(n * PAGE)
+        if len(buf) < n * PAGE:  # the end of the file: the last page is padded with zeros
+            buf += bytes(n * PAGE - len(buf))
+        if buf == _ZERO_BLOCK[: n * PAGE]:
+            continue
+        view = memoryview(buf)
+        for i in range(n):
+            page = view[i * PAGE : (i + 1) * PAGE]
+            if page != _ZERO_PAGE:
+                h.update(struct.pack("<Q", start + i))
+                h.update(page)
+
+
+def sha256_pages(path: Path, advance: Advance = _ignore) -> str:
+    """The page digest: only the data extents are read (holes read as zeros anyway)."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        fd = fh.fileno()
+        size = os.fstat(fd).st_size
+        pages = -(-size // PAGE)
+        done = 0
+        while done < pages:
+            try:
+                data = os.lseek(fd, done * PAGE, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:
+                    raise
+                break
+            try:
+                hole = os.lseek(fd, data, os.SEEK_HOLE)
+            except OSError:
+                hole = size
+            first = max(data // PAGE, done)
+            last = min(-(-hole // PAGE), pages)
+            last = max(last, first + 1)
+            advance((first - done) * PAGE)
+            _hash_pages(h, fd, first, last, advance)
+            done = last
+        advance((pages - done) * PAGE)
+    return h.hexdigest()
+
+
+def matches(path: Path, meta: dict[str, Any], advance: Advance = _ignore) -> bool:
+    """Whether the file has the digest its MANIFEST.json entry records."""
+    if "sha256_pages" in meta:
+        return sha256_pages(path, advance) == meta["sha256_pages"]
+    return sha256_file(path, advance) == meta.get("sha256")
