@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from crac_py import config, coord_client, coord_run, image, restart_script, runner
+from crac_py import config, coord_client, image, restart_script, runner
 from crac_py.coord_client import CoordError, CoordinatorNotFound, Endpoint
 
 _ENV = (
@@ -85,6 +85,10 @@ def _start(ep: Endpoint, interval: int) -> int:
     """Starts a coordinator daemon for EP on this host; its port."""
     if not coord_client.is_local(ep.host):
         raise CoordinatorNotFound(ep.host, ep.port)
+    # Imported here: it brings asyncio (~20 ms), which a launch without a new coordinator
+    # does not need.
+    from crac_py import coord_run
+
     opts = coord_run.RunOptions(
         port=ep.port,
         token=ep.token or None,
