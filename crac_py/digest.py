@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 PAGE = 4096
+CHUNK_PAGES = 16384  # 64 MiB: SHA256_PAGES_CHUNK in loader/sha256.h
 _BLOCK = 1 << 20
 _ZERO_BLOCK = bytes(_BLOCK)
 _ZERO_PAGE = bytes(PAGE)
@@ -52,33 +53,41 @@ def _hash_pages(h: Any, fd: int, first: int, last: int, advance: Advance) -> Non
                 h.update(page)
 
 
-def sha256_pages(path: Path, advance: Advance = _ignore) -> str:
-    """The page digest: only the data extents are read (holes read as zeros anyway)."""
+def _chunk_digest(fd: int, chunk: int, pages: int, advance: Advance) -> bytes:
+    """One chunk's digest: its non-zero pages, only the data extents read."""
     h = hashlib.sha256()
+    done = chunk * CHUNK_PAGES
+    end = min(done + CHUNK_PAGES, pages)
+    while done < end:
+        try:
+            data = os.lseek(fd, done * PAGE, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            break
+        try:
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+        except OSError:
+            hole = end * PAGE
+        first = max(data // PAGE, done)
+        if first >= end:
+            break
+        last = max(min(-(-hole // PAGE), end), first + 1)
+        advance((first - done) * PAGE)
+        _hash_pages(h, fd, first, last, advance)
+        done = last
+    advance((end - done) * PAGE)
+    return h.digest()
+
+
+def sha256_pages(path: Path, advance: Advance = _ignore) -> str:
+    """The page digest: SHA-256 over the digests of the file's 64 MiB chunks (loader/sha256.h)."""
     with path.open("rb") as fh:
         fd = fh.fileno()
-        size = os.fstat(fd).st_size
-        pages = -(-size // PAGE)
-        done = 0
-        while done < pages:
-            try:
-                data = os.lseek(fd, done * PAGE, os.SEEK_DATA)
-            except OSError as exc:
-                if exc.errno != errno.ENXIO:
-                    raise
-                break
-            try:
-                hole = os.lseek(fd, data, os.SEEK_HOLE)
-            except OSError:
-                hole = size
-            first = max(data // PAGE, done)
-            last = min(-(-hole // PAGE), pages)
-            last = max(last, first + 1)
-            advance((first - done) * PAGE)
-            _hash_pages(h, fd, first, last, advance)
-            done = last
-        advance((pages - done) * PAGE)
-    return h.hexdigest()
+        pages = -(-os.fstat(fd).st_size // PAGE)
+        chunks = -(-pages // CHUNK_PAGES)
+        digests = b"".join(_chunk_digest(fd, k, pages, advance) for k in range(chunks))
+    return hashlib.sha256(digests).hexdigest()
 
 
 def matches(path: Path, meta: dict[str, Any], advance: Advance = _ignore) -> bool:

@@ -4,6 +4,7 @@
 #include "ckpt.h"
 
 #include "crac_version.h"
+#include "core_digest.h"
 #include "sha256.h"
 
 #include <dirent.h>
@@ -87,7 +88,8 @@ static int fsync_path(const char *path)
 }
 
 /* Every regular file under dir (one level of subdirectories: files/), with its SHA-256. */
-static int manifest_files(struct json *j, const char *dir, const char *sub, int *first)
+static int manifest_files(struct json *j, const char *dir, const char *sub, int *first,
+                          struct core_digest **core_digest)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s%s%s", dir, sub[0] ? "/" : "", sub);
@@ -106,14 +108,20 @@ static int manifest_files(struct json *j, const char *dir, const char *sub, int 
         if (stat(full, &st) != 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
-            rc = manifest_files(j, dir, rel, first);
+            rc = manifest_files(j, dir, rel, first, core_digest);
             continue;
         }
         /* upper.core is sparse (its size is the upper half's address span, not its data):
-         * its digest skips the holes instead of hashing them as zeros. */
+         * its digest skips the holes instead of hashing them as zeros. Mostly computed
+         * already, beside the writer; hashed here if that thread could not run. */
         int pages = strcmp(rel, "upper.core") == 0;
         char hex[65];
-        if ((pages ? sha256_pages_file(full, hex) : sha256_file(full, hex)) != 0) {
+        int hashed = -1;
+        if (pages && *core_digest) {
+            hashed = core_digest_finish(*core_digest, hex);
+            *core_digest = NULL;
+        }
+        if (hashed != 0 && (pages ? sha256_pages_file(full, hex) : sha256_file(full, hex)) != 0) {
             rc = -1;
             break;
         }
@@ -155,7 +163,7 @@ static void manifest_device(struct json *j)
 }
 
 static int write_manifest(const char *dir, int generation, uint32_t header_crc, uint64_t core_size,
-                          int n_threads)
+                          int n_threads, struct core_digest *core_digest)
 {
     pthread_t flusher;
     int flushing = pthread_create(&flusher, NULL, flush_core, (void *)dir) == 0;
@@ -196,7 +204,8 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
          (unsigned long long)core_size, header_crc);
     jraw(&j, "  \"files\": {");
     int first = 1;
-    int hashed = manifest_files(&j, dir, "", &first);
+    int hashed = manifest_files(&j, dir, "", &first, &core_digest);
+    core_digest_cancel(core_digest); /* not taken if there was no upper.core to list */
     void *flushed = (void *)(intptr_t)-1;
     if (flushing)
         pthread_join(flusher, &flushed);
@@ -289,10 +298,10 @@ static int write_restart_script(void)
 }
 
 int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc,
-                      uint64_t core_size, int n_threads)
+                      uint64_t core_size, int n_threads, struct core_digest *core_digest)
 {
     char final[PATH_MAX + 32], link_tmp[PATH_MAX + 32], link[PATH_MAX + 32], name[32];
-    if (write_manifest(tmp_dir, generation, header_crc, core_size, n_threads) != 0 ||
+    if (write_manifest(tmp_dir, generation, header_crc, core_size, n_threads, core_digest) != 0 ||
         fsync_path(tmp_dir) != 0) {
         fprintf(stderr, "crac: error: cannot write the manifest of generation %d: %s\n",
                 generation, strerror(errno));

@@ -5,13 +5,15 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CHUNK (1 << 20)
+#define READ_UNIT (1 << 20)
 #define PAGE 4096
 
 struct sha256_ctx {
@@ -110,20 +112,24 @@ struct openssl_sha {
     int (*final)(unsigned char *, void *);
 };
 
+static struct openssl_sha openssl_fns;
+
+static void openssl_find(void)
+{
+    void *lib = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+        openssl_fns.init = (int (*)(void *))dlsym(lib, "SHA256_Init");
+        openssl_fns.update = (int (*)(void *, const void *, size_t))dlsym(lib, "SHA256_Update");
+        openssl_fns.final = (int (*)(unsigned char *, void *))dlsym(lib, "SHA256_Final");
+    }
+}
+
+/* Looked up once, by whichever thread hashes first (core_digest.c hashes beside the manager). */
 static const struct openssl_sha *openssl(void)
 {
-    static struct openssl_sha fns;
-    static int tried;
-    if (!tried) {
-        tried = 1;
-        void *lib = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
-        if (lib) {
-            fns.init = (int (*)(void *))dlsym(lib, "SHA256_Init");
-            fns.update = (int (*)(void *, const void *, size_t))dlsym(lib, "SHA256_Update");
-            fns.final = (int (*)(unsigned char *, void *))dlsym(lib, "SHA256_Final");
-        }
-    }
-    return fns.init && fns.update && fns.final ? &fns : NULL;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, openssl_find);
+    return openssl_fns.init && openssl_fns.update && openssl_fns.final ? &openssl_fns : NULL;
 }
 
 static void to_hex(const unsigned char digest[32], char hex[65])
@@ -168,13 +174,18 @@ static void hasher_update(struct hasher *h, const void *p, size_t n)
         portable_update(&h->ctx.portable, p, n);
 }
 
-static void hasher_final(struct hasher *h, char hex[65])
+static void hasher_final_raw(struct hasher *h, unsigned char digest[32])
 {
-    unsigned char digest[32];
     if (h->ossl)
         h->ossl->final(digest, &h->ctx);
     else
         portable_final(&h->ctx.portable, digest);
+}
+
+static void hasher_final(struct hasher *h, char hex[65])
+{
+    unsigned char digest[32];
+    hasher_final_raw(h, digest);
     to_hex(digest, hex);
 }
 
@@ -183,7 +194,7 @@ int sha256_file(const char *path, char hex[65])
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
-    static unsigned char buf[CHUNK];
+    static unsigned char buf[READ_UNIT];
     struct hasher h;
     hasher_init(&h);
     ssize_t n;
@@ -210,7 +221,7 @@ static int page_is_zero(const unsigned char *p)
 static int hash_pages(struct hasher *h, int fd, uint64_t first, uint64_t count, unsigned char *buf)
 {
     while (count) {
-        uint64_t n = count < CHUNK / PAGE ? count : CHUNK / PAGE;
+        uint64_t n = count < READ_UNIT / PAGE ? count : READ_UNIT / PAGE;
         ssize_t got = pread(fd, buf, n * PAGE, (off_t)(first * PAGE));
         if (got < 0)
             return -1;
@@ -229,6 +240,47 @@ static int hash_pages(struct hasher *h, int fd, uint64_t first, uint64_t count, 
     return 0;
 }
 
+int sha256_pages_chunk(int fd, uint64_t chunk, uint64_t file_size, unsigned char out[32],
+                       unsigned char *buf)
+{
+    struct hasher h;
+    hasher_init(&h);
+    uint64_t pages = (file_size + PAGE - 1) / PAGE;
+    uint64_t next = chunk * SHA256_PAGES_CHUNK;
+    uint64_t end = next + SHA256_PAGES_CHUNK < pages ? next + SHA256_PAGES_CHUNK : pages;
+    int rc = 0;
+    /* Holes read as zeros, so only the data extents need reading (a file system without
+     * SEEK_DATA reports the whole file as data). */
+    while (rc == 0 && next < end) {
+        off_t data = lseek(fd, (off_t)(next * PAGE), SEEK_DATA);
+        if (data < 0) {
+            rc = errno == ENXIO ? 0 : -1;
+            break;
+        }
+        off_t hole = lseek(fd, data, SEEK_HOLE);
+        uint64_t from = (uint64_t)data / PAGE;
+        uint64_t to = hole < 0 ? end : ((uint64_t)hole + PAGE - 1) / PAGE;
+        from = from > next ? from : next;
+        if (from >= end)
+            break;
+        to = to < end ? to : end;
+        if (to <= from)
+            to = from + 1;
+        rc = hash_pages(&h, fd, from, to - from, buf);
+        next = to;
+    }
+    hasher_final_raw(&h, out);
+    return rc;
+}
+
+void sha256_of_digests(const unsigned char *digests, size_t n, char hex[65])
+{
+    struct hasher h;
+    hasher_init(&h);
+    hasher_update(&h, digests, n * 32);
+    hasher_final(&h, hex);
+}
+
 int sha256_pages_file(const char *path, char hex[65])
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -238,32 +290,15 @@ int sha256_pages_file(const char *path, char hex[65])
             close(fd);
         return -1;
     }
-    static unsigned char buf[CHUNK];
-    struct hasher h;
-    hasher_init(&h);
-    uint64_t pages = ((uint64_t)st.st_size + PAGE - 1) / PAGE, next = 0;
-    int rc = 0;
-    /* Holes read as zeros, so only the data extents need reading (a file system without
-     * SEEK_DATA reports the whole file as data). */
-    while (rc == 0 && next < pages) {
-        off_t data = lseek(fd, (off_t)(next * PAGE), SEEK_DATA);
-        if (data < 0) {
-            rc = errno == ENXIO ? 0 : -1;
-            break;
-        }
-        off_t hole = lseek(fd, data, SEEK_HOLE);
-        uint64_t from = (uint64_t)data / PAGE;
-        uint64_t to = hole < 0 ? pages : ((uint64_t)hole + PAGE - 1) / PAGE;
-        from = from > next ? from : next;
-        to = to < pages ? to : pages;
-        if (to <= from)
-            to = from + 1;
-        rc = hash_pages(&h, fd, from, to - from, buf);
-        next = to;
-    }
+    static unsigned char buf[READ_UNIT];
+    uint64_t n = sha256_pages_chunks((uint64_t)st.st_size);
+    unsigned char *digests = malloc(n ? n * 32 : 1);
+    int rc = digests ? 0 : -1;
+    for (uint64_t k = 0; rc == 0 && k < n; k++)
+        rc = sha256_pages_chunk(fd, k, (uint64_t)st.st_size, digests + k * 32, buf);
     close(fd);
-    if (rc != 0)
-        return -1;
-    hasher_final(&h, hex);
-    return 0;
+    if (rc == 0)
+        sha256_of_digests(digests, n, hex);
+    free(digests);
+    return rc;
 }
