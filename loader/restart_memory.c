@@ -52,6 +52,9 @@ static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, u
         if (stop > end)
             stop = end;
         unsigned char *dst = (unsigned char *)(r->start + (data - r->core_offset));
+        /* Fault the extent in with one call rather than one fault per page as read() copies
+         * (the extent is data: its pages would all be touched anyway). */
+        madvise(dst, stop - data, MADV_POPULATE_WRITE);
         if (read_full(core, dst, stop - data, data) != 0)
             return -1;
         for (uint64_t p = 0; p < stop - data; p += PAGE) {
