@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CRAC_BACKEND_ABI 1
+#define CRAC_BACKEND_ABI 2
 
 struct crac_backend_host {
     uint64_t device_window_start; /* D: device virtual addresses are assigned here by crac */
@@ -32,6 +32,10 @@ struct crac_backend_info {
     int (*map)(uint64_t addr, uint64_t size, int kind); /* an allocation at a given address */
     int (*read)(uint64_t addr, void *dst, uint64_t len);        /* device -> host */
     int (*write)(uint64_t addr, const void *src, uint64_t len); /* host -> device */
+    /* Device memory the lower half can read in place (the sim's is host memory): the
+     * checkpoint writes it to the image without a copy through a bounce buffer. NULL (or a
+     * NULL result) where it cannot: then read() is used. */
+    const void *(*host_view)(uint64_t addr, uint64_t len);
 };
 
 /* The one symbol a backend library exports. Returns NULL on failure (message on stderr). */

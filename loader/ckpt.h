@@ -73,17 +73,23 @@ struct core_extras {
     const void *fds, *signals, *timers, *pending;
     size_t fds_len, signals_len, timers_len, pending_len;
 };
-struct core_digest;
-/* Writes upper.core; *digest: its page digest being computed beside (core_digest.h), or NULL. */
+struct page_digest;
+/* The page digests of upper.core and device.img being computed beside their writers
+ * (page_digest.h); NULL where none is. */
+struct image_digests {
+    struct page_digest *core, *device;
+};
+void image_digests_cancel(struct image_digests *d);
+/* Writes upper.core; *digest: its page digest being computed beside, or NULL. */
 int core_write(const char *path, const struct parked_thread *threads, int n_threads,
                int generation, const struct core_extras *extras, uint32_t *header_crc,
-               uint64_t *file_size, struct core_digest **digest);
+               uint64_t *file_size, struct page_digest **digest);
 int fds_capture(const char *files_dir, void **blob, size_t *len);
 int proc_capture_signals(void **blob, size_t *len);
 int proc_capture_timers(void **blob, size_t *len);
-/* Publishes tmp_dir; takes (finishes and frees) core_digest. */
+/* Publishes tmp_dir; takes (finishes and frees) the digests. */
 int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc,
-                      uint64_t core_size, int n_threads, struct core_digest *core_digest);
+                      uint64_t core_size, int n_threads, struct image_digests digests);
 int proc_restore_signals(const struct crac_signal_rec *recs);
 typedef int32_t (*tid_map_fn)(int32_t old_tid);
 int proc_capture_pending(const struct parked_thread *ts, int n, void **out, size_t *len);

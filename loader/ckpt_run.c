@@ -2,7 +2,7 @@
  * directory, resume, then publish (manifest, rename, latest). Also the lower-half entries the
  * upper runtime calls to register itself and to ask for a checkpoint. */
 #include "ckpt.h"
-#include "core_digest.h"
+#include "page_digest.h"
 
 #include "crac_layout.h"
 #include "crac_rawsys.h"
@@ -169,15 +169,15 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     struct core_extras x = {0};
     uint32_t header_crc = 0;
     uint64_t core_size = 0;
-    struct core_digest *digest = NULL;
+    struct image_digests digests = {NULL, NULL};
     r->generation = generation;
     int rc = fds_capture(files, (void **)&x.fds, &x.fds_len) < 0 ||
                      proc_capture_signals((void **)&x.signals, &x.signals_len) != 0 ||
                      proc_capture_timers((void **)&x.timers, &x.timers_len) != 0 ||
                      proc_capture_pending(threads, n, (void **)&x.pending, &x.pending_len) != 0 ||
                      core_write(core, threads, n, generation, &x, &header_crc, &core_size,
-                                &digest) != 0 ||
-                     device_image_write(tmp, r, derr, sizeof(derr)) != 0
+                                &digests.core) != 0 ||
+                     device_image_write(tmp, r, derr, sizeof(derr), &digests.device) != 0
                  ? -1
                  : 0;
     if (derr[0])
@@ -187,7 +187,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     free((void *)x.timers);
     free((void *)x.pending);
     if (rc != 0) {
-        core_digest_cancel(digest);
+        image_digests_cancel(&digests);
         if (b)
             b->failed(b->ctx, "cannot write the image");
         abandon(r, tmp, generation, 1, NULL);
@@ -195,14 +195,14 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     }
     /* Barrier: every process has written its image before any resumes. */
     if (b && b->written(b->ctx, generation) != 0) {
-        core_digest_cancel(digest);
+        image_digests_cancel(&digests);
         abandon(r, tmp, generation, 1, "the coordinator called it off");
         return -1;
     }
     t[2] = now_ms();
     if (exit_after) {
         /* Checkpoint-then-exit: publish while everything is still parked, then leave. */
-        rc = commit_generation(tmp, generation, header_crc, core_size, n, digest);
+        rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
         if (b)
             b->published(b->ctx, rc == 0 ? generation : -1, final);
         raw_syscall1(SYS_exit_group, rc == 0 ? 0 : 2);
@@ -210,7 +210,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     __atomic_store_n(&ckpt_publishing, 1, __ATOMIC_SEQ_CST);
     ckpt_release_all();
     t[3] = now_ms();
-    rc = commit_generation(tmp, generation, header_crc, core_size, n, digest);
+    rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
     __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
     raw_syscall6(SYS_futex, (long)&ckpt_publishing, 129, 0x7fffffff, 0, 0, 0);
     t[4] = now_ms();

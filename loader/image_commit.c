@@ -4,7 +4,8 @@
 #include "ckpt.h"
 
 #include "crac_version.h"
-#include "core_digest.h"
+#include "image_device.h"
+#include "page_digest.h"
 #include "sha256.h"
 
 #include <dirent.h>
@@ -87,9 +88,16 @@ static int fsync_path(const char *path)
     return rc;
 }
 
+void image_digests_cancel(struct image_digests *d)
+{
+    page_digest_cancel(d->core);
+    page_digest_cancel(d->device);
+    d->core = d->device = NULL;
+}
+
 /* Every regular file under dir (one level of subdirectories: files/), with its SHA-256. */
 static int manifest_files(struct json *j, const char *dir, const char *sub, int *first,
-                          struct core_digest **core_digest)
+                          struct image_digests *digests)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s%s%s", dir, sub[0] ? "/" : "", sub);
@@ -108,18 +116,22 @@ static int manifest_files(struct json *j, const char *dir, const char *sub, int 
         if (stat(full, &st) != 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
-            rc = manifest_files(j, dir, rel, first, core_digest);
+            rc = manifest_files(j, dir, rel, first, digests);
             continue;
         }
-        /* upper.core is sparse (its size is the upper half's address span, not its data):
-         * its digest skips the holes instead of hashing them as zeros. Mostly computed
-         * already, beside the writer; hashed here if that thread could not run. */
-        int pages = strcmp(rel, "upper.core") == 0;
+        /* upper.core and device.img are sparse (upper.core spans the upper half's address
+         * ranges, not just its data): their digest skips the holes instead of hashing them as
+         * zeros. Mostly computed already, beside the writer; hashed here if that thread could
+         * not run. */
+        struct page_digest **beside = strcmp(rel, "upper.core") == 0   ? &digests->core
+                                      : strcmp(rel, CRAC_DEVICE_IMAGE) == 0 ? &digests->device
+                                                                            : NULL;
+        int pages = beside != NULL;
         char hex[65];
         int hashed = -1;
-        if (pages && *core_digest) {
-            hashed = core_digest_finish(*core_digest, hex);
-            *core_digest = NULL;
+        if (beside && *beside) {
+            hashed = page_digest_finish(*beside, hex);
+            *beside = NULL;
         }
         if (hashed != 0 && (pages ? sha256_pages_file(full, hex) : sha256_file(full, hex)) != 0) {
             rc = -1;
@@ -163,7 +175,7 @@ static void manifest_device(struct json *j)
 }
 
 static int write_manifest(const char *dir, int generation, uint32_t header_crc, uint64_t core_size,
-                          int n_threads, struct core_digest *core_digest)
+                          int n_threads, struct image_digests digests)
 {
     pthread_t flusher;
     int flushing = pthread_create(&flusher, NULL, flush_core, (void *)dir) == 0;
@@ -204,8 +216,8 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
          (unsigned long long)core_size, header_crc);
     jraw(&j, "  \"files\": {");
     int first = 1;
-    int hashed = manifest_files(&j, dir, "", &first, &core_digest);
-    core_digest_cancel(core_digest); /* not taken if there was no upper.core to list */
+    int hashed = manifest_files(&j, dir, "", &first, &digests);
+    image_digests_cancel(&digests); /* those not taken: their file was not there to list */
     void *flushed = (void *)(intptr_t)-1;
     if (flushing)
         pthread_join(flusher, &flushed);
@@ -298,10 +310,10 @@ static int write_restart_script(void)
 }
 
 int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc,
-                      uint64_t core_size, int n_threads, struct core_digest *core_digest)
+                      uint64_t core_size, int n_threads, struct image_digests digests)
 {
     char final[PATH_MAX + 32], link_tmp[PATH_MAX + 32], link[PATH_MAX + 32], name[32];
-    if (write_manifest(tmp_dir, generation, header_crc, core_size, n_threads, core_digest) != 0 ||
+    if (write_manifest(tmp_dir, generation, header_crc, core_size, n_threads, digests) != 0 ||
         fsync_path(tmp_dir) != 0) {
         fprintf(stderr, "crac: error: cannot write the manifest of generation %d: %s\n",
                 generation, strerror(errno));

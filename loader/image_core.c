@@ -2,7 +2,7 @@
  * page-aligned offsets, never-touched and zero pages left as holes), a NT_PRSTATUS per thread,
  * NT_FILE, NT_AUXV, and crac's own notes (crac_image.h, docs/IMAGE.md). */
 #include "ckpt.h"
-#include "core_digest.h"
+#include "page_digest.h"
 
 #include "crac_layout.h"
 #include "crc32c.h"
@@ -212,7 +212,7 @@ static int page_is_zero(const unsigned char *p)
 struct writer {
     int core, mem, pagemap;
     unsigned char *bounce; /* for regions we cannot read directly (PROT_NONE, write-only) */
-    struct core_digest *digest; /* hashes behind us */
+    struct page_digest *digest; /* hashes behind us */
 };
 
 /* Which pages of [a, a+n pages) to consider saving. */
@@ -286,7 +286,7 @@ static int write_region(struct writer *w, struct region *r)
                 run_len = 0;
             }
         }
-        core_digest_progress(w->digest, r->rec.core_offset + (a - r->rec.start) + n * PAGE);
+        page_digest_progress(w->digest, r->rec.core_offset + (a - r->rec.start) + n * PAGE);
     }
     r->rec.crc32c = crc;
     return 0;
@@ -397,7 +397,7 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
 
 int core_write(const char *path, const struct parked_thread *ts, int nt, int generation,
                const struct core_extras *extras, uint32_t *header_crc, uint64_t *file_size,
-               struct core_digest **digest)
+               struct page_digest **digest)
 {
     static struct region rs[MAX_REGIONS];
     struct writer w = {-1, -1, -1, NULL, NULL};
@@ -427,7 +427,7 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     w.core = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (w.core < 0)
         goto out;
-    w.digest = core_digest_start(path, base, offset > base ? offset : base);
+    w.digest = page_digest_start(path, base, offset > base ? offset : base);
     for (int i = 0; i < nr; i++)
         if (rs[i].rec.core_offset && write_region(&w, &rs[i]) != 0)
             goto out;
@@ -490,10 +490,10 @@ out:
     if (rc != 0)
         fprintf(stderr, "crac: error: cannot write %s: %s\n", path, strerror(errno));
     if (rc == 0) {
-        core_digest_written(w.digest, 1);
+        page_digest_written(w.digest, 1);
         *digest = w.digest;
     } else {
-        core_digest_cancel(w.digest);
+        page_digest_cancel(w.digest);
         *digest = NULL;
     }
     for (int i = 0; i < nr; i++)

@@ -6,6 +6,7 @@
 #include "image_device.h"
 
 #include "crc32c.h"
+#include "page_digest.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -93,37 +94,47 @@ static int padding_clean(int fd, const struct dev_header *h)
     return 1;
 }
 
-static int save_allocation(int fd, struct dev_record *rec, unsigned char *bounce)
+static int save_allocation(int fd, struct dev_record *rec, unsigned char *bounce,
+                           struct page_digest *digest)
 {
     uint32_t crc = 0;
     for (uint64_t off = 0; off < rec->size; off += CHUNK) {
         uint64_t n = rec->size - off < CHUNK ? rec->size - off : CHUNK;
-        if (ckpt_backend->read(rec->addr + off, bounce, n) != 0)
-            return -1;
+        const void *view = ckpt_backend->host_view ? ckpt_backend->host_view(rec->addr + off, n)
+                                                   : NULL;
+        const unsigned char *src = view;
+        if (!src) {
+            if (ckpt_backend->read(rec->addr + off, bounce, n) != 0)
+                return -1;
+            src = bounce;
+        }
         uint64_t run = 0, run_len = 0;
         for (uint64_t p = 0; p <= n; p += PAGE) {
-            int save = p < n && !page_is_zero(bounce + p);
+            int save = p < n && !page_is_zero(src + p);
             if (save) {
                 uint64_t index = (off + p) / PAGE;
                 crc = crc32c_update(crc, &index, 8);
-                crc = crc32c_update(crc, bounce + p, PAGE);
+                crc = crc32c_update(crc, src + p, PAGE);
                 rec->saved_pages++;
                 if (!run_len)
                     run = p;
                 run_len += PAGE;
                 continue;
             }
-            if (run_len && pwrite_full(fd, bounce + run, run_len, (off_t)(rec->offset + off + run)))
+            if (run_len && pwrite_full(fd, src + run, run_len, (off_t)(rec->offset + off + run)))
                 return -1;
             run_len = 0;
         }
+        page_digest_progress(digest, rec->offset + off + n);
     }
     rec->crc32c = crc;
     return 0;
 }
 
-int device_image_write(const char *dir, const struct crac_registry *r, char *err, size_t errlen)
+int device_image_write(const char *dir, const struct crac_registry *r, char *err, size_t errlen,
+                       struct page_digest **digest)
 {
+    *digest = NULL;
     const struct crac_dev_ranges *rs = (const struct crac_dev_ranges *)r->device_ranges;
     uint32_t n = 0;
     for (uint32_t i = 0; rs && i < rs->n; i++)
@@ -151,15 +162,18 @@ int device_image_write(const char *dir, const struct crac_registry *r, char *err
     for (uint32_t i = 0; i < rs->n; i++) {
         if (rs->v[i].kind != 1 && rs->v[i].kind != 2)
             continue;
-        recs[k] = (struct dev_record){rs->v[i].start, rs->v[i].size, offset, (uint32_t)rs->v[i].kind,
-                                      0, 0};
+        recs[k++] = (struct dev_record){rs->v[i].start, rs->v[i].size, offset,
+                                        (uint32_t)rs->v[i].kind, 0, 0};
         offset += (rs->v[i].size + PAGE - 1) & ~(PAGE - 1);
-        if (save_allocation(fd, &recs[k], bounce) != 0) {
+    }
+    /* The layout is known: hash the data in file order behind us, the header last. */
+    *digest = page_digest_start(path, h.data_start, offset);
+    for (k = 0; k < n; k++) {
+        if (save_allocation(fd, &recs[k], bounce, *digest) != 0) {
             snprintf(err, errlen, "cannot save device memory at 0x%lx: %s",
                      (unsigned long)recs[k].addr, strerror(errno));
             goto out;
         }
-        k++;
     }
     h.index_crc = index_crc(h, recs);
     if (pwrite_full(fd, (const unsigned char *)&h, sizeof(h), 0) != 0 ||
@@ -170,6 +184,12 @@ int device_image_write(const char *dir, const struct crac_registry *r, char *err
     }
     rc = 0;
 out:
+    if (rc == 0) {
+        page_digest_written(*digest, 1);
+    } else {
+        page_digest_cancel(*digest);
+        *digest = NULL;
+    }
     if (fd >= 0)
         close(fd);
     free(recs);

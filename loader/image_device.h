@@ -13,7 +13,9 @@ extern const struct crac_backend_info *ckpt_backend; /* the loaded backend, or N
 
 /* Write dir/device.img from the registry's allocations (0 and nothing written when there are
  * none). The backend has been quiesced; the program's threads are parked. */
-int device_image_write(const char *dir, const struct crac_registry *r, char *err, size_t errlen);
+struct page_digest;
+int device_image_write(const char *dir, const struct crac_registry *r, char *err, size_t errlen,
+                       struct page_digest **digest);
 /* Recreate every allocation of dir/device.img at its address with the (new) backend and fill it,
  * checking the checksums. A missing device.img means there was no device state. */
 int device_image_restore(const char *dir, char *err, size_t errlen);

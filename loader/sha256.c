@@ -124,7 +124,7 @@ static void openssl_find(void)
     }
 }
 
-/* Looked up once, by whichever thread hashes first (core_digest.c hashes beside the manager). */
+/* Looked up once, by whichever thread hashes first (page_digest.c hashes beside the manager). */
 static const struct openssl_sha *openssl(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -11,7 +11,7 @@ int sha256_file(const char *path, char hex[65]);
  * SHA256_PAGES_CHUNK pages; a chunk's digest is SHA-256 over, for every 4 KiB page of it that is
  * not all zeros, its index in the file (u64, little-endian) then its bytes (holes skipped
  * unread); the file's digest is SHA-256 over the chunk digests in order. Chunks can be hashed in
- * any order, so the hashing can follow the writer (core_digest.c). */
+ * any order, so the hashing can follow the writer (page_digest.c). */
 #define SHA256_PAGES_CHUNK 16384ULL /* 64 MiB */
 static inline uint64_t sha256_pages_chunks(uint64_t file_size)
 {

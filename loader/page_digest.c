@@ -1,7 +1,7 @@
-/* core_digest.c — a lower-half helper thread that computes upper.core's page digest while the
- * manager writes it (chunks past the header as soon as they are written, the header's last),
- * and starts the write-back of each chunk it has hashed. */
-#include "core_digest.h"
+/* page_digest.c — a lower-half helper thread that computes an image file's page digest while
+ * the manager writes it (chunks past the header as soon as they are written, the header's
+ * last), and starts the write-back of each chunk it has hashed. */
+#include "page_digest.h"
 
 #include "sha256.h"
 
@@ -15,7 +15,7 @@
 #define CHUNK_BYTES (SHA256_PAGES_CHUNK * 4096)
 #define READ_UNIT (1 << 20)
 
-struct core_digest {
+struct page_digest {
     pthread_t thread;
     int fd;
     uint64_t header_end, file_size, n_chunks;
@@ -26,7 +26,7 @@ struct core_digest {
     unsigned char *buf;
 };
 
-static int hash_chunk(struct core_digest *d, uint64_t k)
+static int hash_chunk(struct page_digest *d, uint64_t k)
 {
     return sha256_pages_chunk(d->fd, k, d->file_size, d->digests + k * 32, d->buf);
 }
@@ -35,7 +35,7 @@ static int hash_chunk(struct core_digest *d, uint64_t k)
  * then the header's chunks. Polls every millisecond: a chunk takes ~50 ms to hash. */
 static void *digest_main(void *arg)
 {
-    struct core_digest *d = arg;
+    struct page_digest *d = arg;
     uint64_t first = (d->header_end + CHUNK_BYTES - 1) / CHUNK_BYTES, k = first;
     while (k < d->n_chunks) {
         int state = __atomic_load_n(&d->state, __ATOMIC_ACQUIRE);
@@ -68,9 +68,9 @@ static void *digest_main(void *arg)
     return NULL;
 }
 
-struct core_digest *core_digest_start(const char *path, uint64_t header_end, uint64_t file_size)
+struct page_digest *page_digest_start(const char *path, uint64_t header_end, uint64_t file_size)
 {
-    struct core_digest *d = calloc(1, sizeof(*d));
+    struct page_digest *d = calloc(1, sizeof(*d));
     if (!d)
         return NULL;
     d->header_end = header_end;
@@ -92,19 +92,19 @@ struct core_digest *core_digest_start(const char *path, uint64_t header_end, uin
     return d;
 }
 
-void core_digest_progress(struct core_digest *d, uint64_t final_below)
+void page_digest_progress(struct page_digest *d, uint64_t final_below)
 {
     if (d)
         __atomic_store_n(&d->final_below, final_below, __ATOMIC_RELEASE);
 }
 
-void core_digest_written(struct core_digest *d, int ok)
+void page_digest_written(struct page_digest *d, int ok)
 {
     if (d)
         __atomic_store_n(&d->state, ok ? 1 : -1, __ATOMIC_RELEASE);
 }
 
-int core_digest_finish(struct core_digest *d, char hex[65])
+int page_digest_finish(struct page_digest *d, char hex[65])
 {
     if (!d)
         return -1;
@@ -120,10 +120,10 @@ int core_digest_finish(struct core_digest *d, char hex[65])
     return rc;
 }
 
-void core_digest_cancel(struct core_digest *d)
+void page_digest_cancel(struct page_digest *d)
 {
     if (!d)
         return;
-    core_digest_written(d, 0);
-    core_digest_finish(d, NULL);
+    page_digest_written(d, 0);
+    page_digest_finish(d, NULL);
 }
