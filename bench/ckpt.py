@@ -75,6 +75,7 @@ from _common import (
     markdown_table,
     missing_loader_message,
     native_dir,
+    prefault_and_free,
 )
 
 PROG = "bench/ckpt.py"
@@ -307,22 +308,13 @@ def read_file(path: Path) -> tuple[float, int]:
 
 def prepare(opts) -> None:
     """Puts free memory in the same state before every timed step (see the docstring)."""
-    os.sync()
     if opts.memory == "settle":
+        os.sync()
         time.sleep(opts.settle_s)
     elif opts.memory == "prefault":
-        n = 2 * opts.size_mib * MIB + PREFAULT_EXTRA
-        mm = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        try:
-            if hasattr(mmap, "MADV_HUGEPAGE"):
-                try:
-                    mm.madvise(mmap.MADV_HUGEPAGE)  # frees whole 2 MiB blocks: see the docstring
-                except OSError:
-                    pass
-            for off in range(0, n, PAGE):
-                mm[off] = 1
-        finally:
-            mm.close()
+        prefault_and_free(2 * opts.size_mib * MIB + PREFAULT_EXTRA)
+    else:
+        os.sync()
 
 
 def sha256_file(path: Path) -> float:
