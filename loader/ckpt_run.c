@@ -2,11 +2,11 @@
  * directory, resume, then publish (manifest, rename, latest). Also the lower-half entries the
  * upper runtime calls to register itself and to ask for a checkpoint. */
 #include "ckpt.h"
-#include "page_digest.h"
 
 #include "crac_layout.h"
 #include "crac_rawsys.h"
 #include "image_device.h"
+#include "page_digest.h"
 #include "upper_hooks.h"
 
 #include <errno.h>

@@ -2,10 +2,11 @@
  * page-aligned offsets, never-touched and zero pages left as holes), a NT_PRSTATUS per thread,
  * NT_FILE, NT_AUXV, and crac's own notes (crac_image.h, docs/IMAGE.md). */
 #include "ckpt.h"
-#include "page_digest.h"
 
 #include "crac_layout.h"
 #include "crc32c.h"
+#include "page_digest.h"
+#include "page_zero.h"
 #include "upper_alloc.h"
 
 #include <elf.h>
@@ -198,15 +199,6 @@ static int collect_regions(struct region *rs, int max, int pagemap)
     }
     fclose(f);
     return n;
-}
-
-static int page_is_zero(const unsigned char *p)
-{
-    const uint64_t *w = (const uint64_t *)p;
-    uint64_t acc = 0;
-    for (size_t i = 0; i < PAGE / 8; i++)
-        acc |= w[i];
-    return acc == 0;
 }
 
 struct writer {

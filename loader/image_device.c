@@ -7,6 +7,7 @@
 
 #include "crc32c.h"
 #include "page_digest.h"
+#include "page_zero.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -38,15 +39,6 @@ struct dev_record {
     uint32_t crc32c;      /* over each saved page: 8-byte page index, then its bytes */
     uint64_t saved_pages;
 };
-
-static int page_is_zero(const unsigned char *p)
-{
-    const uint64_t *w = (const uint64_t *)p;
-    uint64_t acc = 0;
-    for (size_t i = 0; i < PAGE / 8; i++)
-        acc |= w[i];
-    return acc == 0;
-}
 
 static int pwrite_full(int fd, const unsigned char *p, size_t len, off_t off)
 {

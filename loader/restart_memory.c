@@ -4,6 +4,7 @@
 
 #include "crac_layout.h"
 #include "crc32c.h"
+#include "page_zero.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,15 +15,6 @@
 #include <unistd.h>
 
 #define PAGE 4096UL
-
-static int page_is_zero(const unsigned char *p)
-{
-    const uint64_t *w = (const uint64_t *)p;
-    uint64_t acc = 0;
-    for (size_t i = 0; i < PAGE / 8; i++)
-        acc |= w[i];
-    return acc == 0;
-}
 
 static int read_full(int fd, unsigned char *dst, uint64_t len, uint64_t off)
 {

@@ -2,6 +2,8 @@
  * here), else a portable implementation. Only used after the program has resumed. */
 #include "sha256.h"
 
+#include "page_zero.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -205,15 +207,6 @@ int sha256_file(const char *path, char hex[65])
         return -1;
     hasher_final(&h, hex);
     return 0;
-}
-
-static int page_is_zero(const unsigned char *p)
-{
-    const uint64_t *w = (const uint64_t *)p;
-    uint64_t acc = 0;
-    for (size_t i = 0; i < PAGE / 8; i++)
-        acc |= w[i];
-    return acc == 0;
 }
 
 /* Hash the pages [first, first + count) of fd that are not all zeros; a short read at the end
