@@ -21,7 +21,6 @@ struct page_digest {
     uint64_t header_end, file_size, n_chunks;
     uint64_t final_below; /* atomic: written by the writer */
     int state;            /* atomic: 0 writing, 1 written, -1 given up */
-    int rc;
     unsigned char *digests; /* n_chunks * 32 */
     unsigned char *buf;
 };
