@@ -1,5 +1,6 @@
 """The checksums MANIFEST.json records (docs/IMAGE.md, "Checksums"): plain SHA-256 of a file, and
-the page digest of upper.core, which skips its holes instead of hashing them as zeros."""
+the page digest of upper.core and device.img, which skips their holes instead of hashing them as
+zeros."""
 
 from __future__ import annotations
 
@@ -92,6 +93,8 @@ def sha256_pages(path: Path, advance: Advance = _ignore) -> str:
 
 def matches(path: Path, meta: dict[str, Any], advance: Advance = _ignore) -> bool:
     """Whether the file has the digest its MANIFEST.json entry records."""
+    if not isinstance(meta, dict):
+        return False
     if "sha256_pages" in meta:
         return sha256_pages(path, advance) == meta["sha256_pages"]
     return sha256_file(path, advance) == meta.get("sha256")
