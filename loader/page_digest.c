@@ -12,8 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHUNK_BYTES (SHA256_PAGES_CHUNK * 4096)
-#define READ_UNIT (1 << 20)
+#define CHUNK_BYTES SHA256_PAGES_CHUNK_BYTES
 
 struct page_digest {
     pthread_t thread;
@@ -78,7 +77,7 @@ struct page_digest *page_digest_start(const char *path, uint64_t header_end, uin
     d->final_below = header_end;
     d->fd = open(path, O_RDONLY | O_CLOEXEC);
     d->digests = malloc(d->n_chunks ? d->n_chunks * 32 : 1);
-    d->buf = malloc(READ_UNIT);
+    d->buf = malloc(SHA256_PAGES_SCRATCH);
     if (d->fd < 0 || !d->digests || !d->buf ||
         pthread_create(&d->thread, NULL, digest_main, d) != 0) {
         if (d->fd >= 0)

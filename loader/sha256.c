@@ -1,5 +1,6 @@
-/* sha256.c — SHA-256 of a file: OpenSSL's libcrypto when the machine has it (SHA-NI, ~1.3 GB/s
- * here), else a portable implementation. Only used after the program has resumed. */
+/* sha256.c — SHA-256 of a file, and the page digest of a sparse one: OpenSSL's libcrypto when the
+ * machine has it (SHA-NI, ~1.3 GB/s here), else a portable implementation. Runs in the manager
+ * while publishing, and in page_digest.c's thread during the pause. */
 #include "sha256.h"
 
 #include "page_zero.h"
@@ -15,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define READ_UNIT (1 << 20)
+#define READ_UNIT SHA256_PAGES_SCRATCH
 #define PAGE 4096
 
 struct sha256_ctx {

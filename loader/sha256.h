@@ -13,11 +13,14 @@ int sha256_file(const char *path, char hex[65]);
  * unread); the file's digest is SHA-256 over the chunk digests in order. Chunks can be hashed in
  * any order, so the hashing can follow the writer (page_digest.c). */
 #define SHA256_PAGES_CHUNK 16384ULL /* 64 MiB */
+#define SHA256_PAGES_CHUNK_BYTES (SHA256_PAGES_CHUNK * 4096)
+#define SHA256_PAGES_SCRATCH (1 << 20) /* the buffer sha256_pages_chunk reads through */
 static inline uint64_t sha256_pages_chunks(uint64_t file_size)
 {
-    return (file_size + SHA256_PAGES_CHUNK * 4096 - 1) / (SHA256_PAGES_CHUNK * 4096);
+    return (file_size + SHA256_PAGES_CHUNK_BYTES - 1) / SHA256_PAGES_CHUNK_BYTES;
 }
-/* Chunk `chunk` of the open file fd of file_size bytes into out; buf: 1 MiB of scratch. */
+/* Chunk `chunk` of the open file fd of file_size bytes into out; buf: SHA256_PAGES_SCRATCH
+ * bytes of scratch. */
 int sha256_pages_chunk(int fd, uint64_t chunk, uint64_t file_size, unsigned char out[32],
                        unsigned char *buf);
 /* Hex SHA-256 of n chunk digests laid end to end: the page digest. */
