@@ -224,6 +224,75 @@ static void candidates(const struct region *r, const uint64_t *pm, uint64_t n, u
     }
 }
 
+/* pread of exactly len bytes; a short read (past the end of a mapped file) is EIO, so errno always
+ * names this call's failure. */
+static int read_exact(int fd, unsigned char *dst, size_t len, uint64_t off)
+{
+    while (len) {
+        ssize_t n = pread(fd, dst, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO;
+            return -1;
+        }
+        dst += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* A region the program cannot read (PROT_NONE, write-only) is read through /proc/self/mem, and
+ * only its wanted pages: the rest may not be readable at all. ld.so maps a library's 2 MiB
+ * alignment gap PROT_NONE from the file, past the file's end; reading those pages fails. */
+static int read_wanted(int mem, unsigned char *bounce, uint64_t a, const unsigned char *want,
+                       uint64_t n)
+{
+    for (uint64_t i = 0; i < n;) {
+        if (!want[i]) {
+            i++;
+            continue;
+        }
+        uint64_t j = i;
+        while (j < n && want[j])
+            j++;
+        if (read_exact(mem, bounce + i * PAGE, (j - i) * PAGE, a + i * PAGE) != 0)
+            return -1;
+        i = j;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t len, off_t off)
+{
+    while (len) {
+        ssize_t wr = pwrite(fd, p, len, off);
+        if (wr < 0 && errno == EINTR)
+            continue;
+        if (wr <= 0) {
+            if (wr == 0)
+                errno = ENOSPC;
+            return -1;
+        }
+        p += wr;
+        len -= (size_t)wr;
+        off += wr;
+    }
+    return 0;
+}
+
+/* Says which region failed and why before the caller's generic message (errno kept). */
+static int region_failed(const struct region *r, const char *why)
+{
+    int saved = errno;
+    fprintf(stderr, "crac: error: region 0x%lx-0x%lx %s: %s: %s\n", (unsigned long)r->rec.start,
+            (unsigned long)r->rec.end, r->path[0] ? r->path : "(anonymous)", why, strerror(saved));
+    errno = saved;
+    return -1;
+}
+
 static int write_region(struct writer *w, struct region *r)
 {
     uint64_t pm[PAGEMAP_BATCH];
@@ -232,13 +301,13 @@ static int write_region(struct writer *w, struct region *r)
     int readable = (r->rec.prot & PROT_READ) != 0;
     for (uint64_t a = r->rec.start; a < r->rec.end; a += PAGEMAP_BATCH * PAGE) {
         uint64_t n = (r->rec.end - a) / PAGE < PAGEMAP_BATCH ? (r->rec.end - a) / PAGE : PAGEMAP_BATCH;
-        if (pread(w->pagemap, pm, n * 8, (off_t)(a / PAGE * 8)) != (ssize_t)(n * 8))
-            return -1;
+        if (read_exact(w->pagemap, (unsigned char *)pm, n * 8, a / PAGE * 8) != 0)
+            return region_failed(r, "its page map cannot be read");
         candidates(r, pm, n, want);
         const unsigned char *src = (const unsigned char *)a;
         if (!readable) {
-            if (pread(w->mem, w->bounce, n * PAGE, (off_t)a) != (ssize_t)(n * PAGE))
-                return -1;
+            if (read_wanted(w->mem, w->bounce, a, want, n) != 0)
+                return region_failed(r, "it cannot be read");
             src = w->bounce;
         }
         /* Write runs of consecutive saved pages with one pwrite each. */
@@ -264,17 +333,9 @@ static int write_region(struct writer *w, struct region *r)
                 continue;
             }
             if (run_len) {
-                size_t len = run_len * PAGE;
                 off_t off = (off_t)(r->rec.core_offset + (a - r->rec.start) + run_start * PAGE);
-                const unsigned char *p = src + run_start * PAGE;
-                while (len) {
-                    ssize_t wr = pwrite(w->core, p, len, off);
-                    if (wr <= 0)
-                        return -1;
-                    p += wr;
-                    len -= (size_t)wr;
-                    off += wr;
-                }
+                if (write_all(w->core, src + run_start * PAGE, run_len * PAGE, off) != 0)
+                    return -1;
                 run_len = 0;
             }
         }
@@ -467,9 +528,9 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
         goto out;
     }
     *header_crc = crc32c_update(0, head_buf.data, head_buf.len);
-    ssize_t wr = pwrite(w.core, head_buf.data, head_buf.len, 0);
+    int wr = write_all(w.core, head_buf.data, head_buf.len, 0);
     free(head_buf.data);
-    if (wr != (ssize_t)head_buf.len)
+    if (wr != 0)
         goto out;
     uint64_t size = offset > data_start ? offset : data_start;
     /* No fsync here: the program resumes as soon as the bytes are in the page cache, and

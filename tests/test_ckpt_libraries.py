@@ -1,0 +1,70 @@
+"""Programs whose libraries come from PyPI's manylinux wheels (2 MiB-aligned segments, whose
+PROT_NONE alignment gap ld.so maps from the file and past its end) through two checkpoint ->
+SIGKILL -> restart cycles: a C reproducer linked like such a wheel, and real NumPy programs, with
+and without Python threads beside OpenBLAS's own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ckpt_harness import run_cycles
+from conftest import APPS_DIR, CFLAGS
+
+BIGLIB = APPS_DIR / "biglib"
+# How manylinux wheels' libraries are linked (the segments aligned to 2 MiB, no separate code
+# segment): ld.so maps the whole span from the file and makes the gap PROT_NONE.
+WHEEL_LDFLAGS = ["-Wl,-z,max-page-size=0x200000", "-Wl,-z,noseparate-code"]
+
+
+def _gcc(*args: str) -> None:
+    res = subprocess.run(["gcc", *CFLAGS, *args], capture_output=True, text=True, timeout=120)
+    if res.returncode != 0:
+        pytest.fail(f"cannot build: gcc {' '.join(args)}\n{res.stderr}")
+
+
+@pytest.fixture(scope="module")
+def biglib_app(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("biglib")
+    _gcc(
+        "-shared",
+        "-fPIC",
+        *WHEEL_LDFLAGS,
+        "-o",
+        str(out / "libbiglib.so"),
+        str(BIGLIB / "biglib.c"),
+    )
+    exe = out / "ckpt_biglib"
+    _gcc(
+        "-o", str(exe), str(BIGLIB / "ckpt_biglib.c"), f"-L{out}", "-lbiglib", "-Wl,-rpath,$ORIGIN"
+    )
+    maps = subprocess.run(
+        ["readelf", "-lW", str(out / "libbiglib.so")], capture_output=True, text=True, timeout=60
+    ).stdout
+    assert "0x200000" in maps, f"the library is not 2 MiB-aligned:\n{maps}"
+    return exe
+
+
+def test_library_with_2mib_alignment(biglib_app, tmp_path):
+    run_cycles(biglib_app, ["300", "10"], tmp_path, cycles=2)
+
+
+@pytest.fixture(scope="module")
+def numpy_python() -> Path:
+    pytest.importorskip("numpy", reason="numpy (in the test extras) is not installed")
+    return Path(sys.executable)
+
+
+def test_numpy(numpy_python, tmp_path):
+    run_cycles(
+        numpy_python, [str(APPS_DIR / "py" / "ckpt_numpy.py"), "400", "10", "0"], tmp_path, cycles=2
+    )
+
+
+def test_numpy_with_python_and_openblas_threads(numpy_python, tmp_path):
+    run_cycles(
+        numpy_python, [str(APPS_DIR / "py" / "ckpt_numpy.py"), "400", "10", "3"], tmp_path, cycles=2
+    )
+
