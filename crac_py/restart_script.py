@@ -11,6 +11,7 @@ to it, so `--ckptdir DIR` restarts from a copy of the directory.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import time
@@ -41,10 +42,12 @@ def _gen_word(job_dir: Path, gen: Path) -> str:
 
 
 def _marker(job_dir: Path, gen: Path) -> str:
+    """The generation as a JSON string (one line, whatever bytes the path holds)."""
     try:
-        return str(gen.relative_to(job_dir))
+        path = str(gen.relative_to(job_dir))
     except ValueError:
-        return str(gen)
+        path = str(gen)
+    return json.dumps(path)
 
 
 def render(job: ScriptJob) -> str:
@@ -118,7 +121,8 @@ def write(job: ScriptJob) -> Path:
     """Writes the script (0700) into the job directory: a temporary name, fsync, rename."""
     path = job.job_dir / SCRIPT_NAME
     tmp = job.job_dir / f".{SCRIPT_NAME}.tmp-{os.getpid()}"
-    data = render(job).encode()
+    # Paths are bytes: those that are not UTF-8 come back as they were (surrogateescape).
+    data = render(job).encode(errors="surrogateescape")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
         try:
@@ -139,8 +143,12 @@ def listed_generations(script: Path, job_dir: Path | None = None) -> list[Path]:
     lines), relative ones resolved against JOB_DIR (default: the script's directory)."""
     base = job_dir if job_dir is not None else script.parent
     out = []
-    for line in script.read_text(errors="replace").splitlines():
+    for line in script.read_bytes().decode(errors="surrogateescape").splitlines():
         if line.startswith(PROCESS_MARK):
-            rel = Path(line[len(PROCESS_MARK) :])
+            word = line[len(PROCESS_MARK) :]
+            try:
+                rel = Path(json.loads(word) if word.startswith('"') else word)
+            except (json.JSONDecodeError, TypeError):
+                continue
             out.append(rel if rel.is_absolute() else base / rel)
     return out

@@ -53,19 +53,54 @@ static void jraw(struct json *j, const char *fmt, ...)
     }
 }
 
+/* Length of the well-formed UTF-8 sequence at s (1-4), or 0 when s does not start one. */
+static int utf8_len(const unsigned char *s)
+{
+    int n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+                        : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
+        (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
+        return 0; /* overlong, a surrogate, or past U+10FFFF */
+    return n;
+}
+
+/* A JSON string holding the bytes of s faithfully: UTF-8 as it is, and each byte that is not
+ * part of well-formed UTF-8 as the escape \udcXX (Python's surrogateescape, which
+ * os.fsencode() turns back into the byte). Paths and arguments are bytes, not text
+ * (docs/IMAGE.md, "MANIFEST.json"). */
 static void jstr(struct json *j, const char *s)
 {
     jraw(j, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            jraw(j, "\\%c", c);
-        else if (c < 0x20)
-            jraw(j, "\\u%04x", c);
-        else
-            jraw(j, "%c", c);
+    for (const unsigned char *c = (const unsigned char *)s; *c;) {
+        int n = utf8_len(c);
+        if (n == 0)
+            jraw(j, "\\udc%02x", *c++);
+        else if (*c == '"' || *c == '\\')
+            jraw(j, "\\%c", *c++);
+        else if (*c < 0x20 || *c == 0x7f)
+            jraw(j, "\\u%04x", *c++);
+        else {
+            jraw(j, "%.*s", n, (const char *)c);
+            c += n;
+        }
     }
     jraw(j, "\"");
+}
+
+/* s as one shell word: single quotes, each ' written as '\'' (no expansion of anything). */
+static void sh_quote(FILE *f, const char *s)
+{
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*s, f);
+    }
+    fputc('\'', f);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -290,7 +325,9 @@ static int write_restart_script(void)
                "# Written by crac after each checkpoint: restarts the job from its latest images.\n"
                "# --ckptdir DIR restarts from a copy of this directory; other options go to\n"
                "# `crac restart`.\n"
-               "dir='%s'\n"
+               "dir=");
+    sh_quote(f, ckpt_cfg.ckpt_dir);
+    fprintf(f, "\n"
                "while [ $# -gt 0 ]; do\n"
                "  case \"$1\" in\n"
                "    --ckptdir) dir=\"$2\"; shift 2 ;;\n"
@@ -298,8 +335,10 @@ static int write_restart_script(void)
                "    *) break ;;\n"
                "  esac\n"
                "done\n"
-               "exec %s restart \"$@\" \"$dir/%s\"\n",
-            ckpt_cfg.ckpt_dir, ckpt_cfg.crac_cmd, proc);
+               "exec %s restart \"$@\" \"$dir\"/",
+            ckpt_cfg.crac_cmd); /* crac_cmd is shell words already (crac_py/runner.py) */
+    sh_quote(f, proc);
+    fputc('\n', f);
     int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     fclose(f);
     if (!ok || chmod(tmp, 0700) != 0 || rename(tmp, path) != 0) {

@@ -130,6 +130,27 @@ static int used_and_present(int pagemap, unsigned long *start, unsigned long *en
     return 1;
 }
 
+/* /proc/self/maps writes a newline in a path as the four characters \\012. Undo that when the
+ * unescaped name is the mapped file (same inode); a name that really holds a backslash stays. */
+static void unescape_maps_path(char *path, unsigned long ino)
+{
+    if (!strstr(path, "\\012"))
+        return;
+    char plain[PATH_MAX];
+    size_t o = 0;
+    for (const char *c = path; *c && o + 1 < sizeof(plain); o++) {
+        if (strncmp(c, "\\012", 4) == 0) {
+            plain[o] = '\n';
+            c += 4;
+        } else
+            plain[o] = *c++;
+    }
+    plain[o] = '\0';
+    struct stat st;
+    if (stat(plain, &st) == 0 && st.st_ino == ino)
+        memcpy(path, plain, o + 1);
+}
+
 /* The regions of /proc/self/maps that belong to the upper half. */
 static int collect_regions(struct region *rs, int max, int pagemap)
 {
@@ -149,6 +170,7 @@ static int collect_regions(struct region *rs, int max, int pagemap)
             continue;
         char *path = line + consumed;
         path[strcspn(path, "\n")] = '\0';
+        unescape_maps_path(path, ino);
         int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
                    (perms[2] == 'x' ? PROT_EXEC : 0);
         int shared = perms[3] == 's';

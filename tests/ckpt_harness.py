@@ -28,7 +28,7 @@ from conftest import APPS_DIR, CFLAGS, crac_cmd, describe, require_native, run_n
 
 STEP_RE = re.compile(r"^step (\d+)$")
 GEN_RE = re.compile(r"^gen-(\d{6})$")
-PROC_DIR_RE = re.compile(r"^ckpt_(.+)_(.+)-(\d+)$")
+PROC_DIR_RE = re.compile(r"^ckpt_(.+)_(.+)-(\d+)$", re.DOTALL)  # names may hold newlines
 
 WAIT_TIMEOUT = 60.0  # any single wait: a step, a checkpoint, a kill
 RUN_TIMEOUT = 180.0  # a whole program run (native reference or the last restart)
