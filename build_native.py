@@ -7,6 +7,12 @@ Used by setup.py's build_ext, and runnable by hand:
 Each target is one entry of TARGETS: its source globs (relative to the repository root) and its
 gcc flags. A target whose source list is empty is skipped, so a partial tree still builds.
 
+The build is incremental and parallel: every source is compiled to its own object under
+build/obj/<target>/ (one gcc per file, as many at once as there are CPUs), with gcc's dependency
+list (-MMD) and the command beside it; an object is compiled again only when its source, a header it
+includes or its command changed, and a target is linked again only when one of its objects or its
+link command changed.
+
 Targets with uses_cuda need the CUDA 13 runtime headers and the real libcudart.so.13 (found by
 crac_py.cudart_locate: $CUDA_HOME, /usr/local/cuda, or the nvidia-cuda-runtime/-crt wheels that
 pyproject.toml's build requirements install) and the C sources crac_py.codegen generates from the
@@ -15,10 +21,12 @@ API spec into build/crac_gen/ before they are compiled.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +37,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "crac_py" / "_native"
 GEN_DIR = ROOT / "build" / "crac_gen"
+OBJ_DIR = ROOT / "build" / "obj"
 
 COMMON_CFLAGS: tuple[str, ...] = (
     "-std=c11",
@@ -69,28 +78,65 @@ class Target:
             )
         return found
 
-    def command(self, out_dir: Path, root: Path = ROOT, gen: GenResult | None = None) -> list[str]:
-        extra: list[str] = []
+    def _cuda_parts(self, gen: GenResult | None) -> tuple[list[str], list[str], list[str]]:
+        """(include flags, generated sources, link flags) of a uses_cuda / cudart_abi target."""
+        includes: list[str] = []
         generated: list[str] = []
+        link: list[str] = []
         if self.uses_cuda:
             if gen is None:
                 raise NativeBuildError(f"{self.output} needs the generated CUDA sources")
-            extra += [f"-I{gen.out_dir}", f"-I{gen.cuda.include_dir}"]
+            includes = [f"-I{gen.out_dir}", f"-I{gen.cuda.include_dir}"]
             generated = [str(gen.out_dir / g) for g in self.generated]
         if self.cudart_abi and gen is not None:
-            extra += [f"-Wl,-soname,{gen.lib.soname}", f"-Wl,--version-script={gen.version_script}"]
+            link = [f"-Wl,-soname,{gen.lib.soname}", f"-Wl,--version-script={gen.version_script}"]
+        return includes, generated, link
+
+    def compile_units(
+        self, obj_dir: Path, root: Path = ROOT, gen: GenResult | None = None
+    ) -> list[CompileUnit]:
+        """One gcc -c per source file, each with its object and dependency file."""
+        includes, generated, _ = self._cuda_parts(gen)
+        units = []
+        for src in [*self.sources(root), *generated]:
+            stem = src.replace("/", "__").removesuffix(".c")
+            obj = obj_dir / f"{stem}.o"
+            cmd = [
+                "gcc",
+                *self.cflags,
+                "-Iinclude",
+                *includes,
+                "-MMD",
+                "-MF",
+                str(obj.with_suffix(".d")),
+                "-c",
+                src,
+                "-o",
+                str(obj),
+            ]
+            units.append(CompileUnit(obj, cmd))
+        return units
+
+    def link_command(
+        self, objects: list[Path], out_dir: Path, gen: GenResult | None = None
+    ) -> list[str]:
+        _, _, link = self._cuda_parts(gen)
         return [
             "gcc",
             *self.cflags,
             *self.ldflags,
-            "-Iinclude",
-            *extra,
-            *self.sources(root),
-            *generated,
+            *link,
+            *map(str, objects),
             "-o",
             str(out_dir / self.output),
             *self.libs,
         ]
+
+
+@dataclass(frozen=True)
+class CompileUnit:
+    obj: Path
+    cmd: list[str]
 
 
 TARGETS: dict[str, Target] = {
@@ -168,38 +214,99 @@ def generate(root: Path = ROOT) -> GenResult:
     return gen
 
 
-def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT) -> list[Path]:
+def _fresh(output: Path, stamp: Path, cmd: list[str], inputs: list[Path]) -> bool:
+    """OUTPUT exists, was made by CMD (recorded in STAMP), and is newer than every input."""
+    try:
+        if stamp.read_text() != shlex.join(cmd):
+            return False
+        built = output.stat().st_mtime_ns
+        return all(p.stat().st_mtime_ns <= built for p in inputs)
+    except OSError:
+        return False
+
+
+def _dependencies(unit: CompileUnit, root: Path) -> list[Path]:
+    """What gcc listed (-MMD) as the object's inputs: its source and every header it included."""
+    try:
+        text = unit.obj.with_suffix(".d").read_text()
+    except OSError:
+        return [root / "missing-dependency-file"]
+    words = text.replace("\\\n", " ").split(":", 1)[-1].split()
+    return [root / w for w in words]
+
+
+def _run(cmd: list[str], what: str, root: Path) -> None:
+    try:
+        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    except FileNotFoundError as exc:
+        raise NativeBuildError(f"gcc not found ({exc}); install gcc to build crac") from exc
+    if proc.stdout or proc.stderr:
+        sys.stdout.write(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise NativeBuildError(
+            f"building {what} failed (gcc exit {proc.returncode}):\n"
+            f"{shlex.join(cmd)}\n{proc.stdout}{proc.stderr}"
+        )
+
+
+def _compile(unit: CompileUnit, root: Path) -> bool:
+    """Compiles UNIT unless its object is up to date; True when it ran gcc."""
+    stamp = unit.obj.with_suffix(".cmd")
+    if _fresh(unit.obj, stamp, unit.cmd, _dependencies(unit, root)):
+        return False
+    unit.obj.parent.mkdir(parents=True, exist_ok=True)
+    stamp.unlink(missing_ok=True)
+    print(shlex.join(unit.cmd), flush=True)
+    _run(unit.cmd, unit.obj.name, root)
+    stamp.write_text(shlex.join(unit.cmd))
+    return True
+
+
+def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = None) -> list[Path]:
     """Build every target with sources into out_dir; return the paths built."""
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    built: list[Path] = []
+    obj_root = root / OBJ_DIR.relative_to(ROOT)
     gen: GenResult | None = None
+    plan: list[tuple[str, Target, list[CompileUnit]]] = []
     for name, target in TARGETS.items():
         if not target.sources(root):
             print(f"build_native: skipping {name}: no sources match {list(target.source_globs)}")
             continue
         if target.uses_cuda and gen is None:
             gen = generate(root)
-        (out_dir / target.output).parent.mkdir(parents=True, exist_ok=True)
-        cmd = target.command(out_dir, root, gen)
-        print(shlex.join(cmd), flush=True)
-        try:
-            proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
-        except FileNotFoundError as exc:
-            raise NativeBuildError(f"gcc not found ({exc}); install gcc to build crac") from exc
-        if proc.stdout or proc.stderr:
-            sys.stdout.write(proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            raise NativeBuildError(
-                f"building {name} failed (gcc exit {proc.returncode}):\n"
-                f"{shlex.join(cmd)}\n{proc.stdout}{proc.stderr}"
-            )
-        built.append(out_dir / target.output)
+        obj_dir = obj_root / name.replace("/", "__")
+        plan.append((name, target, target.compile_units(obj_dir, root, gen)))
+    units = [u for _, _, us in plan for u in us]
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        compiled = sum(pool.map(lambda u: _compile(u, root), units))
+        links = []
+        for name, target, us in plan:
+            output = out_dir / target.output
+            output.parent.mkdir(parents=True, exist_ok=True)
+            cmd = target.link_command([u.obj for u in us], out_dir, gen)
+            stamp = obj_root / name.replace("/", "__") / "link.cmd"
+            if not _fresh(output, stamp, cmd, [u.obj for u in us]):
+                links.append((name, stamp, cmd))
+
+        def link(item: tuple[str, Path, list[str]]) -> None:
+            name, stamp, cmd = item
+            stamp.unlink(missing_ok=True)
+            print(shlex.join(cmd), flush=True)
+            _run(cmd, name, root)
+            stamp.write_text(shlex.join(cmd))
+
+        list(pool.map(link, links))
+    print(
+        f"build_native: {compiled} of {len(units)} sources compiled, {len(links)} of "
+        f"{len(plan)} targets linked",
+        flush=True,
+    )
     if gen is not None:
         # The sim kernel header, for programs built against an installed crac (sim_toolchain).
         (out_dir / "include").mkdir(exist_ok=True)
         shutil.copyfile(root / "include" / "crac_sim.h", out_dir / "include" / "crac_sim.h")
-    return built
+    return [out_dir / t.output for _, t, _ in plan]
 
 
 def main(argv: list[str]) -> int:
