@@ -42,7 +42,7 @@ struct crac_region_rec {
     uint32_t kind;
     uint64_t start, end;
     uint32_t prot;
-    uint32_t flags;       /* bit 0: outside W (a recorded extra) */
+    uint32_t flags;       /* bit 0: outside W (a recorded extra); bit 1: MAP_NORESERVE */
     uint64_t core_offset; /* where the region's pages start in upper.core (0: nothing saved) */
     uint64_t file_offset; /* for file kinds: offset of start in the file */
     uint64_t dev, ino, file_size;
@@ -54,6 +54,7 @@ struct crac_region_rec {
 };
 
 #define CRAC_REGION_OUTSIDE_W 1u
+#define CRAC_REGION_NORESERVE 2u /* mapped without swap reservation ("nr" in smaps VmFlags) */
 
 struct crac_thread_note {
     int32_t tid;      /* as the program knows it (the id of the first launch) */

@@ -1,0 +1,33 @@
+"""Resources a single process holds that must come back at restart (or be refused clearly at
+checkpoint time): huge MAP_NORESERVE mappings, files whose directory is gone, /proc/<own pid>
+paths, pseudo-terminals, error returns of system calls, POSIX message queues. Each program checks
+itself and runs through two checkpoint -> SIGKILL -> restart cycles (tests/ckpt_harness.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from ckpt_harness import run_cycles
+from conftest import APPS_DIR, CFLAGS
+
+_BUILT: dict[str, Path] = {}
+
+
+def build(name: str, tmp_path_factory: pytest.TempPathFactory, libs: tuple[str, ...] = ()) -> Path:
+    """tests/apps/NAME.c compiled once per session with conftest's flags."""
+    if name not in _BUILT:
+        exe = tmp_path_factory.mktemp("res_apps") / name
+        cmd = ["gcc", *CFLAGS, "-o", str(exe), str(APPS_DIR / f"{name}.c"), *libs]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if res.returncode != 0:
+            pytest.fail(f"cannot build {name}.c:\n{' '.join(cmd)}\n{res.stderr}")
+        _BUILT[name] = exe
+    return _BUILT[name]
+
+
+def test_noreserve_64gib(tmp_path, tmp_path_factory):
+    """A 64 GiB private writable MAP_NORESERVE mapping (more than this machine's memory) with a
+    few pages touched is mapped back the way the program had it."""
+    run_cycles(build("ckpt_noreserve", tmp_path_factory), ["64"], tmp_path, cycles=2)
