@@ -97,6 +97,95 @@ static int install(int fd, const struct crac_fd_rec *rec)
     return 0;
 }
 
+/* The directories a removed file or directory is recreated in, best first: its old directory
+ * (same filesystem as before), the image's generation directory, then the temporary directory. */
+struct dir_name {
+    char p[PATH_MAX];
+};
+
+static int scratch_dirs(const char *path, const char *gen_dir, struct dir_name out[3])
+{
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof(copy), "%s", path);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out[0].p, PATH_MAX, "%s", dirname(copy));
+    snprintf(out[1].p, PATH_MAX, "%s", gen_dir);
+    snprintf(out[2].p, PATH_MAX, "%s", tmp && tmp[0] == '/' ? tmp : "/tmp");
+    return 3;
+}
+
+/* DIR/.crac-restored-XXXXXX (a mkstemp template) into OUT; -1 if it does not fit. */
+static int temp_name(char *out, size_t size, const char *dir)
+{
+    static const char tail[] = "/.crac-restored-XXXXXX";
+    size_t n = strlen(dir);
+    if (n + sizeof(tail) > size)
+        return -1;
+    memcpy(out, dir, n);
+    memcpy(out + n, tail, sizeof(tail));
+    return 0;
+}
+
+/* A new, already removed file holding the saved copy: the program's fd pointed at a file with no
+ * name left (unlinked, or its directory `rm -rf`'d), so no name is given back. Returns a
+ * read-write fd, or -1. */
+static int removed_copy(const char *path, const char *gen_dir, const char *saved, uint32_t mode)
+{
+    struct dir_name dirs[3];
+    int n = scratch_dirs(path, gen_dir, dirs);
+    for (int i = 0; i < n; i++) {
+        int w = open(dirs[i].p, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (w < 0) { /* a filesystem without O_TMPFILE: a named temporary, removed at once */
+            char tmpl[PATH_MAX + 32];
+            w = temp_name(tmpl, sizeof(tmpl), dirs[i].p) == 0 ? mkostemp(tmpl, O_CLOEXEC) : -1;
+            if (w >= 0)
+                unlink(tmpl);
+        }
+        if (w < 0)
+            continue;
+        if (copy_file(saved, w) != 0) {
+            close(w);
+            return -1;
+        }
+        fchmod(w, mode & 07777);
+        return w;
+    }
+    return -1;
+}
+
+/* Every missing directory above PATH, so a saved file whose directory went away since the
+ * checkpoint comes back at its own path (the program still names it). */
+static void make_parents(const char *path)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s", path);
+    for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        mkdir(p, 0755);
+        *s = '/';
+    }
+}
+
+/* A directory the program holds open that was removed: an empty, removed directory, which is
+ * what such an fd shows (empty listing, nothing can be created in it). */
+static int removed_dir(const char *path, const char *gen_dir, int flags)
+{
+    struct dir_name dirs[3];
+    int n = scratch_dirs(path, gen_dir, dirs);
+    for (int i = 0; i < n; i++) {
+        char tmpl[PATH_MAX + 32];
+        if (temp_name(tmpl, sizeof(tmpl), dirs[i].p) != 0)
+            continue;
+        if (!mkdtemp(tmpl))
+            continue;
+        int fd = open(tmpl, flags);
+        rmdir(tmpl);
+        if (fd >= 0)
+            return fd;
+    }
+    return -1;
+}
+
 static int reopen_file(const struct fd_view *v, const char *gen_dir, int no_truncate, char *err,
                        size_t errlen)
 {
@@ -111,25 +200,36 @@ static int reopen_file(const struct fd_view *v, const char *gen_dir, int no_trun
             snprintf(err, errlen, "fd %d: %s is gone and no copy was saved", rec->fd, v->path);
             return -1;
         }
-        /* Recreate from the saved copy: an unlinked file in its old directory (then unlinked
-         * again), or a file that was moved away since the checkpoint, at its old path. */
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof(dir), "%s", v->path);
-        char tmpl[PATH_MAX + 32];
-        if (rec->unlinked)
-            snprintf(tmpl, sizeof(tmpl), "%s/.crac-restored-XXXXXX", dirname(dir));
-        int w = rec->unlinked ? mkostemp(tmpl, O_CLOEXEC)
-                              : open(v->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, rec->mode & 07777);
-        if (w < 0 || copy_file(saved, w) != 0) {
-            snprintf(err, errlen, "fd %d: cannot recreate %s: %s", rec->fd, v->path, strerror(errno));
-            return -1;
+        int w;
+        if (rec->unlinked) {
+            /* Recreated removed; reopened through /proc with the program's own flags. */
+            w = removed_copy(v->path, gen_dir, saved, rec->mode);
+            if (w >= 0) {
+                char self[64];
+                snprintf(self, sizeof(self), "/proc/self/fd/%d", w);
+                fd = open(self, flags);
+                close(w);
+            } else {
+                fd = -1;
+            }
+            if (fd < 0) {
+                snprintf(err, errlen, "fd %d: cannot recreate the removed file %s: %s", rec->fd,
+                         v->path, strerror(errno));
+                return -1;
+            }
+        } else {
+            /* A file moved away (or its directory removed) since the checkpoint: at its path. */
+            make_parents(v->path);
+            w = open(v->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, rec->mode & 07777);
+            if (w < 0 || copy_file(saved, w) != 0) {
+                snprintf(err, errlen, "fd %d: cannot recreate %s: %s", rec->fd, v->path,
+                         strerror(errno));
+                return -1;
+            }
+            fchmod(w, rec->mode & 07777);
+            close(w);
+            fd = open(v->path, flags);
         }
-        fchmod(w, rec->mode & 07777);
-        close(w);
-        const char *at = rec->unlinked ? tmpl : v->path;
-        fd = open(at, flags);
-        if (rec->unlinked)
-            unlink(tmpl);
     } else {
         fd = open(v->path, flags);
     }
@@ -198,6 +298,10 @@ int restart_fds(const struct restart_image *img, const char *gen_dir, int no_tru
         case CRAC_FD_DIR:
         case CRAC_FD_CHAR:
             fd = open(v.path, (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
+            if (fd < 0 && rec->kind == CRAC_FD_DIR && rec->unlinked)
+                fd = removed_dir(v.path, gen_dir,
+                                 (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC)) |
+                                     O_CLOEXEC);
             if (fd < 0) {
                 snprintf(err, errlen, "fd %d: cannot reopen %s: %s", rec->fd, v.path, strerror(errno));
                 return -1;

@@ -31,3 +31,9 @@ def test_noreserve_64gib(tmp_path, tmp_path_factory):
     """A 64 GiB private writable MAP_NORESERVE mapping (more than this machine's memory) with a
     few pages touched is mapped back the way the program had it."""
     run_cycles(build("ckpt_noreserve", tmp_path_factory), ["64"], tmp_path, cycles=2)
+
+
+def test_removed_directory(tmp_path, tmp_path_factory):
+    """A file written through an fd after its directory was `rm -rf`'d, and that directory held
+    open too, come back with their contents as removed (unlinked) ones."""
+    run_cycles(build("ckpt_lostdir", tmp_path_factory), ["{work}"], tmp_path, cycles=2)
