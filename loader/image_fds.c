@@ -115,6 +115,22 @@ struct fd_entry {
     char path[PATH_MAX];
 };
 
+/* /proc/<our pid>/... names this process only until the restart gives it another pid: recorded as
+ * /proc/self/..., which the restart reopens for the restarted process. */
+static void proc_self_path(char *path, size_t size)
+{
+    char own[32];
+    int n = snprintf(own, sizeof(own), "/proc/%d", (int)getpid());
+    if (strncmp(path, own, (size_t)n) != 0 || (path[n] != '/' && path[n] != '\0'))
+        return;
+    static const char self[] = "/proc/self";
+    size_t rest = strlen(path + n), head = sizeof(self) - 1;
+    if (head + rest + 1 > size)
+        return;
+    memmove(path + head, path + n, rest + 1);
+    memcpy(path, self, head);
+}
+
 static void classify(int fd, struct fd_entry *e)
 {
     struct stat st;
@@ -138,6 +154,7 @@ static void classify(int fd, struct fd_entry *e)
         e->rec.unlinked = 1;
         e->path[len - (sizeof(deleted) - 1)] = '\0';
     }
+    proc_self_path(e->path, sizeof(e->path));
     if (fd <= 2)
         e->rec.kind = CRAC_FD_STDIO; /* always the restart's own stdin/stdout/stderr */
     else if (S_ISREG(st.st_mode))

@@ -186,6 +186,24 @@ static int removed_dir(const char *path, const char *gen_dir, int flags)
     return -1;
 }
 
+/* A /proc file of another process (the checkpoint records our own as /proc/self) that is gone
+ * at restart: that process's state cannot come back, so the fd reads as /dev/null, with a
+ * warning, rather than failing the restart. */
+static int proc_gone(const struct fd_view *v)
+{
+    if (strncmp(v->path, "/proc/", 6) != 0)
+        return -1;
+    int saved = errno;
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        errno = saved;
+        return -1;
+    }
+    fprintf(stderr, "crac: warning: fd %d (%s) cannot be reopened; it now reads as /dev/null\n",
+            v->rec.fd, v->path);
+    return fd;
+}
+
 static int reopen_file(const struct fd_view *v, const char *gen_dir, int no_truncate, char *err,
                        size_t errlen)
 {
@@ -233,6 +251,8 @@ static int reopen_file(const struct fd_view *v, const char *gen_dir, int no_trun
     } else {
         fd = open(v->path, flags);
     }
+    if (fd < 0)
+        fd = proc_gone(v);
     if (fd < 0) {
         snprintf(err, errlen, "fd %d: cannot reopen %s: %s", rec->fd, v->path, strerror(errno));
         return -1;
@@ -302,6 +322,8 @@ int restart_fds(const struct restart_image *img, const char *gen_dir, int no_tru
                 fd = removed_dir(v.path, gen_dir,
                                  (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC)) |
                                      O_CLOEXEC);
+            if (fd < 0)
+                fd = proc_gone(&v);
             if (fd < 0) {
                 snprintf(err, errlen, "fd %d: cannot reopen %s: %s", rec->fd, v.path, strerror(errno));
                 return -1;

@@ -37,3 +37,9 @@ def test_removed_directory(tmp_path, tmp_path_factory):
     """A file written through an fd after its directory was `rm -rf`'d, and that directory held
     open too, come back with their contents as removed (unlinked) ones."""
     run_cycles(build("ckpt_lostdir", tmp_path_factory), ["{work}"], tmp_path, cycles=2)
+
+
+def test_proc_self(tmp_path, tmp_path_factory):
+    """/proc/<own pid>/status and /stat opened through the numeric pid, and /proc/self/fd as a
+    directory fd, are reopened for the restarted process (whose pid differs)."""
+    run_cycles(build("ckpt_procself", tmp_path_factory), [], tmp_path, cycles=2)
