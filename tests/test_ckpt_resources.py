@@ -43,3 +43,9 @@ def test_proc_self(tmp_path, tmp_path_factory):
     """/proc/<own pid>/status and /stat opened through the numeric pid, and /proc/self/fd as a
     directory fd, are reopened for the restarted process (whose pid differs)."""
     run_cycles(build("ckpt_procself", tmp_path_factory), [], tmp_path, cycles=2)
+
+
+def test_syscall_errors(tmp_path, tmp_path_factory):
+    """System calls with invalid arguments (bad fds, bad pointers, bad flags) fail with the errno
+    Linux gives, trapped ones included, before and after a restart; nothing crashes."""
+    run_cycles(build("ckpt_errnos", tmp_path_factory), [], tmp_path, cycles=2)
