@@ -72,6 +72,18 @@ enum crac_fd_kind {
     CRAC_FD_STDIO = 5,     /* 0, 1, 2 when not regular files: the restart's own */
     CRAC_FD_EVENTFD = 6,
     CRAC_FD_UNSUPPORTED = 7, /* socket, epoll, ...: replaced by /dev/null at restart, with a warning */
+    CRAC_FD_MQUEUE = 8,      /* POSIX message queue: attributes and messages in files/mq-<fd> */
+};
+
+/* files/mq-<fd>: this header, then per message (highest priority first, FIFO within one) a
+ * crac_mq_msg and its bytes padded to 8. */
+struct crac_mq_file {
+    int64_t maxmsg, msgsize, curmsgs;
+};
+
+struct crac_mq_msg {
+    uint32_t prio;
+    uint32_t len;
 };
 
 struct crac_fd_rec {

@@ -10,12 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <mqueue.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SAVE_WRITTEN_FILES_MAX (64UL << 20) /* written files up to this size are copied */
 #define MAX_FDS 4096
+#define MQUEUE_MAGIC 0x19800202
 
 struct blob {
     unsigned char *data;
@@ -110,6 +114,67 @@ static int save_pipe_contents(int rfd, int wfd, const char *dst)
     return rc;
 }
 
+/* A message queue's attributes and messages, into DST (crac_image.h): every message is received
+ * and sent straight back, so the queue ends as it was (each priority's order kept). The program is
+ * parked, so nothing else uses the queue meanwhile. */
+static int save_mqueue(int prog_fd, const char *dst)
+{
+    /* Both receiving and sending back need a read-write descriptor: the program's may be
+     * read-only or write-only, so the queue is opened again through /proc. */
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", prog_fd);
+    int fd = open(self, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct mq_attr a;
+    if (mq_getattr(fd, &a) != 0) {
+        close(fd);
+        return -1;
+    }
+    struct crac_mq_file head = {a.mq_maxmsg, a.mq_msgsize, a.mq_curmsgs};
+    char *msgs = malloc((size_t)(a.mq_curmsgs ? a.mq_curmsgs : 1) * (size_t)(a.mq_msgsize + 8));
+    struct crac_mq_msg *meta = calloc((size_t)(a.mq_curmsgs ? a.mq_curmsgs : 1), sizeof(*meta));
+    int out = -1, rc = -1;
+    long got = 0;
+    if (!msgs || !meta)
+        goto done;
+    /* A time already past: never blocks on a blocking descriptor. */
+    struct timespec past = {0, 0};
+    for (; got < a.mq_curmsgs; got++) {
+        unsigned prio;
+        ssize_t n = mq_timedreceive(fd, msgs + got * (a.mq_msgsize + 8), (size_t)a.mq_msgsize,
+                                    &prio, &past);
+        if (n < 0)
+            break;
+        meta[got] = (struct crac_mq_msg){prio, (uint32_t)n};
+    }
+    int sent_back = 1;
+    for (long i = 0; i < got; i++)
+        if (mq_timedsend(fd, msgs + i * (a.mq_msgsize + 8), meta[i].len, meta[i].prio, &past) != 0)
+            sent_back = 0;
+    if (got != a.mq_curmsgs || !sent_back)
+        goto done;
+    out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out < 0 || write(out, &head, sizeof(head)) != (ssize_t)sizeof(head))
+        goto done;
+    static const char zeros[8];
+    for (long i = 0; i < got; i++) {
+        size_t pad = (8 - meta[i].len % 8) % 8;
+        if (write(out, &meta[i], sizeof(meta[i])) != (ssize_t)sizeof(meta[i]) ||
+            write(out, msgs + i * (a.mq_msgsize + 8), meta[i].len) != (ssize_t)meta[i].len ||
+            write(out, zeros, pad) != (ssize_t)pad)
+            goto done;
+    }
+    rc = fsync(out);
+done:
+    if (out >= 0)
+        close(out);
+    close(fd);
+    free(msgs);
+    free(meta);
+    return rc;
+}
+
 struct fd_entry {
     struct crac_fd_rec rec;
     char path[PATH_MAX];
@@ -155,8 +220,11 @@ static void classify(int fd, struct fd_entry *e)
         e->path[len - (sizeof(deleted) - 1)] = '\0';
     }
     proc_self_path(e->path, sizeof(e->path));
+    struct statfs fs;
     if (fd <= 2)
         e->rec.kind = CRAC_FD_STDIO; /* always the restart's own stdin/stdout/stderr */
+    else if (fstatfs(fd, &fs) == 0 && fs.f_type == MQUEUE_MAGIC)
+        e->rec.kind = CRAC_FD_MQUEUE; /* a regular file to fstat, but no file to reopen */
     else if (S_ISREG(st.st_mode))
         e->rec.kind = CRAC_FD_FILE;
     else if (S_ISDIR(st.st_mode))
@@ -211,6 +279,18 @@ int fds_capture(const char *files_dir, void **out, size_t *out_len)
                     e->rec.saved = 1;
                 break;
             }
+        }
+        if (e->rec.kind == CRAC_FD_MQUEUE) {
+            if (!made_dir++)
+                mkdir(files_dir, 0700);
+            snprintf(dst, sizeof(dst), "%s/mq-%d", files_dir, e->rec.fd);
+            if (save_mqueue(e->rec.fd, dst) != 0) {
+                fprintf(stderr, "crac: error: cannot save the message queue %s (fd %d): %s\n",
+                        e->path, e->rec.fd, strerror(errno));
+                free(b.data);
+                return -1;
+            }
+            e->rec.saved = 1;
         }
         if (want_copy) {
             if (!made_dir++)

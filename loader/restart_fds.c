@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <mqueue.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,6 +304,72 @@ static int restore_pipe(const struct restart_image *img, const struct fd_view *v
     return 0;
 }
 
+static int read_exact(int fd, void *buf, size_t n)
+{
+    return read(fd, buf, n) == (ssize_t)n ? 0 : -1;
+}
+
+/* A POSIX message queue: opened by its name (created if gone, with its attributes), emptied of
+ * what was sent or left after the checkpoint, and refilled with the saved messages in their
+ * order. A queue the program had unlinked is made under a temporary name, unlinked again. */
+static int restore_mqueue(const struct fd_view *v, const char *gen_dir, char *err, size_t errlen)
+{
+    const struct crac_fd_rec *rec = &v->rec;
+    char saved[PATH_MAX + 64], name[PATH_MAX];
+    snprintf(saved, sizeof(saved), "%s/files/mq-%d", gen_dir, rec->fd);
+    if (rec->unlinked)
+        snprintf(name, sizeof(name), "/crac-restored-%d-%d", (int)getpid(), rec->fd);
+    else
+        snprintf(name, sizeof(name), "%s", v->path);
+    struct crac_mq_file head;
+    int in = open(saved, O_RDONLY | O_CLOEXEC);
+    if (in < 0 || read_exact(in, &head, sizeof(head)) != 0 || head.msgsize <= 0 ||
+        head.msgsize > (1 << 24) || head.maxmsg <= 0 || head.curmsgs < 0 ||
+        head.curmsgs > head.maxmsg) {
+        snprintf(err, errlen, "fd %d: the saved message queue %s cannot be read", rec->fd, v->path);
+        if (in >= 0)
+            close(in);
+        return -1;
+    }
+    struct mq_attr want = {.mq_maxmsg = head.maxmsg, .mq_msgsize = head.msgsize};
+    mode_t mode = rec->mode & 0777;
+    mqd_t q = mq_open(name, O_RDWR | O_CREAT | O_NONBLOCK, mode, &want);
+    struct mq_attr have;
+    if (q != (mqd_t)-1 && (mq_getattr(q, &have) != 0 || have.mq_maxmsg != head.maxmsg ||
+                           have.mq_msgsize != head.msgsize)) {
+        /* Someone made another queue of that name since: ours is the program's. */
+        mq_close(q);
+        mq_unlink(name);
+        q = mq_open(name, O_RDWR | O_CREAT | O_EXCL | O_NONBLOCK, mode, &want);
+    }
+    char *buf = q == (mqd_t)-1 ? NULL : malloc((size_t)head.msgsize);
+    int ok = buf != NULL;
+    while (ok && mq_receive(q, buf, (size_t)head.msgsize, NULL) >= 0)
+        ;
+    for (int64_t i = 0; ok && i < head.curmsgs; i++) {
+        struct crac_mq_msg m;
+        ok = read_exact(in, &m, sizeof(m)) == 0 && m.len <= head.msgsize &&
+             read_exact(in, buf, m.len) == 0 && lseek(in, (8 - m.len % 8) % 8, SEEK_CUR) >= 0 &&
+             mq_send(q, buf, m.len, m.prio) == 0;
+    }
+    int saved_errno = errno;
+    free(buf);
+    close(in);
+    if (q != (mqd_t)-1)
+        mq_close(q);
+    int fd = ok ? mq_open(name, (int)(rec->open_flags & (O_ACCMODE | O_NONBLOCK))) : -1;
+    if (!ok)
+        errno = saved_errno;
+    if (rec->unlinked)
+        mq_unlink(name);
+    if (fd < 0) {
+        snprintf(err, errlen, "fd %d: cannot recreate the message queue %s: %s", rec->fd, v->path,
+                 strerror(errno));
+        return -1;
+    }
+    return install(fd, rec);
+}
+
 int restart_fds(const struct restart_image *img, const char *gen_dir, int no_truncate, char *err,
                 size_t errlen)
 {
@@ -333,6 +400,7 @@ int restart_fds(const struct restart_image *img, const char *gen_dir, int no_tru
             rc = install(fd, rec);
             break;
         case CRAC_FD_PIPE: rc = restore_pipe(img, &v, gen_dir); break;
+        case CRAC_FD_MQUEUE: rc = restore_mqueue(&v, gen_dir, err, errlen); break;
         case CRAC_FD_EVENTFD:
             fd = eventfd(0, EFD_CLOEXEC);
             rc = fd < 0 ? -1 : install(fd, rec);
@@ -344,7 +412,7 @@ int restart_fds(const struct restart_image *img, const char *gen_dir, int no_tru
             rc = fd < 0 ? -1 : install(fd, rec);
         }
         if (rc != 0) {
-            if (!err[0] || rec->kind != CRAC_FD_FILE)
+            if (!err[0] || (rec->kind != CRAC_FD_FILE && rec->kind != CRAC_FD_MQUEUE))
                 snprintf(err, errlen, "fd %d (%s): cannot be restored: %s", rec->fd, v.path,
                          strerror(errno));
             return -1;

@@ -49,3 +49,10 @@ def test_syscall_errors(tmp_path, tmp_path_factory):
     """System calls with invalid arguments (bad fds, bad pointers, bad flags) fail with the errno
     Linux gives, trapped ones included, before and after a restart; nothing crashes."""
     run_cycles(build("ckpt_errnos", tmp_path_factory), [], tmp_path, cycles=2)
+
+
+def test_mqueue(tmp_path, tmp_path_factory):
+    """A POSIX message queue comes back with its attributes and the messages it held at the
+    checkpoint, in priority order (the killed run's later sends and receives undone); no file
+    appears in its place."""
+    run_cycles(build("ckpt_mqueue", tmp_path_factory), [], tmp_path, cycles=2)
