@@ -73,6 +73,18 @@ enum crac_fd_kind {
     CRAC_FD_EVENTFD = 6,
     CRAC_FD_UNSUPPORTED = 7, /* socket, epoll, ...: replaced by /dev/null at restart, with a warning */
     CRAC_FD_MQUEUE = 8,      /* POSIX message queue: attributes and messages in files/mq-<fd> */
+    CRAC_FD_PTY_MASTER = 9,  /* pseudo-terminal whose master and slave this process holds: */
+    CRAC_FD_PTY_SLAVE = 10,  /* a new pair at restart; a crac_pty_rec follows the path */
+};
+
+/* After the path of a PTY record: the pair's number at checkpoint (pairs the fds) and the slave's
+ * settings (glibc struct termios, struct winsize of x86-64, as raw bytes). */
+struct crac_pty_rec {
+    uint32_t index;
+    uint32_t have_termios;
+    uint8_t termios[60];
+    uint8_t winsize[8];
+    uint32_t pad;
 };
 
 /* files/mq-<fd>: this header, then per message (highest priority first, FIFO within one) a

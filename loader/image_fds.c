@@ -13,7 +13,9 @@
 #include <mqueue.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -178,7 +180,92 @@ done:
 struct fd_entry {
     struct crac_fd_rec rec;
     char path[PATH_MAX];
+    struct crac_pty_rec pty; /* PTY kinds only */
 };
+
+/* The pty number of a master (/dev/ptmx) or slave (/dev/pts/N) fd; -1 if it is neither. */
+static int pty_index(int fd, const struct stat *st, int *is_master)
+{
+    if (!S_ISCHR(st->st_mode))
+        return -1;
+    unsigned maj = major(st->st_rdev), min = minor(st->st_rdev);
+    unsigned n;
+    if (maj == 5 && min == 2) { /* /dev/ptmx (or /dev/pts/ptmx) */
+        *is_master = 1;
+        return ioctl(fd, TIOCGPTN, &n) == 0 ? (int)n : -1;
+    }
+    if (maj >= 136 && maj <= 143) { /* UNIX98 slaves */
+        *is_master = 0;
+        return (int)((maj - 136) * 256 + min);
+    }
+    return -1;
+}
+
+/* The slave's termios and window size (the master's own termios are not the ones programs set):
+ * through the slave fd, else by opening the slave for a moment. */
+static void pty_settings(struct fd_entry *e, int is_master)
+{
+    int fd = e->rec.fd, opened = -1;
+    if (is_master) {
+        char name[64];
+        snprintf(name, sizeof(name), "/dev/pts/%u", e->pty.index);
+        fd = opened = open(name, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    }
+    struct termios t;
+    struct winsize w;
+    if (fd >= 0 && tcgetattr(fd, &t) == 0) {
+        memcpy(e->pty.termios, &t, sizeof(e->pty.termios));
+        e->pty.have_termios = 1;
+    }
+    if (fd >= 0 && ioctl(fd, TIOCGWINSZ, &w) == 0)
+        memcpy(e->pty.winsize, &w, sizeof(e->pty.winsize));
+    if (opened >= 0)
+        close(opened);
+}
+
+_Static_assert(sizeof(struct termios) == 60, "crac_pty_rec holds x86-64 glibc termios");
+_Static_assert(sizeof(struct winsize) == 8, "crac_pty_rec holds struct winsize");
+
+/* Pseudo-terminals whose master and slave are both ours become a new pair at restart (the old
+ * one dies with the process). A slave alone (a terminal of someone else) stays a device reopened
+ * by path; a master alone still gets a new pair, its slave unopened. Unread data is not kept. */
+static void classify_ptys(struct fd_entry *es, int n)
+{
+    int masters[MAX_FDS], warned = 0;
+    for (int i = 0; i < n; i++) {
+        struct fd_entry *e = &es[i];
+        struct stat st;
+        masters[i] = -1;
+        int is_master = 0;
+        if (e->rec.kind != CRAC_FD_CHAR || fstat(e->rec.fd, &st) != 0)
+            continue;
+        int idx = pty_index(e->rec.fd, &st, &is_master);
+        if (idx >= 0 && is_master)
+            masters[i] = idx;
+    }
+    for (int i = 0; i < n; i++) {
+        struct fd_entry *e = &es[i];
+        struct stat st;
+        int is_master = 0;
+        if (e->rec.kind != CRAC_FD_CHAR || fstat(e->rec.fd, &st) != 0)
+            continue;
+        int idx = pty_index(e->rec.fd, &st, &is_master);
+        if (idx < 0)
+            continue;
+        int paired = is_master;
+        for (int k = 0; k < n && !paired; k++)
+            paired = masters[k] == idx;
+        if (!paired)
+            continue;
+        e->rec.kind = is_master ? CRAC_FD_PTY_MASTER : CRAC_FD_PTY_SLAVE;
+        e->pty.index = (uint32_t)idx;
+        pty_settings(e, is_master);
+        int unread = 0;
+        if (ioctl(e->rec.fd, FIONREAD, &unread) == 0 && unread > 0 && !warned++)
+            fprintf(stderr, "crac: warning: pseudo-terminal %s holds %d unread bytes; they are "
+                            "not saved (the pair is recreated empty at restart)\n", e->path, unread);
+    }
+}
 
 /* /proc/<our pid>/... names this process only until the restart gives it another pid: recorded as
  * /proc/self/..., which the restart reopens for the restarted process. */
@@ -256,6 +343,7 @@ int fds_capture(const char *files_dir, void **out, size_t *out_len)
         classify(fd, &entries[n++]);
     }
     closedir(d);
+    classify_ptys(entries, n);
     struct blob b = {0};
     int made_dir = 0;
     for (int i = 0; i < n; i++) {
@@ -304,9 +392,11 @@ int fds_capture(const char *files_dir, void **out, size_t *out_len)
             }
             e->rec.saved = 1;
         }
+        int pty = e->rec.kind == CRAC_FD_PTY_MASTER || e->rec.kind == CRAC_FD_PTY_SLAVE;
         e->rec.path_len = (uint32_t)((strlen(e->path) + 1 + 7) & ~7UL);
-        e->rec.size = (uint32_t)(sizeof(e->rec) + e->rec.path_len);
-        if (blob_put(&b, &e->rec, sizeof(e->rec)) || blob_put(&b, e->path, strlen(e->path) + 1)) {
+        e->rec.size = (uint32_t)(sizeof(e->rec) + e->rec.path_len + (pty ? sizeof(e->pty) : 0));
+        if (blob_put(&b, &e->rec, sizeof(e->rec)) || blob_put(&b, e->path, strlen(e->path) + 1) ||
+            (pty && blob_put(&b, &e->pty, sizeof(e->pty)))) {
             free(b.data);
             return -1;
         }

@@ -10,13 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 struct fd_view {
     struct crac_fd_rec rec;
     const char *path;
+    struct crac_pty_rec pty; /* PTY kinds only */
 };
+
+static int is_pty(uint32_t kind) { return kind == CRAC_FD_PTY_MASTER || kind == CRAC_FD_PTY_SLAVE; }
 
 static int next_fd(const struct restart_image *img, size_t *off, struct fd_view *v)
 {
@@ -29,6 +34,11 @@ static int next_fd(const struct restart_image *img, size_t *off, struct fd_view 
     v->path = (const char *)img->fds + *off + sizeof(v->rec);
     if (v->path[v->rec.path_len - 1] != '\0' || v->rec.fd < 0)
         return -1;
+    if (is_pty(v->rec.kind)) {
+        if (v->rec.size < sizeof(v->rec) + v->rec.path_len + sizeof(v->pty))
+            return -1;
+        memcpy(&v->pty, v->path + v->rec.path_len, sizeof(v->pty));
+    }
     *off += v->rec.size;
     return 1;
 }
@@ -304,6 +314,64 @@ static int restore_pipe(const struct restart_image *img, const struct fd_view *v
     return 0;
 }
 
+/* A pseudo-terminal pair: made once, at the lowest-numbered fd of the old pair, with the slave's
+ * termios and window size; each of the program's numbers gets the new master or a new open of
+ * the new slave. */
+static int restore_pty(const struct restart_image *img, const struct fd_view *v, char *err,
+                       size_t errlen)
+{
+    struct fd_view o;
+    size_t off = 0;
+    const struct crac_pty_rec *settings = NULL;
+    struct crac_pty_rec keep;
+    while (next_fd(img, &off, &o) > 0) {
+        if (!is_pty(o.rec.kind) || o.pty.index != v->pty.index)
+            continue;
+        if (o.rec.fd < v->rec.fd)
+            return 0;
+        if (o.pty.have_termios && !settings) {
+            keep = o.pty;
+            settings = &keep;
+        }
+    }
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    char slave[64];
+    if (m < 0 || grantpt(m) != 0 || unlockpt(m) != 0 || ptsname_r(m, slave, sizeof(slave)) != 0) {
+        snprintf(err, errlen, "fd %d: cannot make a new pseudo-terminal for %s: %s", v->rec.fd,
+                 v->path, strerror(errno));
+        return -1;
+    }
+    int s = open(slave, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (s >= 0 && settings) {
+        struct termios t;
+        struct winsize w;
+        memcpy(&t, settings->termios, sizeof(t));
+        memcpy(&w, settings->winsize, sizeof(w));
+        if (tcsetattr(s, TCSANOW, &t) != 0 || ioctl(s, TIOCSWINSZ, &w) != 0)
+            fprintf(stderr, "crac: warning: the settings of pseudo-terminal %s cannot be "
+                            "restored: %s\n", v->path, strerror(errno));
+    }
+    if (s >= 0)
+        close(s);
+    off = 0;
+    while (next_fd(img, &off, &o) > 0) {
+        if (!is_pty(o.rec.kind) || o.pty.index != v->pty.index)
+            continue;
+        int fd = o.rec.kind == CRAC_FD_PTY_MASTER
+                     ? fcntl(m, F_DUPFD_CLOEXEC, 0)
+                     : open(slave, (int)(o.rec.open_flags & (O_ACCMODE | O_NONBLOCK)) | O_NOCTTY |
+                                       O_CLOEXEC);
+        if (fd < 0 || install(fd, &o.rec) != 0) {
+            snprintf(err, errlen, "fd %d: cannot reopen the new pseudo-terminal %s: %s", o.rec.fd,
+                     slave, strerror(errno));
+            close(m);
+            return -1;
+        }
+    }
+    close(m);
+    return 0;
+}
+
 static int read_exact(int fd, void *buf, size_t n)
 {
     return read(fd, buf, n) == (ssize_t)n ? 0 : -1;
@@ -401,6 +469,8 @@ int restart_fds(const struct restart_image *img, const char *gen_dir, int no_tru
             break;
         case CRAC_FD_PIPE: rc = restore_pipe(img, &v, gen_dir); break;
         case CRAC_FD_MQUEUE: rc = restore_mqueue(&v, gen_dir, err, errlen); break;
+        case CRAC_FD_PTY_MASTER:
+        case CRAC_FD_PTY_SLAVE: rc = restore_pty(img, &v, err, errlen); break;
         case CRAC_FD_EVENTFD:
             fd = eventfd(0, EFD_CLOEXEC);
             rc = fd < 0 ? -1 : install(fd, rec);
@@ -412,7 +482,8 @@ int restart_fds(const struct restart_image *img, const char *gen_dir, int no_tru
             rc = fd < 0 ? -1 : install(fd, rec);
         }
         if (rc != 0) {
-            if (!err[0] || (rec->kind != CRAC_FD_FILE && rec->kind != CRAC_FD_MQUEUE))
+            if (!err[0] || (rec->kind != CRAC_FD_FILE && rec->kind != CRAC_FD_MQUEUE &&
+                            !is_pty(rec->kind)))
                 snprintf(err, errlen, "fd %d (%s): cannot be restored: %s", rec->fd, v.path,
                          strerror(errno));
             return -1;

@@ -56,3 +56,9 @@ def test_mqueue(tmp_path, tmp_path_factory):
     checkpoint, in priority order (the killed run's later sends and receives undone); no file
     appears in its place."""
     run_cycles(build("ckpt_mqueue", tmp_path_factory), [], tmp_path, cycles=2)
+
+
+def test_pty_pair(tmp_path, tmp_path_factory):
+    """A pseudo-terminal pair the program opened comes back as a new pair, master and slave still
+    connected, with the slave's termios and the window size."""
+    run_cycles(build("ckpt_pty", tmp_path_factory), [], tmp_path, cycles=2)
