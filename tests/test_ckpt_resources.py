@@ -5,12 +5,26 @@ itself and runs through two checkpoint -> SIGKILL -> restart cycles (tests/ckpt_
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
+import termios
 from pathlib import Path
 
 import pytest
-from ckpt_harness import run_cycles
-from conftest import APPS_DIR, CFLAGS
+from ckpt_harness import (
+    CracProc,
+    Segment,
+    base_env,
+    check_finished,
+    checkpoint,
+    counter_lines,
+    crac_launch_argv,
+    kill9,
+    run_cycles,
+    wait_for_step,
+)
+from conftest import APPS_DIR, CFLAGS, crac_cmd, require_native
 
 _BUILT: dict[str, Path] = {}
 
@@ -62,3 +76,73 @@ def test_pty_pair(tmp_path, tmp_path_factory):
     """A pseudo-terminal pair the program opened comes back as a new pair, master and slave still
     connected, with the slave's termios and the window size."""
     run_cycles(build("ckpt_pty", tmp_path_factory), [], tmp_path, cycles=2)
+
+
+def _take_terminal() -> None:
+    """In the child, after setsid: stdin becomes its controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+class TtyProc(CracProc):
+    """A CracProc whose stdin is a fresh pseudo-terminal, its controlling terminal."""
+
+    def __init__(self, argv: list[str], *, out_dir: Path, label: str):
+        self.label = label
+        self.out_path = out_dir / f"{label}.out"
+        self.err_path = out_dir / f"{label}.err"
+        self.master, slave = os.openpty()
+        try:
+            with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+                subprocess.Popen.__init__(
+                    self,
+                    [str(a) for a in argv],
+                    stdin=slave,
+                    stdout=out,
+                    stderr=err,
+                    env=base_env(),
+                    cwd=out_dir,
+                    start_new_session=True,
+                    preexec_fn=_take_terminal,
+                )
+        finally:
+            os.close(slave)
+
+    def stop(self) -> None:
+        super().stop()
+        os.close(self.master)
+
+
+def tty_nr(pid: int) -> int:
+    """The controlling terminal of PID (field 7 of /proc/PID/stat; 0: none)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[4])
+
+
+def test_controlling_terminal(tmp_path, tmp_path_factory):
+    """A program whose stdin is its controlling terminal still checkpoints and restarts (on the
+    restart's own terminal), untouched by the pseudo-terminal pairs crac recreates."""
+    require_native()
+    app = build("ckpt_counter", tmp_path_factory)
+    steps = 100
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckptdir.mkdir()
+    logs.mkdir()
+    proc = TtyProc(crac_launch_argv(app, [str(steps)], ckptdir), out_dir=logs, label="launch")
+    try:
+        wait_for_step(proc, 10)
+        assert tty_nr(proc.pid) != 0, "the launched program has no controlling terminal"
+        before = proc.last_step()
+        gen = checkpoint(proc, ckptdir)
+        done = proc.last_step()
+        wait_for_step(proc, done + 2)
+        kill9(proc)
+    finally:
+        proc.stop()
+    prev = Segment(proc.label, proc.lines(), before, done, gen)
+    again = TtyProc([*crac_cmd(), "restart", str(ckptdir)], out_dir=logs, label="restart1")
+    try:
+        wait_for_step(again, done + 1)
+        assert tty_nr(again.pid) != 0, "the restarted program has no controlling terminal"
+        check_finished(again, counter_lines(steps), prev)
+    finally:
+        again.stop()
