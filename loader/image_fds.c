@@ -3,6 +3,7 @@
 #include "ckpt.h"
 
 #include "../lowerhalf/lower_fds.h"
+#include "upper_alloc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -267,20 +268,41 @@ static void classify_ptys(struct fd_entry *es, int n)
     }
 }
 
+/* PATH with its first OLD_LEN bytes replaced by HEAD, when that fits. */
+static void replace_head(char *path, size_t size, size_t old_len, const char *head)
+{
+    size_t rest = strlen(path + old_len), n = strlen(head);
+    if (n + rest + 1 > size)
+        return;
+    memmove(path + n, path + old_len, rest + 1);
+    memcpy(path, head, n);
+}
+
+/* Whether PATH is PREFIX or PREFIX/...; then the prefix's length, else 0. */
+static size_t under(const char *path, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncmp(path, prefix, n) == 0 && (path[n] == '/' || path[n] == '\0') ? n : 0;
+}
+
 /* /proc/<our pid>/... names this process only until the restart gives it another pid: recorded as
- * /proc/self/..., which the restart reopens for the restarted process. */
+ * /proc/self/..., which the restart reopens for the restarted process. The main thread's
+ * /proc/self/task/<tid> is recorded with the tid the program knows; the restart maps it to the
+ * main thread's new tid (restart_fds.c). */
 static void proc_self_path(char *path, size_t size)
 {
-    char own[32];
-    int n = snprintf(own, sizeof(own), "/proc/%d", (int)getpid());
-    if (strncmp(path, own, (size_t)n) != 0 || (path[n] != '/' && path[n] != '\0'))
-        return;
-    static const char self[] = "/proc/self";
-    size_t rest = strlen(path + n), head = sizeof(self) - 1;
-    if (head + rest + 1 > size)
-        return;
-    memmove(path + head, path + n, rest + 1);
-    memcpy(path, self, head);
+    char own[48];
+    snprintf(own, sizeof(own), "/proc/%d", (int)getpid());
+    size_t n = under(path, own);
+    if (n)
+        replace_head(path, size, n, "/proc/self");
+    snprintf(own, sizeof(own), "/proc/self/task/%d", (int)getpid());
+    n = under(path, own);
+    if (n) {
+        char virt[48];
+        snprintf(virt, sizeof(virt), "/proc/self/task/%d", (int)vid_from_real(crac_ctrl(), getpid()));
+        replace_head(path, size, n, virt);
+    }
 }
 
 static void classify(int fd, struct fd_entry *e)

@@ -23,6 +23,19 @@ struct fd_view {
 
 static int is_pty(uint32_t kind) { return kind == CRAC_FD_PTY_MASTER || kind == CRAC_FD_PTY_SLAVE; }
 
+/* The main thread's /proc/self/task/<tid> is recorded with the tid the program knows (its pid,
+ * image_fds.c); here that thread's tid is the new pid. Other paths are used as they are. */
+static const char *live_path(const struct restart_image *img, const char *path, char *buf,
+                             size_t size)
+{
+    char old[48];
+    int n = snprintf(old, sizeof(old), "/proc/self/task/%u", img->proc.pid);
+    if (strncmp(path, old, (size_t)n) != 0 || (path[n] != '/' && path[n] != '\0'))
+        return path;
+    int w = snprintf(buf, size, "/proc/self/task/%d%s", (int)getpid(), path + n);
+    return w > 0 && (size_t)w < size ? buf : path;
+}
+
 static int next_fd(const struct restart_image *img, size_t *off, struct fd_view *v)
 {
     if (*off + sizeof(v->rec) > img->fds_len)
@@ -462,6 +475,8 @@ int restart_fds(const struct restart_image *img, const char *gen_dir, int no_tru
     while (next_fd(img, &off, &v) > 0) {
         const struct crac_fd_rec *rec = &v.rec;
         int fd = -1, rc = 0;
+        char live[PATH_MAX];
+        v.path = live_path(img, v.path, live, sizeof(live));
         switch (rec->kind) {
         case CRAC_FD_STDIO: continue; /* the restart's own stdin/stdout/stderr */
         case CRAC_FD_FILE: rc = reopen_file(&v, gen_dir, no_truncate, err, errlen); break;

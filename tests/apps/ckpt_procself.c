@@ -1,5 +1,6 @@
 /* ckpt_procself [STEPS=60]: holds /proc/<own pid>/status and /proc/<own pid>/stat (opened through
-   its numeric pid) and /proc/self/fd as a directory fd; per step reads each through its fd and
+   its numeric pid) and /proc/self/fd as a directory fd, and
+   /proc/<pid>/task/<pid>/stat; per step reads each through its fd and
    checks that it still describes this very process (same as a fresh /proc/self open). */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -36,7 +37,10 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "/proc/%d/stat", (int)getpid());
     int stat_fd = open(path, O_RDONLY);
     int fd_dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY);
-    if (status_fd < 0 || stat_fd < 0 || fd_dir < 0)
+    /* The main thread's own entry, through its tid (= the pid). */
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)getpid(), (int)getpid());
+    int task_fd = open(path, O_RDONLY);
+    if (status_fd < 0 || stat_fd < 0 || fd_dir < 0 || task_fd < 0)
         fail("opening /proc files: %s", strerror(errno));
     for (long k = 1; k <= steps; k++) {
         char held[8192], fresh[8192], a[256], b[256];
@@ -61,6 +65,10 @@ int main(int argc, char **argv)
         close(f);
         if (strtol(held, NULL, 10) != strtol(fresh, NULL, 10))
             fail("step %ld: the held stat is of pid %ld, this process is %ld", k,
+                 strtol(held, NULL, 10), strtol(fresh, NULL, 10));
+        read_at0(task_fd, held, sizeof held, "the held task stat", k);
+        if (strtol(held, NULL, 10) != strtol(fresh, NULL, 10))
+            fail("step %ld: the held task stat is of tid %ld, this main thread is %ld", k,
                  strtol(held, NULL, 10), strtol(fresh, NULL, 10));
         /* The directory fd lists this process's own descriptors. */
         struct stat via_dir, direct;
