@@ -210,9 +210,9 @@ static int removed_dir(const char *path, const char *gen_dir, int flags)
     return -1;
 }
 
-/* A /proc file of another process (the checkpoint records our own as /proc/self) that is gone
- * at restart: that process's state cannot come back, so the fd reads as /dev/null, with a
- * warning, rather than failing the restart. */
+/* A /proc file that is gone at restart (another process's or another thread's; the checkpoint
+ * records our own process's as /proc/self): that state cannot come back, so the fd reads as
+ * /dev/null, with a warning, rather than failing the restart. */
 static int proc_gone(const struct fd_view *v)
 {
     if (strncmp(v->path, "/proc/", 6) != 0)
