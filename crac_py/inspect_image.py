@@ -16,7 +16,8 @@ from crac_py.image import CORE, Generation, ImageError
 NT_PROCESS, NT_REGIONS, NT_THREADS, NT_FDS = 0x43520001, 0x43520002, 0x43520003, 0x43520004
 REGION_KINDS = {1: "anonymous", 2: "shared anonymous", 3: "private file", 4: "shared file"}
 FD_KINDS = {1: "file", 2: "directory", 3: "device", 4: "pipe", 5: "stdio", 6: "eventfd",
-            7: "not restorable"}  # fmt: skip
+            7: "not restorable", 8: "message queue",
+            9: "pty master", 10: "pty slave"}  # fmt: skip
 # struct crac_region_rec / crac_thread_note / crac_fd_rec (little-endian, natural alignment)
 REGION = struct.Struct("<IIQQIIQQQQQqIIII")
 THREAD = struct.Struct("<iiiiQ")

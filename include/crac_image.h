@@ -42,7 +42,7 @@ struct crac_region_rec {
     uint32_t kind;
     uint64_t start, end;
     uint32_t prot;
-    uint32_t flags;       /* bit 0: outside W (a recorded extra) */
+    uint32_t flags;       /* bit 0: outside W (a recorded extra); bit 1: MAP_NORESERVE */
     uint64_t core_offset; /* where the region's pages start in upper.core (0: nothing saved) */
     uint64_t file_offset; /* for file kinds: offset of start in the file */
     uint64_t dev, ino, file_size;
@@ -54,6 +54,7 @@ struct crac_region_rec {
 };
 
 #define CRAC_REGION_OUTSIDE_W 1u
+#define CRAC_REGION_NORESERVE 2u /* mapped without swap reservation ("nr" in smaps VmFlags) */
 
 struct crac_thread_note {
     int32_t tid;      /* as the program knows it (the id of the first launch) */
@@ -71,6 +72,30 @@ enum crac_fd_kind {
     CRAC_FD_STDIO = 5,     /* 0, 1, 2 when not regular files: the restart's own */
     CRAC_FD_EVENTFD = 6,
     CRAC_FD_UNSUPPORTED = 7, /* socket, epoll, ...: replaced by /dev/null at restart, with a warning */
+    CRAC_FD_MQUEUE = 8,      /* POSIX message queue: attributes and messages in files/mq-<fd> */
+    CRAC_FD_PTY_MASTER = 9,  /* pseudo-terminal whose master and slave this process holds: */
+    CRAC_FD_PTY_SLAVE = 10,  /* a new pair at restart; a crac_pty_rec follows the path */
+};
+
+/* After the path of a PTY record: the pair's number at checkpoint (pairs the fds) and the slave's
+ * settings (glibc struct termios, struct winsize of x86-64, as raw bytes). */
+struct crac_pty_rec {
+    uint32_t index;
+    uint32_t have_termios;
+    uint8_t termios[60];
+    uint8_t winsize[8];
+    uint32_t pad;
+};
+
+/* files/mq-<fd>: this header, then per message (highest priority first, FIFO within one) a
+ * crac_mq_msg and its bytes padded to 8. */
+struct crac_mq_file {
+    int64_t maxmsg, msgsize, curmsgs;
+};
+
+struct crac_mq_msg {
+    uint32_t prio;
+    uint32_t len;
 };
 
 struct crac_fd_rec {

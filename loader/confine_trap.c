@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <ucontext.h>
 
 #define SECCOMP_SI_CODE 1 /* SYS_SECCOMP */
@@ -374,6 +375,37 @@ static long emu_shmdt(uint64_t addr)
 
 static inline uint64_t sigbit(int sig) { return 1UL << (sig - 1); }
 
+/* The emulations read and write the program's memory through pointers it passed; a bad one must
+ * give -EFAULT as the kernel would, never a SIGSEGV inside this handler. process_vm_readv/writev
+ * on our own process let the kernel check the pointer (a read-only page refuses the write). Where
+ * those calls are not allowed (a container's seccomp profile), the copy is done directly. */
+static long user_copy(void *local, const void *remote, unsigned long n, int to_user)
+{
+    struct iovec l = {local, n}, r = {(void *)remote, n};
+    long got = raw_syscall6(to_user ? SYS_process_vm_writev : SYS_process_vm_readv,
+                            raw_syscall0(SYS_getpid), (long)&l, 1, (long)&r, 1, 0);
+    if (got == (long)n)
+        return 0;
+    if (got == -ENOSYS || got == -EPERM) {
+        if (to_user)
+            raw_memcpy((void *)remote, local, n);
+        else
+            raw_memcpy(local, remote, n);
+        return 0;
+    }
+    return -EFAULT;
+}
+
+static inline long from_user(void *dst, const void *src, unsigned long n)
+{
+    return user_copy(dst, src, n, 0);
+}
+
+static inline long to_user(void *dst, const void *src, unsigned long n)
+{
+    return user_copy((void *)src, dst, n, 1);
+}
+
 static inline uint64_t ckpt_blocked(const struct crac_ctrl *c) { return sigbit(c->ckpt_sig); }
 
 /* Upper threads keep the checkpoint signal blocked, so the kernel hands a process-directed one
@@ -389,26 +421,28 @@ static long emu_rt_sigaction(long sig, const struct crac_ksigaction *act,
     struct crac_ctrl *c = crac_ctrl();
     if (setsize != 8)
         return -EINVAL;
+    struct crac_ksigaction copy, old;
+    if (act && from_user(&copy, act, sizeof(copy)) != 0)
+        return -EFAULT; /* as the kernel: the new action is read before anything is checked */
     if (sig < 1 || sig > 64)
         return -EINVAL;
     if (c->reserved_sigs & sigbit((int)sig)) {
         /* Reserved: the program's handler is recorded and reported back, never installed. A
          * vfork child (posix_spawn) shares this memory, so it must not change the record. */
-        struct crac_ksigaction old = c->virt_act[sig];
+        old = c->virt_act[sig];
         if (act && (int32_t)raw_syscall0(SYS_getpid) == c->pid) {
-            c->virt_act[sig] = *act;
+            c->virt_act[sig] = copy;
             c->virt_act[sig].mask &= ~c->reserved_sigs;
         }
-        if (oact)
-            *oact = old;
-        return 0;
+        return oact ? to_user(oact, &old, sizeof(old)) : 0;
     }
-    struct crac_ksigaction copy;
-    if (act) {
-        copy = *act;
+    if (act)
         copy.mask &= ~c->reserved_sigs;
-    }
-    return sigwrap_rt_sigaction(sig, act ? &copy : 0, oact); /* handlers run with the upper fs */
+    /* handlers run with the upper fs */
+    long r = sigwrap_rt_sigaction(sig, act ? &copy : 0, oact ? &old : 0);
+    if (r == 0 && oact)
+        r = to_user(oact, &old, sizeof(old));
+    return r;
 }
 
 /* The mask restored when this handler returns is uc_sigmask, so that is what we change. The
@@ -424,7 +458,9 @@ static long emu_rt_sigprocmask(ucontext_t *uc, long how, const uint64_t *set, ui
     uint64_t old = (*live & ~c->reserved_sigs) | vmask_get(c, tid);
     uint64_t next = old;
     if (set) {
-        uint64_t s = *set;
+        uint64_t s;
+        if (from_user(&s, set, 8) != 0)
+            return -EFAULT;
         switch (how) {
         case SIG_BLOCK: next = old | s; break;
         case SIG_UNBLOCK: next = old & ~s; break;
@@ -433,13 +469,11 @@ static long emu_rt_sigprocmask(ucontext_t *uc, long how, const uint64_t *set, ui
         }
         next &= ~(sigbit(SIGKILL) | sigbit(SIGSTOP));
     }
-    if (oset)
-        *oset = old;
     if (set) {
         *live = upper_mask(c, next);
         vmask_set(c, tid, next & c->reserved_sigs);
     }
-    return 0;
+    return oset ? to_user(oset, &old, 8) : 0; /* as the kernel: the mask is set even then */
 }
 
 static inline int mask_ok(long setsize) { return setsize == 8; }
@@ -453,33 +487,39 @@ static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5
     case SYS_rt_sigsuspend:
         if (!mask_ok(a2))
             return -EINVAL;
-        mask = upper_mask(c, *(const uint64_t *)a1);
+        if (from_user(&mask, (const void *)a1, 8) != 0)
+            return -EFAULT;
+        mask = upper_mask(c, mask);
         return raw_syscall2(SYS_rt_sigsuspend, &mask, 8);
     case SYS_ppoll:
         if (!mask_ok(a5))
             return -EINVAL;
-        mask = upper_mask(c, *(const uint64_t *)a4);
+        if (from_user(&mask, (const void *)a4, 8) != 0)
+            return -EFAULT;
+        mask = upper_mask(c, mask);
         return raw_syscall6(SYS_ppoll, a1, a2, a3, (long)&mask, 8, 0);
     case SYS_epoll_pwait:
     case SYS_epoll_pwait2:
         if (!mask_ok(a6))
             return -EINVAL;
-        mask = upper_mask(c, *(const uint64_t *)a5);
+        if (from_user(&mask, (const void *)a5, 8) != 0)
+            return -EFAULT;
+        mask = upper_mask(c, mask);
         return raw_syscall6(nr, a1, a2, a3, a4, (long)&mask, 8);
     case SYS_pselect6: {
-        const struct {
-            const uint64_t *set;
-            uint64_t size;
-        } *in = (const void *)a6;
         struct {
             const uint64_t *set;
             uint64_t size;
-        } data = {&mask, 8};
-        if (!in->set)
+        } in, data = {&mask, 8};
+        if (from_user(&in, (const void *)a6, sizeof(in)) != 0)
+            return -EFAULT;
+        if (!in.set)
             return raw_syscall6(SYS_pselect6, a1, a2, a3, a4, a5, a6);
-        if (!mask_ok((long)in->size))
+        if (!mask_ok((long)in.size))
             return -EINVAL;
-        mask = upper_mask(c, *in->set);
+        if (from_user(&mask, in.set, 8) != 0)
+            return -EFAULT;
+        mask = upper_mask(c, mask);
         return raw_syscall6(SYS_pselect6, a1, a2, a3, a4, a5, (long)&data);
     }
     }

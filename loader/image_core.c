@@ -130,7 +130,7 @@ static int used_and_present(int pagemap, unsigned long *start, unsigned long *en
     return 1;
 }
 
-/* /proc/self/maps writes a newline in a path as the four characters \\012. Undo that when the
+/* /proc/self/(s)maps writes a newline in a path as the four characters \\012. Undo that when the
  * unescaped name is the mapped file (same inode); a name that really holds a backslash stays. */
 static void unescape_maps_path(char *path, unsigned long ino)
 {
@@ -151,22 +151,49 @@ static void unescape_maps_path(char *path, unsigned long ino)
         memcpy(path, plain, o + 1);
 }
 
-/* The regions of /proc/self/maps that belong to the upper half. */
+/* "VmFlags: rd wr mr mw me nr ..." says "nr" when the mapping reserves no swap (MAP_NORESERVE,
+ * or the kernel's own choice for read-only/shared mappings). */
+static int vmflags_noreserve(const char *line)
+{
+    const char *p = line + strlen("VmFlags:");
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (p[0] == 'n' && p[1] == 'r' && (p[2] == ' ' || p[2] == '\n' || p[2] == '\0'))
+            return 1;
+        while (*p && *p != ' ')
+            p++;
+    }
+    return 0;
+}
+
+/* The regions of /proc/self/smaps that belong to the upper half. smaps rather than maps: only its
+ * VmFlags line says whether a mapping was made with MAP_NORESERVE, which the restart must repeat
+ * (a 64 GiB private writable mapping is refused without it on a smaller machine). */
 static int collect_regions(struct region *rs, int max, int pagemap)
 {
-    FILE *f = fopen("/proc/self/maps", "re");
+    FILE *f = fopen("/proc/self/smaps", "re");
     if (!f)
         return -1;
     char line[PATH_MAX + 256];
     int n = 0;
+    struct region *last = NULL; /* the region the following smaps detail lines describe */
     while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "VmFlags:", 8) == 0) {
+            if (last && vmflags_noreserve(line))
+                last->rec.flags |= CRAC_REGION_NORESERVE;
+            last = NULL;
+            continue;
+        }
         unsigned long start, end, off, ino;
         unsigned int dmaj, dmin;
         char perms[8];
         int consumed = 0;
         if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &off, &dmaj, &dmin,
-                   &ino, &consumed) < 7 ||
-            !wanted(start, end))
+                   &ino, &consumed) < 7)
+            continue; /* a detail line of smaps */
+        last = NULL;
+        if (!wanted(start, end))
             continue;
         char *path = line + consumed;
         path[strcspn(path, "\n")] = '\0';
@@ -189,6 +216,7 @@ static int collect_regions(struct region *rs, int max, int pagemap)
             return -1;
         }
         struct region *r = &rs[n++];
+        last = r;
         memset(&r->rec, 0, sizeof(r->rec));
         r->bitmap = NULL;
         r->rec.start = start;

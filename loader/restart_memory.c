@@ -144,6 +144,9 @@ static int map_one(int core, const struct crac_region_rec *r, const char *path,
     }
     default: snprintf(err, errlen, "image corrupted: unknown region kind %u", r->kind); return -1;
     }
+    /* As the program had it: a huge MAP_NORESERVE region is refused without the flag. */
+    if (r->flags & CRAC_REGION_NORESERVE)
+        flags |= MAP_NORESERVE;
     int prot = (int)r->prot | (r->core_offset ? PROT_READ | PROT_WRITE : 0);
     void *m = mmap((void *)r->start, len, prot, flags | fixed, fd, fd >= 0 ? (off_t)r->file_offset : 0);
     if (fd >= 0)

@@ -1,0 +1,96 @@
+/* ckpt_pty [STEPS=60]: a pseudo-terminal pair (posix_openpt, master and slave both held) with
+   raw-ish termios and a window size set on the slave; per step a line goes master -> slave and
+   one back, and the termios, window size and pairing are checked. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <termios.h>
+
+#define PROG "ckpt_pty"
+#define USAGE "[STEPS]"
+#include "ckpt_common.h"
+
+static void read_line(int fd, char *buf, size_t size, const char *what, long k)
+{
+    size_t n = 0;
+    while (n == 0 || buf[n - 1] != '\n') {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 60000) != 1)
+            fail("step %ld: nothing to read on the %s", k, what);
+        ssize_t r = read(fd, buf + n, size - 1 - n);
+        if (r <= 0)
+            fail("step %ld: read on the %s: %s", k, what, r < 0 ? strerror(errno) : "EOF");
+        n += (size_t)r;
+        if (n >= size - 1)
+            fail("step %ld: line too long on the %s", k, what);
+    }
+    buf[n] = '\0';
+}
+
+int main(int argc, char **argv)
+{
+    long steps = arg(argc, argv, 1, 60, 1, 999999);
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    if (m < 0 || grantpt(m) != 0 || unlockpt(m) != 0)
+        fail("posix_openpt: %s", strerror(errno));
+    int s = open(ptsname(m), O_RDWR | O_NOCTTY);
+    if (s < 0)
+        fail("open %s: %s", ptsname(m), strerror(errno));
+    struct termios want;
+    if (tcgetattr(s, &want) != 0)
+        fail("tcgetattr: %s", strerror(errno));
+    want.c_lflag &= ~(tcflag_t)(ECHO | ICANON | ISIG);
+    want.c_oflag &= ~(tcflag_t)OPOST;
+    want.c_iflag &= ~(tcflag_t)ICRNL;
+    want.c_cc[VMIN] = 1;
+    want.c_cc[VTIME] = 0;
+    want.c_cc[VINTR] = 0x01;
+    cfsetspeed(&want, B9600);
+    if (tcsetattr(s, TCSANOW, &want) != 0)
+        fail("tcsetattr: %s", strerror(errno));
+    struct winsize ws = {.ws_row = 33, .ws_col = 111};
+    if (ioctl(m, TIOCSWINSZ, &ws) != 0)
+        fail("TIOCSWINSZ: %s", strerror(errno));
+    unsigned long sum = 0;
+    for (long k = 1; k <= steps; k++) {
+        char line[128], got[128];
+        snprintf(line, sizeof line, "ping %ld\n", k);
+        if (write(m, line, strlen(line)) != (ssize_t)strlen(line))
+            fail("step %ld: write to the master: %s", k, strerror(errno));
+        read_line(s, got, sizeof got, "slave", k);
+        if (strcmp(got, line) != 0)
+            fail("step %ld: the slave read \"%s\", expected \"%s\"", k, got, line);
+        snprintf(line, sizeof line, "pong %ld\n", k);
+        if (write(s, line, strlen(line)) != (ssize_t)strlen(line))
+            fail("step %ld: write to the slave: %s", k, strerror(errno));
+        read_line(m, got, sizeof got, "master", k);
+        if (strcmp(got, line) != 0)
+            fail("step %ld: the master read \"%s\", expected \"%s\"", k, got, line);
+        struct termios now;
+        if (tcgetattr(s, &now) != 0)
+            fail("step %ld: tcgetattr: %s", k, strerror(errno));
+        if (now.c_lflag != want.c_lflag || now.c_oflag != want.c_oflag ||
+            now.c_iflag != want.c_iflag || now.c_cflag != want.c_cflag ||
+            memcmp(now.c_cc, want.c_cc, sizeof now.c_cc) != 0 || cfgetospeed(&now) != B9600)
+            fail("step %ld: the slave's termios changed", k);
+        struct winsize w;
+        if (ioctl(s, TIOCGWINSZ, &w) != 0 || w.ws_row != 33 || w.ws_col != 111)
+            fail("step %ld: the window size changed", k);
+        unsigned n;
+        struct stat st;
+        if (ioctl(m, TIOCGPTN, &n) != 0 || fstat(s, &st) != 0 ||
+            (unsigned)minor(st.st_rdev) + 256u * (major(st.st_rdev) - 136u) != n)
+            fail("step %ld: the slave is not the master's", k);
+        if (!isatty(s) || !isatty(m))
+            fail("step %ld: not a terminal", k);
+        sum = sum * 31 + strlen(got);
+        step_line(k);
+        struct timespec req = {0, 40 * 1000000L};
+        nanosleep(&req, NULL);
+    }
+    printf("DONE steps=%ld sum=%lu\n", steps, sum);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
