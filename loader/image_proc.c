@@ -38,10 +38,18 @@ int proc_capture_signals(void **out, size_t *len)
     return 0;
 }
 
+/* glibc keeps signals 32 (SIGCANCEL: pthread_cancel) and 33 (SIGSETXID: setuid and friends in
+ * a multi-threaded program) for itself and installs their handlers once, lazily. The program's
+ * glibc never installs them again after a restart, so what it had installed is put back; where it
+ * had installed nothing, the restart's own disposition stays (the loader's glibc may use them). */
+static int glibc_internal(int sig) { return sig == 32 || sig == 33; }
+
 int proc_restore_signals(const struct crac_signal_rec *recs)
 {
     for (int sig = 1; sig <= 64; sig++) {
-        if (sig == SIGKILL || sig == SIGSTOP || reserved(sig) || sig == 32 || sig == 33)
+        if (sig == SIGKILL || sig == SIGSTOP || reserved(sig))
+            continue;
+        if (glibc_internal(sig) && recs[sig].handler == (uint64_t)SIG_DFL)
             continue;
         long r = raw_syscall4(SYS_rt_sigaction, sig, &recs[sig], 0, 8);
         if (r < 0)
