@@ -94,6 +94,9 @@ int proc_restore_signals(const struct crac_signal_rec *recs);
 typedef int32_t (*tid_map_fn)(int32_t old_tid);
 int proc_capture_pending(const struct parked_thread *ts, int n, void **out, size_t *len);
 void proc_restore_pending(const struct crac_pending_rec *p, size_t len, tid_map_fn map_tid);
+/* The process CPU time the program sees, kept going across restarts (image_proc.c). */
+void proc_capture_cputime(void);
+void proc_restore_cputime(void);
 int proc_restore_timers(const struct crac_timers_rec *t, tid_map_fn map_tid, char *err,
                         size_t errlen);
 

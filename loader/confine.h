@@ -13,6 +13,15 @@ int confine_install_filter(int virtual_ids);
 /* Map [addr, addr+len) inside W as the allocator would, for the loader's own placements. */
 long confine_place(unsigned long len, int prot, int flags, int fd, long off);
 
+/* A CPU-time clock id encodes a pid or tid: ~id << 3 | type, bit 2 set for a thread's clock;
+ * type 3 is a dynamic clock (~fd << 3 | 3), which names no id. */
+static inline int cpuclock_names_id(int32_t clk) { return clk < 0 && (clk & 3) != 3; }
+static inline int32_t cpuclock_id(int32_t clk) { return ~(clk >> 3); }
+static inline int32_t cpuclock_with_id(int32_t clk, int32_t id)
+{
+    return (int32_t)((uint32_t)~id << 3) | (clk & 7);
+}
+
 /* The emulations themselves, TLS-free: also called directly by the upper runtime's fast path
  * (upperhalf/fastpath.c), which saves the cost of the SIGSYS delivery. -errno on failure. */
 long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long off);

@@ -17,7 +17,7 @@
 
 /* A tiny assembler with symbolic jump targets, so the program reads top to bottom. */
 enum label { NEXT = -1, L_ALLOW, L_TRAP_IF_W, L_ENOSYS_IF_W, L_CLONE, L_MASK_ARG3, L_MASK_ARG4,
-             L_MASK_ARG5, L_COUNT };
+             L_MASK_ARG5, L_CPU_CLOCK, L_COUNT };
 
 struct asm_ins {
     uint16_t code;
@@ -26,7 +26,7 @@ struct asm_ins {
 };
 
 struct bpf_asm {
-    struct asm_ins ins[128];
+    struct asm_ins ins[256];
     int n;
     int at[L_COUNT];
 };
@@ -86,8 +86,22 @@ int confine_install_filter(int virtual_ids)
                               SYS_kill,   SYS_rt_tgsigqueueinfo, SYS_rt_sigqueueinfo};
     for (unsigned i = 0; i < sizeof(always) / sizeof(always[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)always[i], L_TRAP_IF_W, NEXT);
+    /* Calls that name a process or thread by id, or a CPU clock (whose id encodes one). */
+    static const int id_args[] = {
+        SYS_sched_setaffinity, SYS_sched_getaffinity, SYS_sched_setparam, SYS_sched_getparam,
+        SYS_sched_setscheduler, SYS_sched_getscheduler, SYS_sched_rr_get_interval,
+        SYS_sched_setattr, SYS_sched_getattr, SYS_getpriority, SYS_setpriority, SYS_prlimit64,
+        SYS_ioprio_get, SYS_ioprio_set, SYS_pidfd_open, SYS_process_vm_readv,
+        SYS_process_vm_writev, SYS_get_robust_list, SYS_getpgid, SYS_getsid, SYS_setpgid,
+        SYS_timer_create, SYS_clock_getres, SYS_clock_settime, SYS_clock_adjtime};
     for (unsigned i = 0; virtual_ids && i < sizeof(ids) / sizeof(ids[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)ids[i], L_TRAP_IF_W, NEXT);
+    for (unsigned i = 0; virtual_ids && i < sizeof(id_args) / sizeof(id_args[0]); i++)
+        jump(&a, BPF_JEQ, (uint32_t)id_args[i], L_TRAP_IF_W, NEXT);
+    if (virtual_ids) { /* the upper half has no vDSO: keep its frequent clock reads untrapped */
+        jump(&a, BPF_JEQ, SYS_clock_gettime, L_CPU_CLOCK, NEXT);
+        jump(&a, BPF_JEQ, SYS_clock_nanosleep, L_CPU_CLOCK, NEXT);
+    }
     jump(&a, BPF_JEQ, SYS_clone3, L_ENOSYS_IF_W, NEXT); /* glibc then falls back to clone */
     jump(&a, BPF_JEQ, SYS_clone, L_CLONE, NEXT);
     jump(&a, BPF_JEQ, SYS_ppoll, L_MASK_ARG3, NEXT);
@@ -99,6 +113,11 @@ int confine_install_filter(int virtual_ids)
     here(&a, L_CLONE);
     load(&a, ARG_LO(0));
     jump(&a, BPF_JSET, CLONE_VM, L_ALLOW, L_TRAP_IF_W);
+    /* A CPU clock (negative id) or CLOCK_PROCESS_CPUTIME_ID, whose value continues across restarts. */
+    here(&a, L_CPU_CLOCK);
+    load(&a, ARG_LO(0));
+    jump(&a, BPF_JSET, 0x80000000u, L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, 2 /* CLOCK_PROCESS_CPUTIME_ID */, L_TRAP_IF_W, L_ALLOW);
     mask_arg_block(&a, L_MASK_ARG3, 3);
     mask_arg_block(&a, L_MASK_ARG4, 4);
     mask_arg_block(&a, L_MASK_ARG5, 5);
@@ -107,7 +126,7 @@ int confine_install_filter(int virtual_ids)
     here(&a, L_ALLOW);
     stmt(&a, BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 
-    struct sock_filter prog[128];
+    struct sock_filter prog[256];
     for (int i = 0; i < a.n; i++) {
         const struct asm_ins *in = &a.ins[i];
         prog[i] = (struct sock_filter){in->code, rel(&a, i, in->jt), rel(&a, i, in->jf), in->k};

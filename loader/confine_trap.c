@@ -19,6 +19,7 @@
 #include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <ucontext.h>
 
 #define SECCOMP_SI_CODE 1 /* SYS_SECCOMP */
@@ -541,6 +542,7 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         c->lock = 0;
         c->vpid = 0; /* a new process: its ids are the kernel's */
         c->n_vids = 0;
+        c->cpu_offset_ns = 0; /* its CPU time starts at 0 */
         vmask_set(c, c->pid, vmask_get(c, forking_tid)); /* the child's only thread inherits */
         if (stack)
             uc->uc_mcontext.gregs[REG_RSP] = stack;
@@ -573,6 +575,105 @@ static long emu_ids(long nr, long a1, long a2, long a3, long a4)
         return raw_syscall4(nr, vid_to_real(c, (int32_t)a1), vid_to_real(c, (int32_t)a2), a3, a4);
     }
     return -ENOSYS;
+}
+
+/* The process's own CPU-time clock, as the program reads it (CLOCK_PROCESS_CPUTIME_ID is the
+ * encoded clock of pid 0, type SCHED). Other kinds (PROF, VIRT, threads') start again at 0. */
+static int own_process_sched_clock(const struct crac_ctrl *c, int32_t clk)
+{
+    if (clk == 2)
+        return 1;
+    if (!cpuclock_names_id(clk) || (clk & 7) != 2)
+        return 0;
+    int32_t id = cpuclock_id(clk);
+    return id == 0 || id == c->pid || (c->vpid && id == c->vpid);
+}
+
+static int32_t real_clock(const struct crac_ctrl *c, int32_t clk)
+{
+    if (!cpuclock_names_id(clk))
+        return clk;
+    return cpuclock_with_id(clk, vid_to_real(c, cpuclock_id(clk)));
+}
+
+static void ts_shift(struct timespec *t, int64_t ns)
+{
+    int64_t v = t->tv_sec * 1000000000LL + t->tv_nsec + ns;
+    if (v < 1)
+        v = 1; /* an absolute time before the restart: already past */
+    t->tv_sec = v / 1000000000LL;
+    t->tv_nsec = v % 1000000000LL;
+}
+
+#define SIGEV_THREAD_ID_ 4
+#define IOPRIO_WHO_PROCESS_ 1
+
+/* Calls that name a process or thread by the id the program knows (after a restart). Only the
+ * process's own ids and its threads' are translated: other pids are the kernel's. */
+static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5,
+                        long a6)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    switch (nr) {
+    case SYS_getpriority:
+    case SYS_setpriority:
+        if (a1 == 0 /* PRIO_PROCESS */)
+            a2 = vid_to_real(c, (int32_t)a2);
+        break;
+    case SYS_ioprio_get:
+    case SYS_ioprio_set:
+        if (a1 == IOPRIO_WHO_PROCESS_)
+            a2 = vid_to_real(c, (int32_t)a2);
+        break;
+    case SYS_getpgid:
+    case SYS_getsid: {
+        long r = raw_syscall1(nr, vid_to_real(c, (int32_t)a1));
+        return r > 0 ? vid_from_real(c, (int32_t)r) : r; /* a leader's group is its pid */
+    }
+    case SYS_setpgid:
+        a1 = vid_to_real(c, (int32_t)a1);
+        a2 = c->vpid && a2 == c->vpid ? c->pid : a2;
+        break;
+    case SYS_timer_create: {
+        struct sigevent ev;
+        if (a2) {
+            ev = *(const struct sigevent *)a2;
+            if (ev.sigev_notify & SIGEV_THREAD_ID_)
+                ev._sigev_un._tid = vid_to_real(c, ev._sigev_un._tid);
+            a2 = (long)&ev;
+        }
+        return raw_syscall3(nr, real_clock(c, (int32_t)a1), a2, a3);
+    }
+    case SYS_clock_gettime: {
+        int own = own_process_sched_clock(c, (int32_t)a1);
+        long r = raw_syscall2(nr, real_clock(c, (int32_t)a1), a2);
+        if (r == 0 && own && a2)
+            ts_shift((struct timespec *)a2, c->cpu_offset_ns);
+        return r;
+    }
+    case SYS_clock_nanosleep: {
+        struct timespec at;
+        if ((a2 & TIMER_ABSTIME) && a3 && own_process_sched_clock(c, (int32_t)a1)) {
+            at = *(const struct timespec *)a3;
+            ts_shift(&at, -c->cpu_offset_ns);
+            a3 = (long)&at;
+        }
+        /* It may sleep long: take the signals the program takes meanwhile (the checkpoint's
+         * among them), not this handler's mask. */
+        uint64_t during = upper_mask(c, *(uint64_t *)&uc->uc_sigmask), saved;
+        raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &during, &saved, 8);
+        long r = raw_syscall4(nr, real_clock(c, (int32_t)a1), a2, a3, a4);
+        raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+        return r;
+    }
+    case SYS_clock_getres:
+    case SYS_clock_settime:
+    case SYS_clock_adjtime: a1 = real_clock(c, (int32_t)a1); break;
+    default: /* sched_*, prlimit64, pidfd_open, process_vm_*, get_robust_list: the id first */
+        a1 = vid_to_real(c, (int32_t)a1);
+        break;
+    }
+    return raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
 }
 
 /* The program ends while its last checkpoint is being published: let that finish first. */
@@ -647,6 +748,16 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_kill:
     case SYS_rt_sigqueueinfo:
     case SYS_rt_tgsigqueueinfo: r = emu_ids(nr, a1, a2, a3, a4); break;
+    case SYS_sched_setaffinity: case SYS_sched_getaffinity: case SYS_sched_setparam:
+    case SYS_sched_getparam: case SYS_sched_setscheduler: case SYS_sched_getscheduler:
+    case SYS_sched_rr_get_interval: case SYS_sched_setattr: case SYS_sched_getattr:
+    case SYS_getpriority: case SYS_setpriority: case SYS_prlimit64: case SYS_ioprio_get:
+    case SYS_ioprio_set: case SYS_pidfd_open: case SYS_process_vm_readv:
+    case SYS_process_vm_writev: case SYS_get_robust_list: case SYS_getpgid: case SYS_getsid:
+    case SYS_setpgid: case SYS_timer_create: case SYS_clock_gettime: case SYS_clock_getres:
+    case SYS_clock_nanosleep: case SYS_clock_settime: case SYS_clock_adjtime:
+        r = emu_id_args(uc, nr, a1, a2, a3, a4, a5, a6);
+        break;
     case SYS_rt_sigsuspend:
     case SYS_ppoll:
     case SYS_pselect6:

@@ -2,6 +2,7 @@
  * POSIX timers (from /proc/self/timers), and restoring them at restart. */
 #include "ckpt.h"
 
+#include "confine.h"
 #include "crac_layout.h"
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
@@ -56,6 +57,27 @@ int proc_restore_signals(const struct crac_signal_rec *recs)
             return (int)r;
     }
     return 0;
+}
+
+static int64_t process_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* The program's CPU time goes on from where it stood at the checkpoint, not from 0 (the trap
+ * handler adds the offset to what it reads). The control block is saved with the image. */
+void proc_capture_cputime(void)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    c->cpu_ckpt_ns = process_cpu_ns() + c->cpu_offset_ns;
+}
+
+void proc_restore_cputime(void)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    c->cpu_offset_ns = c->cpu_ckpt_ns - process_cpu_ns();
 }
 
 /* "Name:\t<hex mask>" from a /proc status file. */
@@ -143,7 +165,10 @@ static int parse_timers(struct crac_posix_timer_rec *out, int max)
                                                          : SIGEV_SIGNAL;
             out[n].notify_tid = vid_from_real(crac_ctrl(), v); /* the id the program knows */
         } else if (n >= 0 && sscanf(line, "ClockID: %d", &v) == 1) {
-            out[n].clockid = v;
+            /* A CPU clock names the kernel's id: keep the one the program knows. */
+            out[n].clockid = cpuclock_names_id(v)
+                                 ? cpuclock_with_id(v, vid_from_real(crac_ctrl(), cpuclock_id(v)))
+                                 : v;
         }
     }
     fclose(f);
@@ -202,7 +227,10 @@ int proc_restore_timers(const struct crac_timers_rec *t, tid_map_fn map_tid, cha
         if (p[i].notify == SIGEV_THREAD_ID)
             ev._sigev_un._tid = map_tid(p[i].notify_tid);
         int id = restore_ids ? p[i].id : -1;
-        long r = raw_syscall3(SYS_timer_create, p[i].clockid, &ev, &id);
+        int32_t clk = p[i].clockid, now_id; /* another process's CPU clock stays as it is */
+        if (cpuclock_names_id(clk) && (now_id = map_tid(cpuclock_id(clk))) != 0)
+            clk = cpuclock_with_id(clk, now_id);
+        long r = raw_syscall3(SYS_timer_create, clk, &ev, &id);
         if (r != 0 || id != p[i].id) {
             snprintf(err, errlen, "cannot recreate POSIX timer %d (%s)", p[i].id,
                      restore_ids ? "the kernel refused it" : "kernel lacks PR_TIMER_CREATE_RESTORE_IDS");

@@ -53,6 +53,8 @@ struct crac_ctrl {
     int32_t vpid;   /* the pid the program knows; 0 until a restart makes it differ */
     uint32_t n_vids;
     struct crac_vid vids[CRAC_MAX_VIDS]; /* thread ids that differ from the kernel's */
+    int64_t cpu_offset_ns; /* added to the process CPU time the program reads: it goes on where */
+    int64_t cpu_ckpt_ns;   /* it stood at the last checkpoint (the program's value then) */
     uint32_t n_used;
     uint32_t cap_used;
     struct crac_range used[]; /* sorted, disjoint, coalesced ranges of W in use */

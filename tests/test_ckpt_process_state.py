@@ -14,6 +14,8 @@ from conftest import APPS_DIR, CFLAGS
 
 # name -> its arguments. Each runs ~2-4 s natively.
 PROGRAMS: dict[str, list[str]] = {
+    "ckpt_cpuclock": [],
+    "ckpt_tid_calls": [],
     "ckpt_cancel": [],
 }
 
@@ -35,3 +37,4 @@ def apps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_two_cycles(name: str, apps: dict[str, Path], tmp_path: Path) -> None:
     run_cycles(apps[name], PROGRAMS[name], tmp_path, cycles=2)
+
