@@ -16,6 +16,7 @@ enum crac_note_type {
     CRAC_NT_SIGNALS = 0x43520005,
     CRAC_NT_TIMERS = 0x43520006,
     CRAC_NT_PENDING = 0x43520007,
+    CRAC_NT_RLIMITS = 0x43520008,
 };
 
 struct crac_process_rec {
@@ -133,6 +134,12 @@ struct crac_pending_thread {
     int32_t tid; /* as the program knows it */
     int32_t pad;
     uint64_t mask;
+};
+
+/* Resource limits, RLIMIT_CPU (0) .. RLIMIT_RTTIME (15), as getrlimit gives them. */
+#define CRAC_N_RLIMITS 16
+struct crac_rlimit_rec {
+    uint64_t cur, max;
 };
 
 struct crac_posix_timer_rec {

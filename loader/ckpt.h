@@ -70,8 +70,8 @@ void ckpt_release_all(void);
 
 /* The image (image_core.c, image_fds.c, image_proc.c, image_commit.c). */
 struct core_extras {
-    const void *fds, *signals, *timers, *pending;
-    size_t fds_len, signals_len, timers_len, pending_len;
+    const void *fds, *signals, *timers, *pending, *rlimits;
+    size_t fds_len, signals_len, timers_len, pending_len, rlimits_len;
 };
 struct page_digest;
 /* The page digests of upper.core and device.img being computed beside their writers
@@ -94,6 +94,10 @@ int proc_restore_signals(const struct crac_signal_rec *recs);
 typedef int32_t (*tid_map_fn)(int32_t old_tid);
 int proc_capture_pending(const struct parked_thread *ts, int n, void **out, size_t *len);
 void proc_restore_pending(const struct crac_pending_rec *p, size_t len, tid_map_fn map_tid);
+/* Resource limits (image_proc.c): restored soft and hard; a hard limit that cannot be raised
+ * back is reported on stderr in one line and its soft limit kept under it. */
+int proc_capture_rlimits(void **out, size_t *len);
+void proc_restore_rlimits(const struct crac_rlimit_rec *r, size_t len);
 /* The process CPU time the program sees, kept going across restarts (image_proc.c). */
 void proc_capture_cputime(void);
 void proc_restore_cputime(void);

@@ -176,6 +176,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
                      proc_capture_signals((void **)&x.signals, &x.signals_len) != 0 ||
                      proc_capture_timers((void **)&x.timers, &x.timers_len) != 0 ||
                      proc_capture_pending(threads, n, (void **)&x.pending, &x.pending_len) != 0 ||
+                     proc_capture_rlimits((void **)&x.rlimits, &x.rlimits_len) != 0 ||
                      core_write(core, threads, n, generation, &x, &header_crc, &core_size,
                                 &digests.core) != 0 ||
                      device_image_write(tmp, r, derr, sizeof(derr), &digests.device) != 0
@@ -187,6 +188,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     free((void *)x.signals);
     free((void *)x.timers);
     free((void *)x.pending);
+    free((void *)x.rlimits);
     if (rc != 0) {
         image_digests_cancel(&digests);
         if (b)

@@ -493,7 +493,8 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
     if (rc || put_note(b, CRAC_NOTE_NAME, CRAC_NT_FDS, x->fds, x->fds_len) ||
         put_note(b, CRAC_NOTE_NAME, CRAC_NT_SIGNALS, x->signals, x->signals_len) ||
         put_note(b, CRAC_NOTE_NAME, CRAC_NT_TIMERS, x->timers, x->timers_len) ||
-        put_note(b, CRAC_NOTE_NAME, CRAC_NT_PENDING, x->pending, x->pending_len))
+        put_note(b, CRAC_NOTE_NAME, CRAC_NT_PENDING, x->pending, x->pending_len) ||
+        put_note(b, CRAC_NOTE_NAME, CRAC_NT_RLIMITS, x->rlimits, x->rlimits_len))
         return -1;
     return 0;
 }

@@ -1,5 +1,5 @@
 /* image_proc.c — process-wide state saved beside memory: signal dispositions, interval timers and
- * POSIX timers (from /proc/self/timers), and restoring them at restart. */
+ * POSIX timers (from /proc/self/timers), resource limits, and restoring them at restart. */
 #include "ckpt.h"
 
 #include "confine.h"
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -242,4 +243,68 @@ int proc_restore_timers(const struct crac_timers_rec *t, tid_map_fn map_tid, cha
     }
     prctl(PR_TIMER_CREATE_RESTORE_IDS, 0, 0, 0, 0);
     return 0;
+}
+
+int proc_capture_rlimits(void **out, size_t *len)
+{
+    struct crac_rlimit_rec *r = calloc(CRAC_N_RLIMITS, sizeof(*r));
+    if (!r)
+        return -1;
+    for (int res = 0; res < CRAC_N_RLIMITS; res++) {
+        struct rlimit l;
+        if (getrlimit(res, &l) != 0) {
+            free(r);
+            return -1;
+        }
+        r[res] = (struct crac_rlimit_rec){l.rlim_cur, l.rlim_max};
+    }
+    *out = r;
+    *len = CRAC_N_RLIMITS * sizeof(*r);
+    return 0;
+}
+
+static const char *const rlimit_names[CRAC_N_RLIMITS] = {
+    "CPU", "FSIZE", "DATA", "STACK", "CORE", "RSS", "NPROC", "NOFILE",
+    "MEMLOCK", "AS", "LOCKS", "SIGPENDING", "MSGQUEUE", "NICE", "RTPRIO", "RTTIME"};
+
+static void limit_str(char *buf, size_t n, uint64_t v)
+{
+    if (v == (uint64_t)RLIM_INFINITY)
+        snprintf(buf, n, "unlimited");
+    else
+        snprintf(buf, n, "%llu", (unsigned long long)v);
+}
+
+/* Lowering always works; raising a hard limit needs CAP_SYS_RESOURCE, which the restarting user
+ * may lack where the checkpointing one had it or ran under higher limits. Such a limit keeps the
+ * hard value it has here, its soft value capped under it, and one line says which. */
+void proc_restore_rlimits(const struct crac_rlimit_rec *r, size_t len)
+{
+    if (!r || len < CRAC_N_RLIMITS * sizeof(*r))
+        return;
+    char refused[1024] = "";
+    size_t used = 0;
+    for (int res = 0; res < CRAC_N_RLIMITS; res++) {
+        struct rlimit want = {r[res].cur, r[res].max}, now;
+        if (getrlimit(res, &now) != 0 ||
+            (now.rlim_cur == want.rlim_cur && now.rlim_max == want.rlim_max))
+            continue;
+        if (setrlimit(res, &want) == 0)
+            continue;
+        struct rlimit capped = {want.rlim_cur < now.rlim_max ? want.rlim_cur : now.rlim_max,
+                                now.rlim_max};
+        setrlimit(res, &capped);
+        char a[24], b[24];
+        limit_str(a, sizeof(a), want.rlim_max);
+        limit_str(b, sizeof(b), now.rlim_max);
+        int w = snprintf(refused + used, sizeof(refused) - used, "%s%s %s (stays %s)",
+                         used ? ", " : "", rlimit_names[res], a, b);
+        if (w > 0 && (size_t)w < sizeof(refused) - used)
+            used += (size_t)w;
+    }
+    if (used)
+        fprintf(stderr,
+                "crac: warning: cannot raise hard resource limits back to the checkpointed "
+                "values: %s\n",
+                refused);
 }

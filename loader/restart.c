@@ -71,6 +71,10 @@ static int parse_notes(struct restart_image *img, const unsigned char *notes, si
                 img->pending = copy_desc(desc, h.n_descsz);
                 img->pending_len = h.n_descsz;
                 break;
+            case CRAC_NT_RLIMITS:
+                img->rlimits = copy_desc(desc, h.n_descsz);
+                img->rlimits_len = h.n_descsz;
+                break;
             case CRAC_NT_TIMERS:
                 if (h.n_descsz >= sizeof(struct crac_timers_rec))
                     img->timers = copy_desc(desc, h.n_descsz);

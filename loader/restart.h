@@ -25,6 +25,8 @@ struct restart_image {
     struct crac_timers_rec *timers;
     struct crac_pending_rec *pending;
     size_t pending_len;
+    struct crac_rlimit_rec *rlimits; /* NULL: an image without them */
+    size_t rlimits_len;
 };
 
 /* Check upper.core (size, header checksum, notes) and hold the program's fd numbers. */

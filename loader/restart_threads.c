@@ -196,6 +196,7 @@ void restart_threads(struct crac_registry *r, const struct restart_image *img)
     if (proc_restore_timers(img->timers, map_tid, err, sizeof(err)) != 0)
         die("%s", err);
     proc_restore_pending(img->pending, img->pending_len, map_tid);
+    proc_restore_rlimits(img->rlimits, img->rlimits_len); /* last: it may lower them */
     if (!main_rec) {
         /* The program's main thread had exited: this one leaves too, the others go on. */
         raw_syscall1(SYS_exit, 0);

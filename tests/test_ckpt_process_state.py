@@ -5,18 +5,21 @@ goes through two checkpoint -> SIGKILL -> restart cycles and checks itself at ev
 
 from __future__ import annotations
 
+import ctypes
+import resource
 import subprocess
 from pathlib import Path
 
 import pytest
-from ckpt_harness import run_cycles
-from conftest import APPS_DIR, CFLAGS
+from ckpt_harness import base_env, checkpoint, kill9, launch, run_cycles, wait_for_step
+from conftest import APPS_DIR, CFLAGS, crac_cmd
 
 # name -> its arguments. Each runs ~2-4 s natively.
 PROGRAMS: dict[str, list[str]] = {
     "ckpt_cpuclock": [],
     "ckpt_tid_calls": [],
     "ckpt_cancel": [],
+    "ckpt_rlimits": [],
 }
 
 
@@ -38,3 +41,46 @@ def apps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_two_cycles(name: str, apps: dict[str, Path], tmp_path: Path) -> None:
     run_cycles(apps[name], PROGRAMS[name], tmp_path, cycles=2)
 
+
+PR_CAPBSET_DROP = 24
+CAP_SYS_RESOURCE = 24
+LOW_NOFILE = 200
+
+
+def _restart_under_low_nofile() -> None:
+    """Runs in the restart's child before exec: a hard RLIMIT_NOFILE below the program's, which
+    it may not raise (CAP_SYS_RESOURCE leaves the bounding set, so the exec drops it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_CAPBSET_DROP, CAP_SYS_RESOURCE, 0, 0, 0)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (LOW_NOFILE, LOW_NOFILE))
+
+
+def test_hard_limit_not_raised_back_is_reported(apps: dict[str, Path], tmp_path: Path) -> None:
+    """A restart whose hard RLIMIT_NOFILE is below the checkpointed one cannot raise it: one
+    warning line on stderr names it, the soft limit is capped, and the program (which checks its
+    limits) sees that and fails on its own, not through a crash."""
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckptdir.mkdir()
+    proc = launch(apps["ckpt_rlimits"], [], ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 5)
+        checkpoint(proc, ckptdir)
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    cp = subprocess.run(
+        [*crac_cmd(), "restart", str(ckptdir)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=base_env(),
+        cwd=tmp_path,
+        timeout=120,
+        preexec_fn=_restart_under_low_nofile,
+    )
+    err = cp.stderr.decode(errors="replace")
+    warnings = [ln for ln in err.splitlines() if ln.startswith("crac: warning: cannot raise")]
+    assert len(warnings) == 1, f"expected one warning line\n{err}"
+    assert "NOFILE " in warnings[0] and f"(stays {LOW_NOFILE})" in warnings[0], warnings[0]
+    assert cp.returncode == 1, f"status {cp.returncode}\n{err}"
+    assert f"RLIMIT_NOFILE is {LOW_NOFILE}/{LOW_NOFILE}" in err, err
