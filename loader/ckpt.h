@@ -99,8 +99,8 @@ void proc_restore_pending(const struct crac_pending_rec *p, size_t len, tid_map_
 int proc_capture_rlimits(void **out, size_t *len);
 void proc_restore_rlimits(const struct crac_rlimit_rec *r, size_t len);
 /* The process CPU time the program sees, kept going across restarts (image_proc.c). */
-void proc_capture_cputime(void);
-void proc_restore_cputime(void);
+void proc_capture_cputime(const struct parked_thread *ts, int n);
+void proc_restore_cputime(tid_map_fn map_tid);
 int proc_restore_timers(const struct crac_timers_rec *t, tid_map_fn map_tid, char *err,
                         size_t errlen);
 

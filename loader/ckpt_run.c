@@ -171,7 +171,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     uint64_t core_size = 0;
     struct image_digests digests = {NULL, NULL};
     r->generation = generation;
-    proc_capture_cputime();
+    proc_capture_cputime(threads, n);
     int rc = fds_capture(files, (void **)&x.fds, &x.fds_len) < 0 ||
                      proc_capture_signals((void **)&x.signals, &x.signals_len) != 0 ||
                      proc_capture_timers((void **)&x.timers, &x.timers_len) != 0 ||

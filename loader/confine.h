@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+struct crac_ctrl;
+
 /* Install the SIGSYS handler (before the filter). Returns 0 or -errno. */
 int confine_install_handler(void);
 /* Install the seccomp filter on every thread of the process. virtual_ids: also trap the calls
@@ -21,6 +23,9 @@ static inline int32_t cpuclock_with_id(int32_t clk, int32_t id)
 {
     return (int32_t)((uint32_t)~id << 3) | (clk & 7);
 }
+
+/* What the CPU clock of thread `tid` (the program's id) reads get added since the restart. */
+int64_t cpu_thread_offset(const struct crac_ctrl *c, int32_t tid);
 
 /* The emulations themselves, TLS-free: also called directly by the upper runtime's fast path
  * (upperhalf/fastpath.c), which saves the cost of the SIGSYS delivery. -errno on failure. */

@@ -113,11 +113,13 @@ int confine_install_filter(int virtual_ids)
     here(&a, L_CLONE);
     load(&a, ARG_LO(0));
     jump(&a, BPF_JSET, CLONE_VM, L_ALLOW, L_TRAP_IF_W);
-    /* A CPU clock (negative id) or CLOCK_PROCESS_CPUTIME_ID, whose value continues across restarts. */
+    /* A CPU clock (negative id) or the calling process's or thread's: their values go on from
+     * the checkpoint. */
     here(&a, L_CPU_CLOCK);
     load(&a, ARG_LO(0));
     jump(&a, BPF_JSET, 0x80000000u, L_TRAP_IF_W, NEXT);
-    jump(&a, BPF_JEQ, 2 /* CLOCK_PROCESS_CPUTIME_ID */, L_TRAP_IF_W, L_ALLOW);
+    jump(&a, BPF_JEQ, 2 /* CLOCK_PROCESS_CPUTIME_ID */, L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, 3 /* CLOCK_THREAD_CPUTIME_ID */, L_TRAP_IF_W, L_ALLOW);
     mask_arg_block(&a, L_MASK_ARG3, 3);
     mask_arg_block(&a, L_MASK_ARG4, 4);
     mask_arg_block(&a, L_MASK_ARG5, 5);

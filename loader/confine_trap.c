@@ -543,6 +543,7 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         c->vpid = 0; /* a new process: its ids are the kernel's */
         c->n_vids = 0;
         c->cpu_offset_ns = 0; /* its CPU time starts at 0 */
+        c->n_tcpu = 0;
         vmask_set(c, c->pid, vmask_get(c, forking_tid)); /* the child's only thread inherits */
         if (stack)
             uc->uc_mcontext.gregs[REG_RSP] = stack;
@@ -587,6 +588,27 @@ static int own_process_sched_clock(const struct crac_ctrl *c, int32_t clk)
         return 0;
     int32_t id = cpuclock_id(clk);
     return id == 0 || id == c->pid || (c->vpid && id == c->vpid);
+}
+
+int64_t cpu_thread_offset(const struct crac_ctrl *c, int32_t tid)
+{
+    for (uint32_t k = 0; k < c->n_tcpu && k < CRAC_MAX_TCPU; k++)
+        if (c->tcpu[k].tid == tid)
+            return c->tcpu[k].offset_ns;
+    return 0;
+}
+
+/* What a read of clock `clk` gets added: the CPU time the program had before the restart. */
+static int64_t cpu_offset(const struct crac_ctrl *c, int32_t clk)
+{
+    if (own_process_sched_clock(c, clk))
+        return c->cpu_offset_ns;
+    int32_t id = clk == 3 /* CLOCK_THREAD_CPUTIME_ID */ ? 0 : cpuclock_id(clk);
+    if (clk != 3 && (!cpuclock_names_id(clk) || (clk & 7) != 6 /* a thread's, SCHED */))
+        return 0;
+    if (id == 0)
+        id = vid_from_real(c, (int32_t)raw_syscall0(SYS_gettid));
+    return cpu_thread_offset(c, id);
 }
 
 static int32_t real_clock(const struct crac_ctrl *c, int32_t clk)
@@ -645,10 +667,10 @@ static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long
         return raw_syscall3(nr, real_clock(c, (int32_t)a1), a2, a3);
     }
     case SYS_clock_gettime: {
-        int own = own_process_sched_clock(c, (int32_t)a1);
         long r = raw_syscall2(nr, real_clock(c, (int32_t)a1), a2);
-        if (r == 0 && own && a2)
-            ts_shift((struct timespec *)a2, c->cpu_offset_ns);
+        int64_t add = r == 0 && a2 ? cpu_offset(c, (int32_t)a1) : 0;
+        if (add)
+            ts_shift((struct timespec *)a2, add);
         return r;
     }
     case SYS_clock_nanosleep: {

@@ -60,25 +60,44 @@ int proc_restore_signals(const struct crac_signal_rec *recs)
     return 0;
 }
 
-static int64_t process_cpu_ns(void)
+static int64_t cpu_ns(clockid_t clk)
 {
     struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    if (clock_gettime(clk, &t) != 0)
+        return 0;
     return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-/* The program's CPU time goes on from where it stood at the checkpoint, not from 0 (the trap
- * handler adds the offset to what it reads). The control block is saved with the image. */
-void proc_capture_cputime(void)
+#define THREAD_SCHED 6 /* the low bits of a thread's CPU clock that counts its run time */
+
+/* The program's CPU time, the process's and each thread's, goes on from where it stood at the
+ * checkpoint, not from 0 (the trap handler adds the offsets to what it reads). The control
+ * block is saved with the image. */
+void proc_capture_cputime(const struct parked_thread *ts, int n)
 {
+    static struct crac_tcpu next[CRAC_MAX_TCPU];
     struct crac_ctrl *c = crac_ctrl();
-    c->cpu_ckpt_ns = process_cpu_ns() + c->cpu_offset_ns;
+    c->cpu_ckpt_ns = cpu_ns(CLOCK_PROCESS_CPUTIME_ID) + c->cpu_offset_ns;
+    int k = 0;
+    for (int i = 0; i < n && k < CRAC_MAX_TCPU; i++) {
+        int32_t tid = ts[i].rec->tid;
+        int64_t off = cpu_thread_offset(c, tid); /* the process that goes on keeps it */
+        int64_t ns = cpu_ns(cpuclock_with_id(THREAD_SCHED, ts[i].tid)) + off;
+        next[k++] = (struct crac_tcpu){tid, 0, ns, off};
+    }
+    memcpy(c->tcpu, next, (size_t)k * sizeof(next[0]));
+    c->n_tcpu = (uint32_t)k;
 }
 
-void proc_restore_cputime(void)
+void proc_restore_cputime(tid_map_fn map_tid)
 {
     struct crac_ctrl *c = crac_ctrl();
-    c->cpu_offset_ns = c->cpu_ckpt_ns - process_cpu_ns();
+    c->cpu_offset_ns = c->cpu_ckpt_ns - cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+    for (uint32_t k = 0; k < c->n_tcpu && k < CRAC_MAX_TCPU; k++) {
+        int32_t now = map_tid(c->tcpu[k].tid);
+        c->tcpu[k].offset_ns =
+            now ? c->tcpu[k].ckpt_ns - cpu_ns(cpuclock_with_id(THREAD_SCHED, now)) : 0;
+    }
 }
 
 /* "Name:\t<hex mask>" from a /proc status file. */

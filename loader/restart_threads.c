@@ -192,7 +192,7 @@ void restart_threads(struct crac_registry *r, const struct restart_image *img)
         tid_map_new[tid_map_n++] = (int32_t)tid;
     }
     ids_remap(img);
-    proc_restore_cputime();
+    proc_restore_cputime(map_tid);
     if (proc_restore_timers(img->timers, map_tid, err, sizeof(err)) != 0)
         die("%s", err);
     proc_restore_pending(img->pending, img->pending_len, map_tid);

@@ -29,6 +29,15 @@ struct crac_vid {
     int32_t virt, real;
 };
 
+/* A thread's CPU time at the last checkpoint and what its clock reads get added since the
+ * restart, by the tid the program knows. */
+#define CRAC_MAX_TCPU 4096
+struct crac_tcpu {
+    int32_t tid;
+    int32_t pad;
+    int64_t ckpt_ns, offset_ns;
+};
+
 /* Per thread: which reserved signals the program believes it has blocked (never really blocked). */
 struct crac_vmask {
     int32_t tid;
@@ -55,6 +64,8 @@ struct crac_ctrl {
     struct crac_vid vids[CRAC_MAX_VIDS]; /* thread ids that differ from the kernel's */
     int64_t cpu_offset_ns; /* added to the process CPU time the program reads: it goes on where */
     int64_t cpu_ckpt_ns;   /* it stood at the last checkpoint (the program's value then) */
+    uint32_t n_tcpu;
+    struct crac_tcpu tcpu[CRAC_MAX_TCPU]; /* the same for each thread's CPU clock */
     uint32_t n_used;
     uint32_t cap_used;
     struct crac_range used[]; /* sorted, disjoint, coalesced ranges of W in use */

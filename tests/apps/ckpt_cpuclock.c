@@ -2,7 +2,7 @@
    clock_getcpuclockid/pthread_getcpuclockid give (they encode the pid/tid), keep working across
    restarts: clock_gettime, clock_getres, clock_nanosleep, timer_create on them, timers made on
    them before a checkpoint; and the process's CPU time (CLOCK_PROCESS_CPUTIME_ID, clock()) never
-   goes backwards. */
+   goes backwards, nor does any thread's. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
                 timer_settime(lasting[i], 0, &far, NULL) != 0)
                 fail("a lasting timer on CPU clock %d: %s", i, strerror(errno));
     }
-    int64_t last_proc = 0;
+    int64_t last_proc = 0, last_thread[3] = {0, 0, 0};
     clock_t last_clock = 0;
     for (long k = 1; k <= steps; k++) {
         burn();
@@ -95,8 +95,18 @@ int main(int argc, char **argv)
         if ((rc = pthread_getcpuclockid(w, &wc)) != 0)
             fail("step %ld: pthread_getcpuclockid(worker): %s", k, strerror(rc));
         int64_t p = read_clock(k, "process clock of getpid()", pc);
-        read_clock(k, "main thread clock", tc);
-        read_clock(k, "worker thread clock", wc);
+        /* Each thread's CPU time only grows, across restarts too. */
+        int64_t th[3] = {read_clock(k, "main thread clock", tc),
+                         read_clock(k, "CLOCK_THREAD_CPUTIME_ID", CLOCK_THREAD_CPUTIME_ID),
+                         read_clock(k, "worker thread clock", wc)};
+        static const char *const th_name[3] = {"the main thread's clock",
+                                               "CLOCK_THREAD_CPUTIME_ID", "the worker's clock"};
+        for (int i = 0; i < 3; i++) {
+            if (th[i] < last_thread[i])
+                fail("step %ld: %s went back from %lld to %lld ns", k, th_name[i],
+                     (long long)last_thread[i], (long long)th[i]);
+            last_thread[i] = th[i];
+        }
         struct timespec res;
         if (clock_getres(pc, &res) != 0 || clock_getres(wc, &res) != 0)
             fail("step %ld: clock_getres on a CPU clock: %s", k, strerror(errno));
