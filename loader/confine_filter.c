@@ -5,6 +5,7 @@
 #include "crac_layout.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -17,7 +18,7 @@
 
 /* A tiny assembler with symbolic jump targets, so the program reads top to bottom. */
 enum label { NEXT = -1, L_ALLOW, L_TRAP_IF_W, L_ENOSYS_IF_W, L_CLONE, L_MASK_ARG3, L_MASK_ARG4,
-             L_MASK_ARG5, L_CPU_CLOCK, L_COUNT };
+             L_MASK_ARG5, L_CPU_CLOCK, L_FCNTL_OWNER, L_COUNT };
 
 struct asm_ins {
     uint16_t code;
@@ -93,7 +94,8 @@ int confine_install_filter(int virtual_ids)
         SYS_sched_setattr, SYS_sched_getattr, SYS_getpriority, SYS_setpriority, SYS_prlimit64,
         SYS_ioprio_get, SYS_ioprio_set, SYS_pidfd_open, SYS_process_vm_readv,
         SYS_process_vm_writev, SYS_get_robust_list, SYS_getpgid, SYS_getsid, SYS_setpgid,
-        SYS_timer_create, SYS_clock_getres, SYS_clock_settime, SYS_clock_adjtime};
+        SYS_timer_create, SYS_clock_getres, SYS_clock_settime, SYS_clock_adjtime,
+        SYS_migrate_pages, SYS_move_pages};
     for (unsigned i = 0; virtual_ids && i < sizeof(ids) / sizeof(ids[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)ids[i], L_TRAP_IF_W, NEXT);
     for (unsigned i = 0; virtual_ids && i < sizeof(id_args) / sizeof(id_args[0]); i++)
@@ -101,6 +103,7 @@ int confine_install_filter(int virtual_ids)
     if (virtual_ids) { /* the upper half has no vDSO: keep its frequent clock reads untrapped */
         jump(&a, BPF_JEQ, SYS_clock_gettime, L_CPU_CLOCK, NEXT);
         jump(&a, BPF_JEQ, SYS_clock_nanosleep, L_CPU_CLOCK, NEXT);
+        jump(&a, BPF_JEQ, SYS_fcntl, L_FCNTL_OWNER, NEXT);
     }
     jump(&a, BPF_JEQ, SYS_clone3, L_ENOSYS_IF_W, NEXT); /* glibc then falls back to clone */
     jump(&a, BPF_JEQ, SYS_clone, L_CLONE, NEXT);
@@ -120,6 +123,13 @@ int confine_install_filter(int virtual_ids)
     jump(&a, BPF_JSET, 0x80000000u, L_TRAP_IF_W, NEXT);
     jump(&a, BPF_JEQ, 2 /* CLOCK_PROCESS_CPUTIME_ID */, L_TRAP_IF_W, NEXT);
     jump(&a, BPF_JEQ, 3 /* CLOCK_THREAD_CPUTIME_ID */, L_TRAP_IF_W, L_ALLOW);
+    /* fcntl only for the commands that set or get a signal owner: the others are frequent. */
+    here(&a, L_FCNTL_OWNER);
+    load(&a, ARG_LO(1));
+    jump(&a, BPF_JEQ, F_SETOWN, L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, F_GETOWN, L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, F_SETOWN_EX, L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, F_GETOWN_EX, L_TRAP_IF_W, L_ALLOW);
     mask_arg_block(&a, L_MASK_ARG3, 3);
     mask_arg_block(&a, L_MASK_ARG4, 4);
     mask_arg_block(&a, L_MASK_ARG5, 5);

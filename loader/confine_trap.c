@@ -10,6 +10,7 @@
 #include "signal_wrap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/mman.h>
 #include <sched.h>
 #include <signal.h>
@@ -630,6 +631,41 @@ static void ts_shift(struct timespec *t, int64_t ns)
 #define SIGEV_THREAD_ID_ 4
 #define IOPRIO_WHO_PROCESS_ 1
 
+/* A process (group) id as the program knows it and as the kernel does: negative for a group,
+ * whose id is the leader's pid. */
+static int32_t owner_to_real(const struct crac_ctrl *c, int32_t id)
+{
+    return id < 0 ? -vid_to_real(c, -id) : vid_to_real(c, id);
+}
+
+static int32_t owner_from_real(const struct crac_ctrl *c, int32_t id)
+{
+    return id < 0 ? -vid_from_real(c, -id) : vid_from_real(c, id);
+}
+
+/* F_SETOWN/F_GETOWN(_EX): the process, group or thread that gets SIGIO/SIGURG. */
+static long emu_fcntl_owner(const struct crac_ctrl *c, long fd, long cmd, long arg)
+{
+    struct f_owner_ex ex;
+    long r;
+    switch (cmd) {
+    case F_SETOWN: return raw_syscall3(SYS_fcntl, fd, cmd, owner_to_real(c, (int32_t)arg));
+    case F_GETOWN:
+        r = raw_syscall3(SYS_fcntl, fd, cmd, 0);
+        return r < 0 && r >= -133 ? r : owner_from_real(c, (int32_t)r); /* -errno, or a group */
+    case F_SETOWN_EX:
+        ex = *(const struct f_owner_ex *)arg;
+        ex.pid = vid_to_real(c, ex.pid);
+        return raw_syscall3(SYS_fcntl, fd, cmd, &ex);
+    case F_GETOWN_EX:
+        r = raw_syscall3(SYS_fcntl, fd, cmd, arg);
+        if (r == 0)
+            ((struct f_owner_ex *)arg)->pid = vid_from_real(c, ((struct f_owner_ex *)arg)->pid);
+        return r;
+    }
+    return raw_syscall3(SYS_fcntl, fd, cmd, arg);
+}
+
 /* Calls that name a process or thread by the id the program knows (after a restart). Only the
  * process's own ids and its threads' are translated: other pids are the kernel's. */
 static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5,
@@ -691,6 +727,7 @@ static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long
     case SYS_clock_getres:
     case SYS_clock_settime:
     case SYS_clock_adjtime: a1 = real_clock(c, (int32_t)a1); break;
+    case SYS_fcntl: return emu_fcntl_owner(c, a1, a2, a3);
     default: /* sched_*, prlimit64, pidfd_open, process_vm_*, get_robust_list: the id first */
         a1 = vid_to_real(c, (int32_t)a1);
         break;
@@ -778,6 +815,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_process_vm_writev: case SYS_get_robust_list: case SYS_getpgid: case SYS_getsid:
     case SYS_setpgid: case SYS_timer_create: case SYS_clock_gettime: case SYS_clock_getres:
     case SYS_clock_nanosleep: case SYS_clock_settime: case SYS_clock_adjtime:
+    case SYS_migrate_pages: case SYS_move_pages: case SYS_fcntl:
         r = emu_id_args(uc, nr, a1, a2, a3, a4, a5, a6);
         break;
     case SYS_rt_sigsuspend:

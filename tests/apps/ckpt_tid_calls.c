@@ -1,8 +1,10 @@
 /* ckpt_tid_calls [STEPS=100]: system calls that take a pid or tid, given the ids the program
    knows (getpid, gettid, a worker's tid): scheduling, affinity, priority, prlimit, io priority,
-   timer_create(SIGEV_THREAD_ID), pidfd_open, process_vm_readv on itself, getpgid/getsid. */
+   timer_create(SIGEV_THREAD_ID), pidfd_open, process_vm_readv on itself, getpgid/getsid, the
+   owner of a descriptor's SIGIO (fcntl F_SETOWN/F_GETOWN and their _EX forms). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -91,6 +93,9 @@ int main(int argc, char **argv)
     pid_t wtid = atomic_load(&worker_tid);
     pid_t pgid0 = getpgid(0), sid0 = getsid(0);
     static volatile uint64_t secret = 0x5ec12e7;
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0)
+        fail("pipe: %s", strerror(errno));
     for (long k = 1; k <= steps; k++) {
         pid_t pid = getpid(), tid = gettid();
         check_tid(k, "the main thread", tid, &all);
@@ -140,6 +145,20 @@ int main(int argc, char **argv)
             fail("step %ld: getpgid(getpid() %d): %s", k, pid, strerror(errno));
         if (getsid(pid) != sid0 && getsid(pid) != getsid(0))
             fail("step %ld: getsid(getpid() %d): %s", k, pid, strerror(errno));
+        /* Who gets SIGIO for a descriptor: the process, then the worker thread. */
+        if (fcntl(pipe_fds[0], F_SETOWN, pid) != 0)
+            fail("step %ld: fcntl(F_SETOWN, getpid() %d): %s", k, pid, strerror(errno));
+        if (fcntl(pipe_fds[0], F_GETOWN) != pid)
+            fail("step %ld: fcntl(F_GETOWN) = %d, not getpid() %d", k,
+                 fcntl(pipe_fds[0], F_GETOWN), pid);
+        struct f_owner_ex owner = {F_OWNER_TID, wtid};
+        if (fcntl(pipe_fds[0], F_SETOWN_EX, &owner) != 0)
+            fail("step %ld: fcntl(F_SETOWN_EX, worker %d): %s", k, wtid, strerror(errno));
+        memset(&owner, 0, sizeof owner);
+        if (fcntl(pipe_fds[0], F_GETOWN_EX, &owner) != 0 || owner.type != F_OWNER_TID ||
+            owner.pid != wtid)
+            fail("step %ld: fcntl(F_GETOWN_EX) gave type %d pid %d, not the worker %d", k,
+                 owner.type, owner.pid, wtid);
         step_line(k);
         struct timespec req = {0, 20 * 1000000L};
         nanosleep(&req, NULL);
