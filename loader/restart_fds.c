@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
@@ -67,6 +68,14 @@ int restart_hold_fds(const struct restart_image *img, char *err, size_t errlen)
     if (r < 0) {
         snprintf(err, errlen, "image corrupted: bad file descriptor record");
         return -1;
+    }
+    /* The program may have raised its soft RLIMIT_NOFILE above ours: room for its numbers (and
+     * the core file's) until its own limits come back (proc_restore_rlimits). */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur <= (rlim_t)max_fd + 1 &&
+        nofile.rlim_max > (rlim_t)max_fd + 1) {
+        nofile.rlim_cur = (rlim_t)max_fd + 2;
+        setrlimit(RLIMIT_NOFILE, &nofile);
     }
     /* Move the core file out of the way, then occupy every number the program used. */
     int moved = fcntl(img->core_fd, F_DUPFD_CLOEXEC, max_fd + 1);

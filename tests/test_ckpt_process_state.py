@@ -84,3 +84,38 @@ def test_hard_limit_not_raised_back_is_reported(apps: dict[str, Path], tmp_path:
     assert "NOFILE " in warnings[0] and f"(stays {LOW_NOFILE})" in warnings[0], warnings[0]
     assert cp.returncode == 1, f"status {cp.returncode}\n{err}"
     assert f"RLIMIT_NOFILE is {LOW_NOFILE}/{LOW_NOFILE}" in err, err
+
+
+def _restart_under_low_soft_nofile() -> None:
+    """In the restart's child before exec: the usual soft RLIMIT_NOFILE under a high hard one."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+
+
+def test_descriptor_above_the_restarts_soft_nofile(apps: dict[str, Path], tmp_path: Path) -> None:
+    """The program raised its soft RLIMIT_NOFILE to the hard one and holds a descriptor near it;
+    the restart starts under a soft limit of 1024 and must still put that descriptor back."""
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 2048:
+        pytest.skip("needs a hard RLIMIT_NOFILE of at least 2048")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckptdir.mkdir()
+    proc = launch(apps["ckpt_rlimits"], ["60", "1"], ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 5)
+        checkpoint(proc, ckptdir)
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    cp = subprocess.run(
+        [*crac_cmd(), "restart", str(ckptdir)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=base_env(),
+        cwd=tmp_path,
+        timeout=120,
+        preexec_fn=_restart_under_low_soft_nofile,
+    )
+    out = cp.stdout.decode(errors="replace")
+    assert cp.returncode == 0, f"status {cp.returncode}\n{cp.stderr.decode(errors='replace')}"
+    assert out.splitlines()[-1] == "DONE limits=15", out

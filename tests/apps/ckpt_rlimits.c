@@ -1,7 +1,10 @@
-/* ckpt_rlimits [STEPS=100]: resource limits the program sets (soft and hard, every RLIMIT_* but
-   RLIMIT_AS) stay what it set across restarts; at step 30 it changes two of them again. */
+/* ckpt_rlimits [STEPS=100] [HIGHFD=0]: resource limits the program sets (soft and hard, every
+   RLIMIT_* but RLIMIT_AS) stay what it set across restarts; at step 30 it changes two of them
+   again. HIGHFD=1: RLIMIT_NOFILE's soft limit is raised to its hard one instead, and a
+   descriptor numbered just under it stays open throughout. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +14,7 @@
 #include <unistd.h>
 
 #define PROG "ckpt_rlimits"
-#define USAGE "[STEPS]"
+#define USAGE "[STEPS] [HIGHFD]"
 #include "ckpt_common.h"
 
 #define INF RLIM_INFINITY
@@ -57,15 +60,26 @@ static void set(struct lim *l, rlim_t soft, rlim_t hard)
 int main(int argc, char **argv)
 {
     long steps = arg(argc, argv, 1, 100, 1, 1000000);
+    int highfd = (int)arg(argc, argv, 2, 0, 0, 1);
+    int high = -1;
     for (unsigned i = 0; i < N_LIMS; i++) {
         struct rlimit now; /* never above the hard limit we were given */
         if (getrlimit(lims[i].res, &now) != 0)
             fail("getrlimit(RLIMIT_%s): %s", lims[i].name, strerror(errno));
         rlim_t hard = lims[i].hard < now.rlim_max ? lims[i].hard : now.rlim_max;
+        if (highfd && lims[i].res == RLIMIT_NOFILE)
+            lims[i].soft = RLIM_INFINITY; /* the hard limit, below */
         set(&lims[i], lims[i].soft < hard ? lims[i].soft : hard, hard);
+        if (highfd && lims[i].res == RLIMIT_NOFILE) {
+            high = (int)lims[i].soft - 2;
+            if (dup2(1, high) != high)
+                fail("dup2(1, %d): %s", high, strerror(errno));
+        }
     }
     for (long k = 1; k <= steps; k++) {
-        if (k == CHANGE_AT) {
+        if (high >= 0 && fcntl(high, F_GETFD) < 0)
+            fail("step %ld: descriptor %d: %s", k, high, strerror(errno));
+        if (k == CHANGE_AT && !highfd) {
             for (unsigned i = 0; i < N_LIMS; i++) {
                 if (lims[i].res == RLIMIT_NOFILE || lims[i].res == RLIMIT_CORE)
                     set(&lims[i], lims[i].hard / 2, lims[i].hard - 1);
