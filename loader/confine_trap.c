@@ -580,7 +580,7 @@ static long emu_ids(long nr, long a1, long a2, long a3, long a4)
 }
 
 /* The process's own CPU-time clock, as the program reads it (CLOCK_PROCESS_CPUTIME_ID is the
- * encoded clock of pid 0, type SCHED). Other kinds (PROF, VIRT, threads') start again at 0. */
+ * encoded clock of pid 0, type SCHED). The PROF and VIRT kinds start again at 0. */
 static int own_process_sched_clock(const struct crac_ctrl *c, int32_t clk)
 {
     if (clk == 2)
