@@ -654,12 +654,13 @@ static long emu_fcntl_owner(const struct crac_ctrl *c, long fd, long cmd, long a
         r = raw_syscall3(SYS_fcntl, fd, cmd, 0);
         return r < 0 && r >= -133 ? r : owner_from_real(c, (int32_t)r); /* -errno, or a group */
     case F_SETOWN_EX:
-        ex = *(const struct f_owner_ex *)arg;
+        if (from_user(&ex, (const void *)arg, sizeof(ex)) != 0)
+            return -EFAULT;
         ex.pid = vid_to_real(c, ex.pid);
         return raw_syscall3(SYS_fcntl, fd, cmd, &ex);
     case F_GETOWN_EX:
         r = raw_syscall3(SYS_fcntl, fd, cmd, arg);
-        if (r == 0)
+        if (r == 0) /* written by the kernel just now: the pointer is good */
             ((struct f_owner_ex *)arg)->pid = vid_from_real(c, ((struct f_owner_ex *)arg)->pid);
         return r;
     }
@@ -695,7 +696,8 @@ static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long
     case SYS_timer_create: {
         struct sigevent ev;
         if (a2) {
-            ev = *(const struct sigevent *)a2;
+            if (from_user(&ev, (const void *)a2, sizeof(ev)) != 0)
+                return -EFAULT;
             if (ev.sigev_notify & SIGEV_THREAD_ID_)
                 ev._sigev_un._tid = vid_to_real(c, ev._sigev_un._tid);
             a2 = (long)&ev;
@@ -704,6 +706,7 @@ static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long
     }
     case SYS_clock_gettime: {
         long r = raw_syscall2(nr, real_clock(c, (int32_t)a1), a2);
+        /* (the kernel has just written *a2: the pointer is good) */
         int64_t add = r == 0 && a2 ? cpu_offset(c, (int32_t)a1) : 0;
         if (add)
             ts_shift((struct timespec *)a2, add);
@@ -712,7 +715,8 @@ static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long
     case SYS_clock_nanosleep: {
         struct timespec at;
         if ((a2 & TIMER_ABSTIME) && a3 && own_process_sched_clock(c, (int32_t)a1)) {
-            at = *(const struct timespec *)a3;
+            if (from_user(&at, (const void *)a3, sizeof(at)) != 0)
+                return -EFAULT;
             ts_shift(&at, -c->cpu_offset_ns);
             a3 = (long)&at;
         }
