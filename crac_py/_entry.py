@@ -1,7 +1,10 @@
-"""The `crac` console script: ignore the checkpoint signal before the (slow) imports.
+"""The `crac` console script: block the checkpoint signal before the (slow) imports.
 
-A checkpoint signal sent to a process started with `crac launch` while it is still Python must
-not kill it; the loader installs its own handler once it runs. The CLI proper is imported after.
+A checkpoint signal sent to a process started with `crac launch`/`crac restart` while it is still
+Python must neither kill it nor be lost. A blocked signal stays blocked, and pending, across
+execve (a handler does not survive it), so it is blocked here, first, and the loader takes the
+pending signal once the program can be checkpointed (docs/DECISIONS.md). The CLI proper is
+imported after.
 """
 
 from __future__ import annotations
@@ -10,22 +13,51 @@ import os
 import signal
 import sys
 
-# Set when the checkpoint signal arrived while this was still Python: the loader is then asked
-# to checkpoint as soon as the program runs (runner.exec_loader passes --checkpoint-soon).
-checkpoint_requested = False
+DEFAULT_CKPT_SIGNAL = 12
 
 
-def _note_request(signum: int, frame: object) -> None:
-    global checkpoint_requested
-    checkpoint_requested = True
+def _signal_number(value: str) -> int | None:
+    try:
+        number = int(value)
+    except ValueError:
+        return None
+    return number if 0 < number < 65 and number not in (9, 19) else None
+
+
+def guess_ckpt_signal(argv: list[str], environ: os._Environ[str] | dict[str, str]) -> int:
+    """The checkpoint signal as the CLI will resolve it (flag > CRAC_SIGCKPT > DMTCP_SIGCKPT >
+    12), read cheaply before the CLI is imported. `crac restart` uses the image's signal, which
+    runner.exec_loader blocks too once the image is read."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        value = None
+        if arg == "--ckpt-signal" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--ckpt-signal="):
+            value = arg.partition("=")[2]
+        if value is not None and (number := _signal_number(value)) is not None:
+            return number
+    for name in ("CRAC_SIGCKPT", "DMTCP_SIGCKPT"):
+        value = environ.get(name, "")
+        if value != "":
+            return _signal_number(value) or DEFAULT_CKPT_SIGNAL
+    return DEFAULT_CKPT_SIGNAL
+
+
+# The signal this module blocked (None: this is not a launch or restart).
+held_signal: int | None = None
 
 
 def _hold_checkpoint_signal() -> None:
+    global held_signal
     if len(sys.argv) > 1 and sys.argv[1] in ("launch", "restart"):
-        value = os.environ.get("CRAC_SIGCKPT") or os.environ.get("DMTCP_SIGCKPT") or ""
-        number = int(value) if value.isdigit() and 0 < int(value) < 65 else signal.SIGUSR2
-        if number not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(number, _note_request)
+        held_signal = guess_ckpt_signal(sys.argv[2:], os.environ)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {held_signal})
+
+
+# At import, not in main(): the console script imports this module before anything else of crac.
+_hold_checkpoint_signal()
 
 
 def main() -> None:
@@ -33,7 +65,6 @@ def main() -> None:
         from crac_py.command import run
 
         sys.exit(run(sys.argv[2:]))
-    _hold_checkpoint_signal()
     from crac_py.cli import main as cli_main
 
     cli_main()

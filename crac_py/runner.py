@@ -73,6 +73,25 @@ def original_environ() -> dict[bytes, bytes] | None:
     return env
 
 
+def hold_ckpt_signal(argv: list[str]) -> None:
+    """Block the loader's checkpoint signal across the exec (crac_py/_entry.py blocked its guess
+    at start-up; a restart's comes from the image). A signal already pending stays pending and
+    the loader turns it into a checkpoint once the program can be checkpointed."""
+    from crac_py import _entry
+
+    cut = argv.index("--") if "--" in argv else len(argv)
+    options = argv[:cut]
+    number = _entry.DEFAULT_CKPT_SIGNAL
+    if "--ckpt-signal" in options:
+        number = int(options[options.index("--ckpt-signal") + 1])
+    signal.pthread_sigmask(signal.SIG_BLOCK, {number})
+    held = _entry.held_signal
+    if held is not None and held != number and "--restart" not in options:
+        # The guess was not the launch's signal: the program starts with the caller's mask.
+        # (At a restart every thread gets its saved mask back anyway.)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {held})
+
+
 def exec_loader(loader: str, argv: list[str]) -> NoReturn:
     """Replace this process with the loader. Raises OSError if the exec fails."""
     sys.stdout.flush()
@@ -81,11 +100,7 @@ def exec_loader(loader: str, argv: list[str]) -> NoReturn:
     # dispositions a shell would have given it.
     for name in ("SIGPIPE", "SIGXFSZ"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
-    from crac_py import _entry
-
-    if _entry.checkpoint_requested:
-        cut = argv.index("--")
-        argv = [*argv[:cut], "--checkpoint-soon", *argv[cut:]]
+    hold_ckpt_signal(argv)
     env = original_environ()
     if env is None:
         os.execv(loader, argv)

@@ -34,6 +34,15 @@ extern volatile int32_t ckpt_publishing;
 
 /* Triggers (ckpt_trigger.c). */
 int ckpt_install_trigger(int signo);
+/* Block the checkpoint signal in the calling thread (threads created after inherit it). */
+void ckpt_block_signal(int signo);
+/* A lower thread's loop: take the (blocked) checkpoint signal and request a checkpoint. */
+__attribute__((noreturn)) void ckpt_wait_signal(int signo);
+/* The program's threads can be suspended from now on (launch: the upper runtime registered;
+ * restart: every thread is back and released). */
+void ckpt_set_ready(void);
+/* Wait up to timeout_ms for ckpt_set_ready(); returns whether it happened. */
+int ckpt_wait_ready(int timeout_ms);
 /* ckpt_cfg is complete (coordinator connected or not): the manager may start serving. */
 void ckpt_config_done(void);
 void ckpt_request(int exit_after);

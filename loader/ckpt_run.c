@@ -61,6 +61,7 @@ long ckpt_register_upper(struct crac_registry *r)
     if (ckpt_install_suspend_handler(r) != 0)
         return -EINVAL;
     ckpt_registry = r;
+    ckpt_set_ready();
     return 0;
 }
 

@@ -1,5 +1,10 @@
 /* ckpt_trigger.c — what starts a checkpoint: the checkpoint signal (from outside), a request from
  * the program (crac_checkpoint()) and the interval; the manager thread waits for them. */
+
+/* The checkpoint signal is blocked in every thread from the loader's first instruction (crac's
+ * Python start blocks it before exec, main() again): one arriving early stays pending, never
+ * fatal, and a lower thread takes it with sigwaitinfo (docs/DECISIONS.md). A request made before
+ * the program can be checkpointed is kept until ckpt_set_ready(). */
 #include "ckpt.h"
 
 #include "crac_layout.h"
@@ -18,9 +23,12 @@
 static volatile int32_t requested;       /* futex word the manager sleeps on */
 static volatile int32_t exit_requested;
 static volatile int32_t config_ready;    /* futex: main has filled ckpt_cfg */
+static volatile int32_t program_ready;   /* futex: the program's threads can be checkpointed */
 static int wake_fd = -1;                 /* eventfd: wakes the manager while it polls the coordinator */
 
-/* TLS-free: it may run on an upper thread with the upper fs live. */
+/* Only a safety net: the signal is blocked everywhere and waited for (ckpt_wait_signal), but a
+ * thread that ever unblocked it must start a checkpoint, not die of the default action.
+ * TLS-free: it may run on an upper thread with the upper fs live. */
 static void on_checkpoint_signal(int sig)
 {
     (void)sig;
@@ -40,6 +48,45 @@ void ckpt_config_done(void)
     }
     __atomic_store_n(&config_ready, 1, __ATOMIC_RELEASE);
     raw_syscall6(SYS_futex, (long)&config_ready, 129, 0x7fffffff, 0, 0, 0);
+}
+
+void ckpt_set_ready(void)
+{
+    __atomic_store_n(&program_ready, 1, __ATOMIC_RELEASE);
+    raw_syscall6(SYS_futex, (long)&program_ready, 129, 0x7fffffff, 0, 0, 0);
+}
+
+int ckpt_wait_ready(int timeout_ms)
+{
+    struct timespec now, end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += timeout_ms / 1000;
+    end.tv_nsec += (timeout_ms % 1000) * 1000000L;
+    while (!__atomic_load_n(&program_ready, __ATOMIC_ACQUIRE)) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left_ms = (end.tv_sec - now.tv_sec) * 1000 + (end.tv_nsec - now.tv_nsec) / 1000000;
+        if (left_ms <= 0)
+            return 0;
+        struct timespec t = {left_ms / 1000, (left_ms % 1000) * 1000000L};
+        raw_syscall6(SYS_futex, (long)&program_ready, 128, 0, (long)&t, 0, 0);
+    }
+    return 1;
+}
+
+void ckpt_block_signal(int signo)
+{
+    uint64_t set = 1UL << (signo - 1);
+    raw_syscall4(SYS_rt_sigprocmask, SIG_BLOCK, &set, 0, 8);
+}
+
+void ckpt_wait_signal(int signo)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, signo);
+    for (;;)
+        if (sigwaitinfo(&set, NULL) == signo)
+            ckpt_request(0);
 }
 
 void ckpt_request(int exit_after)
@@ -88,11 +135,11 @@ void ckpt_serve(void)
                 __atomic_store_n(&requested, 1, __ATOMIC_RELEASE);
             continue;
         }
-        if (!ckpt_registry) {
-            /* The program has not started yet: keep the request until it has. */
+        if (!__atomic_load_n(&program_ready, __ATOMIC_ACQUIRE)) {
+            /* The program has not started (or its threads are not back) yet: keep the request
+             * and take it as soon as it can be. */
             __atomic_store_n(&requested, 1, __ATOMIC_RELEASE);
-            struct timespec t = {0, 10 * 1000000L};
-            nanosleep(&t, NULL);
+            ckpt_wait_ready(1000);
             continue;
         }
         int exit_after = __atomic_exchange_n(&exit_requested, 0, __ATOMIC_ACQ_REL) ||

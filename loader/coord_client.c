@@ -19,6 +19,7 @@
 #define LINE_MAX_BYTES 65536
 #define HELLO_TIMEOUT_MS 10000
 #define PHASE_TIMEOUT_MS (3600 * 1000) /* the coordinator times phases out; we wait for it */
+#define READY_TIMEOUT_MS (60 * 1000)    /* a checkpoint asked for before the program runs */
 
 struct conn {
     int fd;
@@ -271,7 +272,9 @@ void coord_serve(int fd, int wake_fd)
         if (is_type(line, "checkpoint")) {
             char ex[16] = "false";
             json_field(line, "exit_after", ex, sizeof(ex));
-            if (!ckpt_registry)
+            /* A request that comes before the program can be checkpointed (start-up, a restart
+             * still bringing threads back) waits for it, as the checkpoint signal does. */
+            if (!ckpt_wait_ready(READY_TIMEOUT_MS))
                 on_failed(NULL, "the program has not started yet");
             else
                 ckpt_run(strcmp(ex, "true") == 0, &barrier);

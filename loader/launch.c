@@ -88,16 +88,10 @@ void launch_run(const struct options *o, const struct crac_lh_api *api, char **e
     free(uargv);
 
     int e;
-    if ((e = ckpt_install_trigger(o->ckpt_signal)) != 0)
-        die("cannot install the checkpoint signal handler: %s", strerror(-e));
     if ((e = confine_install_handler()) != 0 || (e = confine_install_filter(0)) != 0)
         die("cannot install the seccomp confinement: %s", strerror(-e));
-    /* The program's threads keep the checkpoint signal blocked (they inherit this mask), so the
-     * kernel delivers it to the manager; the lower threads started earlier leave it open. */
-    sigset_t ckpt;
-    sigemptyset(&ckpt);
-    sigaddset(&ckpt, o->ckpt_signal);
-    sigprocmask(SIG_BLOCK, &ckpt, NULL);
+    /* The checkpoint signal has been blocked since main() began and the program's threads
+     * inherit that mask; a lower thread waits for it (ckpt_trigger.c). */
     fflush(NULL); /* the lower stdio is never flushed again: the process exits through the upper */
     release_lower_rseq();
     jump_to_upper(sp, ldso.entry);

@@ -88,10 +88,6 @@ static struct options parse_args(int argc, char **argv)
             o.no_truncate = 1;
             continue;
         }
-        if (strcmp(a, "--checkpoint-soon") == 0) { /* the signal came before the exec */
-            o.checkpoint_soon = 1;
-            continue;
-        }
         if (i + 1 >= argc)
             usage();
         const char *v = argv[++i];
@@ -188,10 +184,28 @@ static void fill_ckpt_config(const struct options *o, const struct crac_backend_
     c->argv = o->program_argv;
 }
 
+/* The checkpoint signal named on the command line, before anything checks it (parse_args does). */
+static int early_ckpt_signal(int argc, char **argv)
+{
+    int sig = CRAC_SIG_CKPT_DEFAULT;
+    for (int i = 1; i + 1 < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--ckpt-signal") == 0) {
+            long v = strtol(argv[i + 1], NULL, 10);
+            sig = v >= 1 && v <= 64 ? (int)v : sig;
+        }
+    return sig;
+}
+
 int main(int argc, char **argv, char **envp)
 {
     if (argc == 2 && strcmp(argv[1], "--probe") == 0)
         return probe_main();
+    /* `crac launch`/`crac restart` exec us with the checkpoint signal blocked (crac_py/_entry.py);
+     * block it here too for a loader started by hand. It stays blocked in every thread, the
+     * program's included: one sent now stays pending and is taken once the program can be
+     * checkpointed (ckpt_trigger.c). */
+    int early_sig = early_ckpt_signal(argc, argv);
+    ckpt_block_signal(early_sig);
     char err[512];
     /* Invariant 1: the windows are reserved before anything else is loaded. */
     if (window_reserve("upper window W", CRAC_W_START, CRAC_W_END, err, sizeof(err)) != 0 ||
@@ -209,10 +223,20 @@ int main(int argc, char **argv, char **envp)
     }
     native_dir(opt.native_dir, sizeof(opt.native_dir));
 
+    /* A restart keeps the signal of the image (crac restart passes it; a hand-made command line
+     * may not). */
+    int ckpt_sig = opt.restart_dir ? (int)img.proc.ckpt_signal : opt.ckpt_signal;
+    if (ckpt_sig < 1 || ckpt_sig > 64 || ckpt_sig == SIGKILL || ckpt_sig == SIGSTOP)
+        die("image corrupted: checkpoint signal %d", ckpt_sig);
+    ckpt_block_signal(ckpt_sig);
+    int e = ckpt_install_trigger(ckpt_sig);
+    if (e != 0)
+        die("cannot install the checkpoint signal handler: %s", strerror(-e));
+
     int fsgsbase = (getauxval(AT_HWCAP2) & 2) != 0;
-    int e = shadow_pool_start(SHADOW_INITIAL);
+    e = shadow_pool_start(SHADOW_INITIAL);
     if (e == 0)
-        e = manager_start();
+        e = manager_start(ckpt_sig);
     if (e != 0)
         die("cannot start lower-half threads: %s", strerror(-e));
     const struct crac_backend_info *backend = NULL;
@@ -234,8 +258,6 @@ int main(int argc, char **argv, char **envp)
         ckpt_cfg.coord_fd = lower_fd_adopt(fd);
     }
     ckpt_config_done();
-    if (opt.checkpoint_soon)
-        ckpt_request(0);
     if (opt.restart_dir)
         restart_run(&opt, &img, api);
     launch_run(&opt, api, envp);

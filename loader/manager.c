@@ -26,6 +26,16 @@ static void *manager_main(void *arg)
     return NULL;
 }
 
+/* Takes the checkpoint signal, which every thread keeps blocked (ckpt_trigger.c). */
+static int sigwaiter_signal;
+
+static void *sigwaiter_main(void *arg)
+{
+    (void)arg;
+    lower_threads_register(gettid());
+    ckpt_wait_signal(sigwaiter_signal);
+}
+
 static int start_detached(void *(*fn)(void *))
 {
     pthread_t t;
@@ -37,8 +47,11 @@ static int start_detached(void *(*fn)(void *))
     return -err;
 }
 
-int manager_start(void)
+int manager_start(int ckpt_signal)
 {
+    sigwaiter_signal = ckpt_signal;
     int e = start_detached(pool_grower_main);
-    return e ? e : start_detached(manager_main);
+    if (e == 0)
+        e = start_detached(manager_main);
+    return e ? e : start_detached(sigwaiter_main);
 }

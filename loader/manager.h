@@ -2,6 +2,7 @@
 #ifndef CRAC_MANAGER_H
 #define CRAC_MANAGER_H
 
-int manager_start(void);
+/* The manager, the shadow-pool grower and the thread that takes the checkpoint signal. */
+int manager_start(int ckpt_signal);
 
 #endif

@@ -188,8 +188,7 @@ void restart_run(const struct options *o, struct restart_image *img, const struc
     int e;
     if ((e = proc_restore_signals(img->signals)) != 0)
         die("cannot restore signal dispositions: %s", strerror(-e));
-    if ((e = ckpt_install_suspend_handler(r)) != 0 ||
-        (e = ckpt_install_trigger(img->proc.ckpt_signal)) != 0)
+    if ((e = ckpt_install_suspend_handler(r)) != 0)
         die("cannot install crac's signal handlers: %s", strerror(-e));
     if ((e = confine_install_handler()) != 0 || (e = confine_install_filter(1)) != 0)
         die("cannot install the seccomp confinement: %s", strerror(-e));

@@ -112,6 +112,7 @@ static void *releaser(void *arg)
     __atomic_add_fetch(&r->attempts, 1, __ATOMIC_SEQ_CST);
     raw_syscall6(SYS_futex, (long)&r->attempts, 129, 0x7fffffff, 0, 0, 0);
     ckpt_release_all();
+    ckpt_set_ready(); /* a checkpoint asked for during the restart is taken now */
     lower_threads_unregister(gettid());
     return NULL;
 }
