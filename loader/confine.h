@@ -9,8 +9,8 @@ struct crac_ctrl;
 
 /* Install the SIGSYS handler (before the filter). Returns 0 or -errno. */
 int confine_install_handler(void);
-/* Install the seccomp filter on every thread of the process. virtual_ids: also trap the calls
- * that take or return process and thread ids (after a restart). Returns 0 or -errno. */
+/* Install the seccomp filter on every thread of the process. virtual_ids: also trap getpid and
+ * gettid (after a restart; the calls that take ids are always trapped). Returns 0 or -errno. */
 int confine_install_filter(int virtual_ids);
 /* Map [addr, addr+len) inside W as the allocator would, for the loader's own placements. */
 long confine_place(unsigned long len, int prot, int flags, int fd, long off);

@@ -78,13 +78,16 @@ int confine_install_filter(int virtual_ids)
     static const int always[] = {SYS_mmap,         SYS_munmap,         SYS_mremap,
                                  SYS_brk,          SYS_shmat,          SYS_shmdt,
                                  SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_rt_sigsuspend,
-                                 SYS_fork,         SYS_exit_group};
+                                 SYS_fork,         SYS_exit_group,
+                                 /* the checkpoint signal is hidden from the program */
+                                 SYS_rt_sigpending, SYS_rt_sigtimedwait, SYS_signalfd,
+                                 SYS_signalfd4,     SYS_tgkill,          SYS_tkill,
+                                 SYS_kill,          SYS_rt_tgsigqueueinfo, SYS_rt_sigqueueinfo};
     struct bpf_asm a = {.n = 0};
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);
     load(&a, (uint32_t)offsetof(struct seccomp_data, nr));
-    static const int ids[] = {SYS_getpid, SYS_gettid,         SYS_tgkill, SYS_tkill,
-                              SYS_kill,   SYS_rt_tgsigqueueinfo, SYS_rt_sigqueueinfo};
+    static const int ids[] = {SYS_getpid, SYS_gettid}; /* the kill family is in `always` */
     for (unsigned i = 0; i < sizeof(always) / sizeof(always[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)always[i], L_TRAP_IF_W, NEXT);
     /* Calls that name a process or thread by id, or a CPU clock (whose id encodes one). */

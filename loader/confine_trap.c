@@ -417,6 +417,26 @@ static inline uint64_t upper_mask(const struct crac_ctrl *c, uint64_t wanted)
     return (wanted & ~c->reserved_sigs) | ckpt_blocked(c);
 }
 
+static inline int is_handler(uint64_t h) { return h != (uint64_t)SIG_DFL && h != (uint64_t)SIG_IGN; }
+
+/* Once per process: the program's handler for the checkpoint signal gets only what the program
+ * sends itself; DMTCP users know to move the checkpoint signal (docs/DECISIONS.md). */
+static void warn_ckpt_handler(int sig)
+{
+    static int32_t warned;
+    if (__atomic_exchange_n(&warned, 1, __ATOMIC_ACQ_REL))
+        return;
+    char num[4] = {(char)('0' + sig / 10), (char)('0' + sig % 10), 0, 0};
+    const char *n = sig < 10 ? num + 1 : num;
+    const char *parts[] = {"crac: warning: the program installs a handler for signal ", n,
+                           ", crac's checkpoint signal: that signal from outside starts a "
+                           "checkpoint and never reaches the handler (only the program's own "
+                           "kill/raise of it does); choose another with --ckpt-signal N "
+                           "(or CRAC_SIGCKPT=N)\n"};
+    for (unsigned i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+        raw_syscall3(SYS_write, 2, parts[i], __builtin_strlen(parts[i]));
+}
+
 static long emu_rt_sigaction(long sig, const struct crac_ksigaction *act,
                              struct crac_ksigaction *oact, long setsize)
 {
@@ -435,6 +455,8 @@ static long emu_rt_sigaction(long sig, const struct crac_ksigaction *act,
         if (act && (int32_t)raw_syscall0(SYS_getpid) == c->pid) {
             c->virt_act[sig] = copy;
             c->virt_act[sig].mask &= ~c->reserved_sigs;
+            if (sig == c->ckpt_sig && is_handler(act->handler))
+                warn_ckpt_handler((int)sig);
         }
         return oact ? to_user(oact, &old, sizeof(old)) : 0;
     }
@@ -446,6 +468,9 @@ static long emu_rt_sigaction(long sig, const struct crac_ksigaction *act,
         r = to_user(oact, &old, sizeof(old));
     return r;
 }
+
+static void run_ckpt_handler(ucontext_t *uc, int code, const siginfo_t *queued);
+static int take_virt_pending(struct crac_ctrl *c);
 
 /* The mask restored when this handler returns is uc_sigmask, so that is what we change. The
  * reserved signals are never really blocked; the program's wish is kept per thread and reported. */
@@ -474,11 +499,141 @@ static long emu_rt_sigprocmask(ucontext_t *uc, long how, const uint64_t *set, ui
     if (set) {
         *live = upper_mask(c, next);
         vmask_set(c, tid, next & c->reserved_sigs);
+        if (!(next & ckpt_blocked(c)) && (c->virt_pending & ckpt_blocked(c)) &&
+            take_virt_pending(c))
+            run_ckpt_handler(uc, SI_TKILL, 0);
     }
     return oset ? to_user(oset, &old, 8) : 0; /* as the kernel: the mask is set even then */
 }
 
 static inline int mask_ok(long setsize) { return setsize == 8; }
+
+/* The checkpoint signal the program sent itself, given to its own handler on this thread as a
+ * delivery would: with the handler's mask in force (in the program's view too). */
+static void run_ckpt_handler(ucontext_t *uc, int code, const siginfo_t *queued)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    int sig = c->ckpt_sig;
+    struct crac_ksigaction act = c->virt_act[sig];
+    if (!is_handler(act.handler))
+        return;
+    if (act.flags & SA_RESETHAND)
+        c->virt_act[sig].handler = (uint64_t)SIG_DFL;
+    siginfo_t si;
+    __builtin_memset(&si, 0, sizeof(si));
+    if (queued)
+        si = *queued;
+    si.si_signo = sig;
+    if (!queued) {
+        si.si_code = code;
+        si.si_pid = vid_from_real(c, c->pid);
+        si.si_uid = (uid_t)raw_syscall0(SYS_getuid);
+    }
+    int32_t tid = (int32_t)raw_syscall0(SYS_gettid);
+    uint64_t vsaved = vmask_get(c, tid), self = (act.flags & SA_NODEFER) ? 0 : sigbit(sig);
+    vmask_set(c, tid, vsaved | ((act.mask | self) & c->reserved_sigs));
+    uint64_t during = upper_mask(c, *(uint64_t *)&uc->uc_sigmask | act.mask), saved;
+    raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &during, &saved, 8);
+    if (act.flags & SA_SIGINFO)
+        ((void (*)(int, siginfo_t *, void *))act.handler)(sig, &si, uc);
+    else
+        ((void (*)(int))act.handler)(sig);
+    raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+    vmask_set(c, tid, vsaved);
+}
+
+/* A checkpoint signal the program sent itself and had blocked: taken (1) or none (0). */
+static int take_virt_pending(struct crac_ctrl *c)
+{
+    uint64_t bit = sigbit(c->ckpt_sig);
+    return (__atomic_fetch_and(&c->virt_pending, ~bit, __ATOMIC_ACQ_REL) & bit) != 0;
+}
+
+/* kill/tkill/tgkill/sigqueue from the program with the checkpoint signal's number, aimed at
+ * itself: its own handler gets it; without a handler it asks for a checkpoint, as from outside. */
+static long self_ckpt_signal(ucontext_t *uc, int code, const siginfo_t *queued)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    int sig = c->ckpt_sig;
+    uint64_t h = c->virt_act[sig].handler;
+    if (h == (uint64_t)SIG_IGN)
+        return 0;
+    if (h == (uint64_t)SIG_DFL)
+        return raw_syscall2(SYS_kill, c->pid, sig);
+    if (vmask_get(c, (int32_t)raw_syscall0(SYS_gettid)) & sigbit(sig)) {
+        __atomic_or_fetch(&c->virt_pending, sigbit(sig), __ATOMIC_ACQ_REL);
+        return 0;
+    }
+    run_ckpt_handler(uc, code, queued);
+    return 0;
+}
+
+/* Is this kill-family call aimed at this process (one of its threads) with the checkpoint
+ * signal? A vfork child (posix_spawn) shares the control block: it is never "this process". */
+static int self_ckpt_target(const struct crac_ctrl *c, long nr, long a1, long a2, long a3)
+{
+    long sig = (nr == SYS_tgkill || nr == SYS_rt_tgsigqueueinfo) ? a3 : a2;
+    if (sig != c->ckpt_sig || (int32_t)raw_syscall0(SYS_getpid) != c->pid)
+        return 0;
+    int32_t me = c->vpid ? c->vpid : c->pid;
+    if (nr == SYS_tkill)
+        return raw_syscall3(SYS_tgkill, c->pid, vid_to_real(c, (int32_t)a1), 0) == 0;
+    return a1 == me;
+}
+
+/* What the program may learn of pending signals: never the checkpoint signal from outside. The
+ * kernel answers with this handler's mask; the program's is the interrupted one. */
+static long emu_rt_sigpending(ucontext_t *uc, uint64_t *set, long setsize)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    if (!mask_ok(setsize))
+        return -EINVAL;
+    uint64_t pend;
+    long r = raw_syscall2(SYS_rt_sigpending, &pend, 8);
+    if (r < 0)
+        return r;
+    uint64_t vblocked = vmask_get(c, (int32_t)raw_syscall0(SYS_gettid));
+    *set = (pend & *(uint64_t *)&uc->uc_sigmask & ~c->reserved_sigs) |
+           (__atomic_load_n(&c->virt_pending, __ATOMIC_ACQUIRE) & vblocked);
+    return 0;
+}
+
+/* sigwaitinfo/sigtimedwait never take the checkpoint signal (crac's lower thread does); the
+ * program's own one, if it waits for it, is taken from virt_pending. */
+static long emu_rt_sigtimedwait(ucontext_t *uc, const uint64_t *these, siginfo_t *info,
+                                const void *timeout, long setsize)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    if (!mask_ok(setsize))
+        return -EINVAL;
+    uint64_t want = *these;
+    if ((want & sigbit(c->ckpt_sig)) && take_virt_pending(c)) {
+        if (info) {
+            __builtin_memset(info, 0, sizeof(*info));
+            info->si_signo = c->ckpt_sig;
+            info->si_code = SI_TKILL;
+            info->si_pid = vid_from_real(c, c->pid);
+            info->si_uid = (uid_t)raw_syscall0(SYS_getuid);
+        }
+        return c->ckpt_sig;
+    }
+    want &= ~c->reserved_sigs;
+    /* Wait under the program's mask, not this handler's (which blocks nearly everything), so
+     * crac's suspension and the program's handlers can interrupt the wait as they would. */
+    uint64_t prog = *(uint64_t *)&uc->uc_sigmask, saved;
+    raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &prog, &saved, 8);
+    long r = raw_syscall4(SYS_rt_sigtimedwait, &want, info, timeout, 8);
+    raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+    return r;
+}
+
+static long emu_signalfd(long nr, long fd, const uint64_t *mask, long setsize, long flags)
+{
+    if (!mask_ok(setsize))
+        return -EINVAL;
+    uint64_t m = *mask & ~crac_ctrl()->reserved_sigs;
+    return nr == SYS_signalfd4 ? raw_syscall4(nr, fd, &m, 8, flags) : raw_syscall3(nr, fd, &m, 8);
+}
 
 
 static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
@@ -542,6 +697,7 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         c->pid = (int32_t)raw_syscall0(SYS_getpid);
         c->lock = 0;
         c->vpid = 0; /* a new process: its ids are the kernel's */
+        c->virt_pending = 0; /* a child starts with no pending signals */
         c->n_vids = 0;
         c->cpu_offset_ns = 0; /* its CPU time starts at 0 */
         c->n_tcpu = 0;
@@ -555,9 +711,14 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
 }
 
 /* Ids the program holds are the ones of its first launch; the kernel's differ after a restart. */
-static long emu_ids(long nr, long a1, long a2, long a3, long a4)
+static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
 {
     const struct crac_ctrl *c = crac_ctrl();
+    if (nr != SYS_getpid && nr != SYS_gettid && self_ckpt_target(c, nr, a1, a2, a3)) {
+        const siginfo_t *queued = nr == SYS_rt_sigqueueinfo ? (const siginfo_t *)a3
+                                : nr == SYS_rt_tgsigqueueinfo ? (const siginfo_t *)a4 : 0;
+        return self_ckpt_signal(uc, nr == SYS_kill ? SI_USER : SI_TKILL, queued);
+    }
     switch (nr) {
     case SYS_getpid: return vid_from_real(c, (int32_t)raw_syscall0(SYS_getpid));
     case SYS_gettid: return vid_from_real(c, (int32_t)raw_syscall0(SYS_gettid));
@@ -768,7 +929,7 @@ static void forward_program_sigsys(siginfo_t *info, ucontext_t *uc)
     if (act.flags & SA_RESETHAND)
         va->handler = (uint64_t)SIG_DFL;
     /* SIGSYS itself stays unblocked: a seccomp trap while it is blocked kills the process. */
-    uint64_t during = (*(uint64_t *)&uc->uc_sigmask | act.mask) & ~c->reserved_sigs;
+    uint64_t during = upper_mask(c, *(uint64_t *)&uc->uc_sigmask | act.mask);
     uint64_t saved;
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &during, &saved, 8);
     if (act.flags & SA_SIGINFO)
@@ -810,7 +971,11 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_tkill:
     case SYS_kill:
     case SYS_rt_sigqueueinfo:
-    case SYS_rt_tgsigqueueinfo: r = emu_ids(nr, a1, a2, a3, a4); break;
+    case SYS_rt_tgsigqueueinfo: r = emu_ids(uc, nr, a1, a2, a3, a4); break;
+    case SYS_rt_sigpending: r = emu_rt_sigpending(uc, (void *)a1, a2); break;
+    case SYS_rt_sigtimedwait: r = emu_rt_sigtimedwait(uc, (const void *)a1, (void *)a2, (const void *)a3, a4); break;
+    case SYS_signalfd:
+    case SYS_signalfd4: r = emu_signalfd(nr, a1, (const void *)a2, a3, nr == SYS_signalfd4 ? a4 : 0); break;
     case SYS_sched_setaffinity: case SYS_sched_getaffinity: case SYS_sched_setparam:
     case SYS_sched_getparam: case SYS_sched_setscheduler: case SYS_sched_getscheduler:
     case SYS_sched_rr_get_interval: case SYS_sched_setattr: case SYS_sched_getattr:

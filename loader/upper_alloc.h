@@ -58,6 +58,9 @@ struct crac_ctrl {
     uint32_t n_shm;
     struct crac_range shm[CRAC_MAX_SHM]; /* shmat attachments, for shmdt's size */
     struct crac_ksigaction virt_act[65]; /* the program's view of the reserved signals */
+    /* The checkpoint signal the program sent itself while its handler was blocked (in its view):
+     * delivered when it unblocks it (confine_trap.c). Bit (sig-1). */
+    uint64_t virt_pending;
     struct crac_vmask vmask[CRAC_MAX_VMASK]; /* open addressing by real tid */
     int32_t vpid;   /* the pid the program knows; 0 until a restart makes it differ */
     uint32_t n_vids;

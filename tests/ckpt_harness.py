@@ -53,6 +53,8 @@ CKPT_PROGRAMS = (
     "ckpt_sparse",
     "ckpt_detached",
     "ckpt_poll",
+    "ckpt_sighide",
+    "ckpt_sigown",
 )
 
 _BUILT: dict[str, Path] = {}
