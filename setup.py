@@ -7,6 +7,8 @@ replaced by a call to build_native.build():
 
 * regular builds (`pip install .`, wheels):  <build_lib>/crac_py/_native
 * in-place / editable builds (`pip install -e .`, `setup.py build_ext -i`): crac_py/_native
+
+The `crac` command itself is one of those native parts (front/), installed by build_scripts.
 """
 
 from __future__ import annotations
@@ -48,4 +50,28 @@ class BuildNative(build_ext):
         return [src for t in build_native.TARGETS.values() for src in t.sources(HERE)]
 
 
-setup(distclass=BinaryDistribution, cmdclass={"build_ext": BuildNative})
+# setuptools has no build_scripts of its own (it is distutils'); ask for whichever it uses.
+build_scripts = Distribution().get_command_class("build_scripts")
+
+
+class BuildFront(build_scripts):  # type: ignore[misc, valid-type]
+    """The `crac` command is native (front/crac_front.c, built by build_ext with the rest): it is
+    copied as it is, not a Python script whose #! line would be adjusted. It replaces the console
+    script an entry point would give, which starts Python before it can block the checkpoint
+    signal (docs/DECISIONS.md)."""
+
+    def run(self) -> None:
+        native = self.get_finalized_command("build_ext")
+        self.run_command("build_ext")
+        front = native._out_dir() / "crac"
+        out = Path(self.build_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        self.copy_file(os.fspath(front), os.fspath(out / "crac"))
+        os.chmod(out / "crac", 0o755)
+
+
+setup(
+    distclass=BinaryDistribution,
+    cmdclass={"build_ext": BuildNative, "build_scripts": BuildFront},
+    scripts=["front/crac_front.c"],
+)

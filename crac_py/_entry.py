@@ -1,10 +1,11 @@
-"""The `crac` console script: block the checkpoint signal before the (slow) imports.
+"""The Python side of the `crac` command: keep the checkpoint signal blocked, then the CLI.
 
 A checkpoint signal sent to a process started with `crac launch`/`crac restart` while it is still
-Python must neither kill it nor be lost. A blocked signal stays blocked, and pending, across
-execve (a handler does not survive it), so it is blocked here, first, and the loader takes the
-pending signal once the program can be checkpointed (docs/DECISIONS.md). The CLI proper is
-imported after.
+starting must neither kill it nor be lost. A blocked signal stays blocked, and pending, across
+execve (a handler does not survive it): the native `crac` command (front/crac_front.c) blocks it
+at its entry point and execs Python; this module blocks it again for `python -m crac_py` (where
+Python's own start-up comes first, unprotected), and the loader takes the pending signal once the
+program can be checkpointed (docs/DECISIONS.md). The CLI proper is imported after.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _hold_checkpoint_signal() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {held_signal})
 
 
-# At import, not in main(): the console script imports this module before anything else of crac.
+# At import, not in main(): `crac` imports this module before anything else of crac.
 _hold_checkpoint_signal()
 
 

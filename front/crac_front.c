@@ -1,0 +1,125 @@
+/* crac_front.c — the `crac` command: blocks the checkpoint signal at its very first instruction
+ * (before the C library and long before Python start), then execs the Python CLI. */
+#include "crac_rawsys.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* A checkpoint signal sent while `crac launch`/`crac restart` is still starting must neither
+ * kill it nor be lost (docs/DECISIONS.md). A blocked signal stays blocked and pending across
+ * execve, so it is blocked here, in the executable's entry point: crac_py/_entry.py and the
+ * loader keep it blocked, and the loader turns a pending one into a checkpoint. Python's own
+ * start-up takes tens of milliseconds; the console script pip would generate cannot do this. */
+
+/* Runs before the C library is initialised (static executable, nothing relocated yet): no libc
+ * calls, and nothing the compiler could turn into one. */
+static int same(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+static const char *after_prefix(const char *s, const char *prefix)
+{
+    while (*prefix)
+        if (*s++ != *prefix++)
+            return 0;
+    return s;
+}
+
+static int signal_number(const char *s)
+{
+    int v = 0;
+    if (!s || !*s)
+        return 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > 64)
+            return 0;
+        v = v * 10 + (*s - '0');
+    }
+    return v >= 1 && v <= 64 && v != SIGKILL && v != SIGSTOP ? v : 0;
+}
+
+/* The same guess as crac_py/_entry.py: --ckpt-signal > CRAC_SIGCKPT > DMTCP_SIGCKPT > 12. */
+__attribute__((used)) static void crac_front_hold(long *sp)
+{
+    long argc = sp[0];
+    char **argv = (char **)(sp + 1), **envp = argv + argc + 1;
+    if (argc < 2 || !(same(argv[1], "launch") || same(argv[1], "restart")))
+        return;
+    int sig = 0;
+    for (long i = 2; i < argc && !same(argv[i], "--") && !sig; i++) {
+        const char *v = after_prefix(argv[i], "--ckpt-signal=");
+        if (!v && same(argv[i], "--ckpt-signal") && i + 1 < argc)
+            v = argv[i + 1];
+        sig = signal_number(v);
+    }
+    for (const char *const *name = (const char *const[]){"CRAC_SIGCKPT=", "DMTCP_SIGCKPT=", 0};
+         *name && !sig; name++)
+        for (char **e = envp; *e; e++) {
+            const char *v = after_prefix(*e, *name);
+            if (v && *v) {
+                sig = signal_number(v);
+                sig = sig ? sig : SIGUSR2;
+                break;
+            }
+        }
+    uint64_t set = 1UL << ((sig ? sig : SIGUSR2) - 1);
+    raw_syscall4(SYS_rt_sigprocmask, SIG_BLOCK, &set, 0, 8);
+}
+
+/* The entry point (-e crac_front_entry): hold the signal, then the C library's _start with the
+ * process's initial stack and rdx untouched. */
+__asm__(".text\n"
+        ".globl crac_front_entry\n"
+        ".type crac_front_entry, @function\n"
+        "crac_front_entry:\n"
+        "    mov %rdx, %r12\n"
+        "    mov %rsp, %r13\n"
+        "    mov %rsp, %rdi\n"
+        "    and $-16, %rsp\n"
+        "    call crac_front_hold\n"
+        "    mov %r13, %rsp\n"
+        "    mov %r12, %rdx\n"
+        "    jmp _start\n");
+
+#ifndef CRAC_PYTHON
+#define CRAC_PYTHON "python3"
+#endif
+
+int main(int argc, char **argv)
+{
+    /* The interpreter crac was installed with; else the python3 beside this executable. */
+    char python[PATH_MAX] = CRAC_PYTHON, self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[n > 0 ? n : 0] = '\0';
+    if (access(python, X_OK) != 0 && n > 0) {
+        char *slash = strrchr(self, '/');
+        snprintf(python, sizeof(python), "%.*s/python3", (int)(slash - self), self);
+    }
+    /* -P: the working directory is not put on sys.path (a ./crac_py there must not shadow
+     * crac). sys.argv[0] becomes this command's path, as with a console script. */
+    char **args = calloc((size_t)argc + 5, sizeof(char *));
+    if (!args)
+        return 2;
+    int k = 0;
+    args[k++] = python;
+    args[k++] = "-P";
+    args[k++] = "-c";
+    args[k++] = "import sys; sys.argv[0] = sys.argv.pop(1); from crac_py._entry import main; "
+                "sys.exit(main())";
+    args[k++] = n > 0 ? self : argv[0];
+    for (int i = 1; i < argc; i++)
+        args[k++] = argv[i];
+    args[k] = NULL;
+    execvp(python, args);
+    fprintf(stderr, "crac: error: cannot run %s: %m; reinstall crac (pip install .)\n", python);
+    return 2;
+}
