@@ -162,3 +162,29 @@ def test_own_handler_is_warned_once(ckpt_apps, tmp_path):
     assert len(warnings) == 1, proc.report()
     assert "signal 12" in warnings[0] and "--ckpt-signal" in warnings[0], warnings[0]
     assert complete_generations(ckptdir) == {}, "a self-sent SIGUSR2 started a checkpoint"
+
+
+def test_coordinator_checkpoint_before_the_program_runs(ckpt_apps, tmp_path):
+    """A worker joins its coordinator before the loader has even loaded the program; a job
+    checkpoint asked for at once must wait for the program and complete, not fail."""
+    from coord_harness import Coordinator, request
+
+    coord = Coordinator(tmp_path / "coord")
+    ckptdir = tmp_path / "ckpt"
+    ckptdir.mkdir()
+    opts = ["--join-coordinator", "-p", str(coord.port)]
+    proc = launch(
+        ckpt_apps["ckpt_counter"], COUNTER_ARGS, ckptdir, out_dir=tmp_path / "logs", opts=opts
+    )
+    try:
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while request(coord.port, "status")["num_peers"] < 1:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                fail(f"the worker did not join\n{coord.log_text()}", proc)
+        reply = request(coord.port, "bcheckpoint")
+        assert reply.get("ok") is True, f"{reply}\n{coord.log_text()}\n{proc.report()}"
+        wait_new_generation(ckptdir, {}, proc)
+        wait_for_step(proc, proc.last_step() + 1)
+    finally:
+        proc.stop()
+        coord.stop()
