@@ -455,7 +455,7 @@ static long emu_rt_sigaction(long sig, const struct crac_ksigaction *act,
         if (act && (int32_t)raw_syscall0(SYS_getpid) == c->pid) {
             c->virt_act[sig] = copy;
             c->virt_act[sig].mask &= ~c->reserved_sigs;
-            if (sig == c->ckpt_sig && is_handler(act->handler))
+            if (sig == c->ckpt_sig && is_handler(copy.handler))
                 warn_ckpt_handler((int)sig);
         }
         return oact ? to_user(oact, &old, sizeof(old)) : 0;
@@ -593,9 +593,9 @@ static long emu_rt_sigpending(ucontext_t *uc, uint64_t *set, long setsize)
     if (r < 0)
         return r;
     uint64_t vblocked = vmask_get(c, (int32_t)raw_syscall0(SYS_gettid));
-    *set = (pend & *(uint64_t *)&uc->uc_sigmask & ~c->reserved_sigs) |
-           (__atomic_load_n(&c->virt_pending, __ATOMIC_ACQUIRE) & vblocked);
-    return 0;
+    uint64_t shown = (pend & *(uint64_t *)&uc->uc_sigmask & ~c->reserved_sigs) |
+                     (__atomic_load_n(&c->virt_pending, __ATOMIC_ACQUIRE) & vblocked);
+    return to_user(set, &shown, 8);
 }
 
 /* sigwaitinfo/sigtimedwait never take the checkpoint signal (crac's lower thread does); the
@@ -606,15 +606,18 @@ static long emu_rt_sigtimedwait(ucontext_t *uc, const uint64_t *these, siginfo_t
     struct crac_ctrl *c = crac_ctrl();
     if (!mask_ok(setsize))
         return -EINVAL;
-    uint64_t want = *these;
+    uint64_t want;
+    if (from_user(&want, these, 8) != 0)
+        return -EFAULT;
     if ((want & sigbit(c->ckpt_sig)) && take_virt_pending(c)) {
-        if (info) {
-            __builtin_memset(info, 0, sizeof(*info));
-            info->si_signo = c->ckpt_sig;
-            info->si_code = SI_TKILL;
-            info->si_pid = vid_from_real(c, c->pid);
-            info->si_uid = (uid_t)raw_syscall0(SYS_getuid);
-        }
+        siginfo_t si;
+        __builtin_memset(&si, 0, sizeof(si));
+        si.si_signo = c->ckpt_sig;
+        si.si_code = SI_TKILL;
+        si.si_pid = vid_from_real(c, c->pid);
+        si.si_uid = (uid_t)raw_syscall0(SYS_getuid);
+        if (info && to_user(info, &si, sizeof(si)) != 0)
+            return -EFAULT;
         return c->ckpt_sig;
     }
     want &= ~c->reserved_sigs;
@@ -631,7 +634,10 @@ static long emu_signalfd(long nr, long fd, const uint64_t *mask, long setsize, l
 {
     if (!mask_ok(setsize))
         return -EINVAL;
-    uint64_t m = *mask & ~crac_ctrl()->reserved_sigs;
+    uint64_t m;
+    if (from_user(&m, mask, 8) != 0)
+        return -EFAULT;
+    m &= ~crac_ctrl()->reserved_sigs;
     return nr == SYS_signalfd4 ? raw_syscall4(nr, fd, &m, 8, flags) : raw_syscall3(nr, fd, &m, 8);
 }
 
@@ -717,7 +723,10 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
     if (nr != SYS_getpid && nr != SYS_gettid && self_ckpt_target(c, nr, a1, a2, a3)) {
         const siginfo_t *queued = nr == SYS_rt_sigqueueinfo ? (const siginfo_t *)a3
                                 : nr == SYS_rt_tgsigqueueinfo ? (const siginfo_t *)a4 : 0;
-        return self_ckpt_signal(uc, nr == SYS_kill ? SI_USER : SI_TKILL, queued);
+        siginfo_t copy;
+        if (queued && from_user(&copy, queued, sizeof(copy)) != 0)
+            return -EFAULT;
+        return self_ckpt_signal(uc, nr == SYS_kill ? SI_USER : SI_TKILL, queued ? &copy : 0);
     }
     switch (nr) {
     case SYS_getpid: return vid_from_real(c, (int32_t)raw_syscall0(SYS_getpid));
