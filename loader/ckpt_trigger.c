@@ -1,9 +1,10 @@
 /* ckpt_trigger.c — what starts a checkpoint: the checkpoint signal (from outside), a request from
  * the program (crac_checkpoint()) and the interval; the manager thread waits for them. */
 
-/* The checkpoint signal is blocked in every thread from the loader's first instruction (crac's
- * Python start blocks it before exec, main() again): one arriving early stays pending, never
- * fatal, and a lower thread takes it with sigwaitinfo (docs/DECISIONS.md). A request made before
+/* The checkpoint signal is blocked in every thread from crac's first instruction (the `crac`
+ * command's entry point; it stays blocked across its execs, and main() blocks it again): one
+ * arriving early stays pending, never fatal, and a lower thread takes it with sigwaitinfo
+ * (docs/DECISIONS.md). A request made before
  * the program can be checkpointed is kept until ckpt_set_ready(). */
 #include "ckpt.h"
 

@@ -200,8 +200,9 @@ int main(int argc, char **argv, char **envp)
 {
     if (argc == 2 && strcmp(argv[1], "--probe") == 0)
         return probe_main();
-    /* `crac launch`/`crac restart` exec us with the checkpoint signal blocked (crac_py/_entry.py);
-     * block it here too for a loader started by hand. It stays blocked in every thread, the
+    /* `crac launch`/`crac restart` exec us with the checkpoint signal blocked (the `crac` command
+     * blocks it at its entry point, front/crac_front.c); block it here too for a loader started
+     * by hand. It stays blocked in every thread, the
      * program's included: one sent now stays pending and is taken once the program can be
      * checkpointed (ckpt_trigger.c). */
     int early_sig = early_ckpt_signal(argc, argv);
