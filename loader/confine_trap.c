@@ -417,7 +417,10 @@ static inline uint64_t upper_mask(const struct crac_ctrl *c, uint64_t wanted)
     return (wanted & ~c->reserved_sigs) | ckpt_blocked(c);
 }
 
-static inline int is_handler(uint64_t h) { return h != (uint64_t)SIG_DFL && h != (uint64_t)SIG_IGN; }
+static inline int is_handler(uint64_t h)
+{
+    return h != (uint64_t)SIG_DFL && h != (uint64_t)SIG_IGN;
+}
 
 /* Once per process: the program's handler for the checkpoint signal gets only what the program
  * sends itself; DMTCP users know to move the checkpoint signal (docs/DECISIONS.md). */
@@ -522,7 +525,7 @@ static void run_ckpt_handler(ucontext_t *uc, int code, const siginfo_t *queued)
     siginfo_t si;
     __builtin_memset(&si, 0, sizeof(si));
     if (queued)
-        si = *queued;
+        __builtin_memcpy(&si, queued, sizeof(si));
     si.si_signo = sig;
     if (!queued) {
         si.si_code = code;
@@ -982,9 +985,13 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_rt_sigqueueinfo:
     case SYS_rt_tgsigqueueinfo: r = emu_ids(uc, nr, a1, a2, a3, a4); break;
     case SYS_rt_sigpending: r = emu_rt_sigpending(uc, (void *)a1, a2); break;
-    case SYS_rt_sigtimedwait: r = emu_rt_sigtimedwait(uc, (const void *)a1, (void *)a2, (const void *)a3, a4); break;
+    case SYS_rt_sigtimedwait:
+        r = emu_rt_sigtimedwait(uc, (const void *)a1, (void *)a2, (const void *)a3, a4);
+        break;
     case SYS_signalfd:
-    case SYS_signalfd4: r = emu_signalfd(nr, a1, (const void *)a2, a3, nr == SYS_signalfd4 ? a4 : 0); break;
+    case SYS_signalfd4:
+        r = emu_signalfd(nr, a1, (const void *)a2, a3, nr == SYS_signalfd4 ? a4 : 0);
+        break;
     case SYS_sched_setaffinity: case SYS_sched_getaffinity: case SYS_sched_setparam:
     case SYS_sched_getparam: case SYS_sched_setscheduler: case SYS_sched_getscheduler:
     case SYS_sched_rr_get_interval: case SYS_sched_setattr: case SYS_sched_getattr:

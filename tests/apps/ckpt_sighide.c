@@ -53,7 +53,8 @@ static void check_hidden(long k, int with_status)
     siginfo_t si;
     int r = sigtimedwait(&usr2, &si, &zero);
     if (r == SIGUSR2)
-        fail("step %ld: sigtimedwait took a SIGUSR2 (si_pid %d, si_code %d)", k, si.si_pid, si.si_code);
+        fail("step %ld: sigtimedwait took a SIGUSR2 (si_pid %d, si_code %d)", k, si.si_pid,
+             si.si_code);
     if (r != -1 || errno != EAGAIN)
         fail("step %ld: sigtimedwait with a zero timeout: %d (%s)", k, r, strerror(errno));
 
@@ -65,7 +66,8 @@ static void check_hidden(long k, int with_status)
     /* 0: a checkpoint came between signalfd() and read(), and the restart made the descriptor
      * /dev/null (docs/DECISIONS.md); a signalfd itself never reads 0 bytes. */
     if (got > 0)
-        fail("step %ld: the signalfd for SIGUSR2 gave %zd bytes (signal %u)", k, got, ssi.ssi_signo);
+        fail("step %ld: the signalfd for SIGUSR2 gave %zd bytes (signal %u)", k, got,
+             ssi.ssi_signo);
     if (got < 0 && errno != EAGAIN)
         fail("step %ld: read(signalfd): %s", k, strerror(errno));
     close(fd);
@@ -82,7 +84,8 @@ static void *waiter(void *arg)
         siginfo_t si;
         int r = sigtimedwait(&usr2, &si, &t);
         if (r == SIGUSR2)
-            fail("the waiting thread took a SIGUSR2 (si_pid %d, si_code %d)", si.si_pid, si.si_code);
+            fail("the waiting thread took a SIGUSR2 (si_pid %d, si_code %d)", si.si_pid,
+                 si.si_code);
         if (r != -1 || (errno != EAGAIN && errno != EINTR))
             fail("sigtimedwait in the waiting thread: %d (%s)", r, strerror(errno));
     }
