@@ -42,6 +42,8 @@ void ckpt_serve(void);
 
 long ckpt_register_upper(struct crac_registry *r);
 long ckpt_request_entry(void);
+long ckpt_query_entry(long what, char *buf, unsigned long len); /* ckpt_query.c */
+long ckpt_pid_entry(long dir, long pid);
 int ckpt_install_suspend_handler(const struct crac_registry *r);
 int remove_tree(const char *path);
 
