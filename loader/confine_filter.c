@@ -78,7 +78,9 @@ int confine_install_filter(int virtual_ids)
     static const int always[] = {SYS_mmap,         SYS_munmap,         SYS_mremap,
                                  SYS_brk,          SYS_shmat,          SYS_shmdt,
                                  SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_rt_sigsuspend,
-                                 SYS_fork,         SYS_exit_group};
+                                 SYS_fork,         SYS_exit_group,
+                                 /* /proc/self/exe (confine_exe.c) */
+                                 SYS_readlink, SYS_readlinkat, SYS_execve, SYS_execveat};
     struct bpf_asm a = {.n = 0};
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);
