@@ -33,5 +33,6 @@ long ckpt_query_entry(long what, char *buf, unsigned long len)
  * other way (dir 1). Pids the table does not know are their own translation. */
 long ckpt_pid_entry(long dir, long pid)
 {
-    return dir == 0 ? vid_from_real(crac_ctrl(), (int32_t)pid) : vid_to_real(crac_ctrl(), (int32_t)pid);
+    struct crac_ctrl *c = crac_ctrl();
+    return dir == 0 ? vid_from_real(c, (int32_t)pid) : vid_to_real(c, (int32_t)pid);
 }

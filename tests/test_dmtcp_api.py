@@ -58,7 +58,7 @@ def test_checkpoint_waits_for_the_section(app: Path, tmp_path: Path) -> None:
     lines = log.read_text().splitlines()
     assert lines[0] == "deferred at generation 0", lines
     after = lines[1].split()
-    assert after[:3] == ["after", "the", "section:"] and int(after[-1]) >= 2, lines
+    assert after[:3] == ["after", "the", "section:"] and int(after[-1]) >= 1, lines
     (proc,) = ckpt.glob("ckpt_dmtcp_api_*")
     assert (proc / "gen-000001" / "upper.core").is_file()
 

@@ -1,5 +1,5 @@
-/* dmtcp_api.c — every function of DMTCP's include/dmtcp.h, with crac's meaning (docs/DMTCP_API.md),
- * so a program written against DMTCP's weak symbols finds them all under crac and none natively. */
+/* dmtcp_api.c — each function of DMTCP's include/dmtcp.h with crac's meaning (docs/DMTCP_API.md):
+ * a program written against DMTCP's weak symbols finds them all under crac, and none natively. */
 #include "crac.h"
 
 #include "upper_runtime.h"

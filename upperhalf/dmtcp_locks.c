@@ -27,7 +27,10 @@ static void futex_wait(void *addr, uint32_t val)
     syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
 }
 
-static void futex_wake(void *addr, int n) { syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0); }
+static void futex_wake(void *addr, int n)
+{
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
 
 void DmtcpMutexInit(struct dmtcp_mutex *m, int type)
 {

@@ -293,7 +293,8 @@ static void check_api(const char *argv0)
     struct in_addr ip = {0};
     dmtcp_get_local_ip_addr(&ip);
     uint32_t vlen = 5;
-    if (dmtcp_set_ckpt_dir("/elsewhere") > 0 || dmtcp_get_restart_env("HOME", buf, sizeof(buf)) != -1 ||
+    if (dmtcp_set_ckpt_dir("/elsewhere") > 0 ||
+        dmtcp_get_restart_env("HOME", buf, sizeof(buf)) != -1 ||
         dmtcp_get_restart_env(NULL, buf, 1) != -5 || dmtcp_is_protected_fd(1) ||
         dmtcp_should_ckpt_open_files() || dmtcp_get_ptrace_fd() != -1 || ip.s_addr == 0 ||
         dmtcp_send_query_to_coordinator("x", "k", 1, buf, &vlen) != 0 || vlen != 0 ||

@@ -1,9 +1,11 @@
 /* self_exe [STEPS]: launched through a symlink in another directory, finds its library next to
-   its real file (RUNPATH $ORIGIN); each step checks that readlink and realpath of /proc/self/exe
-   name the real program (realpath(argv[0])), and every 10th step re-executes itself through
-   /proc/self/exe and checks the child's answer. `self_exe --child`: the re-executed program. */
+   its real file (RUNPATH $ORIGIN); each step checks that readlink, realpath, open and fopen of
+   /proc/self/exe name the real program (realpath(argv[0])), and every 10th step re-executes
+   itself through /proc/self/exe and checks the child's answer. `self_exe --child`: that child. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #define PROG "self_exe"
@@ -27,6 +29,19 @@ static void check_exe(const char *argv0, long k)
         fail("step %ld: readlink(/proc/self/exe) = %s, realpath(argv[0]) = %s", k, link, real);
     if (!realpath("/proc/self/exe", resolved) || strcmp(resolved, real) != 0)
         fail("step %ld: realpath(/proc/self/exe) = %s, not %s", k, resolved, real);
+    /* Opened, it is the real file too (open and fopen). */
+    struct stat want, got;
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || stat(real, &want) != 0 || fstat(fd, &got) != 0 || got.st_ino != want.st_ino ||
+        got.st_dev != want.st_dev)
+        fail("step %ld: open(/proc/self/exe) is not %s", k, real);
+    close(fd);
+    char self[32];
+    snprintf(self, sizeof(self), "/proc/%d/exe", (int)getpid());
+    FILE *f = fopen(self, "r");
+    if (!f || fstat(fileno(f), &got) != 0 || got.st_ino != want.st_ino)
+        fail("step %ld: fopen(%s) is not %s", k, self, real);
+    fclose(f);
     /* A short buffer gets the first bytes, without a NUL, as readlink gives them. */
     char shortbuf[4];
     if (readlink("/proc/self/exe", shortbuf, sizeof(shortbuf)) != (ssize_t)sizeof(shortbuf) ||
