@@ -62,9 +62,3 @@ def test_checkpoint_waits_for_the_section(app: Path, tmp_path: Path) -> None:
     (proc,) = ckpt.glob("ckpt_dmtcp_api_*")
     assert (proc / "gen-000001" / "upper.core").is_file()
 
-
-def test_natively_nothing_is_present(app: Path, tmp_path: Path) -> None:
-    log = tmp_path / "api.log"
-    cp = subprocess.run([str(app), "defer", str(log)], capture_output=True, timeout=60)
-    assert cp.returncode == 0, cp.stderr
-    assert log.read_text() == "not under DMTCP\n"

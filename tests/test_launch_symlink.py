@@ -19,14 +19,14 @@ def build(tmp_path: Path) -> Path:
     links.mkdir(parents=True)
     lib = real / "libselfexe.so"
     subprocess.run(
-        ["gcc", *CFLAGS, "-shared", "-fPIC", "-o", str(lib), str(APPS_DIR / "self_exe_lib.c")],
+        ["gcc", *CFLAGS, "-shared", "-fPIC", "-o", str(lib), str(APPS_DIR / "self_exe" / "self_exe_lib.c")],
         check=True,
         timeout=120,
     )
     prog = real / "self_exe"
     subprocess.run(
         [
-            "gcc", *CFLAGS, "-o", str(prog), str(APPS_DIR / "self_exe.c"),
+            "gcc", *CFLAGS, "-o", str(prog), str(APPS_DIR / "self_exe" / "self_exe.c"),
             f"-L{real}", "-lselfexe", "-Wl,--enable-new-dtags,-rpath,$ORIGIN",
         ],
         check=True,

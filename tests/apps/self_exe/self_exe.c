@@ -10,7 +10,7 @@
 
 #define PROG "self_exe"
 #define USAGE "[STEPS] | --child"
-#include "ckpt_common.h"
+#include "../ckpt_common.h"
 
 long self_exe_lib_square(long k);
 
