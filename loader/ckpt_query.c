@@ -2,6 +2,7 @@
  * (upperhalf/dmtcp_api.c): directories, the real program path, the signal, the coordinator. */
 #include "ckpt.h"
 
+#include "coord_client.h"
 #include "crac_lh_api.h"
 #include "upper_alloc.h"
 
@@ -35,4 +36,11 @@ long ckpt_pid_entry(long dir, long pid)
 {
     struct crac_ctrl *c = crac_ctrl();
     return dir == 0 ? vid_from_real(c, (int32_t)pid) : vid_to_real(c, (int32_t)pid);
+}
+
+/* Lower-half API entry: the coordinator's view of the job (dmtcp_get_coordinator_status()).
+ * 0 with *peers and *running filled, -1 without a coordinator or an answer. */
+long ckpt_coord_status_entry(int *peers, int *running)
+{
+    return coord_status(peers, running);
 }

@@ -49,6 +49,7 @@ static const struct crac_lh_entry loader_entries[] = {
     {"crac_lh_request_checkpoint", (void *)ckpt_request_entry},
     {"crac_lh_query", (void *)ckpt_query_entry},
     {"crac_lh_pid", (void *)ckpt_pid_entry},
+    {"crac_lh_coord_status", (void *)ckpt_coord_status_entry},
     {"crac_lh_emu_mmap", (void *)emu_mmap},
     {"crac_lh_emu_munmap", (void *)emu_munmap},
     {"crac_lh_emu_mremap", (void *)emu_mremap},

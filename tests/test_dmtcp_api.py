@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from ckpt_harness import base_env, run_cycles
 from conftest import APPS_DIR, CFLAGS, DEFAULT_TIMEOUT, crac_cmd, require_native
+from coord_harness import Coordinator
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +63,33 @@ def test_checkpoint_waits_for_the_section(app: Path, tmp_path: Path) -> None:
     (proc,) = ckpt.glob("ckpt_dmtcp_api_*")
     assert (proc / "gen-000001" / "upper.core").is_file()
 
+
+
+def test_coordinator_status_counts_the_job(app: Path, tmp_path: Path) -> None:
+    require_native()
+    coord = Coordinator(tmp_path / "coord")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    log = tmp_path / "api.log"
+    argv = [*crac_cmd(), "launch", "-j", "-p", str(coord.port), "-c", str(ckpt), "--"]
+    procs = [
+        subprocess.Popen(
+            [*argv, str(app), "coord", str(log), "2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=base_env(),
+            cwd=tmp_path,
+        )
+        for _ in range(2)
+    ]
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=DEFAULT_TIMEOUT * 2)
+            assert p.returncode == 0, err.decode()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        coord.stop()
+    assert log.read_text().splitlines() == ["peers 2 running 1"] * 2

@@ -167,15 +167,23 @@ int dmtcp_get_local_status(int *num_checkpoints, int *num_restarts)
     return DMTCP_IS_PRESENT;
 }
 
-/* crac's program side does not talk to the coordinator: this process is the peer it knows. */
+/* Under a coordinator, its answer (a request of its own, as `crac command status`); a process
+ * on its own is the one peer, running unless a checkpoint is pending. */
 int dmtcp_get_coordinator_status(int *num_peers, int *is_running)
 {
     if (!crac_upper.api)
         return DMTCP_NOT_PRESENT;
+    int peers = 1, running = dmtcp_is_running_state();
+    void *q = upper_lookup("crac_lh_coord_status");
+    if (q && query_number(CRAC_QUERY_COORDINATED) == 1) {
+        int p, r;
+        if (cross_call(q, (uint64_t)&p, (uint64_t)&r, 0) == 0)
+            peers = p, running = r;
+    }
     if (num_peers)
-        *num_peers = 1;
+        *num_peers = peers;
     if (is_running)
-        *is_running = dmtcp_is_running_state();
+        *is_running = running;
     return DMTCP_IS_PRESENT;
 }
 

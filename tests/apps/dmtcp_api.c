@@ -1,7 +1,9 @@
 /* dmtcp_api MODE LOG [STEPS]: a program written against DMTCP's dmtcp.h (its functions declared
    weak, as that header declares them), checking every answer; it appends what it saw to LOG.
    MODE cycles: `step N` lines for the checkpoint harness, the whole API checked at every step.
-   MODE defer: a checkpoint asked for inside dmtcp_disable_ckpt() waits for dmtcp_enable_ckpt(). */
+   MODE defer: a checkpoint asked for inside dmtcp_disable_ckpt() waits for dmtcp_enable_ckpt().
+   MODE coord (under a coordinator): waits until dmtcp_get_coordinator_status() counts STEPS
+   peers. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -13,7 +15,7 @@
 #include <sys/types.h>
 
 #define PROG "dmtcp_api"
-#define USAGE "cycles|defer LOG [STEPS]"
+#define USAGE "cycles|defer|coord LOG [STEPS]"
 #include "ckpt_common.h"
 
 #define DMTCP_AFTER_CHECKPOINT 1
@@ -376,6 +378,34 @@ int main(int argc, char **argv)
     int present = check_presence();
     if (!present)
         logf_("not under DMTCP");
+    if (strcmp(argv[1], "coord") == 0 && present) {
+        struct watchdog wd;
+        wd_start(&wd);
+        int peers = 0, running = 0;
+        while (dmtcp_get_coordinator_status(&peers, &running) == DMTCP_IS_PRESENT &&
+               peers != steps) {
+            if (wd_expired(&wd, 60))
+                fail("the coordinator counts %d peers, not %ld", peers, steps);
+            usleep(10000);
+        }
+        if (dmtcp_no_coordinator())
+            fail("dmtcp_no_coordinator() = 1 under a coordinator");
+        logf_("peers %d running %d", peers, running);
+        /* Stay until every peer has seen them all (the last to see leaves first). */
+        while (dmtcp_get_coordinator_status(&peers, &running) == DMTCP_IS_PRESENT &&
+               peers == steps && !wd_expired(&wd, 60)) {
+            FILE *f = fopen(log_path, "r");
+            int seen = 0;
+            for (char line[64]; f && fgets(line, sizeof(line), f);)
+                seen += strncmp(line, "peers ", 6) == 0;
+            if (f)
+                fclose(f);
+            if (seen >= steps)
+                break;
+            usleep(10000);
+        }
+        return 0;
+    }
     if (strcmp(argv[1], "defer") == 0) {
         if (present)
             defer();
