@@ -52,12 +52,20 @@ __attribute__((constructor(102))) static void dmtcp_api_init(void)
         launch_time = (uint64_t)time(NULL);
 }
 
-/* A string the lower half knows (crac_lh_query), cached: none of them changes while the program
- * runs, and a restart keeps the process directory and the program. */
+static char proc_dir_cache[PATH_MAX], ckpt_dir_cache[PATH_MAX], program_cache[PATH_MAX];
+static int32_t cached_at_restart = -1; /* the restart count the caches were filled under */
+
+/* A string the lower half knows (crac_lh_query), cached: none of them changes while the process
+ * runs, but a restart may find the image (and so the directories) moved elsewhere. */
 static const char *query_string(int what, char *cache, size_t len)
 {
     if (!crac_upper.api)
         return NULL;
+    int32_t restarts = __atomic_load_n(&crac_registry.restarts, __ATOMIC_ACQUIRE);
+    if (restarts != cached_at_restart) {
+        proc_dir_cache[0] = ckpt_dir_cache[0] = program_cache[0] = '\0';
+        cached_at_restart = restarts;
+    }
     if (cache[0])
         return cache;
     void *q = upper_lookup("crac_lh_query");
@@ -73,8 +81,6 @@ static long query_number(int what)
     void *q = crac_upper.api ? upper_lookup("crac_lh_query") : NULL;
     return q ? (long)cross_call(q, (uint64_t)what, 0, 0) : -1;
 }
-
-static char proc_dir_cache[PATH_MAX], ckpt_dir_cache[PATH_MAX], program_cache[PATH_MAX];
 
 static const char *proc_dir(void)
 {

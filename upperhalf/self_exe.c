@@ -14,11 +14,14 @@
 #include <string.h>
 #include <unistd.h>
 
-static char program[PATH_MAX]; /* the real program; the same after a restart */
+static char program[PATH_MAX]; /* the real program, as the lower half of this process knows it */
+static int32_t program_at_restart = -1;
 
 static const char *program_path(void)
 {
-    if (!program[0]) {
+    int32_t restarts = __atomic_load_n(&crac_registry.restarts, __ATOMIC_ACQUIRE);
+    if (!program[0] || restarts != program_at_restart) {
+        program_at_restart = restarts;
         void *q = upper_lookup("crac_lh_query");
         char tmp[PATH_MAX];
         if (!q || (long)cross_call(q, CRAC_QUERY_PROGRAM, (uint64_t)tmp, sizeof(tmp)) < 0)
