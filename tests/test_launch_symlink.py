@@ -17,16 +17,17 @@ def build(tmp_path: Path) -> Path:
     links = tmp_path / "links"
     real.mkdir(parents=True)
     links.mkdir(parents=True)
+    src = APPS_DIR / "self_exe"
     lib = real / "libselfexe.so"
     subprocess.run(
-        ["gcc", *CFLAGS, "-shared", "-fPIC", "-o", str(lib), str(APPS_DIR / "self_exe" / "self_exe_lib.c")],
+        ["gcc", *CFLAGS, "-shared", "-fPIC", "-o", str(lib), str(src / "self_exe_lib.c")],
         check=True,
         timeout=120,
     )
     prog = real / "self_exe"
     subprocess.run(
         [
-            "gcc", *CFLAGS, "-o", str(prog), str(APPS_DIR / "self_exe" / "self_exe.c"),
+            "gcc", *CFLAGS, "-o", str(prog), str(src / "self_exe.c"),
             f"-L{real}", "-lselfexe", "-Wl,--enable-new-dtags,-rpath,$ORIGIN",
         ],
         check=True,
