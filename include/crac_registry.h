@@ -67,6 +67,10 @@ struct crac_registry {
     /* Live device objects, counted by the shim's checkpoint hook (for the manifest). */
     int32_t dev_streams, dev_events, dev_modules, dev_pinned;
     volatile int32_t lower_epoch; /* bumped at each restart: cached lower TCBs are stale */
+    /* dmtcp_disable_ckpt() sections (docs/DMTCP_API.md): a checkpoint sets `holding`, so no new
+     * section opens, and waits until `sections` (futex) is 0 before it suspends anything. */
+    volatile int32_t sections;
+    volatile int32_t holding; /* futex: 1 from then until the threads are released */
     int32_t pad2;
     struct crac_thread_rec threads[CRAC_MAX_THREADS];
 };

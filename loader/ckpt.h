@@ -26,6 +26,7 @@ struct ckpt_config {
     int argc;
     char **argv;              /* the program's argv, for the manifest */
     int coord_fd;             /* connection to the job's coordinator, -1: none */
+    char coord_host[256], coord_port[32], coord_token[256]; /* for status requests */
 };
 
 extern struct ckpt_config ckpt_cfg;
@@ -51,6 +52,9 @@ void ckpt_serve(void);
 
 long ckpt_register_upper(struct crac_registry *r);
 long ckpt_request_entry(void);
+long ckpt_query_entry(long what, char *buf, unsigned long len); /* ckpt_query.c */
+long ckpt_pid_entry(long dir, long pid);
+long ckpt_coord_status_entry(int *peers, int *running);
 int ckpt_install_suspend_handler(const struct crac_registry *r);
 int remove_tree(const char *path);
 

@@ -143,9 +143,31 @@ static void rewind_interrupted(struct parked_thread *t)
     g[REG_RIP] -= 2;
 }
 
+/* The program's dmtcp_disable_ckpt() sections defer a checkpoint for as long as they last, as
+ * under DMTCP: no timeout, a note after a while so a stuck section is visible. */
+static void wait_sections(struct crac_registry *r)
+{
+    __atomic_store_n(&r->holding, 1, __ATOMIC_SEQ_CST);
+    int noted = 0;
+    for (int waited = 0;; waited += 100) {
+        int32_t open = __atomic_load_n(&r->sections, __ATOMIC_SEQ_CST);
+        if (open <= 0)
+            return;
+        if (waited >= 10000 && !noted) {
+            fprintf(stderr, "crac: note: the checkpoint waits for the program to leave its "
+                            "dmtcp_disable_ckpt() section\n");
+            noted = 1;
+        }
+        struct timespec t = {0, 100 * 1000000L};
+        raw_syscall6(SYS_futex, (long)&r->sections, 128 /* FUTEX_WAIT_PRIVATE */, open,
+                     (long)&t, 0, 0);
+    }
+}
+
 static int quiesce(void)
 {
     volatile int32_t *pending = lh_gate_pending(), *inside = lh_gate_inside();
+    wait_sections(ckpt_registry);
     __atomic_store_n(pending, 1, __ATOMIC_SEQ_CST);
     for (int waited = 0; __atomic_load_n(inside, __ATOMIC_SEQ_CST) > 0; waited++) {
         if (waited >= QUIESCE_TIMEOUT_MS) {
@@ -161,6 +183,9 @@ static int quiesce(void)
 static void unquiesce(void)
 {
     volatile int32_t *pending = lh_gate_pending();
+    struct crac_registry *r = ckpt_registry;
+    __atomic_store_n(&r->holding, 0, __ATOMIC_SEQ_CST);
+    raw_syscall6(SYS_futex, (long)&r->holding, 129 /* FUTEX_WAKE_PRIVATE */, 0x7fffffff, 0, 0, 0);
     __atomic_store_n(pending, 0, __ATOMIC_SEQ_CST);
     raw_syscall6(SYS_futex, (long)pending, 1 /* FUTEX_WAKE, shared: the gate uses plain */,
                  0x7fffffff, 0, 0, 0);

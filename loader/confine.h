@@ -34,4 +34,10 @@ long emu_munmap(uint64_t addr, uint64_t len);
 long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint64_t dest);
 long emu_brk(uint64_t want);
 
+/* readlink/readlinkat and execve/execveat of the program's own /proc/self/exe lead to the real
+ * program (confine_exe.c); others are passed through. execve runs with program_mask. */
+long emu_readlink(long nr, long a1, long a2, long a3, long a4);
+long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4,
+                long a5);
+
 #endif

@@ -82,7 +82,9 @@ int confine_install_filter(int virtual_ids)
                                  /* the checkpoint signal is hidden from the program */
                                  SYS_rt_sigpending, SYS_rt_sigtimedwait, SYS_signalfd,
                                  SYS_signalfd4,     SYS_tgkill,          SYS_tkill,
-                                 SYS_kill,          SYS_rt_tgsigqueueinfo, SYS_rt_sigqueueinfo};
+                                 SYS_kill,          SYS_rt_tgsigqueueinfo, SYS_rt_sigqueueinfo,
+                                 /* /proc/self/exe (confine_exe.c) */
+                                 SYS_readlink, SYS_readlinkat, SYS_execve, SYS_execveat};
     struct bpf_asm a = {.n = 0};
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);

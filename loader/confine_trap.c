@@ -977,6 +977,10 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_fork:
     case SYS_clone: r = emu_fork(uc, nr, a1, a2, a3, a4, a5); break;
     case SYS_exit_group: r = emu_exit_group(a1); break;
+    case SYS_readlink:
+    case SYS_readlinkat: r = emu_readlink(nr, a1, a2, a3, a4); break;
+    case SYS_execve:
+    case SYS_execveat: r = emu_execve((uint64_t *)&uc->uc_sigmask, nr, a1, a2, a3, a4, a5); break;
     case SYS_getpid:
     case SYS_gettid:
     case SYS_tgkill:

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -134,8 +135,8 @@ static int is_type(const char *line, const char *type)
     return json_field(line, "type", t, sizeof(t)) == 0 && strcmp(t, type) == 0;
 }
 
-int coord_connect(const char *host, const char *port, const char *token, int restarted, int vpid,
-                  char *err, size_t errlen)
+/* A TCP connection to host:port; -1 with a message in err. */
+static int tcp_connect(const char *host, const char *port, char *err, size_t errlen)
 {
     struct addrinfo hints = {0}, *res = NULL;
     hints.ai_socktype = SOCK_STREAM;
@@ -153,10 +154,49 @@ int coord_connect(const char *host, const char *port, const char *token, int res
         }
     }
     freeaddrinfo(res);
-    if (fd < 0) {
+    if (fd < 0)
         snprintf(err, errlen, "coordinator not found at %s:%s", host, port);
+    return fd;
+}
+
+/* Runs on a program thread's stack (a crossing switches fs, not stacks), which may be small: the
+ * buffers are static, under a lock of their own (the manager's connection has its own). */
+int coord_status(int *num_peers, int *running)
+{
+    static struct conn c;
+    static char line[LINE_MAX_BYTES], tok[600];
+    static volatile int32_t busy;
+    char err[256], v[32];
+    if (ckpt_cfg.coord_fd < 0 || !ckpt_cfg.coord_host[0])
         return -1;
+    int fd = tcp_connect(ckpt_cfg.coord_host, ckpt_cfg.coord_port, err, sizeof(err));
+    if (fd < 0)
+        return -1;
+    while (__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+    c.fd = fd;
+    c.len = 0;
+    json_string(tok, sizeof(tok), ckpt_cfg.coord_token);
+    int n = snprintf(line, sizeof(line),
+                     "{\"type\":\"command\",\"verb\":\"status\",\"token\":%s}\n", tok);
+    int ok = send(fd, line, (size_t)n, MSG_NOSIGNAL) == n &&
+             recv_line(&c, line, sizeof(line), HELLO_TIMEOUT_MS) == 1 &&
+             json_field(line, "num_peers", v, sizeof(v)) == 0;
+    if (ok) {
+        *num_peers = atoi(v);
+        *running = json_field(line, "running", v, sizeof(v)) == 0 && strcmp(v, "yes") == 0;
     }
+    __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+int coord_connect(const char *host, const char *port, const char *token, int restarted, int vpid,
+                  char *err, size_t errlen)
+{
+    int fd = tcp_connect(host, port, err, errlen);
+    if (fd < 0)
+        return -1;
     char prog[PATH_MAX + 16], dir[2 * PATH_MAX], tok[1024], hostname[256] = "", hostq[600];
     const char *base = strrchr(ckpt_cfg.program, '/');
     json_string(prog, sizeof(prog), base ? base + 1 : ckpt_cfg.program);

@@ -10,5 +10,8 @@ int coord_connect(const char *host, const char *port, const char *token, int res
 /* The manager's loop while connected: checkpoints when the coordinator says so, forwards the
  * process's own checkpoint requests. Returns when the coordinator goes away. */
 void coord_serve(int fd, int wake_fd);
+/* Ask the coordinator for the job's status on a connection of its own (the program's
+ * dmtcp_get_coordinator_status()). 0, or -1 without a coordinator or an answer. */
+int coord_status(int *num_peers, int *running);
 
 #endif

@@ -78,7 +78,10 @@ void launch_run(const struct options *o, const struct crac_lh_api *api, char **e
     uargv[k++] = (char *)o->argv0;
     uargv[k++] = "--preload";
     uargv[k++] = runtime;
-    for (int i = 0; i < o->program_argc; i++)
+    /* ld.so is given the real file (symlinks resolved): it derives the program's $ORIGIN from
+     * the path it opens, where the kernel would have used /proc/self/exe, the real file too. */
+    uargv[k++] = ckpt_cfg.program[0] ? ckpt_cfg.program : o->program_argv[0];
+    for (int i = 1; i < o->program_argc; i++)
         uargv[k++] = o->program_argv[i];
     uargv[k] = NULL;
     struct upper_start start = {uargv, envp, &ldso, o->program_argv[0], (uint64_t)api};

@@ -257,6 +257,11 @@ int main(int argc, char **argv, char **envp)
         if (fd < 0)
             die("%s", err);
         ckpt_cfg.coord_fd = lower_fd_adopt(fd);
+        snprintf(ckpt_cfg.coord_host, sizeof(ckpt_cfg.coord_host), "%s", opt.coord_host);
+        snprintf(ckpt_cfg.coord_port, sizeof(ckpt_cfg.coord_port), "%s",
+                 opt.coord_port ? opt.coord_port : "7779");
+        snprintf(ckpt_cfg.coord_token, sizeof(ckpt_cfg.coord_token), "%s",
+                 opt.coord_token ? opt.coord_token : "");
     }
     ckpt_config_done();
     if (opt.restart_dir)

@@ -1,5 +1,5 @@
-/* crac_api.c — the C API of include/crac.h (and DMTCP's names for it), exported by the upper
- * runtime so programs find it at run time without linking against crac. */
+/* crac_api.c — the C API of include/crac.h, exported by the upper runtime so programs find it at
+ * run time without linking against crac (DMTCP's names are in dmtcp_api.c). */
 #include "crac.h"
 
 #include "upper_runtime.h"
@@ -19,6 +19,12 @@ int crac_checkpoint(void)
     void *request = upper_lookup("crac_lh_request_checkpoint");
     if (!request)
         return -1;
+    if (upper_sections_held()) {
+        /* Inside this thread's own dmtcp_disable_ckpt() section the checkpoint cannot start
+         * before the section ends: ask for it, and say it is not taken yet. */
+        cross_call(request, 0, 0, 0);
+        return 0;
+    }
     struct crac_registry *r = &crac_registry;
     int32_t restarts = r->restarts, failures = r->failures;
     int32_t before = __atomic_load_n(&r->attempts, __ATOMIC_ACQUIRE);
@@ -32,7 +38,3 @@ int crac_checkpoint(void)
         return CRAC_AFTER_RESTART;
     return r->failures != failures ? -1 : CRAC_AFTER_CHECKPOINT;
 }
-
-int dmtcp_checkpoint(void) { return crac_checkpoint(); }
-
-int dmtcp_is_enabled(void) { return crac_is_enabled(); }

@@ -38,4 +38,7 @@ void cross_gate_leave(void);
 /* Redirect the upper libc's mmap family to the lower half's emulations (fastpath.c). */
 void fastpath_install(void);
 
+/* 1 when this thread is inside a dmtcp_disable_ckpt() section (dmtcp_api.c). */
+int upper_sections_held(void);
+
 #endif

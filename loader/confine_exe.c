@@ -1,0 +1,134 @@
+/* confine_exe.c — the program's /proc/self/exe names crac-loader, which cannot be changed without
+ * CAP_SYS_RESOURCE; readlink and exec of it from W are redirected to the real program instead.
+ * TLS-free: runs in the SIGSYS handler with the upper fs live; raw syscalls only, no errno. */
+#include "confine.h"
+
+#include "ckpt.h"
+#include "crac_rawsys.h"
+#include "upper_alloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+
+#define PATH_PEEK 40 /* longer than any spelling of the program's own exe link */
+
+/* Copy between the program's memory and ours without faulting on a bad pointer: the kernel
+ * answers EFAULT as it would for the real call. Where process_vm_* is refused (a container's
+ * seccomp profile), the pointer is trusted as the real call would dereference it anyway. */
+static long copy_mem(long nr, void *local, const void *remote, uint64_t len)
+{
+    struct iovec l = {local, len}, r = {(void *)remote, len};
+    long n = raw_syscall6(nr, raw_syscall0(SYS_getpid), (long)&l, 1, (long)&r, 1, 0);
+    if (n == -ENOSYS || n == -EPERM) {
+        char *dst = nr == SYS_process_vm_readv ? local : (char *)remote;
+        const char *src = nr == SYS_process_vm_readv ? remote : local;
+        for (uint64_t i = 0; i < len; i++)
+            dst[i] = src[i];
+        return (long)len;
+    }
+    return n;
+}
+
+static int same(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+/* Reads a decimal number; *end points after it. -1 when there is none. */
+static long number(const char *s, const char **end)
+{
+    long v = 0;
+    const char *p = s;
+    while (*p >= '0' && *p <= '9' && p - s < 10)
+        v = v * 10 + (*p++ - '0');
+    *end = p;
+    return p == s ? -1 : v;
+}
+
+static int memchr_nul(const char *p, long n)
+{
+    for (long i = 0; i < n; i++)
+        if (!p[i])
+            return 1;
+    return 0;
+}
+
+/* /proc/self/exe, /proc/thread-self/exe, or /proc/<pid>/exe with this process's pid as the
+ * kernel or the program knows it. Returns 0 when it is not (or unreadable: the real call then
+ * gives the real answer, EFAULT included). */
+static int names_own_exe(const char *user_path)
+{
+    char p[PATH_PEEK + 1];
+    /* What lies before the page end first: the string may end there, next to unmapped memory. */
+    uint64_t room = 4096 - ((uint64_t)user_path & 4095);
+    long n = copy_mem(SYS_process_vm_readv, p, user_path, room < PATH_PEEK ? room : PATH_PEEK);
+    if (n > 0 && (uint64_t)n == room && room < PATH_PEEK && !memchr_nul(p, n)) {
+        long more = copy_mem(SYS_process_vm_readv, p, user_path, PATH_PEEK);
+        n = more > n ? more : n;
+    }
+    if (n <= 0)
+        return 0;
+    p[n] = '\0';
+    if (same(p, "/proc/self/exe") || same(p, "/proc/thread-self/exe"))
+        return 1;
+    const char *prefix = "/proc/", *s = p;
+    while (*prefix && *s == *prefix)
+        s++, prefix++;
+    if (*prefix)
+        return 0;
+    const char *end;
+    long pid = number(s, &end);
+    int32_t real = (int32_t)raw_syscall0(SYS_getpid);
+    return pid > 0 && same(end, "/exe") &&
+           (pid == real || pid == vid_from_real(crac_ctrl(), real));
+}
+
+static uint64_t length(const char *s)
+{
+    uint64_t n = 0;
+    while (s[n])
+        n++;
+    return n;
+}
+
+long emu_readlink(long nr, long a1, long a2, long a3, long a4)
+{
+    /* readlink(path, buf, size) or readlinkat(dirfd, path, buf, size). */
+    const char *path = (const char *)(nr == SYS_readlink ? a1 : a2);
+    char *buf = (char *)(nr == SYS_readlink ? a2 : a3);
+    long size = nr == SYS_readlink ? a3 : a4;
+    if (!ckpt_cfg.program[0] || !names_own_exe(path))
+        return nr == SYS_readlink ? raw_syscall3(nr, a1, a2, a3) : raw_syscall4(nr, a1, a2, a3, a4);
+    if (size <= 0)
+        return -EINVAL;
+    uint64_t len = length(ckpt_cfg.program);
+    if (len > (uint64_t)size)
+        len = (uint64_t)size; /* truncated without a NUL, as readlink does */
+    return copy_mem(SYS_process_vm_writev, ckpt_cfg.program, buf, len) == (long)len ? (long)len
+                                                                                    : -EFAULT;
+}
+
+long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4,
+                long a5)
+{
+    /* execve(path, argv, envp) or execveat(dirfd, path, argv, envp, flags). */
+    int at = nr == SYS_execveat;
+    const char *path = (const char *)(at ? a2 : a1);
+    if (ckpt_cfg.program[0] && names_own_exe(path)) {
+        path = ckpt_cfg.program;
+        if (at)
+            a1 = AT_FDCWD;
+    }
+    /* The new program starts with the mask the calling thread had, not the handler's. */
+    uint64_t saved;
+    raw_syscall4(SYS_rt_sigprocmask, 2 /* SIG_SETMASK */, program_mask, &saved, 8);
+    long r = at ? raw_syscall6(nr, a1, (long)path, a3, a4, a5, 0)
+                : raw_syscall3(nr, (long)path, a2, a3);
+    raw_syscall4(SYS_rt_sigprocmask, 2, &saved, 0, 8);
+    return r;
+}
