@@ -140,6 +140,11 @@ class CompileUnit:
     cmd: list[str]
 
 
+# loader/ is one binary in folders by part (loader/README.md); its headers are found by name.
+LOADER_INCLUDES: tuple[str, ...] = tuple(
+    f"-Iloader/{part}" for part in ("boot", "confine", "cross", "ckpt", "image", "state", "restart")
+)
+
 TARGETS: dict[str, Target] = {
     # The `crac` command (setup.py installs it as the console script): it blocks the checkpoint
     # signal at its entry point, before the C library and Python start, then runs the Python CLI
@@ -157,8 +162,8 @@ TARGETS: dict[str, Target] = {
     ),
     "crac-loader": Target(
         output="crac-loader",
-        source_globs=("loader/*.c", "lowerhalf/*.c"),
-        cflags=(*COMMON_CFLAGS, "-fno-pie"),
+        source_globs=("loader/*/*.c",),
+        cflags=(*COMMON_CFLAGS, "-fno-pie", *LOADER_INCLUDES),
         ldflags=("-no-pie", "-Wl,-Ttext-segment=0x10000000"),
         libs=("-lpthread", "-ldl"),
     ),
@@ -173,12 +178,12 @@ TARGETS: dict[str, Target] = {
 
 # The simulated CUDA device (docs/SIM.md): two lower-half backend versions, the upper libcudart
 # shim, and the same sim as a plain libcudart (the native baseline).
-_SIM_BACKEND_EXCLUDE = ("lowerhalf/sim/sim_native.c",)
-_SIM_NATIVE_EXCLUDE = ("lowerhalf/sim/sim_backend.c",)
+_SIM_BACKEND_EXCLUDE = ("backends/sim/sim_native.c",)
+_SIM_NATIVE_EXCLUDE = ("backends/sim/sim_backend.c",)
 for _v in (1, 2):
     TARGETS[f"libcrac-sim{_v}.so"] = Target(
         output=f"libcrac-sim{_v}.so",
-        source_globs=("lowerhalf/sim/*.c",),
+        source_globs=("backends/sim/*.c",),
         cflags=(*COMMON_CFLAGS, "-fPIC", "-fvisibility=hidden", f"-DCRAC_SIM_VERSION={_v}"),
         ldflags=("-shared", "-Wl,-z,defs"),
         libs=("-lpthread",),
@@ -188,7 +193,7 @@ for _v in (1, 2):
     )
 TARGETS["shim/libcudart.so.13"] = Target(
     output="shim/libcudart.so.13",
-    source_globs=("upperhalf/cudart/*.c", "lowerhalf/sim/sim_errstr.c"),
+    source_globs=("upperhalf/cudart/*.c", "backends/sim/sim_errstr.c"),
     cflags=(*COMMON_CFLAGS, "-fPIC", "-Iupperhalf/cudart"),
     ldflags=("-shared",),
     libs=("-lpthread",),
@@ -198,7 +203,7 @@ TARGETS["shim/libcudart.so.13"] = Target(
 )
 TARGETS["native/libcudart.so.13"] = Target(
     output="native/libcudart.so.13",
-    source_globs=("lowerhalf/sim/*.c", "upperhalf/cudart/dalloc.c"),
+    source_globs=("backends/sim/*.c", "upperhalf/cudart/dalloc.c"),
     cflags=(*COMMON_CFLAGS, "-fPIC", "-DCRAC_SIM_VERSION=1", "-Iupperhalf/cudart"),
     ldflags=("-shared", "-Wl,-z,defs"),
     libs=("-lpthread",),

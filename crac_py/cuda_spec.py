@@ -31,7 +31,7 @@ Roles of arguments (what crac must know about each one):
 `upper`: how the shim implements the entry — `gen` (generated crossing), `custom` (hand-written in
 upperhalf/cudart/, crossing through the generated `crac_cross_<name>`), `local` (hand-written, no
 crossing: pure or per-thread bookkeeping kept in the upper half). `native`: `gen` (generated direct
-call of `sim_<name>`) or `custom` (hand-written in lowerhalf/sim/sim_native.c).
+call of `sim_<name>`) or `custom` (hand-written in backends/sim/sim_native.c).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 PAGE = 4096
-CHUNK_PAGES = 16384  # 64 MiB: SHA256_PAGES_CHUNK in loader/sha256.h
+CHUNK_PAGES = 16384  # 64 MiB: SHA256_PAGES_CHUNK in loader/image/sha256.h
 _BLOCK = 1 << 20
 _ZERO_BLOCK = bytes(_BLOCK)
 _ZERO_PAGE = bytes(PAGE)
@@ -82,7 +82,7 @@ def _chunk_digest(fd: int, chunk: int, pages: int, advance: Advance) -> bytes:
 
 
 def sha256_pages(path: Path, advance: Advance = _ignore) -> str:
-    """The page digest: SHA-256 over the digests of the file's 64 MiB chunks (loader/sha256.h)."""
+    """The page digest: SHA-256 over the digests of the file's 64 MiB chunks (loader/image/sha256.h)."""
     with path.open("rb") as fh:
         fd = fh.fileno()
         pages = -(-os.fstat(fd).st_size // PAGE)

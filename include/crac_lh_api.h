@@ -30,7 +30,7 @@ struct crac_lh_api {
     const char *backend;
 };
 
-/* What the entry "crac_lh_query" answers (loader/ckpt_query.c): strings are copied into the
+/* What the entry "crac_lh_query" answers (loader/ckpt/ckpt_query.c): strings are copied into the
  * caller's buffer, numbers returned. */
 enum crac_query {
     CRAC_QUERY_PROC_DIR = 1, /* <ckptdir>/ckpt_<prog>_<id>: where the generations go */

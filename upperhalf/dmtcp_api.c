@@ -105,7 +105,7 @@ static long futex(volatile int32_t *addr, int op, int32_t val)
 }
 
 /* A counted critical section: any number of threads may be inside at once; a checkpoint that
- * is asked for meanwhile waits until the last one leaves (loader/ckpt_suspend.c). A thread never
+ * is asked for meanwhile waits until the last one leaves (loader/ckpt/ckpt_suspend.c). A thread never
  * enters while a checkpoint holds the door, so the two cannot overlap. */
 int dmtcp_disable_ckpt(void)
 {

@@ -1,6 +1,6 @@
 /* self_exe.c — open()/fopen() of the program's own /proc/self/exe (it names crac's loader) open
  * the real program instead: interposed here, as trapping every openat from W would cost a SIGSYS
- * per file opened (readlink and exec of it are redirected by loader/confine_exe.c). */
+ * per file opened (readlink and exec of it are redirected by loader/confine/confine_exe.c). */
 #include "upper_runtime.h"
 
 #include "crac_lh_api.h"

@@ -12,7 +12,7 @@
 #include "coord_client.h"
 #include "crac_rawsys.h"
 
-#include "../lowerhalf/lower_fds.h"
+#include "lower_fds.h"
 
 #include <errno.h>
 #include <signal.h>

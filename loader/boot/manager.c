@@ -4,8 +4,8 @@
 
 #include "ckpt.h"
 
-#include "../lowerhalf/lower_threads.h"
-#include "../lowerhalf/shadow_pool.h"
+#include "lower_threads.h"
+#include "shadow_pool.h"
 
 #include <pthread.h>
 #include <unistd.h>

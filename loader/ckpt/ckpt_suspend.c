@@ -7,8 +7,8 @@
 #include "image_device.h"
 #include "upper_alloc.h"
 
-#include "../lowerhalf/lh_api.h"
-#include "../lowerhalf/lower_threads.h"
+#include "lh_api.h"
+#include "lower_threads.h"
 
 #include <dirent.h>
 #include <errno.h>

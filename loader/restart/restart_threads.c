@@ -8,7 +8,7 @@
 #include "crac_rawsys.h"
 #include "upper_hooks.h"
 
-#include "../lowerhalf/lower_threads.h"
+#include "lower_threads.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -2,7 +2,7 @@
  * offset; contents of unlinked and small written files, and of pipes it holds both ends of. */
 #include "ckpt.h"
 
-#include "../lowerhalf/lower_fds.h"
+#include "lower_fds.h"
 #include "upper_alloc.h"
 
 #include <dirent.h>

@@ -4,8 +4,8 @@
 
 #include "shadow_pool.h"
 
-#include "../loader/ckpt.h"
-#include "../loader/confine.h"
+#include "ckpt.h"
+#include "confine.h"
 
 #include <errno.h>
 #include <stdio.h>

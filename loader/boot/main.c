@@ -14,10 +14,10 @@
 #include "upper_alloc.h"
 #include "window.h"
 
-#include "../lowerhalf/backend.h"
-#include "../lowerhalf/lh_api.h"
-#include "../lowerhalf/lower_fds.h"
-#include "../lowerhalf/shadow_pool.h"
+#include "backend.h"
+#include "lh_api.h"
+#include "lower_fds.h"
+#include "shadow_pool.h"
 
 #include <limits.h>
 #include <signal.h>

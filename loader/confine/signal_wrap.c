@@ -9,7 +9,7 @@
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
 
-#include "../lowerhalf/shadow_pool.h"
+#include "shadow_pool.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -10,7 +10,7 @@ int shadow_pool_start(int initial);
 uint64_t shadow_pool_borrow(void);
 void shadow_pool_return(uint64_t fs);
 /* The upper fs of thread tid when it runs inside a crossing on the shadow TCB lower_fs, else 0
- * (TLS-free: the signal wrapper runs a program's handler with it, loader/signal_wrap.c). */
+ * (TLS-free: the signal wrapper runs a program's handler with it, loader/confine/signal_wrap.c). */
 uint64_t shadow_pool_owner(uint64_t lower_fs, int32_t tid);
 /* Manager side: create threads while the pool is asked to grow. Blocks; never returns. */
 void shadow_pool_serve_growth(void);
