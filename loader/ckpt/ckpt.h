@@ -81,11 +81,8 @@ struct parked_thread {
 int ckpt_suspend_all(struct parked_thread *out, int max, int *count);
 void ckpt_release_all(void);
 
-/* The image (image_core.c, image_fds.c, image_proc.c, image_commit.c). */
-struct core_extras {
-    const void *fds, *signals, *timers, *pending, *rlimits;
-    size_t fds_len, signals_len, timers_len, pending_len, rlimits_len;
-};
+/* The image (image_core.c, image_commit.c; the kinds of state beside memory: loader/state/). */
+struct state_note;
 struct page_digest;
 /* The page digests of upper.core and device.img being computed beside their writers
  * (page_digest.h); NULL where none is. */
@@ -93,29 +90,15 @@ struct image_digests {
     struct page_digest *core, *device;
 };
 void image_digests_cancel(struct image_digests *d);
-/* Writes upper.core; *digest: its page digest being computed beside, or NULL. */
+/* Writes upper.core with the notes of state_kinds[] (state.h), in the table's order; *digest: its
+ * page digest being computed beside, or NULL. */
 int core_write(const char *path, const struct parked_thread *threads, int n_threads,
-               int generation, const struct core_extras *extras, uint32_t *header_crc,
+               int generation, const struct state_note *notes, uint32_t *header_crc,
                uint64_t *file_size, struct page_digest **digest);
-int fds_capture(const char *files_dir, void **blob, size_t *len);
-int proc_capture_signals(void **blob, size_t *len);
-int proc_capture_timers(void **blob, size_t *len);
 /* Publishes tmp_dir; takes (finishes and frees) the digests. */
 int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc,
                       uint64_t core_size, int n_threads, struct image_digests digests);
-int proc_restore_signals(const struct crac_signal_rec *recs);
 typedef int32_t (*tid_map_fn)(int32_t old_tid);
-int proc_capture_pending(const struct parked_thread *ts, int n, void **out, size_t *len);
-void proc_restore_pending(const struct crac_pending_rec *p, size_t len, tid_map_fn map_tid);
-/* Resource limits (image_proc.c): restored soft and hard; a hard limit that cannot be raised
- * back is reported on stderr in one line and its soft limit kept under it. */
-int proc_capture_rlimits(void **out, size_t *len);
-void proc_restore_rlimits(const struct crac_rlimit_rec *r, size_t len);
-/* The process CPU time the program sees, kept going across restarts (image_proc.c). */
-void proc_capture_cputime(const struct parked_thread *ts, int n);
-void proc_restore_cputime(tid_map_fn map_tid);
-int proc_restore_timers(const struct crac_timers_rec *t, tid_map_fn map_tid, char *err,
-                        size_t errlen);
 
 
 #endif

@@ -7,6 +7,7 @@
 #include "crac_rawsys.h"
 #include "image_device.h"
 #include "page_digest.h"
+#include "state.h"
 #include "upper_hooks.h"
 
 #include <errno.h>
@@ -167,29 +168,23 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         return -1;
     }
     char derr[512] = "";
-    struct core_extras x = {0};
+    struct state_note notes[STATE_KINDS_MAX];
     uint32_t header_crc = 0;
     uint64_t core_size = 0;
     struct image_digests digests = {NULL, NULL};
     r->generation = generation;
-    proc_capture_cputime(threads, n);
-    int rc = fds_capture(files, (void **)&x.fds, &x.fds_len) < 0 ||
-                     proc_capture_signals((void **)&x.signals, &x.signals_len) != 0 ||
-                     proc_capture_timers((void **)&x.timers, &x.timers_len) != 0 ||
-                     proc_capture_pending(threads, n, (void **)&x.pending, &x.pending_len) != 0 ||
-                     proc_capture_rlimits((void **)&x.rlimits, &x.rlimits_len) != 0 ||
-                     core_write(core, threads, n, generation, &x, &header_crc, &core_size,
+    /* Every kind of state beside memory (loader/state/kinds.c), then memory and threads into
+     * upper.core with their notes, then the device. */
+    const struct state_capture cap = {threads, n, files};
+    int rc = state_capture_all(&cap, notes) != 0 ||
+                     core_write(core, threads, n, generation, notes, &header_crc, &core_size,
                                 &digests.core) != 0 ||
                      device_image_write(tmp, r, derr, sizeof(derr), &digests.device) != 0
                  ? -1
                  : 0;
     if (derr[0])
         fprintf(stderr, "crac: error: %s\n", derr);
-    free((void *)x.fds);
-    free((void *)x.signals);
-    free((void *)x.timers);
-    free((void *)x.pending);
-    free((void *)x.rlimits);
+    state_notes_free(notes);
     if (rc != 0) {
         image_digests_cancel(&digests);
         if (b)

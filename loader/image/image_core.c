@@ -7,6 +7,7 @@
 #include "crc32c.h"
 #include "page_digest.h"
 #include "page_zero.h"
+#include "state.h"
 #include "upper_alloc.h"
 
 #include <elf.h>
@@ -413,7 +414,7 @@ static void prstatus_from(const struct parked_thread *t, struct elf_prstatus *ps
 
 static int build_notes(struct buf *b, const struct region *rs, int nr,
                        const struct parked_thread *ts, int nt, int generation,
-                       const struct core_extras *x)
+                       const struct state_note *kind_notes)
 {
     for (int i = 0; i < nt; i++) {
         struct elf_prstatus ps;
@@ -490,17 +491,19 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
                                           (uint64_t)ts[i].rec};
     rc = put_note(b, CRAC_NOTE_NAME, CRAC_NT_THREADS, tn, (size_t)nt * sizeof(*tn));
     free(tn);
-    if (rc || put_note(b, CRAC_NOTE_NAME, CRAC_NT_FDS, x->fds, x->fds_len) ||
-        put_note(b, CRAC_NOTE_NAME, CRAC_NT_SIGNALS, x->signals, x->signals_len) ||
-        put_note(b, CRAC_NOTE_NAME, CRAC_NT_TIMERS, x->timers, x->timers_len) ||
-        put_note(b, CRAC_NOTE_NAME, CRAC_NT_PENDING, x->pending, x->pending_len) ||
-        put_note(b, CRAC_NOTE_NAME, CRAC_NT_RLIMITS, x->rlimits, x->rlimits_len))
+    if (rc)
         return -1;
+    /* The other kinds of state, in the table's order (loader/state/kinds.c). */
+    for (int k = 0; k < n_state_kinds; k++)
+        if (state_kinds[k].note &&
+            put_note(b, CRAC_NOTE_NAME, state_kinds[k].note, kind_notes[k].data,
+                     kind_notes[k].len))
+            return -1;
     return 0;
 }
 
 int core_write(const char *path, const struct parked_thread *ts, int nt, int generation,
-               const struct core_extras *extras, uint32_t *header_crc, uint64_t *file_size,
+               const struct state_note *kind_notes, uint32_t *header_crc, uint64_t *file_size,
                struct page_digest **digest)
 {
     static struct region rs[MAX_REGIONS];
@@ -517,7 +520,7 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
         goto out;
     /* Lay out: headers and notes first (their size does not depend on the data), then each
      * region at a page-aligned offset. */
-    if (build_notes(&notes, rs, nr, ts, nt, generation, extras) != 0)
+    if (build_notes(&notes, rs, nr, ts, nt, generation, kind_notes) != 0)
         goto out;
     size_t phnum = 1 + (size_t)nr;
     uint64_t head = sizeof(Elf64_Ehdr) + phnum * sizeof(Elf64_Phdr) + notes.len;
@@ -537,7 +540,7 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
             goto out;
     /* Now the notes with the final checksums and bitmaps. */
     notes.len = 0;
-    if (build_notes(&notes, rs, nr, ts, nt, generation, extras) != 0)
+    if (build_notes(&notes, rs, nr, ts, nt, generation, kind_notes) != 0)
         goto out;
     struct buf head_buf = {0};
     Elf64_Ehdr eh;

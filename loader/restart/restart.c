@@ -1,6 +1,6 @@
 /* restart.c — restart mode: read and check upper.core, hold fd numbers, then (with the fresh
- * lower half running) map the upper half back, restore files, signals and timers, point the
- * upper runtime at the new lower half, confine it again and bring the threads back. */
+ * lower half running) map the upper half back, restore the kinds of state (loader/state/), point
+ * the upper runtime at the new lower half, confine it again and bring the threads back. */
 #include "restart.h"
 
 #include "ckpt.h"
@@ -59,32 +59,15 @@ static int parse_notes(struct restart_image *img, const unsigned char *notes, si
                 img->threads = copy_desc(desc, h.n_descsz);
                 img->n_threads = (int)(h.n_descsz / sizeof(struct crac_thread_note));
                 break;
-            case CRAC_NT_FDS:
-                img->fds = copy_desc(desc, h.n_descsz);
-                img->fds_len = h.n_descsz;
-                break;
-            case CRAC_NT_SIGNALS:
-                if (h.n_descsz >= 65 * sizeof(struct crac_signal_rec))
-                    img->signals = copy_desc(desc, h.n_descsz);
-                break;
-            case CRAC_NT_PENDING:
-                img->pending = copy_desc(desc, h.n_descsz);
-                img->pending_len = h.n_descsz;
-                break;
-            case CRAC_NT_RLIMITS:
-                img->rlimits = copy_desc(desc, h.n_descsz);
-                img->rlimits_len = h.n_descsz;
-                break;
-            case CRAC_NT_TIMERS:
-                if (h.n_descsz >= sizeof(struct crac_timers_rec))
-                    img->timers = copy_desc(desc, h.n_descsz);
+            default: /* the other kinds' notes (loader/state/kinds.c) */
+                state_note_take(img, h.n_type, desc, h.n_descsz);
                 break;
             }
         }
         off = next;
     }
-    if (img->proc.format != CRAC_IMAGE_FORMAT || !img->regions || !img->threads || !img->fds ||
-        !img->signals || !img->timers) {
+    if (img->proc.format != CRAC_IMAGE_FORMAT || !img->regions || !img->threads ||
+        state_note_missing(img)) {
         snprintf(err, errlen, "image corrupted: upper.core lacks crac's notes");
         return -1;
     }
@@ -145,7 +128,10 @@ int restart_open_image(const struct options *o, struct restart_image *img, char 
     }
     int rc = parse_notes(img, head + note.p_offset, note.p_filesz, err, errlen);
     free(head);
-    return rc != 0 ? -1 : restart_hold_fds(img, err, errlen);
+    if (rc != 0)
+        return -1;
+    const struct state_restore hold = {img, o->restart_dir, o->no_truncate, NULL, err, errlen};
+    return state_hold_all(&hold);
 }
 
 /* Point a restored thread's saved state at this process: the lower-half API, a new epoch for the
@@ -179,19 +165,20 @@ void restart_run(const struct options *o, struct restart_image *img, const struc
     if (img->cwd[0] && chdir(img->cwd) != 0)
         die("cannot return to the working directory %s: %s", img->cwd, strerror(errno));
     umask(img->proc.umask);
-    if (restart_fds(img, o->restart_dir, o->no_truncate, err, sizeof(err)) != 0)
+    /* Memory is back: the kinds restored before crac's handlers and confinement (fds,
+     * signals; loader/state/kinds.c). The others wait for the threads (restart_threads.c). */
+    struct state_restore st = {img, o->restart_dir, o->no_truncate, NULL, err, sizeof(err)};
+    if (state_restore_phase(STATE_WITH_MEMORY, &st) != 0)
         die("%s", err);
     close(img->core_fd);
     struct crac_registry *r = adopt_registry(img, api);
     ckpt_registry = r;
     ckpt_cfg.ckpt_signal = img->proc.ckpt_signal;
     int e;
-    if ((e = proc_restore_signals(img->signals)) != 0)
-        die("cannot restore signal dispositions: %s", strerror(-e));
     if ((e = ckpt_install_suspend_handler(r)) != 0)
         die("cannot install crac's signal handlers: %s", strerror(-e));
     if ((e = confine_install_handler()) != 0 || (e = confine_install_filter(1)) != 0)
         die("cannot install the seccomp confinement: %s", strerror(-e));
     fflush(NULL);
-    restart_threads(r, img);
+    restart_threads(r, img, &st);
 }

@@ -6,6 +6,7 @@
 #include "crac_lh_api.h"
 #include "crac_registry.h"
 #include "launch.h"
+#include "state.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -19,17 +20,12 @@ struct restart_image {
     size_t regions_len;
     struct crac_thread_note *threads;
     int n_threads;
-    unsigned char *fds;
-    size_t fds_len;
-    struct crac_signal_rec *signals;
-    struct crac_timers_rec *timers;
-    struct crac_pending_rec *pending;
-    size_t pending_len;
-    struct crac_rlimit_rec *rlimits; /* NULL: an image without them */
-    size_t rlimits_len;
+    /* The notes of the other kinds of state, by their index in state_kinds[] (state.h). */
+    struct state_note notes[STATE_KINDS_MAX];
 };
 
-/* Check upper.core (size, header checksum, notes) and hold the program's fd numbers. */
+/* Check upper.core (size, header checksum, notes) and run the kinds' hold (the fds hold their
+ * numbers). */
 int restart_open_image(const struct options *o, struct restart_image *img, char *err,
                        size_t errlen);
 __attribute__((noreturn)) void restart_run(const struct options *o, struct restart_image *img,
@@ -37,12 +33,9 @@ __attribute__((noreturn)) void restart_run(const struct options *o, struct resta
 
 /* restart_memory.c */
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen);
-/* restart_fds.c */
-int restart_hold_fds(const struct restart_image *img, char *err, size_t errlen);
-int restart_fds(const struct restart_image *img, const char *gen_dir, int no_truncate, char *err,
-                size_t errlen);
 /* restart_threads.c */
 __attribute__((noreturn)) void restart_threads(struct crac_registry *r,
-                                               const struct restart_image *img);
+                                               struct restart_image *img,
+                                               const struct state_restore *st);
 
 #endif

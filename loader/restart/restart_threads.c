@@ -151,9 +151,9 @@ __attribute__((noreturn)) static void become_main(struct crac_thread_rec *rec, i
     restored_thread_resume(rec);
 }
 
-void restart_threads(struct crac_registry *r, const struct restart_image *img)
+void restart_threads(struct crac_registry *r, struct restart_image *img,
+                     const struct state_restore *st)
 {
-    char err[256];
     registry = r;
     expected_threads = img->n_threads;
     struct crac_thread_rec *main_rec = NULL;
@@ -193,11 +193,12 @@ void restart_threads(struct crac_registry *r, const struct restart_image *img)
         tid_map_new[tid_map_n++] = (int32_t)tid;
     }
     ids_remap(img);
-    proc_restore_cputime(map_tid);
-    if (proc_restore_timers(img->timers, map_tid, err, sizeof(err)) != 0)
-        die("%s", err);
-    proc_restore_pending(img->pending, img->pending_len, map_tid);
-    proc_restore_rlimits(img->rlimits, img->rlimits_len); /* last: it may lower them */
+    /* The kinds that need the new tids: CPU clocks, timers, pending signals, limits
+     * (loader/state/kinds.c). */
+    struct state_restore with_tids = *st;
+    with_tids.map_tid = map_tid;
+    if (state_restore_phase(STATE_WITH_THREADS, &with_tids) != 0)
+        die("%s", with_tids.err);
     if (!main_rec) {
         /* The program's main thread had exited: this one leaves too, the others go on. */
         raw_syscall1(SYS_exit, 0);

@@ -1,6 +1,8 @@
-/* image_fds.c — the upper half's file descriptors at checkpoint: what each one is, its flags and
- * offset; contents of unlinked and small written files, and of pipes it holds both ends of. */
-#include "ckpt.h"
+/* fds.c — the program's file descriptors (CRAC_NT_FDS): the table of sub-kinds (struct fd_ops, one
+ * file each: fd_*.c) and the walk over /proc/self/fd at checkpoint and over the note at restart. */
+#include "fds.h"
+
+#include "restart.h"
 
 #include "lower_fds.h"
 #include "upper_alloc.h"
@@ -8,21 +10,33 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <mqueue.h>
-#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <sys/vfs.h>
-#include <termios.h>
-#include <time.h>
 #include <unistd.h>
 
-#define SAVE_WRITTEN_FILES_MAX (64UL << 20) /* written files up to this size are copied */
 #define MAX_FDS 4096
-#define MQUEUE_MAGIC 0x19800202
+
+/* Checkpoint: recognised in this order (the first that says yes); a pty pair is regrouped from
+ * character devices afterwards. Restart: looked up by the record's kind. */
+static const struct fd_ops *const fd_kinds[] = {
+    &fd_stdio_ops,   &fd_mqueue_ops,  &fd_regular_ops,     &fd_dir_ops,       &fd_chardev_ops,
+    &fd_pipe_ops,    &fd_eventfd_ops, &fd_pty_master_ops, &fd_pty_slave_ops,
+};
+#define N_FD_KINDS (sizeof(fd_kinds) / sizeof(fd_kinds[0]))
+
+static const struct fd_ops *ops_of(uint32_t kind)
+{
+    for (size_t i = 0; i < N_FD_KINDS; i++)
+        if (fd_kinds[i]->kind == kind)
+            return fd_kinds[i];
+    return &fd_unsupported_ops;
+}
+
+/* ---- checkpoint ---- */
 
 struct blob {
     unsigned char *data;
@@ -67,205 +81,10 @@ static int read_fdinfo(int fd, uint64_t *pos, uint32_t *flags)
     return 0;
 }
 
-/* Copy a file's current contents (through /proc/self/fd, so unlinked files work too). */
-static int copy_contents(int fd, const char *dst)
+void fd_files_path(char *dst, size_t size, const char *files_dir, const char *name)
 {
-    char src[64];
-    snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
-    int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return -1;
-    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (out < 0) {
-        close(in);
-        return -1;
-    }
-    char buf[1 << 16];
-    ssize_t n;
-    int rc = 0;
-    while ((n = read(in, buf, sizeof(buf))) > 0)
-        if (write(out, buf, (size_t)n) != n) {
-            rc = -1;
-            break;
-        }
-    if (n < 0 || fsync(out) != 0)
-        rc = -1;
-    close(in);
-    close(out);
-    return rc;
-}
-
-/* Drain a pipe we hold both ends of and put the bytes straight back; keep a copy. */
-static int save_pipe_contents(int rfd, int wfd, const char *dst)
-{
-    int avail = 0;
-    if (ioctl(rfd, FIONREAD, &avail) != 0 || avail <= 0)
-        return 0;
-    char *buf = malloc((size_t)avail);
-    if (!buf)
-        return -1;
-    ssize_t n = read(rfd, buf, (size_t)avail);
-    int rc = -1;
-    if (n == avail && write(wfd, buf, (size_t)n) == n) {
-        int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (out >= 0) {
-            rc = write(out, buf, (size_t)n) == n && fsync(out) == 0 ? 1 : -1;
-            close(out);
-        }
-    }
-    free(buf);
-    return rc;
-}
-
-/* A message queue's attributes and messages, into DST (crac_image.h): every message is received
- * and sent straight back, so the queue ends as it was (each priority's order kept). The program is
- * parked, so nothing else uses the queue meanwhile. */
-static int save_mqueue(int prog_fd, const char *dst)
-{
-    /* Both receiving and sending back need a read-write descriptor: the program's may be
-     * read-only or write-only, so the queue is opened again through /proc. */
-    char self[64];
-    snprintf(self, sizeof(self), "/proc/self/fd/%d", prog_fd);
-    int fd = open(self, O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    struct mq_attr a;
-    if (mq_getattr(fd, &a) != 0) {
-        close(fd);
-        return -1;
-    }
-    struct crac_mq_file head = {a.mq_maxmsg, a.mq_msgsize, a.mq_curmsgs};
-    char *msgs = malloc((size_t)(a.mq_curmsgs ? a.mq_curmsgs : 1) * (size_t)(a.mq_msgsize + 8));
-    struct crac_mq_msg *meta = calloc((size_t)(a.mq_curmsgs ? a.mq_curmsgs : 1), sizeof(*meta));
-    int out = -1, rc = -1;
-    long got = 0;
-    if (!msgs || !meta)
-        goto done;
-    /* A time already past: never blocks on a blocking descriptor. */
-    struct timespec past = {0, 0};
-    for (; got < a.mq_curmsgs; got++) {
-        unsigned prio;
-        ssize_t n = mq_timedreceive(fd, msgs + got * (a.mq_msgsize + 8), (size_t)a.mq_msgsize,
-                                    &prio, &past);
-        if (n < 0)
-            break;
-        meta[got] = (struct crac_mq_msg){prio, (uint32_t)n};
-    }
-    int sent_back = 1;
-    for (long i = 0; i < got; i++)
-        if (mq_timedsend(fd, msgs + i * (a.mq_msgsize + 8), meta[i].len, meta[i].prio, &past) != 0)
-            sent_back = 0;
-    if (got != a.mq_curmsgs || !sent_back)
-        goto done;
-    out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (out < 0 || write(out, &head, sizeof(head)) != (ssize_t)sizeof(head))
-        goto done;
-    static const char zeros[8];
-    for (long i = 0; i < got; i++) {
-        size_t pad = (8 - meta[i].len % 8) % 8;
-        if (write(out, &meta[i], sizeof(meta[i])) != (ssize_t)sizeof(meta[i]) ||
-            write(out, msgs + i * (a.mq_msgsize + 8), meta[i].len) != (ssize_t)meta[i].len ||
-            write(out, zeros, pad) != (ssize_t)pad)
-            goto done;
-    }
-    rc = fsync(out);
-done:
-    if (out >= 0)
-        close(out);
-    close(fd);
-    free(msgs);
-    free(meta);
-    return rc;
-}
-
-struct fd_entry {
-    struct crac_fd_rec rec;
-    char path[PATH_MAX];
-    struct crac_pty_rec pty; /* PTY kinds only */
-};
-
-/* The pty number of a master (/dev/ptmx) or slave (/dev/pts/N) fd; -1 if it is neither. */
-static int pty_index(int fd, const struct stat *st, int *is_master)
-{
-    if (!S_ISCHR(st->st_mode))
-        return -1;
-    unsigned maj = major(st->st_rdev), min = minor(st->st_rdev);
-    unsigned n;
-    if (maj == 5 && min == 2) { /* /dev/ptmx (or /dev/pts/ptmx) */
-        *is_master = 1;
-        return ioctl(fd, TIOCGPTN, &n) == 0 ? (int)n : -1;
-    }
-    if (maj >= 136 && maj <= 143) { /* UNIX98 slaves */
-        *is_master = 0;
-        return (int)((maj - 136) * 256 + min);
-    }
-    return -1;
-}
-
-/* The slave's termios and window size (the master's own termios are not the ones programs set):
- * through the slave fd, else by opening the slave for a moment. */
-static void pty_settings(struct fd_entry *e, int is_master)
-{
-    int fd = e->rec.fd, opened = -1;
-    if (is_master) {
-        char name[64];
-        snprintf(name, sizeof(name), "/dev/pts/%u", e->pty.index);
-        fd = opened = open(name, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-    }
-    struct termios t;
-    struct winsize w;
-    if (fd >= 0 && tcgetattr(fd, &t) == 0) {
-        memcpy(e->pty.termios, &t, sizeof(e->pty.termios));
-        e->pty.have_termios = 1;
-    }
-    if (fd >= 0 && ioctl(fd, TIOCGWINSZ, &w) == 0)
-        memcpy(e->pty.winsize, &w, sizeof(e->pty.winsize));
-    if (opened >= 0)
-        close(opened);
-}
-
-_Static_assert(sizeof(struct termios) == 60, "crac_pty_rec holds x86-64 glibc termios");
-_Static_assert(sizeof(struct winsize) == 8, "crac_pty_rec holds struct winsize");
-
-/* Pseudo-terminals whose master and slave are both ours become a new pair at restart (the old
- * one dies with the process). A slave alone (a terminal of someone else) stays a device reopened
- * by path; a master alone still gets a new pair, its slave unopened. Unread data is not kept. */
-static void classify_ptys(struct fd_entry *es, int n)
-{
-    int masters[MAX_FDS], warned = 0;
-    for (int i = 0; i < n; i++) {
-        struct fd_entry *e = &es[i];
-        struct stat st;
-        masters[i] = -1;
-        int is_master = 0;
-        if (e->rec.kind != CRAC_FD_CHAR || fstat(e->rec.fd, &st) != 0)
-            continue;
-        int idx = pty_index(e->rec.fd, &st, &is_master);
-        if (idx >= 0 && is_master)
-            masters[i] = idx;
-    }
-    for (int i = 0; i < n; i++) {
-        struct fd_entry *e = &es[i];
-        struct stat st;
-        int is_master = 0;
-        if (e->rec.kind != CRAC_FD_CHAR || fstat(e->rec.fd, &st) != 0)
-            continue;
-        int idx = pty_index(e->rec.fd, &st, &is_master);
-        if (idx < 0)
-            continue;
-        int paired = is_master;
-        for (int k = 0; k < n && !paired; k++)
-            paired = masters[k] == idx;
-        if (!paired)
-            continue;
-        e->rec.kind = is_master ? CRAC_FD_PTY_MASTER : CRAC_FD_PTY_SLAVE;
-        e->pty.index = (uint32_t)idx;
-        pty_settings(e, is_master);
-        int unread = 0;
-        if (ioctl(e->rec.fd, FIONREAD, &unread) == 0 && unread > 0 && !warned++)
-            fprintf(stderr, "crac: warning: pseudo-terminal %s holds %d unread bytes; they are "
-                            "not saved (the pair is recreated empty at restart)\n", e->path, unread);
-    }
+    mkdir(files_dir, 0700); /* made on first use: an image without such files has no files/ */
+    snprintf(dst, size, "%s/%s", files_dir, name);
 }
 
 /* PATH with its first OLD_LEN bytes replaced by HEAD, when that fits. */
@@ -288,7 +107,7 @@ static size_t under(const char *path, const char *prefix)
 /* /proc/<our pid>/... names this process only until the restart gives it another pid: recorded as
  * /proc/self/..., which the restart reopens for the restarted process. The main thread's
  * /proc/self/task/<tid> is recorded with the tid the program knows; the restart maps it to the
- * main thread's new tid (restart_fds.c). */
+ * main thread's new tid (live_path below). */
 static void proc_self_path(char *path, size_t size)
 {
     char own[48];
@@ -329,26 +148,15 @@ static void classify(int fd, struct fd_entry *e)
         e->path[len - (sizeof(deleted) - 1)] = '\0';
     }
     proc_self_path(e->path, sizeof(e->path));
-    struct statfs fs;
-    if (fd <= 2)
-        e->rec.kind = CRAC_FD_STDIO; /* always the restart's own stdin/stdout/stderr */
-    else if (fstatfs(fd, &fs) == 0 && fs.f_type == MQUEUE_MAGIC)
-        e->rec.kind = CRAC_FD_MQUEUE; /* a regular file to fstat, but no file to reopen */
-    else if (S_ISREG(st.st_mode))
-        e->rec.kind = CRAC_FD_FILE;
-    else if (S_ISDIR(st.st_mode))
-        e->rec.kind = CRAC_FD_DIR;
-    else if (S_ISCHR(st.st_mode))
-        e->rec.kind = CRAC_FD_CHAR;
-    else if (S_ISFIFO(st.st_mode) && strncmp(e->path, "pipe:", 5) == 0)
-        e->rec.kind = CRAC_FD_PIPE;
-    else if (strcmp(e->path, "anon_inode:[eventfd]") == 0)
-        e->rec.kind = CRAC_FD_EVENTFD;
-    else
-        e->rec.kind = CRAC_FD_UNSUPPORTED;
+    e->rec.kind = CRAC_FD_UNSUPPORTED;
+    for (size_t i = 0; i < N_FD_KINDS; i++)
+        if (fd_kinds[i]->recognise && fd_kinds[i]->recognise(fd, e, &st)) {
+            e->rec.kind = fd_kinds[i]->kind;
+            break;
+        }
 }
 
-int fds_capture(const char *files_dir, void **out, size_t *out_len)
+int fds_capture(const struct state_capture *c, void **out, size_t *out_len)
 {
     static struct fd_entry entries[MAX_FDS];
     int n = 0;
@@ -365,65 +173,230 @@ int fds_capture(const char *files_dir, void **out, size_t *out_len)
         classify(fd, &entries[n++]);
     }
     closedir(d);
-    classify_ptys(entries, n);
+    for (size_t i = 0; i < N_FD_KINDS; i++)
+        if (fd_kinds[i]->regroup)
+            fd_kinds[i]->regroup(entries, n);
     struct blob b = {0};
-    int made_dir = 0;
     for (int i = 0; i < n; i++) {
         struct fd_entry *e = &entries[i];
-        char dst[PATH_MAX];
-        int acc = e->rec.open_flags & O_ACCMODE;
-        int want_copy = e->rec.kind == CRAC_FD_FILE &&
-                        (e->rec.unlinked ||
-                         (acc != O_RDONLY && e->rec.size_at_ckpt <= SAVE_WRITTEN_FILES_MAX));
-        if (e->rec.kind == CRAC_FD_PIPE && (acc == O_RDONLY)) {
-            /* The write end must be ours too, else the data belongs to someone else. */
-            for (int k = 0; k < n; k++) {
-                if (k == i || entries[k].rec.kind != CRAC_FD_PIPE ||
-                    entries[k].rec.ino != e->rec.ino ||
-                    (entries[k].rec.open_flags & O_ACCMODE) == O_RDONLY)
-                    continue;
-                if (!made_dir++)
-                    mkdir(files_dir, 0700);
-                snprintf(dst, sizeof(dst), "%s/pipe-%lu", files_dir, (unsigned long)e->rec.ino);
-                if (save_pipe_contents(e->rec.fd, entries[k].rec.fd, dst) > 0)
-                    e->rec.saved = 1;
-                break;
-            }
+        const struct fd_ops *ops = ops_of(e->rec.kind);
+        if (ops->save && ops->save(e, entries, n, c->files_dir) != 0) {
+            free(b.data);
+            return -1;
         }
-        if (e->rec.kind == CRAC_FD_MQUEUE) {
-            if (!made_dir++)
-                mkdir(files_dir, 0700);
-            snprintf(dst, sizeof(dst), "%s/mq-%d", files_dir, e->rec.fd);
-            if (save_mqueue(e->rec.fd, dst) != 0) {
-                fprintf(stderr, "crac: error: cannot save the message queue %s (fd %d): %s\n",
-                        e->path, e->rec.fd, strerror(errno));
-                free(b.data);
-                return -1;
-            }
-            e->rec.saved = 1;
-        }
-        if (want_copy) {
-            if (!made_dir++)
-                mkdir(files_dir, 0700);
-            snprintf(dst, sizeof(dst), "%s/fd-%d", files_dir, e->rec.fd);
-            if (copy_contents(e->rec.fd, dst) != 0) {
-                fprintf(stderr, "crac: error: cannot save a copy of fd %d (%s): %s\n", e->rec.fd,
-                        e->path, strerror(errno));
-                free(b.data);
-                return -1;
-            }
-            e->rec.saved = 1;
-        }
-        int pty = e->rec.kind == CRAC_FD_PTY_MASTER || e->rec.kind == CRAC_FD_PTY_SLAVE;
         e->rec.path_len = (uint32_t)((strlen(e->path) + 1 + 7) & ~7UL);
-        e->rec.size = (uint32_t)(sizeof(e->rec) + e->rec.path_len + (pty ? sizeof(e->pty) : 0));
+        e->rec.size = (uint32_t)(sizeof(e->rec) + e->rec.path_len + ops->extra);
         if (blob_put(&b, &e->rec, sizeof(e->rec)) || blob_put(&b, e->path, strlen(e->path) + 1) ||
-            (pty && blob_put(&b, &e->pty, sizeof(e->pty)))) {
+            (ops->extra && blob_put(&b, &e->pty, ops->extra))) {
             free(b.data);
             return -1;
         }
     }
     *out = b.data;
     *out_len = b.len;
-    return n;
+    return 0;
+}
+
+/* ---- restart ---- */
+
+/* The main thread's /proc/self/task/<tid> is recorded with the tid the program knows (its pid,
+ * proc_self_path above); here that thread's tid is the new pid. Other paths are used as they are. */
+static const char *live_path(const struct restart_image *img, const char *path, char *buf,
+                             size_t size)
+{
+    char old[48];
+    int n = snprintf(old, sizeof(old), "/proc/self/task/%u", img->proc.pid);
+    if (strncmp(path, old, (size_t)n) != 0 || (path[n] != '/' && path[n] != '\0'))
+        return path;
+    int w = snprintf(buf, size, "/proc/self/task/%d%s", (int)getpid(), path + n);
+    return w > 0 && (size_t)w < size ? buf : path;
+}
+
+int fd_next(const void *note, size_t len, size_t *off, struct fd_view *v)
+{
+    const unsigned char *fds = note;
+    if (*off + sizeof(v->rec) > len)
+        return 0;
+    memcpy(&v->rec, fds + *off, sizeof(v->rec));
+    if (v->rec.size < sizeof(v->rec) + v->rec.path_len || *off + v->rec.size > len ||
+        v->rec.path_len == 0)
+        return -1;
+    v->path = (const char *)fds + *off + sizeof(v->rec);
+    if (v->path[v->rec.path_len - 1] != '\0' || v->rec.fd < 0)
+        return -1;
+    size_t extra = ops_of(v->rec.kind)->extra;
+    if (extra) {
+        if (v->rec.size < sizeof(v->rec) + v->rec.path_len + extra || extra > sizeof(v->pty))
+            return -1;
+        memcpy(&v->pty, v->path + v->rec.path_len, extra);
+    }
+    *off += v->rec.size;
+    return 1;
+}
+
+/* Before the lower half starts: every number the program used is held, so nothing of the
+ * loader's takes it. */
+int fds_hold(const struct state_restore *r, const void *note, size_t len)
+{
+    struct restart_image *img = r->img;
+    struct fd_view v;
+    size_t off = 0;
+    int max_fd = 2, rc;
+    while ((rc = fd_next(note, len, &off, &v)) > 0)
+        if (v.rec.fd > max_fd)
+            max_fd = v.rec.fd;
+    if (rc < 0) {
+        snprintf(r->err, r->errlen, "image corrupted: bad file descriptor record");
+        return -1;
+    }
+    /* The program may have raised its soft RLIMIT_NOFILE above ours: room for its numbers (and
+     * the core file's) until its own limits come back (rlimits.c). */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur <= (rlim_t)max_fd + 1 &&
+        nofile.rlim_max > (rlim_t)max_fd + 1) {
+        nofile.rlim_cur = (rlim_t)max_fd + 2;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    /* Move the core file out of the way, then occupy every number the program used. */
+    int moved = fcntl(img->core_fd, F_DUPFD_CLOEXEC, max_fd + 1);
+    if (moved < 0) {
+        snprintf(r->err, r->errlen, "cannot hold file descriptor numbers up to %d: %s", max_fd,
+                 strerror(errno));
+        return -1;
+    }
+    close(img->core_fd);
+    img->core_fd = moved;
+    off = 0;
+    while (fd_next(note, len, &off, &v) > 0) {
+        if (v.rec.fd <= 2)
+            continue;
+        int ph = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (ph < 0 || (ph != v.rec.fd && dup2(ph, v.rec.fd) < 0)) {
+            snprintf(r->err, r->errlen, "cannot hold file descriptor %d: %s", v.rec.fd,
+                     strerror(errno));
+            return -1;
+        }
+        if (ph != v.rec.fd)
+            close(ph);
+    }
+    return 0;
+}
+
+int fd_copy_file(const char *src, int dst_fd)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    char buf[1 << 16];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write(dst_fd, buf, (size_t)n) != n) {
+            close(in);
+            return -1;
+        }
+    close(in);
+    return n < 0 ? -1 : 0;
+}
+
+int fd_install(int fd, const struct crac_fd_rec *rec)
+{
+    if (fd != rec->fd) {
+        if (dup2(fd, rec->fd) < 0)
+            return -1;
+        close(fd);
+    }
+    fcntl(rec->fd, F_SETFD, (rec->open_flags & O_CLOEXEC) ? FD_CLOEXEC : 0);
+    fcntl(rec->fd, F_SETFL, rec->open_flags & (O_APPEND | O_NONBLOCK | O_ASYNC | O_DIRECT | O_NOATIME));
+    return 0;
+}
+
+/* Its old directory (same filesystem as before), the image's generation directory, then the
+ * temporary directory. */
+int fd_scratch_dirs(const char *path, const char *gen_dir, struct fd_dir_name out[3])
+{
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof(copy), "%s", path);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out[0].p, PATH_MAX, "%s", dirname(copy));
+    snprintf(out[1].p, PATH_MAX, "%s", gen_dir);
+    snprintf(out[2].p, PATH_MAX, "%s", tmp && tmp[0] == '/' ? tmp : "/tmp");
+    return 3;
+}
+
+int fd_temp_name(char *out, size_t size, const char *dir)
+{
+    static const char tail[] = "/.crac-restored-XXXXXX";
+    size_t n = strlen(dir);
+    if (n + sizeof(tail) > size)
+        return -1;
+    memcpy(out, dir, n);
+    memcpy(out + n, tail, sizeof(tail));
+    return 0;
+}
+
+/* Another process's or another thread's /proc file (the checkpoint records our own process's as
+ * /proc/self): that state cannot come back, so the fd reads as /dev/null, with a warning, rather
+ * than failing the restart. */
+int fd_proc_gone(const struct fd_view *v)
+{
+    if (strncmp(v->path, "/proc/", 6) != 0)
+        return -1;
+    int saved = errno;
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        errno = saved;
+        return -1;
+    }
+    fprintf(stderr, "crac: warning: fd %d (%s) cannot be reopened; it now reads as /dev/null\n",
+            v->rec.fd, v->path);
+    return fd;
+}
+
+/* fds 0-2 are always the restart's own stdin/stdout/stderr. */
+static int stdio_recognise(int fd, const struct fd_entry *e, const struct stat *st)
+{
+    (void)e, (void)st;
+    return fd <= 2;
+}
+
+static int stdio_reopen(const struct fd_restore *r, const struct fd_view *v)
+{
+    (void)r, (void)v;
+    return 0;
+}
+
+const struct fd_ops fd_stdio_ops = {
+    .kind = CRAC_FD_STDIO, .name = "stdio", .recognise = stdio_recognise, .reopen = stdio_reopen};
+
+/* What none of the others is (sockets, epoll, signalfd, ...): /dev/null with a warning. */
+static int unsupported_reopen(const struct fd_restore *r, const struct fd_view *v)
+{
+    (void)r;
+    fprintf(stderr, "crac: warning: fd %d (%s) cannot be restored; it now reads as "
+                    "/dev/null\n", v->rec.fd, v->path);
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    return fd < 0 ? -1 : fd_install(fd, &v->rec);
+}
+
+const struct fd_ops fd_unsupported_ops = {
+    .kind = CRAC_FD_UNSUPPORTED, .name = "unsupported", .reopen = unsupported_reopen};
+
+int fds_restore(const struct state_restore *r, const void *note, size_t len)
+{
+    const struct fd_restore fr = {note, len, r->gen_dir, r->no_truncate, r->err, r->errlen};
+    struct fd_view v;
+    size_t off = 0;
+    r->err[0] = '\0';
+    while (fd_next(note, len, &off, &v) > 0) {
+        char live[PATH_MAX];
+        v.path = live_path(r->img, v.path, live, sizeof(live));
+        if (ops_of(v.rec.kind)->reopen(&fr, &v) != 0) {
+            /* A sub-kind that said why keeps its line; the others get this one. */
+            if (!r->err[0])
+                snprintf(r->err, r->errlen, "fd %d (%s): cannot be restored: %s", v.rec.fd,
+                         v.path, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
 }

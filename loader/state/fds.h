@@ -1,0 +1,83 @@
+/* fds.h — the program's file descriptors: one sub-kind per file (fd_*.c), each a struct fd_ops
+ * (how to recognise it at checkpoint, how to save it, how to reopen it); fds.c walks the table. */
+#ifndef CRAC_FDS_H
+#define CRAC_FDS_H
+
+#include "state.h"
+
+#include "crac_image.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+/* One fd at checkpoint. */
+struct fd_entry {
+    struct crac_fd_rec rec;
+    char path[PATH_MAX];
+    struct crac_pty_rec pty; /* the sub-kinds with extra bytes only (PTY) */
+};
+
+/* One fd's record read back at restart. */
+struct fd_view {
+    struct crac_fd_rec rec;
+    const char *path;
+    struct crac_pty_rec pty; /* the sub-kinds with extra bytes only (PTY) */
+};
+
+/* What reopening gets: the whole fds note (sub-kinds made once for several fds look at the
+ * others: pipes, pty pairs) and the restart's options. */
+struct fd_restore {
+    const void *note;
+    size_t len;
+    const char *gen_dir;
+    int no_truncate;
+    char *err;
+    size_t errlen;
+};
+
+struct fd_ops {
+    uint32_t kind;    /* CRAC_FD_* */
+    const char *name;
+    /* Checkpoint: whether fd (its fstat in st, its path in e) is of this sub-kind. Tried in the
+     * table's order (fds.c); NULL: never by itself (regroup decides). */
+    int (*recognise)(int fd, const struct fd_entry *e, const struct stat *st);
+    /* Checkpoint, once every fd is recognised: sub-kinds decided by looking at several fds. */
+    void (*regroup)(struct fd_entry *all, int n);
+    /* Checkpoint: keep what reopening cannot give back (a file under files_dir, e->rec.saved).
+     * -1 fails the checkpoint (with a line on stderr). NULL: nothing to keep. */
+    int (*save)(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir);
+    size_t extra;     /* bytes of its own record after the path (crac_image.h) */
+    /* Restart: put a new fd at v->rec.fd. 0, or -1 (with r->err, or errno for the generic line). */
+    int (*reopen)(const struct fd_restore *r, const struct fd_view *v);
+};
+
+extern const struct fd_ops fd_stdio_ops, fd_unsupported_ops;    /* fds.c */
+extern const struct fd_ops fd_regular_ops;                       /* fd_regular.c */
+extern const struct fd_ops fd_dir_ops;                           /* fd_dir.c */
+extern const struct fd_ops fd_chardev_ops;                       /* fd_chardev.c */
+extern const struct fd_ops fd_pipe_ops;                          /* fd_pipe.c */
+extern const struct fd_ops fd_eventfd_ops;                       /* fd_eventfd.c */
+extern const struct fd_ops fd_pty_master_ops, fd_pty_slave_ops;  /* fd_pty.c */
+extern const struct fd_ops fd_mqueue_ops;                        /* fd_mqueue.c */
+
+/* Shared by the sub-kinds (fds.c). */
+/* DST = FILES_DIR/NAME, FILES_DIR made if missing. */
+void fd_files_path(char *dst, size_t size, const char *files_dir, const char *name);
+/* The next record of the note at *off into v: 1, 0 at the end, -1 for a bad record. */
+int fd_next(const void *note, size_t len, size_t *off, struct fd_view *v);
+/* Put fd into place at rec->fd with its recorded flags. */
+int fd_install(int fd, const struct crac_fd_rec *rec);
+int fd_copy_file(const char *src, int dst_fd);
+/* A /proc file gone at restart: /dev/null in its place with a warning; -1 if not /proc. */
+int fd_proc_gone(const struct fd_view *v);
+/* The directories a removed file or directory is recreated in, best first. */
+struct fd_dir_name {
+    char p[PATH_MAX];
+};
+int fd_scratch_dirs(const char *path, const char *gen_dir, struct fd_dir_name out[3]);
+/* DIR/.crac-restored-XXXXXX (a mkstemp template) into OUT; -1 if it does not fit. */
+int fd_temp_name(char *out, size_t size, const char *dir);
+
+#endif

@@ -1,0 +1,106 @@
+/* kinds.c — the single table of the kinds of process state saved beside memory and threads, and
+ * the loops the checkpoint (ckpt_run.c, image_core.c) and the restart (restart*.c) run over it. */
+#include "state.h"
+
+#include "restart.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Memory and threads are not in the table: they are the core file's own structure (PT_LOAD
+ * segments, NT_PRSTATUS, CRAC_NT_PROCESS/REGIONS/THREADS: image_core.c writes them,
+ * restart_memory.c and restart_threads.c bring them back) and every kind here is restored into
+ * them. The table's order is the order of capture, of the notes in upper.core (docs/IMAGE.md:
+ * keep it, the format depends on it) and of restore within a phase. To add a kind: a new file
+ * with X_capture and X_restore, a CRAC_NT_* in crac_image.h, one line here
+ * (loader/state/README.md). */
+const struct state_kind state_kinds[] = {
+    /* The CPU clocks go on from their checkpoint values; kept in the control block (memory). */
+    {"cputime", 0, 0, 0, STATE_WITH_THREADS, cputime_capture, NULL, cputime_restore},
+    /* Before the lower half starts, fds hold their numbers; reopened once memory is back. */
+    {"fds", CRAC_NT_FDS, 0, 1, STATE_WITH_MEMORY, fds_capture, fds_hold, fds_restore},
+    {"signals", CRAC_NT_SIGNALS, 65 * sizeof(struct crac_signal_rec), 1, STATE_WITH_MEMORY,
+     signals_capture, NULL, signals_restore},
+    {"timers", CRAC_NT_TIMERS, sizeof(struct crac_timers_rec), 1, STATE_WITH_THREADS,
+     timers_capture, NULL, timers_restore},
+    {"pending", CRAC_NT_PENDING, 0, 0, STATE_WITH_THREADS, pending_capture, NULL,
+     pending_restore},
+    /* Last: it may lower limits the restore of the others needed. */
+    {"rlimits", CRAC_NT_RLIMITS, 0, 0, STATE_WITH_THREADS, rlimits_capture, NULL,
+     rlimits_restore},
+};
+const int n_state_kinds = (int)(sizeof(state_kinds) / sizeof(state_kinds[0]));
+_Static_assert(sizeof(state_kinds) / sizeof(state_kinds[0]) <= STATE_KINDS_MAX,
+               "STATE_KINDS_MAX is too small for the table");
+
+int state_capture_all(const struct state_capture *c, struct state_note notes[STATE_KINDS_MAX])
+{
+    memset(notes, 0, STATE_KINDS_MAX * sizeof(notes[0]));
+    for (int k = 0; k < n_state_kinds; k++) {
+        void *blob = NULL;
+        size_t len = 0;
+        if (state_kinds[k].capture(c, &blob, &len) != 0) {
+            free(blob);
+            return -1;
+        }
+        notes[k] = (struct state_note){blob, len};
+    }
+    return 0;
+}
+
+void state_notes_free(struct state_note notes[STATE_KINDS_MAX])
+{
+    for (int k = 0; k < STATE_KINDS_MAX; k++) {
+        free((void *)notes[k].data);
+        notes[k] = (struct state_note){NULL, 0};
+    }
+}
+
+void state_note_take(struct restart_image *img, uint32_t type, const void *desc, size_t len)
+{
+    for (int k = 0; k < n_state_kinds; k++) {
+        if (!state_kinds[k].note || state_kinds[k].note != type || len < state_kinds[k].min_len)
+            continue;
+        void *d = malloc(len ? len : 1);
+        if (!d)
+            return;
+        memcpy(d, desc, len);
+        free((void *)img->notes[k].data); /* a repeated note: the last one counts */
+        img->notes[k] = (struct state_note){d, len};
+        return;
+    }
+}
+
+const char *state_note_missing(const struct restart_image *img)
+{
+    for (int k = 0; k < n_state_kinds; k++)
+        if (state_kinds[k].required && !img->notes[k].data)
+            return state_kinds[k].name;
+    return NULL;
+}
+
+int state_hold_all(const struct state_restore *r)
+{
+    for (int k = 0; k < n_state_kinds; k++)
+        if (state_kinds[k].hold && (r->img->notes[k].data || !state_kinds[k].note) &&
+            state_kinds[k].hold(r, r->img->notes[k].data, r->img->notes[k].len) != 0)
+            return -1;
+    return 0;
+}
+
+int state_restore_phase(enum state_phase phase, const struct state_restore *r)
+{
+    for (int k = 0; k < n_state_kinds; k++) {
+        const struct state_kind *s = &state_kinds[k];
+        if (s->phase != phase || (s->note && !r->img->notes[k].data))
+            continue;
+        r->err[0] = '\0';
+        if (s->restore(r, r->img->notes[k].data, r->img->notes[k].len) != 0) {
+            if (!r->err[0])
+                snprintf(r->err, r->errlen, "cannot restore the %s", s->name);
+            return -1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,88 @@
+/* state.h — the kinds of process state saved beside memory and threads: one file per kind, the
+ * same verbs for each (X_capture, X_hold, X_restore), and the single table state_kinds[] (kinds.c). */
+#ifndef CRAC_STATE_H
+#define CRAC_STATE_H
+
+#include "ckpt.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct restart_image;
+
+/* A kind's note: its bytes in upper.core (CRAC_NT_*, crac_image.h). data NULL: none. */
+struct state_note {
+    const void *data;
+    size_t len;
+};
+
+/* What capture gets: the parked threads, and the directory for files of the image. */
+struct state_capture {
+    const struct parked_thread *threads;
+    int n_threads;
+    const char *files_dir; /* <generation>/files; made by the first kind that puts a file there */
+};
+
+/* When a kind is restored, in restart's order. */
+enum state_phase {
+    /* Memory and the working directory are back; crac's handlers and the seccomp filter are not
+     * installed yet (restart.c, restart_run). */
+    STATE_WITH_MEMORY,
+    /* Every thread is cloned back and the tid map is known; none runs yet (restart_threads.c). */
+    STATE_WITH_THREADS,
+};
+
+/* What restore gets. */
+struct state_restore {
+    struct restart_image *img;
+    const char *gen_dir;  /* the generation directory (its files/ holds what capture saved) */
+    int no_truncate;      /* --no-truncate */
+    tid_map_fn map_tid;   /* old tid -> new one; NULL in STATE_WITH_MEMORY and for hold */
+    char *err;            /* restore fails with a one-line reason here */
+    size_t errlen;
+};
+
+struct state_kind {
+    const char *name;
+    uint32_t note;         /* CRAC_NT_*; 0: the kind keeps its state in upper memory itself */
+    size_t min_len;        /* a shorter note is ignored (as if absent) */
+    int required;          /* an image without the note is refused */
+    enum state_phase phase;
+    /* Checkpoint, every thread parked: the note's bytes into *blob (malloc'd), or none. 0 / -1. */
+    int (*capture)(const struct state_capture *c, void **blob, size_t *len);
+    /* Restart, right after the image is read and before the lower half starts. May be NULL. */
+    int (*hold)(const struct state_restore *r, const void *note, size_t len);
+    /* Restart, in its phase; a kind whose note is absent is skipped. 0, or -1 with r->err. */
+    int (*restore)(const struct state_restore *r, const void *note, size_t len);
+};
+
+#define STATE_KINDS_MAX 16
+extern const struct state_kind state_kinds[];
+extern const int n_state_kinds;
+
+/* The loops over the table (kinds.c). */
+int state_capture_all(const struct state_capture *c, struct state_note notes[STATE_KINDS_MAX]);
+void state_notes_free(struct state_note notes[STATE_KINDS_MAX]);
+/* A crac note read from upper.core: kept in img->notes if it is a kind's. */
+void state_note_take(struct restart_image *img, uint32_t type, const void *desc, size_t len);
+/* The first required kind whose note the image lacks, or NULL. */
+const char *state_note_missing(const struct restart_image *img);
+int state_hold_all(const struct state_restore *r);
+int state_restore_phase(enum state_phase phase, const struct state_restore *r);
+
+/* The kinds, one file each. */
+int cputime_capture(const struct state_capture *c, void **blob, size_t *len);    /* cputime.c */
+int cputime_restore(const struct state_restore *r, const void *note, size_t len);
+int fds_capture(const struct state_capture *c, void **blob, size_t *len);        /* fds.c */
+int fds_hold(const struct state_restore *r, const void *note, size_t len);
+int fds_restore(const struct state_restore *r, const void *note, size_t len);
+int signals_capture(const struct state_capture *c, void **blob, size_t *len);    /* signals.c */
+int signals_restore(const struct state_restore *r, const void *note, size_t len);
+int timers_capture(const struct state_capture *c, void **blob, size_t *len);     /* timers.c */
+int timers_restore(const struct state_restore *r, const void *note, size_t len);
+int pending_capture(const struct state_capture *c, void **blob, size_t *len);    /* pending.c */
+int pending_restore(const struct state_restore *r, const void *note, size_t len);
+int rlimits_capture(const struct state_capture *c, void **blob, size_t *len);    /* rlimits.c */
+int rlimits_restore(const struct state_restore *r, const void *note, size_t len);
+
+#endif
