@@ -112,6 +112,18 @@ def check_core(path: Path, min_threads: int) -> None:
         assert prstatus >= min_threads, (
             f"{path}: {prstatus} NT_PRSTATUS notes for a program with {min_threads} threads"
         )
+        # crac's notes, once each and in this order (docs/IMAGE.md; the order of
+        # loader/state/kinds.c's table after process, regions and threads), with the fixed sizes
+        # of the fixed-size ones: the image format does not depend on how the loader is split.
+        crac = [(n["n_type"], n["n_descsz"]) for s in notes for n in s.iter_notes()
+                if n["n_name"] == "CRAC"]
+        assert [t for t, _ in crac] == list(range(0x43520001, 0x43520009)), (
+            f"{path}: crac notes {[hex(t) for t, _ in crac]}"
+        )
+        sizes = dict(crac)
+        assert sizes[0x43520005] == 65 * 32, f"{path}: signals note of {sizes[0x43520005]} bytes"
+        assert sizes[0x43520008] == 16 * 16, f"{path}: rlimits note of {sizes[0x43520008]} bytes"
+        assert sizes[0x43520006] >= 104, f"{path}: timers note of {sizes[0x43520006]} bytes"
 
 
 def test_image_layout(ckpt_apps, tmp_path):
