@@ -12,18 +12,12 @@ import typer
 
 # Only what `crac launch` and `crac restart` need is imported here: their start-up time is the
 # program's. The other commands import their modules (rich, asyncio...) when they run.
-from crac_py import (
-    __version__,
-    config,
-    coord_client,
-    devices,
-    image,
-    job,
-    paths,
-    runner,
-)
-from crac_py.coord_client import CoordError
-from crac_py.preflight import PreflightError, preflight
+from crac_py import __version__, config, paths
+from crac_py.coord import client as coord_client
+from crac_py.coord.client import CoordError
+from crac_py.image import generation as image
+from crac_py.launch import devices, job, runner
+from crac_py.launch.preflight import PreflightError, preflight
 
 # Exit status of `crac launch` when it refuses its input or cannot start the program.
 EXIT_REFUSED = 2
@@ -365,7 +359,7 @@ def doctor_cmd(
     from rich.table import Table
     from rich.text import Text
 
-    from crac_py import doctor
+    from crac_py.cli import doctor
 
     results = doctor.run_checks()
     if as_json:
@@ -444,7 +438,7 @@ def coordinator_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log only problems.")] = False,
 ) -> None:
     """Run a job's coordinator (crac launch/restart processes join it; crac command asks it)."""
-    from crac_py import coord_run
+    from crac_py.coord import run as coord_run
 
     try:
         flag = port if port is not None else port_arg
@@ -487,7 +481,7 @@ def command_cmd(
     ] = None,
 ) -> None:
     """Send a command to a job's coordinator (see `crac command --help`)."""
-    from crac_py import command as command_mod
+    from crac_py.cli import command as command_mod
 
     raise typer.Exit(command_mod.run(args or []))
 
@@ -500,7 +494,7 @@ def _verify_tables(reports: list) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from crac_py import verify
+    from crac_py.image import verify
 
     styles = {verify.OK: "green", verify.WARN: "yellow", verify.FAIL: "bold red"}
     console = Console()
@@ -526,7 +520,7 @@ def inspect_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON.")] = False,
 ) -> None:
     """Show what an image holds: regions by kind, threads, file descriptors, device state."""
-    from crac_py import inspect_image
+    from crac_py.image import inspect as inspect_image
 
     try:
         info = inspect_image.describe(image.open_generation(path))
@@ -587,7 +581,8 @@ def verify_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
     """Check an image completely: checksums, format, program binary (exit 0 valid, 2 not)."""
-    from crac_py import progress, verify
+    from crac_py.cli import progress
+    from crac_py.image import verify
 
     try:
         total = sum(verify.total_bytes(g) for g in image.resolve_generations(path))
