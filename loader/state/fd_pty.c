@@ -13,8 +13,6 @@
 #include <termios.h>
 #include <unistd.h>
 
-#define MAX_FDS 4096
-
 static int is_pty(uint32_t kind) { return kind == CRAC_FD_PTY_MASTER || kind == CRAC_FD_PTY_SLAVE; }
 
 /* ---- checkpoint ---- */
@@ -67,7 +65,7 @@ _Static_assert(sizeof(struct winsize) == 8, "crac_pty_rec holds struct winsize")
  * by path; a master alone still gets a new pair, its slave unopened. Unread data is not kept. */
 static void pty_regroup(struct fd_entry *es, int n)
 {
-    int masters[MAX_FDS], warned = 0;
+    int masters[FDS_MAX], warned = 0;
     for (int i = 0; i < n; i++) {
         struct fd_entry *e = &es[i];
         struct stat st;

@@ -18,8 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_FDS 4096
-
 /* Checkpoint: recognised in this order (the first that says yes); a pty pair is regrouped from
  * character devices afterwards. Restart: looked up by the record's kind. */
 static const struct fd_ops *const fd_kinds[] = {
@@ -158,13 +156,13 @@ static void classify(int fd, struct fd_entry *e)
 
 int fds_capture(const struct state_capture *c, void **out, size_t *out_len)
 {
-    static struct fd_entry entries[MAX_FDS];
+    static struct fd_entry entries[FDS_MAX];
     int n = 0;
     DIR *d = opendir("/proc/self/fd");
     if (!d)
         return -1;
     struct dirent *de;
-    while ((de = readdir(d)) && n < MAX_FDS) {
+    while ((de = readdir(d)) && n < FDS_MAX) {
         if (de->d_name[0] == '.')
             continue;
         int fd = atoi(de->d_name);

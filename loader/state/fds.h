@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#define FDS_MAX 4096 /* the program's fds a checkpoint records, at most */
+
 /* One fd at checkpoint. */
 struct fd_entry {
     struct crac_fd_rec rec;
