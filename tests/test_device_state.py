@@ -50,11 +50,12 @@ def wait_generations(ckpt: Path, n: int, proc: subprocess.Popen, timeout: float 
 
 
 def wait_exec(proc: subprocess.Popen, timeout: float = 30) -> None:
-    """Until the process is crac's loader (crac's Python start-up is over)."""
+    """Until the process is crac's loader (crac's Python start-up is over). Its executable says
+    so; its comm is the program's name (loader/boot/main.c) once the loader has started."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if Path(f"/proc/{proc.pid}/comm").read_text().strip() == "crac-loader":
+            if os.readlink(f"/proc/{proc.pid}/exe").endswith("/crac-loader"):
                 return
         except OSError:
             return
