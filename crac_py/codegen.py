@@ -164,8 +164,16 @@ def _crossing(f: Func) -> list[Func]:
 
 
 def gen_args_h() -> str:
-    out = [HEADER, "#ifndef CRAC_CUDART_ARGS_H", "#define CRAC_CUDART_ARGS_H", "",
-           "#include <cuda_runtime_api.h>", "", "#include <stdint.h>", ""]
+    out = [
+        HEADER,
+        "#ifndef CRAC_CUDART_ARGS_H",
+        "#define CRAC_CUDART_ARGS_H",
+        "",
+        "#include <cuda_runtime_api.h>",
+        "",
+        "#include <stdint.h>",
+        "",
+    ]
     for f in SPEC:
         if f.crosses and f.all_params:
             out.append(f"struct crac_args_{f.name} {{")
@@ -177,9 +185,17 @@ def gen_args_h() -> str:
 
 
 def gen_sim_api_h() -> str:
-    out = [HEADER, "#ifndef CRAC_CUDART_SIM_API_H", "#define CRAC_CUDART_SIM_API_H", "",
-           "#include <cuda_runtime_api.h>", "", "#include <stddef.h>", "",
-           "/* nvcc's entry points: crt/host_runtime.h declares them for C++ only. */"]
+    out = [
+        HEADER,
+        "#ifndef CRAC_CUDART_SIM_API_H",
+        "#define CRAC_CUDART_SIM_API_H",
+        "",
+        "#include <cuda_runtime_api.h>",
+        "",
+        "#include <stddef.h>",
+        "",
+        "/* nvcc's entry points: crt/host_runtime.h declares them for C++ only. */",
+    ]
     out.extend(f"{f.prototype()};" for f in SPEC if not f.declared)
     out.append("")
     out.append("/* The sim's implementation of each function: the CUDA arguments, then extras. */")
@@ -260,9 +276,19 @@ def _shim_wrapper(f: Func) -> list[str]:
 
 
 def gen_shim_c() -> str:
-    out = [HEADER, "#include <cuda_runtime_api.h>", "", '#include "cudart_args.h"',
-           '#include "cudart_shim_gen.h"', '#include "cudart_sim_api.h"', '#include "shim.h"', "",
-           "#include <stddef.h>", "#include <stdint.h>", ""]
+    out = [
+        HEADER,
+        "#include <cuda_runtime_api.h>",
+        "",
+        '#include "cudart_args.h"',
+        '#include "cudart_shim_gen.h"',
+        '#include "cudart_sim_api.h"',
+        '#include "shim.h"',
+        "",
+        "#include <stddef.h>",
+        "#include <stdint.h>",
+        "",
+    ]
     for f in SPEC:
         if f.crosses:
             out.extend(_cross_fn(f))
@@ -273,9 +299,17 @@ def gen_shim_c() -> str:
 
 
 def gen_shim_h() -> str:
-    out = [HEADER, "#ifndef CRAC_CUDART_SHIM_GEN_H", "#define CRAC_CUDART_SHIM_GEN_H", "",
-           '#include "cudart_args.h"', "", "#include <stdint.h>", "",
-           "/* Cross into the lower half's entry for <name> (looked up by name once). */"]
+    out = [
+        HEADER,
+        "#ifndef CRAC_CUDART_SHIM_GEN_H",
+        "#define CRAC_CUDART_SHIM_GEN_H",
+        "",
+        '#include "cudart_args.h"',
+        "",
+        "#include <stdint.h>",
+        "",
+        "/* Cross into the lower half's entry for <name> (looked up by name once). */",
+    ]
     for f in SPEC:
         if f.crosses:
             arg = f"struct crac_args_{f.name} *a" if f.all_params else "void"
@@ -285,8 +319,11 @@ def gen_shim_h() -> str:
 
 
 def _lower_stub(f: Func) -> list[str]:
-    lines = [f"static uint64_t lh_{f.name}(uint64_t a0, uint64_t a1, uint64_t a2)", "{",
-             "    (void)a1, (void)a2;"]
+    lines = [
+        f"static uint64_t lh_{f.name}(uint64_t a0, uint64_t a1, uint64_t a2)",
+        "{",
+        "    (void)a1, (void)a2;",
+    ]
     if f.all_params:
         lines.append(f"    const struct crac_args_{f.name} *a = (const void *)(uintptr_t)a0;")
         args = ", ".join(f"a->{p.name}" for p in f.all_params)
@@ -304,9 +341,18 @@ def _lower_stub(f: Func) -> list[str]:
 
 def gen_lower_c() -> str:
     crossing = [f for f in SPEC if f.crosses]
-    out = [HEADER, "#include <cuda_runtime_api.h>", "", '#include "crac_lh_api.h"',
-           '#include "cudart_args.h"', '#include "cudart_lower_gen.h"',
-           '#include "cudart_sim_api.h"', "", "#include <stdint.h>", ""]
+    out = [
+        HEADER,
+        "#include <cuda_runtime_api.h>",
+        "",
+        '#include "crac_lh_api.h"',
+        '#include "cudart_args.h"',
+        '#include "cudart_lower_gen.h"',
+        '#include "cudart_sim_api.h"',
+        "",
+        "#include <stdint.h>",
+        "",
+    ]
     for f in crossing:
         out.extend(_lower_stub(f))
     out.append("const struct crac_lh_entry sim_lh_gen_entries[SIM_LH_GEN_N_ENTRIES] = {")
@@ -317,18 +363,35 @@ def gen_lower_c() -> str:
 
 def gen_lower_h() -> str:
     n = sum(1 for f in SPEC if f.crosses)
-    return "\n".join([
-        HEADER, "#ifndef CRAC_CUDART_LOWER_GEN_H", "#define CRAC_CUDART_LOWER_GEN_H", "",
-        '#include "crac_lh_api.h"', "",
-        f"#define SIM_LH_GEN_N_ENTRIES {n}",
-        "extern const struct crac_lh_entry sim_lh_gen_entries[SIM_LH_GEN_N_ENTRIES];", "",
-        "#endif",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                HEADER,
+                "#ifndef CRAC_CUDART_LOWER_GEN_H",
+                "#define CRAC_CUDART_LOWER_GEN_H",
+                "",
+                '#include "crac_lh_api.h"',
+                "",
+                f"#define SIM_LH_GEN_N_ENTRIES {n}",
+                "extern const struct crac_lh_entry sim_lh_gen_entries[SIM_LH_GEN_N_ENTRIES];",
+                "",
+                "#endif",
+            ]
+        )
+        + "\n"
+    )
 
 
 def gen_native_c() -> str:
-    out = [HEADER, "#include <cuda_runtime_api.h>", "", '#include "cudart_sim_api.h"', "",
-           "#include <stddef.h>", ""]
+    out = [
+        HEADER,
+        "#include <cuda_runtime_api.h>",
+        "",
+        '#include "cudart_sim_api.h"',
+        "",
+        "#include <stddef.h>",
+        "",
+    ]
     for f in SPEC:
         if f.native != "gen":
             continue
@@ -336,8 +399,13 @@ def gen_native_c() -> str:
         sep = "" if f.ret.endswith("*") else " "
         args = ", ".join(p.name for p in f.params)
         ret = "" if _ret_is_void(f) else "return "
-        out += [f"{f.ret}{sep}CUDARTAPI {f.name}({params})", "{",
-                f"    {ret}sim_{f.name}({args});", "}", ""]
+        out += [
+            f"{f.ret}{sep}CUDARTAPI {f.name}({params})",
+            "{",
+            f"    {ret}sim_{f.name}({args});",
+            "}",
+            "",
+        ]
     return "\n".join(out)
 
 

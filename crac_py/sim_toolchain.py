@@ -63,8 +63,21 @@ def libs() -> list[str]:
 
 def build(src: Path, out: Path, extra_libs: tuple[str, ...] = ()) -> Path:
     """gcc -O2 -std=c11 -Wall -Wextra -Werror SRC -o OUT with the sim flags, then extra_libs."""
-    cmd = ["gcc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", *cflags(), str(src), "-o",
-           str(out), *libs(), "-ldl", *extra_libs]
+    cmd = [
+        "gcc",
+        "-O2",
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        *cflags(),
+        str(src),
+        "-o",
+        str(out),
+        *libs(),
+        "-ldl",
+        *extra_libs,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
         raise ToolchainError(f"cannot build {src}:\n{shlex.join(cmd)}\n{res.stderr}")
