@@ -34,16 +34,16 @@ CALLS = ("cudaGetLastError", "cudaStreamQuery")
 
 def _toolchain():
     try:
-        from crac_py import sim_toolchain
+        from crac_py.codegen import sim_toolchain
     except ImportError:
         sys.path.insert(0, str(REPO))
-        from crac_py import sim_toolchain
+        from crac_py.codegen import sim_toolchain
     return sim_toolchain
 
 
 def build(out: Path) -> dict[str, Path]:
     tc = _toolchain()
-    from crac_py.cudart_locate import find_cuda
+    from crac_py.codegen.cudart_locate import find_cuda
 
     try:
         app = tc.build(HERE / "crossing_app.c", out / "crossing_app")

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import build_native  # noqa: E402
-from crac_py import digest  # noqa: E402
+from crac_py.image import digest  # noqa: E402
 
 pytestmark = pytest.mark.unit
 

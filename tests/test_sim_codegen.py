@@ -8,8 +8,9 @@ import sys
 
 from conftest import native_dir, require_native
 
-from crac_py import codegen, cuda_spec
-from crac_py.cudart_locate import find_cuda
+from crac_py.codegen import cuda_spec
+from crac_py.codegen import generate as codegen
+from crac_py.codegen.cudart_locate import find_cuda
 
 REQUIRED = {
     "cudaGetDeviceCount",
@@ -82,7 +83,7 @@ def test_shim_and_native_match_real_libcudart():
 
 def test_coverage_reported():
     res = subprocess.run(
-        [sys.executable, "-m", "crac_py.codegen", "--coverage"],
+        [sys.executable, "-m", "crac_py.codegen.generate", "--coverage"],
         capture_output=True,
         text=True,
         timeout=60,
