@@ -27,6 +27,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,11 @@ ROOT = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "crac_py" / "_native"
 GEN_DIR = ROOT / "build" / "crac_gen"
 OBJ_DIR = ROOT / "build" / "obj"
+
+# crac's version has one source, pyproject.toml; the loader gets it as CRAC_VERSION
+# (include/crac_version.h) and Python reads the package metadata (crac_py.version()).
+with (ROOT / "pyproject.toml").open("rb") as _f:
+    VERSION: str = tomllib.load(_f)["project"]["version"]
 
 COMMON_CFLAGS: tuple[str, ...] = (
     "-std=c11",
@@ -166,7 +172,7 @@ TARGETS: dict[str, Target] = {
     "crac-loader": Target(
         output="crac-loader",
         source_globs=("loader/*/*.c",),
-        cflags=(*COMMON_CFLAGS, "-fno-pie", *LOADER_INCLUDES),
+        cflags=(*COMMON_CFLAGS, "-fno-pie", *LOADER_INCLUDES, f'-DCRAC_VERSION="{VERSION}"'),
         ldflags=("-no-pie", "-Wl,-Ttext-segment=0x10000000"),
         libs=("-lpthread", "-ldl"),
     ),

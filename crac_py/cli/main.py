@@ -12,7 +12,8 @@ import typer
 
 # Only what `crac launch` and `crac restart` need is imported here: their start-up time is the
 # program's. The other commands import their modules (rich, asyncio...) when they run.
-from crac_py import __version__, config, paths
+import crac_py
+from crac_py import config, paths
 from crac_py.cli.options import (
     AnyCoordOpt,
     CkptDirOpt,
@@ -65,7 +66,7 @@ def _error(message: str, code: int = EXIT_REFUSED) -> NoReturn:
 
 def _version_callback(value: bool) -> None:
     if value:
-        print(f"crac {__version__}")
+        print(f"crac {crac_py.version()}")
         raise typer.Exit(0)
 
 
@@ -332,7 +333,7 @@ def doctor_cmd(
         print(json.dumps([c.as_json() for c in results], indent=2))
     else:
         styles = {doctor.OK: "green", doctor.WARN: "yellow", doctor.FAIL: "bold red"}
-        table = Table(title=f"crac {__version__} doctor")
+        table = Table(title=f"crac {crac_py.version()} doctor")
         table.add_column("check")
         table.add_column("status")
         table.add_column("detail", overflow="fold")
