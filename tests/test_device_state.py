@@ -54,7 +54,8 @@ def wait_exec(proc: subprocess.Popen, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if Path(f"/proc/{proc.pid}/comm").read_text().strip() == "crac-loader":
+            # The loader takes the program's name (comm); its executable stays crac-loader.
+            if Path(os.readlink(f"/proc/{proc.pid}/exe")).name == "crac-loader":
                 return
         except OSError:
             return
