@@ -37,7 +37,9 @@ def hooks_app(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return app, lib
 
 
-def test_hooks_every_event_in_order_two_cycles(hooks_app: tuple[Path, Path], tmp_path: Path) -> None:
+def test_hooks_every_event_in_order_two_cycles(
+    hooks_app: tuple[Path, Path], tmp_path: Path
+) -> None:
     app, lib = hooks_app
     run_cycles(app, [str(lib), "{work}/hooks.log", "60", "25"], tmp_path)
     log = (tmp_path / "work" / "hooks.log").read_text().splitlines()
