@@ -14,9 +14,10 @@ includes or its command changed, and a target is linked again only when one of i
 link command changed.
 
 Targets with uses_cuda need the CUDA 13 runtime headers and the real libcudart.so.13 (found by
-crac_py.cudart_locate: $CUDA_HOME, /usr/local/cuda, or the nvidia-cuda-runtime/-crt wheels that
-pyproject.toml's build requirements install) and the C sources crac_py.codegen generates from the
-API spec into build/crac_gen/ before they are compiled.
+crac_py.codegen.cudart_locate: $CUDA_HOME, /usr/local/cuda, or the nvidia-cuda-runtime/-crt
+wheels that pyproject.toml's build requirements install) and the C sources
+crac_py.codegen.generate generates from the API spec into build/crac_gen/ before they are
+compiled.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from crac_py.codegen import GenResult
+    from crac_py.codegen.generate import GenResult
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "crac_py" / "_native"
@@ -129,7 +130,9 @@ class Target:
     ldflags: tuple[str, ...] = ()
     libs: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()  # paths (relative to root) the globs must not pick up
-    generated: tuple[str, ...] = ()  # sources crac_py.codegen writes into the gen directory
+    generated: tuple[
+        str, ...
+    ] = ()  # sources crac_py.codegen.generate writes into the gen directory
     uses_cuda: bool = False  # CUDA headers + generated sources (see the module docstring)
     cudart_abi: bool = False  # soname and symbol versions of the real libcudart.so.13
     static_fallback: bool = False  # linked without -static where no static libc is installed
@@ -301,8 +304,8 @@ def generate(root: Path = ROOT) -> GenResult:
     """Run the API-spec code generator (needs the CUDA headers and the real libcudart)."""
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    from crac_py.codegen import CodegenError, generate
-    from crac_py.cudart_locate import CudaNotFoundError
+    from crac_py.codegen.cudart_locate import CudaNotFoundError
+    from crac_py.codegen.generate import CodegenError, generate
 
     try:
         gen = generate(root / GEN_DIR.relative_to(ROOT))

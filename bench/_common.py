@@ -58,7 +58,7 @@ def missing_loader_message() -> str | None:
 
 def loader_cmd(program: str, *args: str, device: str = "sim") -> list[str]:
     """The loader invoked directly, with the argument convention `crac launch` uses when it
-    execs the loader (crac_py/cli.py)."""
+    execs the loader (crac_py/cli/main.py)."""
     return [str(loader_path()), "--device", device, "--argv0", program, "--", program, *args]
 
 
@@ -74,7 +74,7 @@ def crac_cmd() -> list[str]:
     if probe.returncode == 0:
         return [sys.executable, "-m", "crac_py"]
     root = str(Path(_import_crac_py().__file__).resolve().parent.parent)
-    boot = f"import sys; sys.path.insert(0, {root!r}); from crac_py.cli import main; main()"
+    boot = f"import sys; sys.path.insert(0, {root!r}); from crac_py.cli.main import main; main()"
     return [sys.executable, "-c", boot]
 
 

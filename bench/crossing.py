@@ -34,25 +34,38 @@ CALLS = ("cudaGetLastError", "cudaStreamQuery")
 
 def _toolchain():
     try:
-        from crac_py import sim_toolchain
+        from crac_py.codegen import sim_toolchain
     except ImportError:
         sys.path.insert(0, str(REPO))
-        from crac_py import sim_toolchain
+        from crac_py.codegen import sim_toolchain
     return sim_toolchain
 
 
 def build(out: Path) -> dict[str, Path]:
     tc = _toolchain()
-    from crac_py.cudart_locate import find_cuda
+    from crac_py.codegen.cudart_locate import find_cuda
 
     try:
         app = tc.build(HERE / "crossing_app.c", out / "crossing_app")
         server = tc.build(HERE / "proxy_server.c", out / "proxy_server")
         client = out / "proxy_client.so"
-        cmd = ["gcc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-               f"-I{find_cuda().include_dir}", "-Wl,-soname,libcudart.so.13",
-               f"-Wl,--version-script={HERE / 'proxy_client.map'}", str(HERE / "proxy_client.c"),
-               "-o", str(client), "-pthread"]
+        cmd = [
+            "gcc",
+            "-O2",
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-shared",
+            "-fPIC",
+            f"-I{find_cuda().include_dir}",
+            "-Wl,-soname,libcudart.so.13",
+            f"-Wl,--version-script={HERE / 'proxy_client.map'}",
+            str(HERE / "proxy_client.c"),
+            "-o",
+            str(client),
+            "-pthread",
+        ]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if res.returncode != 0:
             raise BenchError(f"cannot build the proxy client: {shlex.join(cmd)}\n{res.stderr}")
@@ -100,16 +113,22 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ns = ap.parse_args()
     if not loader_path().is_file():
-        print(f"crossing: the loader is not built ({loader_path()}); run pip install .",
-              file=sys.stderr)
+        print(
+            f"crossing: the loader is not built ({loader_path()}); run pip install .",
+            file=sys.stderr,
+        )
         return 1
     with tempfile.TemporaryDirectory(prefix="crac-bench-") as tmp:
         try:
             b = build(Path(tmp))
-            proxy_env = {**os.environ, "LD_PRELOAD": str(b["client"]),
-                         "CRAC_BENCH_PROXY_SERVER": str(b["server"])}
+            proxy_env = {
+                **os.environ,
+                "LD_PRELOAD": str(b["client"]),
+                "CRAC_BENCH_PROXY_SERVER": str(b["server"]),
+            }
             samples: dict[str, dict[str, list[float]]] = {
-                v: {c: [] for c in CALLS} for v in ("native", "crac", "proxy")}
+                v: {c: [] for c in CALLS} for v in ("native", "crac", "proxy")
+            }
             variants = {
                 "native": ([str(b["app"]), str(ns.n)], None),
                 "crac": ([*crac_launch(), str(b["app"]), str(ns.n)], None),
@@ -121,8 +140,15 @@ def main() -> int:
                         samples[v][c].append(value)
             jacobi_args = [str(x) for x in ns.jacobi]
             native_j = [str(b["jacobi"]), *jacobi_args]
-            loader_j = [str(loader_path()), "--device", "sim", "--argv0", str(b["jacobi"]), "--",
-                        *native_j]
+            loader_j = [
+                str(loader_path()),
+                "--device",
+                "sim",
+                "--argv0",
+                str(b["jacobi"]),
+                "--",
+                *native_j,
+            ]
             wall_s: dict[str, list[float]] = {"native": [], "crac": []}
             cpu_s: dict[str, list[float]] = {"native": [], "crac": []}
             timed(native_j)  # warm-up
@@ -144,20 +170,52 @@ def main() -> int:
     wn, wc = statistics.median(wall_s["native"]), statistics.median(wall_s["crac"])
     cn, cc = statistics.median(cpu_s["native"]), statistics.median(cpu_s["crac"])
     if ns.json:
-        print(json.dumps({"per_call_ns": med, "jacobi_wall_s": wall_s, "jacobi_cpu_s": cpu_s},
-                         indent=2))
+        print(
+            json.dumps(
+                {"per_call_ns": med, "jacobi_wall_s": wall_s, "jacobi_cpu_s": cpu_s}, indent=2
+            )
+        )
         return 0
-    print(f"Command: python bench/crossing.py -n {ns.n} -r {ns.reps} --jacobi "
-          f"{' '.join(jacobi_args)}  (medians of {ns.reps} interleaved runs)\n")
-    print(markdown_table(
-        ["call", "native ns/call", "crac ns/call", "proxy ns/call", "crac / native",
-         "proxy / crac"], rows))
+    print(
+        f"Command: python bench/crossing.py -n {ns.n} -r {ns.reps} --jacobi "
+        f"{' '.join(jacobi_args)}  (medians of {ns.reps} interleaved runs)\n"
+    )
+    print(
+        markdown_table(
+            [
+                "call",
+                "native ns/call",
+                "crac ns/call",
+                "proxy ns/call",
+                "crac / native",
+                "proxy / crac",
+            ],
+            rows,
+        )
+    )
     print()
     prog = f"examples/jacobi {' '.join(jacobi_args)}"
-    print(markdown_table(
-        ["program", "time", "native s", "crac s (loader, sim1)", "crac / native"],
-        [[prog, "wall", f"{wn:.3f}", f"{wc:.3f}", f"{wc / wn:.4f} ({(wc / wn - 1) * 100:+.2f}%)"],
-         [prog, "CPU", f"{cn:.3f}", f"{cc:.3f}", f"{cc / cn:.4f} ({(cc / cn - 1) * 100:+.2f}%)"]]))
+    print(
+        markdown_table(
+            ["program", "time", "native s", "crac s (loader, sim1)", "crac / native"],
+            [
+                [
+                    prog,
+                    "wall",
+                    f"{wn:.3f}",
+                    f"{wc:.3f}",
+                    f"{wc / wn:.4f} ({(wc / wn - 1) * 100:+.2f}%)",
+                ],
+                [
+                    prog,
+                    "CPU",
+                    f"{cn:.3f}",
+                    f"{cc:.3f}",
+                    f"{cc / cn:.4f} ({(cc / cn - 1) * 100:+.2f}%)",
+                ],
+            ],
+        )
+    )
     return 0
 
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 from _common import prefault_and_free  # noqa: E402
 
-from crac_py import sim_toolchain  # noqa: E402
+from crac_py.codegen import sim_toolchain  # noqa: E402
 
 
 def crac() -> list[str]:

@@ -10,62 +10,16 @@ program can be checkpointed (docs/DECISIONS.md). The CLI proper is imported afte
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 
-DEFAULT_CKPT_SIGNAL = 12
-
-
-def _signal_number(value: str) -> int | None:
-    try:
-        number = int(value)
-    except ValueError:
-        return None
-    return number if 0 < number < 65 and number not in (9, 19) else None
-
-
-def guess_ckpt_signal(argv: list[str], environ: os._Environ[str] | dict[str, str]) -> int:
-    """The checkpoint signal as the CLI will resolve it (flag > CRAC_SIGCKPT > DMTCP_SIGCKPT >
-    12), read cheaply before the CLI is imported. `crac restart` uses the image's signal, which
-    runner.exec_loader blocks too once the image is read."""
-    for i, arg in enumerate(argv):
-        if arg == "--":
-            break
-        value = None
-        if arg == "--ckpt-signal" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith("--ckpt-signal="):
-            value = arg.partition("=")[2]
-        if value is not None and (number := _signal_number(value)) is not None:
-            return number
-    for name in ("CRAC_SIGCKPT", "DMTCP_SIGCKPT"):
-        value = environ.get(name, "")
-        if value != "":
-            return _signal_number(value) or DEFAULT_CKPT_SIGNAL
-    return DEFAULT_CKPT_SIGNAL
-
-
-# The signal this module blocked (None: this is not a launch or restart).
-held_signal: int | None = None
-
-
-def _hold_checkpoint_signal() -> None:
-    global held_signal
-    if len(sys.argv) > 1 and sys.argv[1] in ("launch", "restart"):
-        held_signal = guess_ckpt_signal(sys.argv[2:], os.environ)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {held_signal})
-
-
-# At import, not in main(): `crac` imports this module before anything else of crac.
-_hold_checkpoint_signal()
+from crac_py import ckpt_signal  # noqa: F401  (blocks the checkpoint signal at import)
 
 
 def main() -> None:
     if sys.argv[1:2] == ["command"]:  # scripts poll it: skip typer and the CLI's imports
-        from crac_py.command import run
+        from crac_py.cli.command import run
 
         sys.exit(run(sys.argv[2:]))
-    from crac_py.cli import main as cli_main
+    from crac_py.cli.main import main as cli_main
 
     cli_main()

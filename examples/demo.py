@@ -54,10 +54,10 @@ def wait_for_generation(ckpt: Path, timeout: float = 120.0) -> Path:
 
 def main() -> int:
     try:
-        from crac_py import sim_toolchain
+        from crac_py.codegen import sim_toolchain
     except ImportError:
         sys.path.insert(0, str(HERE.parent))  # running from a clone without `pip install .`
-        from crac_py import sim_toolchain
+        from crac_py.codegen import sim_toolchain
     tmp = Path(tempfile.mkdtemp(prefix="crac-demo-"))
     try:
         exe = tmp / "jacobi"

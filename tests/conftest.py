@@ -80,7 +80,7 @@ def crac_cmd() -> tuple[str, ...]:
     import crac_py
 
     root = str(Path(crac_py.__file__).resolve().parent.parent)
-    boot = f"import sys; sys.path.insert(0, {root!r}); from crac_py.cli import main; main()"
+    boot = f"import sys; sys.path.insert(0, {root!r}); from crac_py.cli.main import main; main()"
     return (sys.executable, "-c", boot)
 
 

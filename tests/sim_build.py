@@ -1,9 +1,9 @@
 """Building programs for the simulated CUDA device: tests/apps/sim_*.c and examples/.
 
 They include the real cuda_runtime_api.h and crac_sim.h and link against crac's native sim
-libcudart.so.13 (crac_py.sim_toolchain); sim_unsupported* link against NVIDIA's libcudart.so.13
-instead, so that they import functions crac does not support. A missing piece FAILS the tests that
-need it (never a skip): it is a build or install bug.
+libcudart.so.13 (crac_py.codegen.sim_toolchain); sim_unsupported* link against NVIDIA's
+libcudart.so.13 instead, so that they import functions crac does not support. A missing piece
+FAILS the tests that need it (never a skip): it is a build or install bug.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ REAL_CUDART = {"sim_unsupported": False, "sim_unsupported_lib": True}
 
 def _toolchain():
     try:
-        from crac_py import sim_toolchain
+        from crac_py.codegen import sim_toolchain
     except ImportError as exc:
         pytest.fail(f"crac_py is not importable ({exc}); install it with `pip install .`")
     return sim_toolchain
 
 
 def _build_real(src: Path, out: Path, shared: bool) -> Path:
-    from crac_py.cudart_locate import find_cuda
+    from crac_py.codegen.cudart_locate import find_cuda
 
     cuda = find_cuda()
     libdir = cuda.libcudart.parent

@@ -67,4 +67,3 @@ def test_numpy_with_python_and_openblas_threads(numpy_python, tmp_path):
     run_cycles(
         numpy_python, [str(APPS_DIR / "py" / "ckpt_numpy.py"), "400", "10", "3"], tmp_path, cycles=2
     )
-

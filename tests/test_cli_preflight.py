@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from crac_py import __version__, config
-from crac_py.preflight import PreflightError, preflight
+from crac_py.launch.preflight import PreflightError, preflight
 
 REPO = Path(__file__).resolve().parent.parent
 HAVE_GCC = shutil.which("gcc") is not None

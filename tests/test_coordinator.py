@@ -30,8 +30,8 @@ from coord_harness import (
     wait_until,
 )
 
-from crac_py.coordinator import loopback_peer_uid
-from crac_py.restart_script import listed_generations
+from crac_py.coord.restart_script import listed_generations
+from crac_py.coord.server import loopback_peer_uid
 
 
 @pytest.fixture

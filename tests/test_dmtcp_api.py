@@ -64,7 +64,6 @@ def test_checkpoint_waits_for_the_section(app: Path, tmp_path: Path) -> None:
     assert (proc / "gen-000001" / "upper.core").is_file()
 
 
-
 def test_coordinator_status_counts_the_job(app: Path, tmp_path: Path) -> None:
     require_native()
     coord = Coordinator(tmp_path / "coord")

@@ -53,7 +53,7 @@ def test_hostile_program_path_arguments_and_directory(tmp_path):
 def test_job_restart_script_quotes_every_path(tmp_path):
     """The coordinator's restart script for a job whose directories have hostile names: every
     path reaches `crac restart` as one argument, byte for byte, and the script lists them."""
-    from crac_py.restart_script import ScriptJob, listed_generations, write
+    from crac_py.coord.restart_script import ScriptJob, listed_generations, write
 
     job_dir = tmp_path / f"job {HOSTILE}"
     gens = [job_dir / f"ckpt_p{i} {HOSTILE}-{i}" / "gen-000001" for i in (1, 2)]

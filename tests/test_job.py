@@ -59,7 +59,7 @@ from job_harness import (
     wait_steps,
 )
 
-from crac_py.restart_script import listed_generations
+from crac_py.coord.restart_script import listed_generations
 
 TAGS4 = ["p1", "p2", "p3", "p4"]
 

@@ -27,8 +27,14 @@ def build(tmp_path: Path) -> Path:
     prog = real / "self_exe"
     subprocess.run(
         [
-            "gcc", *CFLAGS, "-o", str(prog), str(src / "self_exe.c"),
-            f"-L{real}", "-lselfexe", "-Wl,--enable-new-dtags,-rpath,$ORIGIN",
+            "gcc",
+            *CFLAGS,
+            "-o",
+            str(prog),
+            str(src / "self_exe.c"),
+            f"-L{real}",
+            "-lselfexe",
+            "-Wl,--enable-new-dtags,-rpath,$ORIGIN",
         ],
         check=True,
         timeout=120,

@@ -8,21 +8,55 @@ import sys
 
 from conftest import native_dir, require_native
 
-from crac_py import codegen, cuda_spec
-from crac_py.cudart_locate import find_cuda
+from crac_py.codegen import cuda_spec
+from crac_py.codegen import generate as codegen
+from crac_py.codegen.cudart_locate import find_cuda
 
 REQUIRED = {
-    "cudaGetDeviceCount", "cudaSetDevice", "cudaGetDevice", "cudaGetDeviceProperties",
-    "cudaDeviceSynchronize", "cudaDeviceReset", "cudaDriverGetVersion", "cudaRuntimeGetVersion",
-    "cudaGetLastError", "cudaPeekAtLastError", "cudaGetErrorString", "cudaGetErrorName",
-    "cudaMalloc", "cudaFree", "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset", "cudaMemsetAsync",
-    "cudaMallocHost", "cudaFreeHost", "cudaHostAlloc", "cudaMallocManaged", "cudaMemGetInfo",
-    "cudaPointerGetAttributes", "cudaStreamCreate", "cudaStreamCreateWithFlags",
-    "cudaStreamDestroy", "cudaStreamSynchronize", "cudaStreamQuery", "cudaStreamWaitEvent",
-    "cudaEventCreate", "cudaEventCreateWithFlags", "cudaEventRecord", "cudaEventSynchronize",
-    "cudaEventQuery", "cudaEventElapsedTime", "cudaEventDestroy", "cudaLaunchKernel",
-    "cudaLaunchHostFunc", "__cudaRegisterFatBinary", "__cudaRegisterFatBinaryEnd",
-    "__cudaRegisterFunction", "__cudaUnregisterFatBinary", "__cudaPushCallConfiguration",
+    "cudaGetDeviceCount",
+    "cudaSetDevice",
+    "cudaGetDevice",
+    "cudaGetDeviceProperties",
+    "cudaDeviceSynchronize",
+    "cudaDeviceReset",
+    "cudaDriverGetVersion",
+    "cudaRuntimeGetVersion",
+    "cudaGetLastError",
+    "cudaPeekAtLastError",
+    "cudaGetErrorString",
+    "cudaGetErrorName",
+    "cudaMalloc",
+    "cudaFree",
+    "cudaMemcpy",
+    "cudaMemcpyAsync",
+    "cudaMemset",
+    "cudaMemsetAsync",
+    "cudaMallocHost",
+    "cudaFreeHost",
+    "cudaHostAlloc",
+    "cudaMallocManaged",
+    "cudaMemGetInfo",
+    "cudaPointerGetAttributes",
+    "cudaStreamCreate",
+    "cudaStreamCreateWithFlags",
+    "cudaStreamDestroy",
+    "cudaStreamSynchronize",
+    "cudaStreamQuery",
+    "cudaStreamWaitEvent",
+    "cudaEventCreate",
+    "cudaEventCreateWithFlags",
+    "cudaEventRecord",
+    "cudaEventSynchronize",
+    "cudaEventQuery",
+    "cudaEventElapsedTime",
+    "cudaEventDestroy",
+    "cudaLaunchKernel",
+    "cudaLaunchHostFunc",
+    "__cudaRegisterFatBinary",
+    "__cudaRegisterFatBinaryEnd",
+    "__cudaRegisterFunction",
+    "__cudaUnregisterFatBinary",
+    "__cudaPushCallConfiguration",
     "__cudaPopCallConfiguration",
 }
 
@@ -48,8 +82,12 @@ def test_shim_and_native_match_real_libcudart():
 
 
 def test_coverage_reported():
-    res = subprocess.run([sys.executable, "-m", "crac_py.codegen", "--coverage"],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "crac_py.codegen.generate", "--coverage"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     real = codegen.read_lib(find_cuda().libcudart)
     expected = f"coverage: {len(cuda_spec.SUPPORTED)}/{len(real.exports)} functions"

@@ -35,6 +35,7 @@ def test_layout_and_virtual_handles(sim_apps, tmp_path):
     # The program sees crac's handles: identical under both backends ...
     assert handles[0].group(1) == handles[1].group(1), out
     # ... and not the backend's (natively, sim1 hands out heap addresses).
-    assert handles[0].group(1) != re.search(r"^handles: (.*)$", native.stdout.decode(),
-                                            re.M).group(1)
+    assert handles[0].group(1) != re.search(r"^handles: (.*)$", native.stdout.decode(), re.M).group(
+        1
+    )
     assert "driver: 13000" in out[1] and "driver: 13010" in out[2]

@@ -23,10 +23,19 @@ ARGS = {
 def run_sim(argv, version: int, *, env=None, cwd=None, timeout: float = 120):
     """argv under `crac launch --device sim --sim-version N`."""
     require_native()
-    cmd = [*crac_cmd(), "launch", "--device", "sim", "--sim-version", str(version), "--",
-           *map(str, argv)]
-    return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, env=env, cwd=cwd,
-                          timeout=timeout)
+    cmd = [
+        *crac_cmd(),
+        "launch",
+        "--device",
+        "sim",
+        "--sim-version",
+        str(version),
+        "--",
+        *map(str, argv),
+    ]
+    return subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, capture_output=True, env=env, cwd=cwd, timeout=timeout
+    )
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -48,7 +57,10 @@ def test_examples_makefile(tmp_path):
     env = dict(os.environ)
     res = subprocess.run(
         [make, "-C", str(EXAMPLES_DIR), f"OUT={tmp_path}", f"PYTHON={sys.executable}"],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert res.returncode == 0, res.stdout + res.stderr
     for name in EXAMPLES:
@@ -61,7 +73,8 @@ def test_examples_makefile(tmp_path):
 def test_demo_script():
     """examples/demo.py (the README's demo) exits 0."""
     require_native()
-    res = subprocess.run([sys.executable, str(EXAMPLES_DIR / "demo.py")], capture_output=True,
-                         text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, str(EXAMPLES_DIR / "demo.py")], capture_output=True, text=True, timeout=600
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "demo: OK" in res.stdout

@@ -11,15 +11,19 @@ from test_sim_examples import run_sim
 
 def test_launch_refuses_unsupported_import(sim_apps):
     require_native()
-    cp = subprocess.run([*crac_cmd(), "launch", "--device", "sim", "--",
-                         str(sim_apps["sim_unsupported"])], capture_output=True, timeout=60)
+    cp = subprocess.run(
+        [*crac_cmd(), "launch", "--device", "sim", "--", str(sim_apps["sim_unsupported"])],
+        capture_output=True,
+        timeout=60,
+    )
     assert cp.returncode == 2, describe(cp)
     err = cp.stderr.decode()
     assert "cudaGraphCreate" in err and "does not support" in err, describe(cp)
     assert "Traceback" not in err
     # auto picks a device for it too, and refuses the same way
-    cp = subprocess.run([*crac_cmd(), "launch", str(sim_apps["sim_unsupported"])],
-                        capture_output=True, timeout=60)
+    cp = subprocess.run(
+        [*crac_cmd(), "launch", str(sim_apps["sim_unsupported"])], capture_output=True, timeout=60
+    )
     assert cp.returncode == 2 and b"cudaGraphCreate" in cp.stderr, describe(cp)
 
 
@@ -40,4 +44,5 @@ def test_unsupported_call_at_run_time(sim_apps, tmp_path):
             for cp in (native, crac):
                 assert cp.returncode == 127, describe(cp)
                 assert b"undefined symbol: cudaGraphCreate, version libcudart.so.13" in (
-                    cp.stderr), describe(cp)
+                    cp.stderr
+                ), describe(cp)

@@ -336,7 +336,7 @@ static int write_restart_script(void)
                "  esac\n"
                "done\n"
                "exec %s restart \"$@\" \"$dir\"/",
-            ckpt_cfg.crac_cmd); /* crac_cmd is shell words already (crac_py/runner.py) */
+            ckpt_cfg.crac_cmd); /* crac_cmd is shell words already (crac_py/launch/runner.py) */
     sh_quote(f, proc);
     fputc('\n', f);
     int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;

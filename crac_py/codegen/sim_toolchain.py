@@ -1,10 +1,10 @@
 """Compiler and linker flags for programs that use the CUDA runtime API with sim kernels.
 
-Such programs include the real `cuda_runtime_api.h` (crac_py.cudart_locate) and crac's
+Such programs include the real `cuda_runtime_api.h` (crac_py.codegen.cudart_locate) and crac's
 `crac_sim.h`, and link against the native sim `libcudart.so.13` (built by build_native.py into
 crac_py/_native/native/). Under `crac launch` the shim libcudart takes that library's place.
 
-    python -m crac_py.sim_toolchain --cflags | --libs | --cuda-include | --crac-include |
+    python -m crac_py.codegen.sim_toolchain --cflags | --libs | --cuda-include | --crac-include |
                                     --cudart-dir
 """
 
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from crac_py import paths
-from crac_py.cudart_locate import CudaNotFoundError, find_cuda
+from crac_py.codegen.cudart_locate import CudaNotFoundError, find_cuda
 
 CUDART = "libcudart.so.13"
 
@@ -63,8 +63,21 @@ def libs() -> list[str]:
 
 def build(src: Path, out: Path, extra_libs: tuple[str, ...] = ()) -> Path:
     """gcc -O2 -std=c11 -Wall -Wextra -Werror SRC -o OUT with the sim flags, then extra_libs."""
-    cmd = ["gcc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", *cflags(), str(src), "-o",
-           str(out), *libs(), "-ldl", *extra_libs]
+    cmd = [
+        "gcc",
+        "-O2",
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        *cflags(),
+        str(src),
+        "-o",
+        str(out),
+        *libs(),
+        "-ldl",
+        *extra_libs,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
         raise ToolchainError(f"cannot build {src}:\n{shlex.join(cmd)}\n{res.stderr}")
@@ -72,7 +85,7 @@ def build(src: Path, out: Path, extra_libs: tuple[str, ...] = ()) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m crac_py.sim_toolchain")
+    ap = argparse.ArgumentParser(prog="python -m crac_py.codegen.sim_toolchain")
     for opt in ("--cflags", "--libs", "--cuda-include", "--crac-include", "--cudart-dir"):
         ap.add_argument(opt, action="store_true")
     ns = ap.parse_args(argv)

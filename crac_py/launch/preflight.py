@@ -2,7 +2,7 @@
 
 Checks, in order: found, regular file, executable, ELF (scripts get their own hint), 64-bit x86-64,
 a program rather than an object/library, dynamically linked (PT_INTERP), CUDA runtime not linked
-in statically, every imported CUDA function supported (crac_py.cuda_spec.SUPPORTED).
+in statically, every imported CUDA function supported (crac_py.codegen.cuda_spec.SUPPORTED).
 Each failure raises PreflightError("<program>: <problem>; <fix>").
 """
 
@@ -20,7 +20,7 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-from crac_py import cuda_spec
+from crac_py.codegen import cuda_spec
 
 ELF_MAGIC = b"\x7fELF"
 MAX_LISTED = 5
@@ -194,7 +194,7 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
         why = "crac supports none yet" if not supported else f"crac supports {len(supported)}"
         raise PreflightError(
             f"{program}: imports CUDA functions crac does not support: {listed}{more}; "
-            f"{why} (see crac_py/cuda_spec.py): remove those calls"
+            f"{why} (see crac_py/codegen/cuda_spec.py): remove those calls"
         )
     return ProgramInfo(
         path=os.path.abspath(path),

@@ -77,15 +77,15 @@ def hold_ckpt_signal(argv: list[str]) -> None:
     """Block the loader's checkpoint signal across the exec (crac_py/_entry.py blocked its guess
     at start-up; a restart's comes from the image). A signal already pending stays pending and
     the loader turns it into a checkpoint once the program can be checkpointed."""
-    from crac_py import _entry
+    from crac_py import ckpt_signal
 
     cut = argv.index("--") if "--" in argv else len(argv)
     options = argv[:cut]
-    number = _entry.DEFAULT_CKPT_SIGNAL
+    number = ckpt_signal.DEFAULT_CKPT_SIGNAL
     if "--ckpt-signal" in options:
         number = int(options[options.index("--ckpt-signal") + 1])
     signal.pthread_sigmask(signal.SIG_BLOCK, {number})
-    held = _entry.held_signal
+    held = ckpt_signal.held_signal
     if held is not None and held != number and "--restart" not in options:
         # The guess was not the launch's signal: the program starts with the caller's mask.
         # (At a restart every thread gets its saved mask back anyway.)

@@ -15,7 +15,8 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from crac_py import devices, paths
+from crac_py import paths
+from crac_py.launch import devices
 
 OK, WARN, FAIL, INFO = "OK", "WARN", "FAIL", "INFO"
 

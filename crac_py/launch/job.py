@@ -18,8 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from crac_py import config, coord_client, image, restart_script, runner
-from crac_py.coord_client import CoordError, CoordinatorNotFound, Endpoint
+from crac_py import config
+from crac_py.coord import client as coord_client
+from crac_py.coord import restart_script
+from crac_py.coord.client import CoordError, CoordinatorNotFound, Endpoint
+from crac_py.image import generation as image
+from crac_py.launch import runner
 
 _ENV = (
     "CRAC_COORD_HOST",
@@ -87,7 +91,7 @@ def _start(ep: Endpoint, interval: int) -> int:
         raise CoordinatorNotFound(ep.host, ep.port)
     # Imported here: it brings asyncio (~20 ms), which a launch without a new coordinator
     # does not need.
-    from crac_py import coord_run
+    from crac_py.coord import run as coord_run
 
     opts = coord_run.RunOptions(
         port=ep.port,

@@ -1,7 +1,7 @@
 """The one spec of the CUDA runtime API functions crac supports (crossing the split process).
 
 Each function has its C signature (as in CUDA 13's cuda_runtime_api.h / crt/host_runtime.h) and
-the role of every argument. crac_py/codegen.py generates from it, at build time:
+the role of every argument. crac_py/codegen/generate.py generates from it, at build time:
 
 * the upper shim `libcudart.so.13` (each entry packs its arguments into a struct and crosses into
   the lower half; handles are translated between the program's virtual handles and the backend's),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crac_py import config
-from crac_py.coord_proto import MAX_LINE, ProtocolError, decode, encode
+from crac_py.coord.proto import MAX_LINE, ProtocolError, decode, encode
 
 CONNECT_TIMEOUT = 5.0
 REPLY_TIMEOUT = 30.0

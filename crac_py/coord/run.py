@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from crac_py import runner
-from crac_py.coordinator import CoordConfig, Coordinator
+from crac_py.coord.server import CoordConfig, Coordinator
+from crac_py.launch import runner
 
 
 class CoordStartError(Exception):

@@ -15,9 +15,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from crac_py import config, coord_client
-from crac_py.coord_client import CoordError, Endpoint
-from crac_py.coord_proto import LONG_REPLY_VERBS, OLD_VERBS, normalize_verb
+from crac_py import config
+from crac_py.coord import client as coord_client
+from crac_py.coord.client import CoordError, Endpoint
+from crac_py.coord.proto import LONG_REPLY_VERBS, OLD_VERBS, normalize_verb
 
 EXIT_OK, EXIT_USAGE, EXIT_ERROR = 0, 1, 2
 
@@ -165,7 +166,7 @@ def _watch(ep: Endpoint, bar: Any, done: threading.Event) -> None:
 def _send(req: Request, ep: Endpoint) -> dict[str, Any]:
     if req.verb not in LONG_REPLY_VERBS:
         return coord_client.command(ep, req.verb, req.value)
-    from crac_py import progress  # rich: imported only for the verbs that may wait
+    from crac_py.cli import progress  # rich: imported only for the verbs that may wait
 
     bar = progress.DelayedProgress("checkpoint of the job")
     done = threading.Event()

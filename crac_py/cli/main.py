@@ -12,18 +12,26 @@ import typer
 
 # Only what `crac launch` and `crac restart` need is imported here: their start-up time is the
 # program's. The other commands import their modules (rich, asyncio...) when they run.
-from crac_py import (
-    __version__,
-    config,
-    coord_client,
-    devices,
-    image,
-    job,
-    paths,
-    runner,
+from crac_py import __version__, config, paths
+from crac_py.cli.options import (
+    AnyCoordOpt,
+    CkptDirOpt,
+    CoordHostOpt,
+    CoordPortOpt,
+    CoordTokenOpt,
+    ExitAfterOpt,
+    IntervalOpt,
+    JoinOpt,
+    KeepOpt,
+    NewCoordOpt,
+    NoCoordOpt,
+    SimVersionOpt,
 )
-from crac_py.coord_client import CoordError
-from crac_py.preflight import PreflightError, preflight
+from crac_py.coord import client as coord_client
+from crac_py.coord.client import CoordError
+from crac_py.image import generation as image
+from crac_py.launch import devices, job, runner
+from crac_py.launch.preflight import PreflightError, preflight
 
 # Exit status of `crac launch` when it refuses its input or cannot start the program.
 EXIT_REFUSED = 2
@@ -107,63 +115,6 @@ def _checkpoint_options(
         keep=keep,
         exit_after=exit_after,
     )
-
-
-CkptDirOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--ckptdir", "-c", help="Where images go (env CRAC_CHECKPOINT_DIR, DMTCP_CHECKPOINT_DIR)."
-    ),
-]
-IntervalOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--interval",
-        "-i",
-        help="Checkpoint every S seconds (env CRAC_/DMTCP_CHECKPOINT_INTERVAL; 0 = never).",
-    ),
-]
-KeepOpt = Annotated[int, typer.Option("--keep", min=1, help="Generations to keep.")]
-ExitAfterOpt = Annotated[
-    bool, typer.Option("--exit-after-checkpoint", help="Exit once the next checkpoint is written.")
-]
-SimVersionOpt = Annotated[
-    int | None,
-    typer.Option("--sim-version", min=1, max=2, help="Version of the sim device to load."),
-]
-# Coordinator options of launch and restart (job.py): none of them and no CRAC_/DMTCP_COORD_*
-# variable = no coordinator (a single process checkpointed through its own signal).
-CoordHostOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--coord-host", "--host", help="Coordinator host (env CRAC_/DMTCP_COORD_HOST; localhost)."
-    ),
-]
-CoordPortOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--coord-port", "--port", "-p", help="Coordinator port (env CRAC_/DMTCP_COORD_PORT; 7779)."
-    ),
-]
-CoordTokenOpt = Annotated[
-    str | None,
-    typer.Option("--coord-token", help="The coordinator's shared secret (env CRAC_COORD_TOKEN)."),
-]
-JoinOpt = Annotated[
-    bool,
-    typer.Option("--join-coordinator", "--join", "-j", help="Join a running coordinator."),
-]
-NewCoordOpt = Annotated[
-    bool,
-    typer.Option("--new-coordinator", help="Start a coordinator (daemon, --exit-on-last)."),
-]
-AnyCoordOpt = Annotated[
-    bool,
-    typer.Option("--any-coordinator", help="Join the coordinator at host:port, else start one."),
-]
-NoCoordOpt = Annotated[
-    bool, typer.Option("--no-coordinator", help="Run alone (the default without coord options).")
-]
 
 
 def _coord_choice(
@@ -365,7 +316,7 @@ def doctor_cmd(
     from rich.table import Table
     from rich.text import Text
 
-    from crac_py import doctor
+    from crac_py.cli import doctor
 
     results = doctor.run_checks()
     if as_json:
@@ -444,7 +395,7 @@ def coordinator_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log only problems.")] = False,
 ) -> None:
     """Run a job's coordinator (crac launch/restart processes join it; crac command asks it)."""
-    from crac_py import coord_run
+    from crac_py.coord import run as coord_run
 
     try:
         flag = port if port is not None else port_arg
@@ -487,7 +438,7 @@ def command_cmd(
     ] = None,
 ) -> None:
     """Send a command to a job's coordinator (see `crac command --help`)."""
-    from crac_py import command as command_mod
+    from crac_py.cli import command as command_mod
 
     raise typer.Exit(command_mod.run(args or []))
 
@@ -500,7 +451,7 @@ def _verify_tables(reports: list) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from crac_py import verify
+    from crac_py.image import verify
 
     styles = {verify.OK: "green", verify.WARN: "yellow", verify.FAIL: "bold red"}
     console = Console()
@@ -526,7 +477,7 @@ def inspect_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON.")] = False,
 ) -> None:
     """Show what an image holds: regions by kind, threads, file descriptors, device state."""
-    from crac_py import inspect_image
+    from crac_py.image import inspect as inspect_image
 
     try:
         info = inspect_image.describe(image.open_generation(path))
@@ -587,7 +538,8 @@ def verify_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
     """Check an image completely: checksums, format, program binary (exit 0 valid, 2 not)."""
-    from crac_py import progress, verify
+    from crac_py.cli import progress
+    from crac_py.image import verify
 
     try:
         total = sum(verify.total_bytes(g) for g in image.resolve_generations(path))

@@ -11,7 +11,7 @@ from typing import Any
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from crac_py.image import CORE, Generation, ImageError
+from crac_py.image.generation import CORE, Generation, ImageError
 
 NT_PROCESS, NT_REGIONS, NT_THREADS, NT_FDS = 0x43520001, 0x43520002, 0x43520003, 0x43520004
 REGION_KINDS = {1: "anonymous", 2: "shared anonymous", 3: "private file", 4: "shared file"}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crac_py import digest
+from crac_py.image import digest
 
 FORMAT = "crac-image"
 FORMAT_VERSION = 1

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crac_py import restart_script
-from crac_py.coord_proto import ANSWERS, MAX_LINE, PHASES, ProtocolError, decode, encode
+from crac_py.coord import restart_script
+from crac_py.coord.proto import ANSWERS, MAX_LINE, PHASES, ProtocolError, decode, encode
 
 Msg = dict[str, Any]
 _PHASE_STATE = {phase: state for phase, _, _, state in PHASES}

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crac_py import digest, image, paths
+from crac_py import paths
+from crac_py.image import digest
+from crac_py.image import generation as image
 
 OK, FAIL, WARN = "OK", "FAIL", "WARN"
 

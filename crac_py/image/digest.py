@@ -82,7 +82,8 @@ def _chunk_digest(fd: int, chunk: int, pages: int, advance: Advance) -> bytes:
 
 
 def sha256_pages(path: Path, advance: Advance = _ignore) -> str:
-    """The page digest: SHA-256 over the digests of the file's 64 MiB chunks (loader/image/sha256.h)."""
+    """The page digest: SHA-256 over the digests of the file's 64 MiB chunks
+    (loader/image/sha256.h)."""
     with path.open("rb") as fh:
         fd = fh.fileno()
         pages = -(-os.fstat(fd).st_size // PAGE)

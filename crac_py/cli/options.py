@@ -1,0 +1,63 @@
+"""The options `crac launch` and `crac restart` share, defined once (typer Annotated types)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+CkptDirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ckptdir", "-c", help="Where images go (env CRAC_CHECKPOINT_DIR, DMTCP_CHECKPOINT_DIR)."
+    ),
+]
+IntervalOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--interval",
+        "-i",
+        help="Checkpoint every S seconds (env CRAC_/DMTCP_CHECKPOINT_INTERVAL; 0 = never).",
+    ),
+]
+KeepOpt = Annotated[int, typer.Option("--keep", min=1, help="Generations to keep.")]
+ExitAfterOpt = Annotated[
+    bool, typer.Option("--exit-after-checkpoint", help="Exit once the next checkpoint is written.")
+]
+SimVersionOpt = Annotated[
+    int | None,
+    typer.Option("--sim-version", min=1, max=2, help="Version of the sim device to load."),
+]
+# Coordinator options of launch and restart (job.py): none of them and no CRAC_/DMTCP_COORD_*
+# variable = no coordinator (a single process checkpointed through its own signal).
+CoordHostOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--coord-host", "--host", help="Coordinator host (env CRAC_/DMTCP_COORD_HOST; localhost)."
+    ),
+]
+CoordPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--coord-port", "--port", "-p", help="Coordinator port (env CRAC_/DMTCP_COORD_PORT; 7779)."
+    ),
+]
+CoordTokenOpt = Annotated[
+    str | None,
+    typer.Option("--coord-token", help="The coordinator's shared secret (env CRAC_COORD_TOKEN)."),
+]
+JoinOpt = Annotated[
+    bool,
+    typer.Option("--join-coordinator", "--join", "-j", help="Join a running coordinator."),
+]
+NewCoordOpt = Annotated[
+    bool,
+    typer.Option("--new-coordinator", help="Start a coordinator (daemon, --exit-on-last)."),
+]
+AnyCoordOpt = Annotated[
+    bool,
+    typer.Option("--any-coordinator", help="Join the coordinator at host:port, else start one."),
+]
+NoCoordOpt = Annotated[
+    bool, typer.Option("--no-coordinator", help="Run alone (the default without coord options).")
+]
