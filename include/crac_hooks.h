@@ -15,8 +15,9 @@
  * CRAC_EV_PARKED       every upper thread is parked, the image is not written yet: a library notes
  *                      what its saved state needs (what it writes lands in the image). Runs on a
  *                      lower thread with a parked thread's TCB: no lock a program thread may hold.
- * CRAC_EV_PRE_RESUME   the image is written (or the checkpoint was abandoned after PARKED), threads
- *                      have not run again. Same context as PARKED. Not run by checkpoint-and-exit.
+ * CRAC_EV_PRE_RESUME   the image is written (or the checkpoint was abandoned once PARKED began),
+ *                      threads have not run again. Same context as PARKED. Not run by
+ *                      checkpoint-and-exit.
  * CRAC_EV_RESTART      a restart: the upper half is back, no thread has resumed yet (device objects
  *                      are recreated here). Same context as PARKED.
  *

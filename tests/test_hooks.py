@@ -4,11 +4,23 @@ cycles each event's hooks run once per checkpoint (or restart), by order, ties b
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from ckpt_harness import base_env, checkpoint, kill9, launch, run_cycles, wait_for_step
+from ckpt_harness import (
+    WAIT_TIMEOUT,
+    base_env,
+    checkpoint,
+    complete_generations,
+    kill9,
+    launch,
+    run_cycles,
+    wait_for_step,
+)
 from conftest import APPS_DIR, CFLAGS
 
 CHECKPOINT_BLOCK = [
@@ -79,3 +91,53 @@ def test_hooks_named_in_debug_log(hooks_app: tuple[Path, Path], tmp_path: Path) 
         "PRE_RESUME pr.y (order 0) -> 0",
         "PRE_RESUME pr.x (order 1) -> 0",
     ], proc.stderr_text()
+
+
+@pytest.mark.parametrize(
+    ("failing", "why", "expected"),
+    [
+        (
+            "ps.c",
+            "a PRE_SUSPEND hook failed",
+            ["PRE_SUSPEND ps.a", "PRE_SUSPEND ps.c"],
+        ),
+        (
+            "pk.early",
+            "a PARKED hook failed",
+            [*CHECKPOINT_BLOCK[:4], "PRE_RESUME pr.y", "PRE_RESUME pr.x"],
+        ),
+    ],
+)
+def test_failing_hook_abandons_the_checkpoint(
+    hooks_app: tuple[Path, Path], tmp_path: Path, failing: str, why: str, expected: list[str]
+) -> None:
+    """A failing PRE_SUSPEND or PARKED hook abandons the checkpoint (no generation, one error
+    line) and stops its event's list; once PARKED began, PRE_RESUME still runs; the program goes
+    on."""
+    app, lib = hooks_app
+    work = tmp_path / "work"
+    work.mkdir()
+    ckptdir = tmp_path / "ckpt"
+    ckptdir.mkdir()
+    proc = launch(
+        app,
+        [str(lib), str(work / "hooks.log"), "100000", "25"],
+        ckptdir,
+        out_dir=tmp_path / "logs",
+        env=base_env({"HOOKS_FAIL": failing}),
+    )
+    try:
+        wait_for_step(proc, 3)
+        os.kill(proc.pid, signal.SIGUSR2)
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while "abandoned" not in proc.stderr_text():
+            if time.monotonic() > deadline or proc.poll() is not None:
+                pytest.fail(f"the checkpoint was not abandoned\n{proc.report()}")
+            time.sleep(0.05)
+        wait_for_step(proc, proc.last_step() + 2)  # the program goes on
+    finally:
+        kill9(proc)
+    errors = [line for line in proc.stderr_text().splitlines() if "abandoned" in line]
+    assert len(errors) == 1 and why in errors[0], proc.stderr_text()
+    assert complete_generations(ckptdir) == {}
+    assert (work / "hooks.log").read_text().splitlines() == expected

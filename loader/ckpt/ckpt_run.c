@@ -102,7 +102,7 @@ static void finish_attempt(struct crac_registry *r, int failed)
 }
 
 /* Upper hooks (include/crac_hooks.h): the TCB they run with once threads are parked, 0 before
- * PARKED ran; a checkpoint abandoned after PARKED still runs PRE_RESUME before the release. */
+ * PARKED began; a checkpoint abandoned from then on still runs PRE_RESUME before the release. */
 static uint64_t hook_fs;
 
 static uint64_t parked_fs(const struct parked_thread *threads, int n)
@@ -174,14 +174,14 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     /* PARKED hooks: the upper runtime notes what the device state needs (e.g. event timestamps)
      * while every thread is parked; what it writes is part of the image. They run before the
      * `suspended` barrier, which so doubles as their job-wide barrier. */
-    uint64_t fs = parked_fs(threads, n);
-    if (upper_hook_run(r, CRAC_EV_PARKED, fs) != 0) {
+    hook_fs = parked_fs(threads, n); /* from here on, PRE_RESUME runs even if we give up */
+    if (upper_hook_run(r, CRAC_EV_PARKED, hook_fs) != 0) {
+        const char *why = "a PARKED hook failed (the device state could not be recorded)";
         if (b)
-            b->failed(b->ctx, "the device state could not be recorded");
-        abandon(r, tmp, generation, 1, "the device state could not be recorded");
+            b->failed(b->ctx, why);
+        abandon(r, tmp, generation, 1, why);
         return -1;
     }
-    hook_fs = fs;
     /* Barrier: every process of the job is suspended before any writes. */
     if (b && b->suspended(b->ctx) != 0) {
         abandon(r, tmp, generation, 1, "the coordinator called it off");

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -37,7 +38,9 @@ static int hook(enum crac_event event, void *arg)
     else
         snprintf(line, sizeof(line), "%s %s\n", names[event], name);
     log_line(line);
-    return 0;
+    /* HOOKS_FAIL=NAME: that hook fails (the checkpoint must be abandoned, the program go on). */
+    const char *fail = getenv("HOOKS_FAIL");
+    return fail && strcmp(fail, name) == 0 ? 1 : 0;
 }
 
 static int reg(const char *name, enum crac_event event, int order, unsigned flags)
