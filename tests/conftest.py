@@ -24,7 +24,7 @@ D_END = 0x340000000000
 APPS_DIR = Path(__file__).resolve().parent / "apps"
 CFLAGS = ["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"]
 # Built as a shared library (libdlopen_lib.so), everything else as an executable.
-SHARED_LIBS = {"dlopen_lib": "libdlopen_lib.so"}
+SHARED_LIBS = {"dlopen_lib": "libdlopen_lib.so", "hooks_lib": "libhooks_lib.so"}
 DEFAULT_TIMEOUT = 60
 
 
