@@ -50,12 +50,12 @@ def wait_generations(ckpt: Path, n: int, proc: subprocess.Popen, timeout: float 
 
 
 def wait_exec(proc: subprocess.Popen, timeout: float = 30) -> None:
-    """Until the process is crac's loader (crac's Python start-up is over). Its executable says
-    so; its comm is the program's name (loader/boot/main.c) once the loader has started."""
+    """Until the process is crac's loader (crac's Python start-up is over)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if os.readlink(f"/proc/{proc.pid}/exe").endswith("/crac-loader"):
+            # The loader takes the program's name (comm); its executable stays crac-loader.
+            if Path(os.readlink(f"/proc/{proc.pid}/exe")).name == "crac-loader":
                 return
         except OSError:
             return
