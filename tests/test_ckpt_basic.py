@@ -115,8 +115,12 @@ def check_core(path: Path, min_threads: int) -> None:
         # crac's notes, once each and in this order (docs/IMAGE.md; the order of
         # loader/state/kinds.c's table after process, regions and threads), with the fixed sizes
         # of the fixed-size ones: the image format does not depend on how the loader is split.
-        crac = [(n["n_type"], n["n_descsz"]) for s in notes for n in s.iter_notes()
-                if n["n_name"] == "CRAC"]
+        crac = [
+            (n["n_type"], n["n_descsz"])
+            for s in notes
+            for n in s.iter_notes()
+            if n["n_name"] == "CRAC"
+        ]
         assert [t for t, _ in crac] == list(range(0x43520001, 0x43520009)), (
             f"{path}: crac notes {[hex(t) for t, _ in crac]}"
         )
