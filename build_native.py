@@ -14,7 +14,8 @@ includes or its command changed, and a target is linked again only when one of i
 link command changed.
 
 Every target finds build/crac_gen/crac_image_gen.h, the image records generated from
-crac_py/image/format.py (include/crac_image.h includes it). Targets with uses_cuda need the CUDA 13 runtime headers and the real libcudart.so.13 (found by
+crac_py/image/format.py (include/crac_image.h includes it). Targets with uses_cuda need the CUDA
+13 runtime headers and the real libcudart.so.13 (found by
 crac_py.codegen.cudart_locate: $CUDA_HOME, /usr/local/cuda, or the nvidia-cuda-runtime/-crt
 wheels that pyproject.toml's build requirements install) and the C sources
 crac_py.codegen.generate generates from the API spec into build/crac_gen/ before they are

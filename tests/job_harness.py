@@ -25,6 +25,7 @@ from ckpt_harness import (
     check_resume_point,
     check_steps_contiguous,
     counter_lines,
+    inspect_images,
     stitch,
 )
 from conftest import crac_cmd, require_native
@@ -163,13 +164,15 @@ class Job:
 
 
 def bcheckpoint(port: int, *extra: str) -> Path:
-    """`crac command -p PORT -bc`: must succeed; the restart script it names."""
+    """`crac command -p PORT -bc`: must succeed; the restart script it names. Every new
+    generation of the job is read with `crac inspect --json` (ckpt_harness.check_inspect)."""
     cp = command(port, "-bc", *extra, timeout=RUN_TIMEOUT)
     assert cp.returncode == 0, describe_text(cp)
     lines = cp.stdout.splitlines()
     assert lines[0].startswith("GENERATION="), describe_text(cp)
     script = Path(lines[1].removeprefix("RESTART_SCRIPT="))
     assert script.is_file(), describe_text(cp)
+    inspect_images(script.parent)  # crac inspect reads every generation a job test makes
     return script
 
 

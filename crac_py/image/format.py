@@ -106,6 +106,9 @@ class Enum:
     doc: str
     values: tuple[tuple[str, int, str, str], ...]  # (C name, value, label, doc)
 
+    def value(self, cname: str) -> int:
+        return next(v for c, v, _, _ in self.values if c == cname)
+
     @property
     def labels(self) -> dict[int, str]:
         return {v: label for _, v, label, _ in self.values}
@@ -124,7 +127,7 @@ NOTE_NAME = "CRAC"
 DEV_MAGIC = b"CRACDEV1"
 DEV_VERSION = 1
 N_RLIMITS = 16
-N_SIGNALS = 64
+N_SIGNAL_RECS = 65  # indexed by signal number: 0 unused, then 1..64
 
 # (C name, value, doc) -> #define NAME value
 DEFINES: tuple[tuple[str, str, str], ...] = (
@@ -133,24 +136,43 @@ DEFINES: tuple[tuple[str, str, str], ...] = (
     ("CRAC_REGION_OUTSIDE_W", "1u", "region flag: a recorded mapping outside W"),
     ("CRAC_REGION_NORESERVE", "2u", 'region flag: MAP_NORESERVE ("nr" in smaps VmFlags)'),
     ("CRAC_N_RLIMITS", str(N_RLIMITS), "RLIMIT_CPU (0) .. RLIMIT_RTTIME (15)"),
-    ("CRAC_N_SIGNALS", str(N_SIGNALS), "signals 1..64 in the SIGNALS note"),
+    ("CRAC_N_SIGNAL_RECS", str(N_SIGNAL_RECS), "SIGNALS note records, by signal number (0 unused)"),
     ("CRAC_DEV_MAGIC", f'"{DEV_MAGIC.decode()}"', "device.img's first 8 bytes"),
     ("CRAC_DEV_VERSION", str(DEV_VERSION), "device.img's header version"),
 )
 
 NOTES: tuple[Note, ...] = (
-    Note("CRAC_NT_PROCESS", 0x43520001, "crac_process_rec, then the cwd (NUL-terminated, "
-         "padded to 8: cwd_len bytes)"),  # fmt: skip
-    Note("CRAC_NT_REGIONS", 0x43520002, "per region: crac_region_rec, its path (path_len "
-         "bytes), its bitmap (bitmap_bytes); `size` is the whole"),  # fmt: skip
+    Note(
+        "CRAC_NT_PROCESS",
+        0x43520001,
+        "crac_process_rec, then the cwd (NUL-terminated, padded to 8: cwd_len bytes)",
+    ),  # fmt: skip
+    Note(
+        "CRAC_NT_REGIONS",
+        0x43520002,
+        "per region: crac_region_rec, its path (path_len "
+        "bytes), its bitmap (bitmap_bytes); `size` is the whole",
+    ),  # fmt: skip
     Note("CRAC_NT_THREADS", 0x43520003, "one crac_thread_note per thread"),
-    Note("CRAC_NT_FDS", 0x43520004, "per descriptor: crac_fd_rec, its path (path_len bytes), "
-         "for PTY kinds a crac_pty_rec; `size` is the whole"),  # fmt: skip
-    Note("CRAC_NT_SIGNALS", 0x43520005, "64 crac_signal_rec, signals 1..64"),
+    Note(
+        "CRAC_NT_FDS",
+        0x43520004,
+        "per descriptor: crac_fd_rec, its path (path_len bytes), "
+        "for PTY kinds a crac_pty_rec; `size` is the whole",
+    ),  # fmt: skip
+    Note(
+        "CRAC_NT_SIGNALS",
+        0x43520005,
+        "65 crac_signal_rec indexed by signal number (0 unused, then 1..64)",
+    ),
     Note("CRAC_NT_TIMERS", 0x43520006, "crac_timers_rec, then n_posix crac_posix_timer_rec"),
     Note("CRAC_NT_PENDING", 0x43520007, "crac_pending_rec, then n_threads crac_pending_thread"),
-    Note("CRAC_NT_RLIMITS", 0x43520008, "16 crac_rlimit_rec, RLIMIT_CPU .. RLIMIT_RTTIME",
-         optional=True),  # fmt: skip
+    Note(
+        "CRAC_NT_RLIMITS",
+        0x43520008,
+        "16 crac_rlimit_rec, RLIMIT_CPU .. RLIMIT_RTTIME",
+        optional=True,
+    ),  # fmt: skip
 )
 NOTE_TYPES = {n.type: n for n in NOTES}
 
