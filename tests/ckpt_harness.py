@@ -380,6 +380,11 @@ def check_inspect(gen: Path) -> dict:
     missing = _REQUIRED_NOTES - set(info["notes"])
     assert not missing, f"{gen}: upper.core lacks the notes {sorted(missing)}"
     manifest = json.loads((gen / "MANIFEST.json").read_text())
+    keys = image_format.manifest_key_paths(manifest)
+    documented = {k for k, _, _ in image_format.MANIFEST_KEYS}
+    assert keys <= documented, f"{gen}: MANIFEST.json keys not in the spec: {keys - documented}"
+    top = {k for k in documented if "." not in k}
+    assert top <= keys, f"{gen}: MANIFEST.json lacks {top - keys}"
     process = info["notes"]["process"]
     assert process["format"] == image_format.CRAC_IMAGE_FORMAT, process
     assert process["generation"] == manifest["generation"] == gen_number(gen), process

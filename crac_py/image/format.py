@@ -254,7 +254,7 @@ RECORDS: tuple[Record, ...] = (
         F("mode", "u32", "st_mode"),
         F("saved", "u32", "1: contents saved as files/fd-<fd> (unlinked or small written file)"),
         F("unlinked", "u32"),
-        F("path_len", "u32", "path follows, padded to 8"),
+        F("path_len", "u32", "path follows, padded to 8 (`/proc/<own pid>` written `/proc/self`)"),
     )),
     Record("crac_pty_rec", 80, "FDS note, after the path of a PTY record: the pair's number at "
            "checkpoint (pairs the fds) and the slave's settings (glibc struct termios, struct "
@@ -310,6 +310,70 @@ RECORDS: tuple[Record, ...] = (
     )),
 )  # fmt: skip
 RECORD = {r.name: r for r in RECORDS}
+
+
+# MANIFEST.json (written by loader/image/image_commit.c): (key path, JSON type, meaning). `a.b` is
+# key b of object a, `a[]` an element of list a, `<path>` a file's path relative to the generation.
+# The test harness checks every key of every manifest the tests make against this list.
+MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
+    ("format", "string", '`"crac-image"`'),
+    ("format_version", "integer", "CRAC_IMAGE_FORMAT (1)"),
+    ("crac_version", "string", "the crac that wrote the image"),
+    ("generation", "integer", "N of gen-N (also in the PROCESS note)"),
+    ("created", "string", "UTC time, `YYYY-MM-DDTHH:MM:SSZ`"),
+    ("host", "object", "where the checkpoint was taken"),
+    ("host.hostname", "string", "gethostname"),
+    ("host.hostid", "string", "gethostid, 8 hex digits (the `<hostid>` of the process directory)"),
+    ("host.kernel", "string", "uname release"),
+    ("host.glibc", "string", "the loader's glibc version"),
+    ("process", "object", "the checkpointed program"),
+    ("process.pid", "integer", "the kernel's pid at checkpoint time (the program's own pid, as "
+     "it knows it, is the PROCESS note's `pid`)"),
+    ("process.program", "string", "path of the program (bytes escaped as described above)"),
+    ("process.program_sha256", "string", "SHA-256 of the program file, hex"),
+    ("process.argv", "list of strings", "its arguments, argv[0] first"),
+    ("process.threads", "integer", "threads at checkpoint (entries of the THREADS note)"),
+    ("process.ckpt_signal", "integer", "the checkpoint signal"),
+    ("backend", "object", "the device backend the process ran with"),
+    ("backend.name", "string", 'e.g. `"sim"`; `"none"` without a device backend'),
+    ("backend.version", "string", "the backend's version string"),
+    ("backend.driver_version", "integer", "the driver version it reported"),
+    ("loader_sha256", "string", "SHA-256 of the crac-loader that wrote the image"),
+    ("device", "object", "device state (the index of device.img, counts of other objects)"),
+    ("device.allocations", "list of objects", "device and managed allocations, as in device.img"),
+    ("device.allocations[].address", "integer", "its device address (`addr` in device.img)"),
+    ("device.allocations[].size", "integer", "bytes"),
+    ("device.allocations[].kind", "string", '`"device"` or `"managed"`'),
+    ("device.streams", "integer", "streams the program had created"),
+    ("device.events", "integer", "events"),
+    ("device.modules", "integer", "loaded modules"),
+    ("device.pinned", "integer", "pinned (page-locked) host ranges"),
+    ("upper_core", "object", "upper.core"),
+    ("upper_core.size", "integer", "its size in bytes (sparse: most may be holes)"),
+    ("upper_core.header_crc32c", "integer", "CRC-32C of all before the first region's data: ELF "
+     "header, program headers, notes, zero padding to a page"),
+    ("files", "object", "every file of the generation but MANIFEST.json, by relative path"),
+    ("files.<path>", "object", "one file"),
+    ("files.<path>.size", "integer", "bytes"),
+    ("files.<path>.sha256", "string", "SHA-256 of its bytes (all files but the two below)"),
+    ("files.<path>.sha256_pages", "string", "upper.core and device.img: their page digest"),
+    ("manifest_sha256", "string", "SHA-256 of this file with this value written as 64 zeros"),
+)  # fmt: skip
+
+
+def manifest_key_paths(manifest: object, prefix: str = "") -> set[str]:
+    """The key paths (in MANIFEST_KEYS' notation) a parsed MANIFEST.json holds."""
+    out: set[str] = set()
+    if isinstance(manifest, dict):
+        for key, value in manifest.items():
+            name = "<path>" if prefix == "files" else key
+            path = f"{prefix}.{name}" if prefix else name
+            out.add(path)
+            out |= manifest_key_paths(value, path)
+    elif isinstance(manifest, list):
+        for item in manifest:
+            out |= manifest_key_paths(item, prefix + "[]")
+    return out
 
 
 def _comment(text: str, indent: str = "") -> str:
@@ -369,6 +433,8 @@ def markdown() -> str:
         for f in r.fields:
             dims = "".join(f"[{d}]" for d in f.dims)
             out.append(f"| {offsets[f.name]} | `{f.name}` | `{f.ctype}{dims}` | {f.doc} |")
+    out += ["", "MANIFEST.json:", "", "| key | type | meaning |", "|---|---|---|"]
+    out += [f"| `{k}` | {t} | {m} |" for k, t, m in MANIFEST_KEYS]
     return "\n".join(out) + "\n"
 
 
