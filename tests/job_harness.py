@@ -164,15 +164,13 @@ class Job:
 
 
 def bcheckpoint(port: int, *extra: str) -> Path:
-    """`crac command -p PORT -bc`: must succeed; the restart script it names. Every new
-    generation of the job is read with `crac inspect --json` (ckpt_harness.check_inspect)."""
+    """`crac command -p PORT -bc`: must succeed; the restart script it names."""
     cp = command(port, "-bc", *extra, timeout=RUN_TIMEOUT)
     assert cp.returncode == 0, describe_text(cp)
     lines = cp.stdout.splitlines()
     assert lines[0].startswith("GENERATION="), describe_text(cp)
     script = Path(lines[1].removeprefix("RESTART_SCRIPT="))
     assert script.is_file(), describe_text(cp)
-    inspect_images(script.parent)  # crac inspect reads every generation a job test makes
     return script
 
 
@@ -266,10 +264,16 @@ def segments_of(
     return segs
 
 
-def check_chain(chains: Mapping[str, Sequence[Segment]], steps: int) -> None:
+def check_chain(
+    chains: Mapping[str, Sequence[Segment]], steps: int, ckptdir: Path | None = None
+) -> None:
     """Every tag's output over its restarts equals the uninterrupted run's, and each restart
-    resumed at the step its checkpoint was taken."""
+    resumed at the step its checkpoint was taken. With CKPTDIR (the job's checkpoint directory),
+    `crac inspect --json` then reads every generation the job left there (check_inspect): done at
+    the end, not at each checkpoint, where it would slow the job down while it runs."""
     for tag, segs in chains.items():
         for prev, seg in zip(segs, segs[1:]):
             check_resume_point(seg, prev)
         assert_same_output(stitch(segs), expected(steps), f"{tag}'s output")
+    if ckptdir is not None:
+        inspect_images(ckptdir)
