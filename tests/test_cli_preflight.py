@@ -207,12 +207,16 @@ def test_preflight_resolves_like_a_shell(tmp_path: Path) -> None:
 
 @pytest.fixture
 def fake_native(tmp_path: Path) -> dict[str, str]:
-    """A stand-in crac-loader that prints its pid and argv, one per line, and exits 7."""
+    """A stand-in crac-loader that prints its pid and the command line the real loader rebuilds
+    (its options from the descriptor CRAC_LOADER_OPTIONS_FD, then argv[1..]), one per line, and
+    exits 7."""
     native = tmp_path / "native"
     native.mkdir()
     executable(
         native / "crac-loader",
-        '#!/bin/sh\necho "pid=$$"\nfor a in "$@"; do printf "%s\\n" "$a"; done\nexit 7\n',
+        '#!/bin/sh\necho "pid=$$"\n'
+        "eval \"tr '\\\\0' '\\\\n' <&$CRAC_LOADER_OPTIONS_FD\"\n"
+        'for a in "$@"; do printf "%s\\n" "$a"; done\nexit 7\n',
     )
     env = dict(os.environ)
     env["CRAC_NATIVE_DIR"] = str(native)
@@ -289,7 +293,11 @@ def test_launch_passes_environment_unchanged(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    seen = [e for e in proc.stdout.split(b"\0") if e]
+    # The loader's options descriptor is named in its own environment; the loader removes it
+    # before the program starts (tests/test_launch.py checks what the program sees).
+    seen = [
+        e for e in proc.stdout.split(b"\0") if e and not e.startswith(b"CRAC_LOADER_OPTIONS_FD=")
+    ]
     assert seen == [f"{k}={v}".encode() for k, v in env.items()]
 
 

@@ -101,8 +101,16 @@ def _checkpoint_options(
     exit_after: bool,
 ) -> runner.CheckpointOptions:
     directory = Path(config.resolve("checkpoint_dir", ckptdir).value)
-    if not directory.is_dir():
-        raise config.ConfigError(f"checkpoint directory {directory} does not exist")
+    if not directory.exists() and not directory.is_symlink():
+        # As DMTCP creates its --ckptdir: private (images hold the program's memory).
+        try:
+            directory.mkdir(mode=0o700, parents=True)
+        except OSError as exc:
+            raise config.ConfigError(
+                f"cannot create checkpoint directory {directory}: {exc.strerror}"
+            ) from None
+    elif not directory.is_dir():
+        raise config.ConfigError(f"checkpoint directory {directory} is not a directory")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise config.ConfigError(f"checkpoint directory {directory} is not writable")
     signal_number = _int_option("sigckpt", ckpt_signal, 1, 64)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,20 +94,74 @@ def resolve_generation(arg: str) -> Path:
         return resolve_generation(str(procs[0]))
     if not procs:
         raise ImageError(f"{arg} holds no checkpoint (no ckpt_* directory, no latest link)")
-    names = ", ".join(p.name for p in procs[:4])
-    raise ImageError(
-        f"{arg} holds the {len(procs)} processes of a job ({names}...); `crac restart {arg}` "
-        "restarts all of them (or run its crac_restart_script.sh), or name one process directory"
-    )
+    if is_job(path, procs):
+        names = ", ".join(p.name for p in procs[:4])
+        raise ImageError(
+            f"{arg} holds the {len(procs)} processes of a job ({names}...); `crac restart {arg}` "
+            "restarts all of them (or run its crac_restart_script.sh), or name one process "
+            "directory"
+        )
+    return _newest_lineage(arg, procs)
+
+
+def _latest_manifest(proc: Path) -> dict[str, Any] | None:
+    """The manifest of a process directory's latest complete generation, or None."""
+    try:
+        return load_manifest(resolve_generation(str(proc)))
+    except ImageError:
+        return None
+
+
+def is_job(path: Path, procs: list[Path]) -> bool:
+    """Whether the process directories under PATH are one job's processes (restarted together)
+    rather than successive runs that reused one checkpoint directory: the job's restart script
+    lists them, or their images say they ran under a coordinator."""
+    from crac_py.coord.restart_script import SCRIPT_NAME, listed_generations
+
+    if (path / SCRIPT_NAME).is_file() and listed_generations(path / SCRIPT_NAME):
+        return True
+    manifests = [m for m in map(_latest_manifest, procs) if m is not None]
+    return bool(manifests) and all(m.get("process", {}).get("coordinated") for m in manifests)
+
+
+def _newest_lineage(arg: str, procs: list[Path]) -> Path:
+    """Several runs in one checkpoint directory (each launch is a lineage of its own): the newest
+    when they are one program's, else a refusal that lists them."""
+    runs = []
+    for proc in procs:
+        manifest = _latest_manifest(proc)
+        if manifest is not None:
+            gen = resolve_generation(str(proc))
+            runs.append((str(manifest.get("created", "")), gen.stat().st_mtime, proc, manifest))
+    if not runs:
+        raise ImageError(f"{arg} holds no complete checkpoint")
+    programs = {str(r[3].get("process", {}).get("program")) for r in runs}
+    if len(programs) > 1:
+        listing = ", ".join(
+            f"{r[2].name} ({Path(str(r[3].get('process', {}).get('program'))).name})"
+            for r in sorted(runs, key=lambda r: r[2].name)
+        )
+        raise ImageError(
+            f"{arg} holds checkpoints of {len(programs)} different programs: {listing}; "
+            f"name one: crac restart {arg}/<one of them>"
+        )
+    newest = max(runs, key=lambda r: (r[0], r[1]))
+    if len(runs) > 1:
+        print(
+            f"crac: note: {arg} holds {len(runs)} runs of {Path(programs.pop()).name}; "
+            f"using the newest, {newest[2].name} (name a process directory to pick another)",
+            file=sys.stderr,
+        )
+    return resolve_generation(str(newest[2]))
 
 
 def resolve_generations(arg: str) -> list[Path]:
-    """Like resolve_generation, but a checkpoint directory holding several process directories
-    (a job) gives the latest generation of each, in name order."""
+    """Like resolve_generation, but a checkpoint directory holding a job's process directories
+    gives the latest generation of each, in name order."""
     path = Path(arg)
     if path.is_dir() and not (path / MANIFEST).exists() and not (path / "latest").exists():
         procs = process_dirs(path)
-        if len(procs) > 1:
+        if len(procs) > 1 and is_job(path, procs):
             return [resolve_generation(str(p)) for p in procs]
     return [resolve_generation(arg)]
 

@@ -143,13 +143,14 @@ def connect(choice: CoordChoice, interval: int, interval_flag: bool) -> list[str
 
 
 def job_process_dirs(arg: str) -> list[Path]:
-    """The process directories of a job directory ARG (two or more `ckpt_*` directories and no
-    generation or `latest` of its own); [] for anything else."""
+    """The process directories of a job directory ARG (two or more `ckpt_*` directories of one
+    job, and no generation or `latest` of its own); [] for anything else (several independent
+    runs in one directory are resolve_generation's)."""
     path = Path(arg)
     if not path.is_dir() or (path / image.MANIFEST).exists() or (path / "latest").exists():
         return []
     procs = image.process_dirs(path)
-    return procs if len(procs) > 1 else []
+    return procs if len(procs) > 1 and image.is_job(path, procs) else []
 
 
 def restart_job(

@@ -92,8 +92,28 @@ def hold_ckpt_signal(argv: list[str]) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {held})
 
 
+OPTIONS_FD_VAR = "CRAC_LOADER_OPTIONS_FD"
+
+
+def _options_fd(items: list[str]) -> int:
+    """A descriptor the loader inherits, holding ITEMS (NUL-terminated, as bytes)."""
+    data = b"".join(os.fsencode(item) + b"\0" for item in items)
+    fd = os.memfd_create("crac-loader-options", 0)  # not CLOEXEC: the loader reads it
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def exec_loader(loader: str, argv: list[str]) -> NoReturn:
-    """Replace this process with the loader. Raises OSError if the exec fails."""
+    """Replace this process with the loader, ARGV being its whole command line
+    ([loader, options..., "--", program path, program args...]). Raises OSError if the exec
+    fails.
+
+    The process's own command line becomes the program's (its argv[0] as the user gave it, then
+    its arguments), so `ps`, `pgrep -f` and /proc/PID/cmdline show the program and no crac option
+    (the coordinator token included); the loader reads its options from an inherited descriptor
+    named by CRAC_LOADER_OPTIONS_FD (loader/boot/main.c), which it removes from the environment
+    before the program sees it."""
     sys.stdout.flush()
     sys.stderr.flush()
     # Python ignores SIGPIPE and SIGXFSZ for itself; the program must start with the
@@ -101,7 +121,14 @@ def exec_loader(loader: str, argv: list[str]) -> NoReturn:
     for name in ("SIGPIPE", "SIGXFSZ"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
     hold_ckpt_signal(argv)
+    cut = argv.index("--")
+    options = argv[1:cut]
+    shown = argv[cut + 1 :]
+    if "--argv0" in options:
+        shown = [options[options.index("--argv0") + 1], *shown[1:]]
+    fd = _options_fd([*options, "--", argv[cut + 1]])
     env = original_environ()
     if env is None:
-        os.execv(loader, argv)
-    os.execve(loader, argv, env)
+        env = {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
+    env[OPTIONS_FD_VAR.encode()] = str(fd).encode()
+    os.execve(loader, shown, env)

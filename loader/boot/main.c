@@ -19,6 +19,7 @@
 #include "lower_fds.h"
 #include "shadow_pool.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #define SHADOW_INITIAL 8
@@ -184,6 +186,66 @@ static void fill_ckpt_config(const struct options *o, const struct crac_backend_
     c->argv = o->program_argv;
 }
 
+/* `crac launch`/`crac restart` give the loader its options through an inherited descriptor named
+ * by CRAC_LOADER_OPTIONS_FD (NUL-terminated strings: the options, "--", the program's path), and
+ * exec it with the program's own argv, so that ps, pgrep -f and /proc/PID/cmdline show the
+ * program, and no option (the coordinator token included) is on the command line
+ * (crac_py/launch/runner.py). Rebuilds the command line the options would have made:
+ * [loader, options..., "--", path, program argv[1..]]. Without the variable (the loader run by
+ * hand), argv is used as it is. */
+static void options_from_fd(int *argc, char ***argv)
+{
+    const char *var = getenv("CRAC_LOADER_OPTIONS_FD");
+    if (!var)
+        return;
+    char *end;
+    long fd = strtol(var, &end, 10);
+    if (*var == '\0' || *end != '\0' || fd < 0 || fd > 1 << 20)
+        die("CRAC_LOADER_OPTIONS_FD is not a descriptor number: '%s'", var);
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf)
+            die("out of memory reading the loader's options");
+        ssize_t n = read((int)fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            die("cannot read the loader's options from descriptor %ld: %s", fd, strerror(errno));
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    close((int)fd);
+    unsetenv("CRAC_LOADER_OPTIONS_FD");
+    if (len == 0 || buf[len - 1] != '\0')
+        die("the loader's options (descriptor %ld) are malformed", fd);
+    size_t items = 0;
+    for (size_t i = 0; i < len; i++)
+        items += buf[i] == '\0';
+    char **v = calloc(items + (size_t)*argc + 1, sizeof(char *));
+    if (!v)
+        die("out of memory reading the loader's options");
+    int n = 0;
+    v[n++] = "crac-loader";
+    for (size_t i = 0; i < len; i += strlen(buf + i) + 1)
+        v[n++] = buf + i;
+    for (int i = 1; i < *argc; i++)
+        v[n++] = (*argv)[i];
+    *argc = n;
+    *argv = v;
+}
+
+/* The process's name (comm: ps, top, pidof, pgrep) is the program's, as the kernel would have
+ * named it from the path it executed, not "crac-loader". */
+static void take_program_name(const char *argv0)
+{
+    const char *slash = strrchr(argv0, '/');
+    prctl(PR_SET_NAME, (unsigned long)(slash ? slash + 1 : argv0), 0, 0, 0);
+}
+
 /* The checkpoint signal named on the command line, before anything checks it (parse_args does). */
 static int early_ckpt_signal(int argc, char **argv)
 {
@@ -196,10 +258,11 @@ static int early_ckpt_signal(int argc, char **argv)
     return sig;
 }
 
-int main(int argc, char **argv, char **envp)
+int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--probe") == 0)
         return probe_main();
+    options_from_fd(&argc, &argv);
     /* `crac launch`/`crac restart` exec us with the checkpoint signal blocked (the `crac` command
      * blocks it at its entry point, front/crac_front.c); block it here too for a loader started
      * by hand. It stays blocked in every thread, the
@@ -213,6 +276,7 @@ int main(int argc, char **argv, char **envp)
         window_reserve("device window D", CRAC_D_START, CRAC_D_END, err, sizeof(err)) != 0)
         die("%s", err);
     struct options opt = parse_args(argc, argv);
+    take_program_name(opt.argv0);
     struct restart_image img;
     if (opt.restart_dir) {
         /* Read and check the image, and hold the program's fd numbers, before anything else
@@ -266,5 +330,5 @@ int main(int argc, char **argv, char **envp)
     ckpt_config_done();
     if (opt.restart_dir)
         restart_run(&opt, &img, api);
-    launch_run(&opt, api, envp);
+    launch_run(&opt, api, environ);
 }

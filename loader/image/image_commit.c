@@ -239,7 +239,10 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
         jraw(&j, "%s", i ? ", " : "");
         jstr(&j, ckpt_cfg.argv[i]);
     }
-    jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d},\n", n_threads, ckpt_cfg.ckpt_signal);
+    /* "coordinated": one process of a job (crac restart of its directory restarts them all);
+     * otherwise a run of its own, one of possibly several lineages in one directory. */
+    jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s},\n", n_threads,
+         ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false");
     jraw(&j, "  \"backend\": {\"name\": ");
     jstr(&j, ckpt_cfg.backend_name);
     jraw(&j, ", \"version\": ");
@@ -332,6 +335,7 @@ static int write_restart_script(void)
                "  case \"$1\" in\n"
                "    --ckptdir) dir=\"$2\"; shift 2 ;;\n"
                "    --ckptdir=*) dir=\"${1#--ckptdir=}\"; shift ;;\n"
+               "    --) shift; break ;;\n"
                "    *) break ;;\n"
                "  esac\n"
                "done\n"
