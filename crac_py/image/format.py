@@ -334,6 +334,8 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("process.argv", "list of strings", "its arguments, argv[0] first"),
     ("process.threads", "integer", "threads at checkpoint (entries of the THREADS note)"),
     ("process.ckpt_signal", "integer", "the checkpoint signal"),
+    ("process.coordinated", "boolean", "one process of a job (ran under a coordinator: `crac "
+     "restart` of the directory restarts them all), or a run of its own"),
     ("backend", "object", "the device backend the process ran with"),
     ("backend.name", "string", 'e.g. `"sim"`; `"none"` without a device backend'),
     ("backend.version", "string", "the backend's version string"),
