@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import crac_cmd, require_native
+from ckpt_harness import check_inspect
+from conftest import crac_cmd, loader_path, require_native
 
 # Arguments that make each example run for about a second natively.
 ARGS = {
@@ -50,11 +51,13 @@ def wait_generations(ckpt: Path, n: int, proc: subprocess.Popen, timeout: float 
 
 
 def wait_exec(proc: subprocess.Popen, timeout: float = 30) -> None:
-    """Until the process is crac's loader (crac's Python start-up is over)."""
+    """Until the process is crac's loader (crac's Python start-up is over). Its executable says
+    so; its comm is the program's name (docs/CLI.md), not the loader's."""
+    loader = str(loader_path().resolve())
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if Path(f"/proc/{proc.pid}/comm").read_text().strip() == "crac-loader":
+            if os.readlink(f"/proc/{proc.pid}/exe") == loader:
                 return
         except OSError:
             return
@@ -98,6 +101,7 @@ def test_checkpoints_at_random_moments_restart_on_other_version(name, examples, 
     gens = generations(ckpt)
     assert gens, f"no checkpoint completed while {name} ran ({err[-2000:]})"
     for gen in gens:
+        check_inspect(gen)  # crac inspect --json reads it, device.img's index included
         version = 2 if int(gen.name[4:]) % 2 else 1
         cp = restart(gen, version)
         assert cp.returncode == 0, f"{gen.name} on sim{version}: {cp.stderr[-2000:]}"
@@ -129,6 +133,8 @@ def test_two_cycles_switching_sim_versions(name, examples, tmp_path):
     second.kill()
     second.communicate(timeout=TIMEOUT)
     gens = generations(ckpt)
+    for gen in gens:
+        check_inspect(gen)
     manifest = (gens[-1] / "MANIFEST.json").read_text()
     cp = restart(gens[-1], 1)
     assert cp.returncode == 0, cp.stderr[-2000:]
@@ -151,6 +157,7 @@ def test_corrupted_device_image_is_refused(examples, tmp_path):
     (gen,) = generations(ckpt)
     dev = gen / "device.img"
     assert dev.exists(), "jacobi's managed memory must be in device.img"
+    assert check_inspect(gen)["device_image"]["allocations"], "device.img's index is empty"
     good = dev.read_bytes()
     rng = random.Random(5)
     cases = {"truncated": good[: len(good) // 2]}
