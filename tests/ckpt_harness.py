@@ -398,7 +398,8 @@ def check_inspect(gen: Path) -> dict:
     ]
     if (gen / "device.img").exists():
         assert dev is not None, f"{gen}: crac inspect did not read device.img"
-        assert [(a["addr"], a["size"], a["kind_name"]) for a in dev["allocations"]] == in_manifest
+        in_index = [(a["addr"], a["size"], a["kind_name"]) for a in dev["allocations"]]
+        assert in_index == in_manifest, f"{gen}: device.img's index {in_index} != {in_manifest}"
     else:
         assert dev is None and in_manifest == [], f"{gen}: device allocations but no device.img"
     return info

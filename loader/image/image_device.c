@@ -108,6 +108,22 @@ static int save_allocation(int fd, struct crac_dev_record *rec, unsigned char *b
     return 0;
 }
 
+static struct device_summary summary;
+
+const struct device_summary *device_image_summary(void) { return &summary; }
+
+/* Remembers what this checkpoint saves, for the manifest (device_image_summary). */
+static void summarise(const struct crac_registry *r, const struct crac_dev_ranges *rs, uint32_t n)
+{
+    free(summary.v);
+    summary = (struct device_summary){0, calloc(n ? n : 1, sizeof(*summary.v)), r->dev_streams,
+                                      r->dev_events, r->dev_modules, r->dev_pinned};
+    for (uint32_t i = 0; summary.v && rs && i < rs->n; i++)
+        if (rs->v[i].kind == CRAC_DEV_DEVICE || rs->v[i].kind == CRAC_DEV_MANAGED)
+            summary.v[summary.n++] =
+                (struct device_summary_alloc){rs->v[i].start, rs->v[i].size, rs->v[i].kind};
+}
+
 int device_image_write(const char *dir, const struct crac_registry *r, char *err, size_t errlen,
                        struct page_digest **digest)
 {
@@ -116,6 +132,7 @@ int device_image_write(const char *dir, const struct crac_registry *r, char *err
     uint32_t n = 0;
     for (uint32_t i = 0; rs && i < rs->n; i++)
         n += rs->v[i].kind == 1 || rs->v[i].kind == 2;
+    summarise(r, rs, n);
     if (n == 0)
         return 0;
     if (!ckpt_backend || !ckpt_backend->read) {
