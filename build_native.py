@@ -29,6 +29,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,11 @@ DEFAULT_OUT = ROOT / "crac_py" / "_native"
 GEN_DIR = ROOT / "build" / "crac_gen"
 OBJ_DIR = ROOT / "build" / "obj"
 
+# crac's version has one source, pyproject.toml; the loader gets it as CRAC_VERSION
+# (include/crac_version.h) and Python reads the package metadata (crac_py.version()).
+with (ROOT / "pyproject.toml").open("rb") as _f:
+    VERSION: str = tomllib.load(_f)["project"]["version"]
+
 COMMON_CFLAGS: tuple[str, ...] = (
     "-std=c11",
     "-D_GNU_SOURCE",
@@ -52,6 +59,73 @@ COMMON_CFLAGS: tuple[str, ...] = (
     "-Werror",
     "-fno-stack-protector",
 )
+
+
+# The TLS-free rule (docs/DECISIONS.md, "TLS-free build rule"): code that runs in the SIGSYS
+# handler or with the upper fs live may not touch the lower libc (its errno, locks and caches live
+# in TLS it does not have). Such files are listed in their target's `tls_free`, compiled with
+# TLS_FREE_CFLAGS, and every symbol their objects leave undefined must be in TLS_FREE_ALLOWED,
+# defined by another object of the group, or data of the same target (reading a lower variable
+# needs no TLS). The model is CRIU's criu/pie/, checked the same way.
+TLS_FREE_CFLAGS: tuple[str, ...] = (
+    "-fno-tree-loop-distribute-patterns",  # no memset/memcpy calls made up from plain loops
+    "-DCRAC_TLS_FREE=1",
+)
+# Pure functions gcc may emit or inline code may call: no errno, no locks, no TLS (IFUNC-resolved).
+TLS_FREE_ALLOWED: frozenset[str] = frozenset(
+    {"memcpy", "memset", "memmove", "memcmp", "strlen", "_GLOBAL_OFFSET_TABLE_"}
+)
+_DATA_TYPES = frozenset("BDRCGSV")  # nm: bss, data, read-only, common, small data, weak object
+
+
+def _nm_symbols(obj: Path) -> list[tuple[str, str]]:
+    """(name, nm type letter) of every symbol of OBJ, undefined ones with type U or w."""
+    res = subprocess.run(["nm", "-P", str(obj)], capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise NativeBuildError(f"build_native: nm {obj} failed:\n{res.stderr}")
+    out = []
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            out.append((parts[0], parts[1]))
+    return out
+
+
+def tls_free_violations(
+    group: dict[str, Path], others: Sequence[Path] = (), allowed: frozenset[str] = TLS_FREE_ALLOWED
+) -> list[str]:
+    """For GROUP (source -> object), one "SOURCE: uses SYMBOL ..." line per undefined symbol that
+    is not allowed; OTHERS are the target's remaining objects (their data may be referenced)."""
+    syms = {src: _nm_symbols(obj) for src, obj in group.items()}
+    ok = set(allowed)
+    for entries in syms.values():
+        ok.update(name for name, kind in entries if kind not in "Uw")
+    for obj in others:
+        ok.update(name for name, kind in _nm_symbols(obj) if kind in _DATA_TYPES)
+    return [
+        f"{src}: uses `{name}`, which is neither allowed (TLS_FREE_ALLOWED) nor TLS-free code"
+        for src, entries in syms.items()
+        for name, kind in entries
+        if kind in "Uw" and name not in ok
+    ]
+
+
+def check_tls_free(target: Target, units: list[CompileUnit], root: Path = ROOT) -> None:
+    """Fails the build when TARGET's TLS-free sources reference anything outside the rule."""
+    if not target.tls_free:
+        return
+    by_src = {u.cmd[u.cmd.index("-c") + 1]: u.obj for u in units}
+    missing = [s for s in target.tls_free if s not in by_src]
+    if missing:
+        raise NativeBuildError(f"build_native: TLS-free sources not in {target.output}: {missing}")
+    group = {s: by_src[s] for s in target.tls_free}
+    others = [o for s, o in by_src.items() if s not in group]
+    bad = tls_free_violations(group, others)
+    if bad:
+        raise NativeBuildError(
+            "build_native: the TLS-free rule is broken (docs/DECISIONS.md, "
+            '"TLS-free build rule"):\n  ' + "\n  ".join(bad)
+        )
 
 
 @dataclass(frozen=True)
@@ -70,6 +144,7 @@ class Target:
     uses_cuda: bool = False  # CUDA headers + generated sources (see the module docstring)
     cudart_abi: bool = False  # soname and symbol versions of the real libcudart.so.13
     static_fallback: bool = False  # linked without -static where no static libc is installed
+    tls_free: tuple[str, ...] = ()  # sources held to the TLS-free rule (see check_tls_free)
 
     def sources(self, root: Path = ROOT) -> list[str]:
         """Source paths relative to root; each glob sorted, globs kept in the given order."""
@@ -110,6 +185,7 @@ class Target:
             cmd = [
                 "gcc",
                 *self.cflags,
+                *(TLS_FREE_CFLAGS if src in self.tls_free else ()),
                 "-Iinclude",
                 f"-I{GEN_DIR.relative_to(ROOT)}",  # crac_image_gen.h, generated for every target
                 *includes,
@@ -169,9 +245,17 @@ TARGETS: dict[str, Target] = {
     "crac-loader": Target(
         output="crac-loader",
         source_globs=("loader/*/*.c",),
-        cflags=(*COMMON_CFLAGS, "-fno-pie", *LOADER_INCLUDES),
+        cflags=(*COMMON_CFLAGS, "-fno-pie", *LOADER_INCLUDES, f'-DCRAC_VERSION="{VERSION}"'),
         ldflags=("-no-pie", "-Wl,-Ttext-segment=0x10000000"),
         libs=("-lpthread", "-ldl"),
+        tls_free=(
+            "loader/confine/confine_exe.c",
+            "loader/confine/confine_trap.c",
+            "loader/confine/restorer.c",
+            "loader/confine/signal_wrap.c",
+            "loader/confine/upper_alloc.c",
+            "loader/cross/shadow_borrow.c",
+        ),
     ),
     "libcrac-upper.so": Target(
         output="libcrac-upper.so",
@@ -179,6 +263,7 @@ TARGETS: dict[str, Target] = {
         cflags=(*COMMON_CFLAGS, "-fPIC"),
         ldflags=("-shared",),
         libs=("-lpthread",),
+        tls_free=("upperhalf/suspend.c",),
     ),
 }
 
@@ -317,6 +402,8 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
     units = [u for _, _, us in plan for u in us]
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
         compiled = sum(pool.map(lambda u: _compile(u, root), units))
+        for _, target, us in plan:
+            check_tls_free(target, us, root)
         links = []
         for name, target, us in plan:
             output = out_dir / target.output

@@ -16,10 +16,13 @@ from crac_py import ckpt_signal  # noqa: F401  (blocks the checkpoint signal at 
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["command"]:  # scripts poll it: skip typer and the CLI's imports
-        from crac_py.cli.command import run
+    try:
+        if sys.argv[1:2] == ["command"]:  # scripts poll it: skip typer and the CLI's imports
+            from crac_py.cli.command import run
 
-        sys.exit(run(sys.argv[2:]))
-    from crac_py.cli.main import main as cli_main
+            sys.exit(run(sys.argv[2:]))
+        from crac_py.cli.main import main as cli_main
 
-    cli_main()
+        cli_main()
+    except KeyboardInterrupt:  # Ctrl-C before the program runs: quiet, as a shell tool
+        sys.exit(130)

@@ -48,10 +48,18 @@ static int signal_number(const char *s)
 }
 
 /* The same guess as crac_py/_entry.py: --ckpt-signal > CRAC_SIGCKPT > DMTCP_SIGCKPT > 12. */
+/* SIGINT is held too until Python's own handler is in place (main's code unblocks it there): a
+ * Ctrl-C during the interpreter's start-up would otherwise end it with a "Fatal Python error"
+ * traceback instead of quietly. Whether the caller had it blocked already is kept. */
+static int sigint_was_blocked;
+
 __attribute__((used)) static void crac_front_hold(long *sp)
 {
     long argc = sp[0];
     char **argv = (char **)(sp + 1), **envp = argv + argc + 1;
+    uint64_t intset = 1UL << (SIGINT - 1), old = 0;
+    raw_syscall4(SYS_rt_sigprocmask, SIG_BLOCK, &intset, &old, 8);
+    sigint_was_blocked = (old & intset) != 0;
     if (argc < 2 || !(same(argv[1], "launch") || same(argv[1], "restart")))
         return;
     int sig = 0;
@@ -106,16 +114,24 @@ int main(int argc, char **argv)
     }
     /* -P: the working directory is not put on sys.path (a ./crac_py there must not shadow
      * crac). sys.argv[0] becomes this command's path, as with a console script. */
-    char **args = calloc((size_t)argc + 5, sizeof(char *));
+    char **args = calloc((size_t)argc + 6, sizeof(char *));
     if (!args)
         return 2;
     int k = 0;
     args[k++] = python;
     args[k++] = "-P";
     args[k++] = "-c";
-    args[k++] = "import sys; sys.argv[0] = sys.argv.pop(1); from crac_py._entry import main; "
-                "sys.exit(main())";
+    /* Ctrl-C while Python starts or imports the CLI ends quietly, as it does later (status
+     * 130): SIGINT, held since the entry point, is unblocked once Python's handler exists. */
+    args[k++] = "import sys\nsys.argv[0] = sys.argv.pop(1)\nheld = sys.argv.pop(1) == '1'\n"
+                "try:\n"
+                "    if held:\n"
+                "        import signal\n"
+                "        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
+                "    from crac_py._entry import main\n    sys.exit(main())\n"
+                "except KeyboardInterrupt:\n    sys.exit(130)\n";
     args[k++] = n > 0 ? self : argv[0];
+    args[k++] = sigint_was_blocked ? "0" : "1";
     for (int i = 1; i < argc; i++)
         args[k++] = argv[i];
     args[k] = NULL;

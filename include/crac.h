@@ -21,6 +21,12 @@ int crac_is_enabled(void) __attribute__((weak));
 /* Number of checkpoints written so far in this computation (restarts included). */
 int crac_generation(void) __attribute__((weak));
 
+/* Number of restarts this computation has been through (0 in the original run). */
+int crac_restart_count(void) __attribute__((weak));
+/* Blocks until the restart count differs from SEEN, and returns it (-1 without crac): a thread
+ * that runs code after each restart (crac_py/api.py's after_restart hooks). */
+int crac_wait_for_restart(int seen) __attribute__((weak));
+
 /* The same, under the names programs written for DMTCP use. */
 int dmtcp_checkpoint(void) __attribute__((weak));
 int dmtcp_is_enabled(void) __attribute__((weak));

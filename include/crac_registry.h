@@ -59,8 +59,8 @@ struct crac_registry {
     uint64_t restorer;        /* upper sa_restorer, so no signal frame returns into the lower half */
     uint64_t auxv;            /* the upper half's auxv, for NT_AUXV */
     uint64_t api_slot;        /* address of the upper runtime's pointer to the lower-half API */
-    uint64_t restart_hook;    /* upper function the restart runs before releasing threads, or 0 */
-    uint64_t ckpt_hook;       /* upper function a checkpoint runs once every thread is parked */
+    uint64_t hooks;           /* struct crac_hook_ctl * (crac_hooks.h) in upper memory, or 0 */
+    uint64_t pad4;
     uint64_t device_ranges;   /* struct crac_dev_ranges *: live device and managed allocations */
     volatile int32_t in_hook; /* a hook runs on a lower thread: its crossings skip the gate */
     int32_t pad3;

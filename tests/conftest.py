@@ -24,7 +24,7 @@ D_END = 0x340000000000
 APPS_DIR = Path(__file__).resolve().parent / "apps"
 CFLAGS = ["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"]
 # Built as a shared library (libdlopen_lib.so), everything else as an executable.
-SHARED_LIBS = {"dlopen_lib": "libdlopen_lib.so"}
+SHARED_LIBS = {"dlopen_lib": "libdlopen_lib.so", "hooks_lib": "libhooks_lib.so"}
 DEFAULT_TIMEOUT = 60
 
 
@@ -163,3 +163,42 @@ def apps(tmp_path_factory) -> dict[str, Path]:
         for src in sorted(APPS_DIR.glob("*.c"))
         if not src.stem.startswith("sim_")  # CUDA programs: the sim_apps fixture (sim_build.py)
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Test tiers (tests/README.md): `unit` (no crac process, well under a second each), `slow` (the
+# long loops; at least ~10 s each in a `pytest -n 3` run on the 2-core CI machine), everything
+# else is integration. Assigned here by name, so the test files stay as they are; a new module
+# can instead say `pytestmark = pytest.mark.unit` (tests/test_c_units.py does).
+
+UNIT_TESTS = {
+    "test_ckpt_basic.py": {"test_harness_continuity_checks_can_fail"},
+    "test_ckpt_programs.py": {"test_every_program_is_listed"},
+    "test_coordinator.py": {"test_peer_uid_lookup"},
+    "test_sim_codegen.py": {"test_spec_covers_required_functions",
+                           "test_shim_and_native_match_real_libcudart"},
+}  # fmt: skip
+
+# By function name (every parameter) or by full name with its parameter id.
+SLOW_TESTS = {
+    "test_ckpt_basic.py": {"test_checkpoint_every_100ms", "test_sparse_image"},
+    "test_ckpt_faults.py": {"test_bit_flips", "test_kill_during_checkpoint",
+                            "test_truncated[upper.core]"},
+    "test_ckpt_libraries.py": {"test_numpy", "test_numpy_with_python_and_openblas_threads"},
+    "test_ckpt_programs.py": {"test_two_cycles[ckpt_sparse]"},
+    "test_device_state.py": {"test_checkpoints_at_random_moments_restart_on_other_version"},
+    "test_hostile_names.py": {"test_hostile_program_path_arguments_and_directory"},
+    "test_job.py": {"test_process_killed_mid_checkpoint", "test_process_hangs_during_checkpoint",
+                    "test_four_processes_bc_kill_restart_twice"},
+    "test_sim_examples.py": {"test_demo_script"},
+}  # fmt: skip
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        module = item.path.name
+        names = {item.name, getattr(item, "originalname", item.name)}
+        if names & UNIT_TESTS.get(module, set()):
+            item.add_marker(pytest.mark.unit)
+        if names & SLOW_TESTS.get(module, set()):
+            item.add_marker(pytest.mark.slow)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from ckpt_harness import check_inspect
-from conftest import crac_cmd, loader_path, require_native
+from conftest import crac_cmd, require_native
 
 # Arguments that make each example run for about a second natively.
 ARGS = {
@@ -51,13 +51,12 @@ def wait_generations(ckpt: Path, n: int, proc: subprocess.Popen, timeout: float 
 
 
 def wait_exec(proc: subprocess.Popen, timeout: float = 30) -> None:
-    """Until the process is crac's loader (crac's Python start-up is over). Its executable says
-    so; its comm is the program's name (docs/CLI.md), not the loader's."""
-    loader = str(loader_path().resolve())
+    """Until the process is crac's loader (crac's Python start-up is over)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if os.readlink(f"/proc/{proc.pid}/exe") == loader:
+            # The loader takes the program's name (comm); its executable stays crac-loader.
+            if Path(os.readlink(f"/proc/{proc.pid}/exe")).name == "crac-loader":
                 return
         except OSError:
             return

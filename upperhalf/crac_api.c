@@ -38,3 +38,23 @@ int crac_checkpoint(void)
         return CRAC_AFTER_RESTART;
     return r->failures != failures ? -1 : CRAC_AFTER_CHECKPOINT;
 }
+
+int crac_restart_count(void) { return crac_upper.api ? crac_registry.restarts : 0; }
+
+int crac_wait_for_restart(int seen)
+{
+    if (!crac_upper.api)
+        return -1;
+    struct crac_registry *r = &crac_registry;
+    /* Every checkpoint attempt, and the restart that follows one, moves `attempts` and wakes
+     * its waiters (crac_checkpoint relies on the same); a wait interrupted by the checkpoint is
+     * resumed after the restart and sees the new count. */
+    for (;;) {
+        int32_t attempts = __atomic_load_n(&r->attempts, __ATOMIC_ACQUIRE);
+        int32_t restarts = __atomic_load_n(&r->restarts, __ATOMIC_ACQUIRE);
+        if (restarts != seen)
+            return restarts;
+        syscall(SYS_futex, &r->attempts, FUTEX_WAIT_PRIVATE, attempts, NULL, NULL, 0);
+    }
+}
+

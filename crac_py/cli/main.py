@@ -12,7 +12,8 @@ import typer
 
 # Only what `crac launch` and `crac restart` need is imported here: their start-up time is the
 # program's. The other commands import their modules (rich, asyncio...) when they run.
-from crac_py import __version__, config, paths
+import crac_py
+from crac_py import config, paths
 from crac_py.cli.options import (
     AnyCoordOpt,
     CkptDirOpt,
@@ -65,7 +66,7 @@ def _error(message: str, code: int = EXIT_REFUSED) -> NoReturn:
 
 def _version_callback(value: bool) -> None:
     if value:
-        print(f"crac {__version__}")
+        print(f"crac {crac_py.version()}")
         raise typer.Exit(0)
 
 
@@ -184,7 +185,8 @@ def launch(
     no_coordinator: NoCoordOpt = False,
 ) -> None:
     """Run PROGRAM [ARGS...] under crac (the process becomes crac's loader, then PROGRAM)."""
-    if program.startswith("-") and not os.path.lexists(program):
+    after_dashes = "--" in sys.argv[: sys.argv.index(program)] if program in sys.argv else False
+    if program.startswith("-") and not os.path.lexists(program) and not after_dashes:
         _error(
             f"unknown option {program!r}; put the program after '--' if its name starts with '-'"
         )
@@ -331,7 +333,7 @@ def doctor_cmd(
         print(json.dumps([c.as_json() for c in results], indent=2))
     else:
         styles = {doctor.OK: "green", doctor.WARN: "yellow", doctor.FAIL: "bold red"}
-        table = Table(title=f"crac {__version__} doctor")
+        table = Table(title=f"crac {crac_py.version()} doctor")
         table.add_column("check")
         table.add_column("status")
         table.add_column("detail", overflow="fold")
@@ -567,4 +569,26 @@ def verify_cmd(
 
 
 def main() -> None:
-    app(prog_name="crac")
+    """Runs the CLI. Every error is one `crac: error:` line on stderr with exit status 2 (usage
+    errors included, which click would draw in a box), and Ctrl-C ends quietly with 130."""
+    try:  # typer 0.2x carries its own click
+        from typer._click import exceptions as click
+    except ImportError:  # pragma: no cover - older typer
+        from click import exceptions as click  # type: ignore[no-redef]
+
+    try:
+        status = app(prog_name="crac", standalone_mode=False)
+    except click.NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(EXIT_REFUSED)
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx is not None else "crac"
+        message = exc.format_message().rstrip(".")
+        print(f"crac: error: {message} (see '{command} --help')", file=sys.stderr)
+        sys.exit(EXIT_REFUSED)
+    except click.ClickException as exc:
+        print(f"crac: error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(exc.exit_code if exc.exit_code else EXIT_REFUSED)
+    except (typer.Abort, KeyboardInterrupt):
+        sys.exit(130)
+    sys.exit(status if isinstance(status, int) else 0)

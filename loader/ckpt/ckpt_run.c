@@ -101,10 +101,26 @@ static void finish_attempt(struct crac_registry *r, int failed)
     raw_syscall6(SYS_futex, (long)&r->attempts, 129, 0x7fffffff, 0, 0, 0);
 }
 
+/* Upper hooks (include/crac_hooks.h): the TCB they run with once threads are parked, 0 before
+ * PARKED began; a checkpoint abandoned from then on still runs PRE_RESUME before the release. */
+static uint64_t hook_fs;
+
+static uint64_t parked_fs(const struct parked_thread *threads, int n)
+{
+    uint64_t fs = threads[0].rec->fsbase;
+    for (int i = 0; i < n; i++)
+        if (threads[i].tid == getpid())
+            fs = threads[i].rec->fsbase;
+    return fs;
+}
+
 static void abandon(struct crac_registry *r, const char *tmp, int generation, int parked,
                     const char *why)
 {
     r->generation = generation - 1;
+    if (parked && hook_fs)
+        upper_hook_run(r, CRAC_EV_PRE_RESUME, hook_fs);
+    hook_fs = 0;
     if (parked)
         ckpt_release_all();
     remove_tree(tmp);
@@ -142,10 +158,28 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     }
     double t[5];
     t[0] = now_ms();
+    hook_fs = 0;
+    if (upper_hooks_pre_suspend(r) != 0) {
+        if (b)
+            b->failed(b->ctx, "a PRE_SUSPEND hook failed");
+        abandon(r, tmp, generation, 0, "a PRE_SUSPEND hook failed");
+        return -1;
+    }
     if (ckpt_suspend_all(threads, CRAC_MAX_THREADS, &n) != 0) {
         if (b)
             b->failed(b->ctx, "threads did not suspend");
         abandon(r, tmp, generation, 0, NULL);
+        return -1;
+    }
+    /* PARKED hooks: the upper runtime notes what the device state needs (e.g. event timestamps)
+     * while every thread is parked; what it writes is part of the image. They run before the
+     * `suspended` barrier, which so doubles as their job-wide barrier. */
+    hook_fs = parked_fs(threads, n); /* from here on, PRE_RESUME runs even if we give up */
+    if (upper_hook_run(r, CRAC_EV_PARKED, hook_fs) != 0) {
+        const char *why = "a PARKED hook failed (the device state could not be recorded)";
+        if (b)
+            b->failed(b->ctx, why);
+        abandon(r, tmp, generation, 1, why);
         return -1;
     }
     /* Barrier: every process of the job is suspended before any writes. */
@@ -154,18 +188,6 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         return -1;
     }
     t[1] = now_ms();
-    /* The upper runtime notes what the device state needs (e.g. event timestamps) while every
-     * thread is parked; what it writes is part of the image. */
-    uint64_t hook_fs = threads[0].rec->fsbase;
-    for (int i = 0; i < n; i++)
-        if (threads[i].tid == getpid())
-            hook_fs = threads[i].rec->fsbase;
-    if (upper_hook_run(r, r->ckpt_hook, hook_fs) != 0) {
-        if (b)
-            b->failed(b->ctx, "the device state could not be recorded");
-        abandon(r, tmp, generation, 1, "the device state could not be recorded");
-        return -1;
-    }
     char derr[512] = "";
     struct core_extras x = {0};
     uint32_t header_crc = 0;
@@ -197,6 +219,10 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         abandon(r, tmp, generation, 1, NULL);
         return -1;
     }
+    /* PRE_RESUME hooks, before the `written` barrier (their job-wide one); not when exiting. */
+    if (!exit_after)
+        upper_hook_run(r, CRAC_EV_PRE_RESUME, hook_fs);
+    hook_fs = 0;
     /* Barrier: every process has written its image before any resumes. */
     if (b && b->written(b->ctx, generation) != 0) {
         image_digests_cancel(&digests);

@@ -97,16 +97,8 @@ void ckpt_request(int exit_after)
     on_checkpoint_signal(0);
 }
 
-/* The handler returns through our own restorer in the loader's fixed text, not the lower libc's:
- * a frame of it on a saved upper stack must stay valid after a restart (docs/DECISIONS.md). */
+/* The handler returns through our own restorer in the loader's fixed text (restorer.c). */
 void crac_loader_restorer(void);
-__asm__(".text\n"
-        ".globl crac_loader_restorer\n"
-        ".type crac_loader_restorer, @function\n"
-        "crac_loader_restorer:\n"
-        "    mov $15, %eax\n"
-        "    syscall\n"
-        "    hlt\n");
 
 int ckpt_install_trigger(int signo)
 {

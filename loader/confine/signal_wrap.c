@@ -5,6 +5,7 @@
 #include "signal_wrap.h"
 
 #include "confine.h"
+#include "fsgsbase.h"
 #include "crac_layout.h"
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
@@ -14,7 +15,6 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
@@ -35,12 +35,6 @@ struct sigwrap_table {
 
 _Static_assert(sizeof(struct sigwrap_table) <= CRAC_PAGE, "the table fits in one page");
 
-static int use_wrfsbase;
-
-__attribute__((constructor)) static void sigwrap_init(void)
-{
-    use_wrfsbase = (getauxval(AT_HWCAP2) & 2) != 0; /* HWCAP2_FSGSBASE */
-}
 
 static struct sigwrap_table *table_get(void)
 {
@@ -61,7 +55,7 @@ static inline uint64_t current_fs(void)
 
 static inline void set_fs(uint64_t fs)
 {
-    if (use_wrfsbase)
+    if (crac_fsgsbase)
         __asm__ volatile("wrfsbase %0" : : "r"(fs) : "memory");
     else
         raw_syscall2(SYS_arch_prctl, ARCH_SET_FS, fs);

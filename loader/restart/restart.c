@@ -37,8 +37,10 @@ static int parse_notes(struct restart_image *img, const unsigned char *notes, si
     while (off + sizeof(Elf64_Nhdr) <= len) {
         Elf64_Nhdr h;
         memcpy(&h, notes + off, sizeof(h));
-        size_t name_off = off + sizeof(h), desc_off = name_off + ((h.n_namesz + 3) & ~3u);
-        size_t next = desc_off + ((h.n_descsz + 3) & ~3u);
+        /* Rounded up in 64 bits: a 32-bit size near 4 GiB must not wrap to a small one. */
+        size_t name_off = off + sizeof(h);
+        size_t desc_off = name_off + (((size_t)h.n_namesz + 3) & ~(size_t)3);
+        size_t next = desc_off + (((size_t)h.n_descsz + 3) & ~(size_t)3);
         if (next > len || desc_off > len)
             break;
         const unsigned char *desc = notes + desc_off;

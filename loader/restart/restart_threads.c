@@ -105,7 +105,7 @@ static void *releaser(void *arg)
     }
     /* The upper runtime brings the device objects back (streams, events, modules) on the new
      * backend before any thread runs, with the main thread's TCB (it is parked). */
-    if (upper_hook_run(r, r->restart_hook, hook_fs) != 0) {
+    if (upper_hook_run(r, CRAC_EV_RESTART, hook_fs) != 0) {
         fprintf(stderr, "crac: error: the device state could not be restored\n");
         raw_syscall1(SYS_exit_group, 2);
     }

@@ -12,9 +12,12 @@
 #include <stdint.h>
 #include <time.h>
 
-typedef int (*crac_hook)(void);
-extern int crac_upper_at_checkpoint(crac_hook fn) __attribute__((weak));
-extern int crac_upper_at_restart(crac_hook fn) __attribute__((weak));
+#include "crac_hooks.h"
+
+/* Weak: the shim also runs natively, without libcrac-upper.so. */
+extern int crac_upper_hook_register(const char *name, enum crac_event event, int order,
+                                    unsigned flags, crac_hook_fn fn, void *arg)
+    __attribute__((weak));
 
 int shim_modules_restore(void);
 int shim_pinned_restore(void);
@@ -101,10 +104,18 @@ static int on_restart(void)
     return 0;
 }
 
+static int on_event(enum crac_event event, void *arg)
+{
+    (void)arg;
+    return event == CRAC_EV_PARKED ? on_checkpoint() : on_restart();
+}
+
+/* Order 0: the device state; a library above CUDA (MPI) registers a lower order at PARKED to
+ * finish first, a higher one at RESTART to find its streams recreated. */
 __attribute__((constructor)) static void shim_state_init(void)
 {
-    if (crac_upper_at_checkpoint && crac_upper_at_restart) {
-        crac_upper_at_checkpoint(on_checkpoint);
-        crac_upper_at_restart(on_restart);
+    if (crac_upper_hook_register) {
+        crac_upper_hook_register("cudart.device_state", CRAC_EV_PARKED, 0, 0, on_event, NULL);
+        crac_upper_hook_register("cudart.device_state", CRAC_EV_RESTART, 0, 0, on_event, NULL);
     }
 }
