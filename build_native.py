@@ -13,7 +13,9 @@ list (-MMD) and the command beside it; an object is compiled again only when its
 includes or its command changed, and a target is linked again only when one of its objects or its
 link command changed.
 
-Targets with uses_cuda need the CUDA 13 runtime headers and the real libcudart.so.13 (found by
+Every target finds build/crac_gen/crac_image_gen.h, the image records generated from
+crac_py/image/format.py (include/crac_image.h includes it). Targets with uses_cuda need the CUDA
+13 runtime headers and the real libcudart.so.13 (found by
 crac_py.codegen.cudart_locate: $CUDA_HOME, /usr/local/cuda, or the nvidia-cuda-runtime/-crt
 wheels that pyproject.toml's build requirements install) and the C sources
 crac_py.codegen.generate generates from the API spec into build/crac_gen/ before they are
@@ -185,6 +187,7 @@ class Target:
                 *self.cflags,
                 *(TLS_FREE_CFLAGS if src in self.tls_free else ()),
                 "-Iinclude",
+                f"-I{GEN_DIR.relative_to(ROOT)}",  # crac_image_gen.h, generated for every target
                 *includes,
                 "-MMD",
                 "-MF",
@@ -322,6 +325,16 @@ def generate(root: Path = ROOT) -> GenResult:
     return gen
 
 
+def generate_image_header(root: Path = ROOT) -> Path:
+    """build/crac_gen/crac_image_gen.h from the image format spec (crac_py/image/format.py);
+    rewritten only when its text changes, so objects that include it stay up to date."""
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from crac_py.image.format import write_c_header
+
+    return write_c_header(root / GEN_DIR.relative_to(ROOT))
+
+
 def _fresh(output: Path, stamp: Path, cmd: list[str], inputs: list[Path]) -> bool:
     """OUTPUT exists, was made by CMD (recorded in STAMP), and is newer than every input."""
     try:
@@ -375,6 +388,7 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     obj_root = root / OBJ_DIR.relative_to(ROOT)
+    generate_image_header(root)
     gen: GenResult | None = None
     plan: list[tuple[str, Target, list[CompileUnit]]] = []
     for name, target in TARGETS.items():

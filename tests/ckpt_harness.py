@@ -13,6 +13,7 @@ Every wait has a timeout; nothing here asserts on timing.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import signal
@@ -25,6 +26,8 @@ from pathlib import Path
 
 import pytest
 from conftest import APPS_DIR, CFLAGS, crac_cmd, describe, require_native, run_native
+
+from crac_py.image import format as image_format
 
 STEP_RE = re.compile(r"^step (\d+)$")
 GEN_RE = re.compile(r"^gen-(\d{6})$")
@@ -352,6 +355,67 @@ def tree(path: Path) -> str:
     return "\n".join(lines[:200]) or f"{path}: empty"
 
 
+_INSPECTED: set[Path] = set()
+_REQUIRED_NOTES = {
+    n.cname.removeprefix("CRAC_NT_").lower() for n in image_format.NOTES if not n.optional
+}
+
+
+def check_inspect(gen: Path) -> dict:
+    """`crac inspect --json GEN` must read the generation whole: exit 0, JSON, every CRAC note of
+    upper.core decoded (none unknown, none of the required ones missing), and what the notes and
+    device.img's index say agrees with MANIFEST.json. Returns the JSON."""
+    cp = subprocess.run(
+        [*crac_cmd(), "inspect", "--json", str(gen)],
+        capture_output=True,
+        env=base_env(),
+        timeout=RUN_TIMEOUT,
+    )
+    assert cp.returncode == 0, f"crac inspect --json {gen} failed\n{describe(cp)}"
+    try:
+        info = json.loads(cp.stdout)
+    except ValueError as exc:
+        pytest.fail(f"crac inspect --json {gen} printed no JSON ({exc})\n{describe(cp)}")
+    assert info["unknown_notes"] == [], f"{gen}: notes crac inspect cannot decode"
+    missing = _REQUIRED_NOTES - set(info["notes"])
+    assert not missing, f"{gen}: upper.core lacks the notes {sorted(missing)}"
+    manifest = json.loads((gen / "MANIFEST.json").read_text())
+    keys = image_format.manifest_key_paths(manifest)
+    documented = {k for k, _, _ in image_format.MANIFEST_KEYS}
+    assert keys <= documented, f"{gen}: MANIFEST.json keys not in the spec: {keys - documented}"
+    top = {k for k in documented if "." not in k}
+    assert top <= keys, f"{gen}: MANIFEST.json lacks {top - keys}"
+    process = info["notes"]["process"]
+    assert process["format"] == image_format.CRAC_IMAGE_FORMAT, process
+    assert process["generation"] == manifest["generation"] == gen_number(gen), process
+    assert process["ckpt_signal"] == manifest["process"]["ckpt_signal"], process
+    assert len(info["notes"]["threads"]) == manifest["process"]["threads"], info["threads"]
+    assert len(info["notes"]["signals"]) == image_format.N_SIGNAL_RECS - 1
+    dev = info["device_image"]
+    in_manifest = [
+        (a["address"], a["size"], a["kind"])
+        for a in manifest.get("device", {}).get("allocations", [])
+    ]
+    if (gen / "device.img").exists():
+        assert dev is not None, f"{gen}: crac inspect did not read device.img"
+        in_index = [(a["addr"], a["size"], a["kind_name"]) for a in dev["allocations"]]
+        assert in_index == in_manifest, f"{gen}: device.img's index {in_index} != {in_manifest}"
+    else:
+        assert dev is None and in_manifest == [], f"{gen}: device allocations but no device.img"
+    return info
+
+
+def inspect_images(ckptdir: Path) -> None:
+    """check_inspect on every complete generation under CKPTDIR not inspected yet (each once)."""
+    for procdir in process_dirs(ckptdir):
+        for gen in generations(procdir):
+            gen = gen.resolve()
+            if gen in _INSPECTED or not (gen / "MANIFEST.json").exists():
+                continue
+            check_inspect(gen)
+            _INSPECTED.add(gen)
+
+
 def wait_new_generation(
     ckptdir: Path,
     before: Mapping[Path, int],
@@ -585,6 +649,7 @@ def run_cycles(
         combined = stitch(segments)
         assert_same_output(combined, ref.lines, "the stitched checkpoint/restart output")
         assert last.lines and last.lines[-1] == ref.done
+        inspect_images(ckptdir)
     except BaseException:
         proc.stop()
         raise

@@ -25,6 +25,7 @@ from ckpt_harness import (
     check_resume_point,
     check_steps_contiguous,
     counter_lines,
+    inspect_images,
     stitch,
 )
 from conftest import crac_cmd, require_native
@@ -263,10 +264,16 @@ def segments_of(
     return segs
 
 
-def check_chain(chains: Mapping[str, Sequence[Segment]], steps: int) -> None:
+def check_chain(
+    chains: Mapping[str, Sequence[Segment]], steps: int, ckptdir: Path | None = None
+) -> None:
     """Every tag's output over its restarts equals the uninterrupted run's, and each restart
-    resumed at the step its checkpoint was taken."""
+    resumed at the step its checkpoint was taken. With CKPTDIR (the job's checkpoint directory),
+    `crac inspect --json` then reads every generation the job left there (check_inspect): done at
+    the end, not at each checkpoint, where it would slow the job down while it runs."""
     for tag, segs in chains.items():
         for prev, seg in zip(segs, segs[1:]):
             check_resume_point(seg, prev)
         assert_same_output(stitch(segs), expected(steps), f"{tag}'s output")
+    if ckptdir is not None:
+        inspect_images(ckptdir)

@@ -22,7 +22,15 @@ from crac_py.image import digest  # noqa: E402
 pytestmark = pytest.mark.unit
 
 C_DIR = Path(__file__).resolve().parent / "c"
-INCLUDES = ["-Iinclude", *build_native.LOADER_INCLUDES, "-Iupperhalf/cudart", f"-I{C_DIR}"]
+# crac_image.h includes the header generated from the image format spec (build_native.py)
+GEN_INCLUDE = f"-I{build_native.generate_image_header(ROOT).parent}"
+INCLUDES = [
+    "-Iinclude",
+    GEN_INCLUDE,
+    *build_native.LOADER_INCLUDES,
+    "-Iupperhalf/cudart",
+    f"-I{C_DIR}",
+]
 
 # test program -> the sources it is linked with (besides what it #includes), and libraries
 PROGRAMS: dict[str, tuple[list[str], list[str]]] = {

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ckpt_harness import check_inspect
 from conftest import crac_cmd, require_native
 
 # Arguments that make each example run for about a second natively.
@@ -99,6 +100,7 @@ def test_checkpoints_at_random_moments_restart_on_other_version(name, examples, 
     gens = generations(ckpt)
     assert gens, f"no checkpoint completed while {name} ran ({err[-2000:]})"
     for gen in gens:
+        check_inspect(gen)  # crac inspect --json reads it, device.img's index included
         version = 2 if int(gen.name[4:]) % 2 else 1
         cp = restart(gen, version)
         assert cp.returncode == 0, f"{gen.name} on sim{version}: {cp.stderr[-2000:]}"
@@ -130,6 +132,8 @@ def test_two_cycles_switching_sim_versions(name, examples, tmp_path):
     second.kill()
     second.communicate(timeout=TIMEOUT)
     gens = generations(ckpt)
+    for gen in gens:
+        check_inspect(gen)
     manifest = (gens[-1] / "MANIFEST.json").read_text()
     cp = restart(gens[-1], 1)
     assert cp.returncode == 0, cp.stderr[-2000:]
@@ -152,6 +156,7 @@ def test_corrupted_device_image_is_refused(examples, tmp_path):
     (gen,) = generations(ckpt)
     dev = gen / "device.img"
     assert dev.exists(), "jacobi's managed memory must be in device.img"
+    assert check_inspect(gen)["device_image"]["allocations"], "device.img's index is empty"
     good = dev.read_bytes()
     rng = random.Random(5)
     cases = {"truncated": good[: len(good) // 2]}

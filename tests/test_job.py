@@ -132,7 +132,7 @@ def test_four_processes_bc_kill_restart_twice(counter, tmp_path):
         assert status == 0, run2.report()
         for t, seg in segments_of(run2.out, TAGS4, None, None).items():
             chains[t].append(seg)
-        check_chain(chains, steps)
+        check_chain(chains, steps, job.ckptdir)
     except BaseException:
         print(job.report(), *(r.report() for r in runs), sep="\n")
         raise
@@ -202,7 +202,7 @@ def test_kcheckpoint_then_restart(counter, tmp_path):
         assert run.wait() == 0, run.report()
         for t, seg in segments_of(run.out, job.tags, None, None).items():
             chains[t].append(seg)
-        check_chain(chains, steps)
+        check_chain(chains, steps, job.ckptdir)
     except BaseException:
         print(job.report(), *(r.report() for r in runs), sep="\n")
         raise
@@ -257,7 +257,7 @@ def test_crac_restart_job_directory(counter, tmp_path):
         assert status == 0, r2.report()
         for t, seg in segments_of(job_output(r2), job.tags, None, None).items():
             chains[t].append(seg)
-        check_chain(chains, steps)
+        check_chain(chains, steps, job.ckptdir)
     except BaseException:
         print(job.report())
         raise
@@ -320,7 +320,7 @@ def test_process_killed_mid_checkpoint(counter, tmp_path):
         assert run.wait() == 0, run.report()
         for t, seg in segments_of(run.out, tags, None, None).items():
             chains[t].append(seg)
-        check_chain(chains, steps)
+        check_chain(chains, steps, job.ckptdir)
     except BaseException:
         print(job.report(), *(r.report() for r in runs), sep="\n")
         raise

@@ -1,9 +1,11 @@
-"""`crac inspect`: what an image holds, read from upper.core's notes (include/crac_image.h,
-docs/IMAGE.md) and MANIFEST.json: regions by kind, threads, file descriptors, device state."""
+"""`crac inspect`: what an image holds, read from upper.core's notes, device.img's index and
+MANIFEST.json. Every record is decoded with the layouts of crac_py/image/format.py, the one
+definition of the format (docs/IMAGE.md), into named fields."""
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,17 +13,25 @@ from typing import Any
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from crac_py.image.generation import CORE, Generation, ImageError
+from crac_py.image import format as fmt
+from crac_py.image.generation import CORE, DEVICE, Generation, ImageError
 
-NT_PROCESS, NT_REGIONS, NT_THREADS, NT_FDS = 0x43520001, 0x43520002, 0x43520003, 0x43520004
-REGION_KINDS = {1: "anonymous", 2: "shared anonymous", 3: "private file", 4: "shared file"}
-FD_KINDS = {1: "file", 2: "directory", 3: "device", 4: "pipe", 5: "stdio", 6: "eventfd",
-            7: "not restorable", 8: "message queue",
-            9: "pty master", 10: "pty slave"}  # fmt: skip
-# struct crac_region_rec / crac_thread_note / crac_fd_rec (little-endian, natural alignment)
-REGION = struct.Struct("<IIQQIIQQQQQqIIII")
-THREAD = struct.Struct("<iiiiQ")
-FD = struct.Struct("<IIiIQQQIIII")
+REGION_KINDS = fmt.ENUM["crac_region_kind"].labels
+FD_KINDS = fmt.ENUM["crac_fd_kind"].labels
+DEV_KINDS = fmt.ENUM["crac_dev_kind"].labels
+# a crac_pty_rec follows the path of these
+_PTY_KINDS = tuple(
+    fmt.ENUM["crac_fd_kind"].value(c) for c in ("CRAC_FD_PTY_MASTER", "CRAC_FD_PTY_SLAVE")
+)
+
+REGION = fmt.RECORD["crac_region_rec"]
+THREAD = fmt.RECORD["crac_thread_note"]
+FD = fmt.RECORD["crac_fd_rec"]
+PTY = fmt.RECORD["crac_pty_rec"]
+
+
+class _Short(Exception):
+    """A note ends inside a record."""
 
 
 @dataclass
@@ -43,7 +53,7 @@ def _crac_notes(core: Path) -> dict[int, bytes]:
                 if seg.header.p_type != "PT_NOTE":
                     continue
                 for note in seg.iter_notes():
-                    if note["n_name"] == "CRAC":
+                    if note["n_name"] == fmt.NOTE_NAME:
                         desc = note["n_descdata"]
                         notes[int(note["n_type"])] = (
                             desc if isinstance(desc, bytes) else bytes(desc, "latin-1")
@@ -61,47 +71,149 @@ def _prot(p: int) -> str:
     return ("r" if p & 1 else "-") + ("w" if p & 2 else "-") + ("x" if p & 4 else "-")
 
 
-def regions(notes: dict[int, bytes]) -> list[Region]:
-    out, blob, off = [], notes.get(NT_REGIONS, b""), 0
-    while off + REGION.size <= len(blob):
-        f = REGION.unpack_from(blob, off)
-        size, kind, start, end, prot, _flags = f[0], f[1], f[2], f[3], f[4], f[5]
-        saved, path_len = f[13], f[14]
-        if size < REGION.size:
-            break
-        path = _cstr(blob[off + REGION.size : off + REGION.size + path_len])
-        out.append(Region(start, end, REGION_KINDS.get(kind, str(kind)), _prot(prot), path, saved))
-        off += size
+def _rec(rec: fmt.Record, blob: bytes, off: int) -> dict[str, Any]:
+    """One record as JSON-ready fields (byte arrays in hex); _Short when BLOB ends inside it."""
+    if off + rec.size > len(blob):
+        raise _Short(f"{rec.name} at offset {off}")
+    return {k: v.hex() if isinstance(v, bytes) else v for k, v in rec.unpack(blob, off).items()}
+
+
+def _array(rec: fmt.Record, blob: bytes, off: int, n: int) -> list[dict[str, Any]]:
+    return [_rec(rec, blob, off + i * rec.size) for i in range(n)]
+
+
+def _sized(blob: bytes, rec: fmt.Record) -> list[tuple[dict[str, Any], int]]:
+    """Variable-length records that start with their `size`: (fields, offset) of each."""
+    out, off = [], 0
+    while off < len(blob):
+        f = _rec(rec, blob, off)
+        if f["size"] < rec.size or off + f["size"] > len(blob):
+            raise _Short(f"{rec.name} at offset {off} (size {f['size']})")
+        out.append((f, off))
+        off += f["size"]
     return out
 
 
-def threads(notes: dict[int, bytes]) -> list[dict[str, Any]]:
-    blob = notes.get(NT_THREADS, b"")
-    return [
-        {"tid": t[0], "kernel_tid_at_checkpoint": t[1], "main": bool(t[2])}
-        for t in (
-            THREAD.unpack_from(blob, o) for o in range(0, len(blob) - THREAD.size + 1, THREAD.size)
-        )
-    ]
+def _process(blob: bytes) -> dict[str, Any]:
+    f = _rec(fmt.RECORD["crac_process_rec"], blob, 0)
+    start = fmt.RECORD["crac_process_rec"].size
+    return f | {"cwd": _cstr(blob[start : start + f["cwd_len"]])}
 
 
-def fds(notes: dict[int, bytes]) -> list[dict[str, Any]]:
-    out, blob, off = [], notes.get(NT_FDS, b""), 0
-    while off + FD.size <= len(blob):
-        f = FD.unpack_from(blob, off)
-        size, kind, fd, flags, pos = f[0], f[1], f[2], f[3], f[4]
-        path = _cstr(blob[off + FD.size : off + FD.size + f[10]])
-        out.append({"fd": fd, "kind": FD_KINDS.get(kind, str(kind)), "flags": oct(flags),
-                    "offset": pos, "saved_copy": bool(f[8]), "path": path})  # fmt: skip
-        if size < FD.size:
-            break
-        off += size
+def _regions(blob: bytes) -> list[dict[str, Any]]:
+    out = []
+    for f, off in _sized(blob, REGION):
+        path_at = off + REGION.size
+        f["path"] = _cstr(blob[path_at : path_at + f["path_len"]])
+        f["kind_name"] = REGION_KINDS.get(f["kind"], str(f["kind"]))
+        out.append(f)
     return out
+
+
+def _threads(blob: bytes) -> list[dict[str, Any]]:
+    if len(blob) % THREAD.size:
+        raise _Short(f"{THREAD.name} array of {len(blob)} bytes")
+    return _array(THREAD, blob, 0, len(blob) // THREAD.size)
+
+
+def _fds(blob: bytes) -> list[dict[str, Any]]:
+    out = []
+    for f, off in _sized(blob, FD):
+        path_at = off + FD.size
+        f["path"] = _cstr(blob[path_at : path_at + f["path_len"]])
+        f["kind_name"] = FD_KINDS.get(f["kind"], str(f["kind"]))
+        if f["kind"] in _PTY_KINDS:
+            f["pty"] = _rec(PTY, blob, path_at + f["path_len"])
+        out.append(f)
+    return out
+
+
+def _signals(blob: bytes) -> list[dict[str, Any]]:
+    """Signals 1..64 (the note is indexed by signal number; record 0 is unused)."""
+    rec = fmt.RECORD["crac_signal_rec"]
+    recs = _array(rec, blob, 0, len(blob) // rec.size)
+    return [{"signo": i} | r for i, r in enumerate(recs) if i > 0]
+
+
+def _timers(blob: bytes) -> dict[str, Any]:
+    head = fmt.RECORD["crac_timers_rec"]
+    f = _rec(head, blob, 0)
+    return f | {"posix": _array(fmt.RECORD["crac_posix_timer_rec"], blob, head.size, f["n_posix"])}
+
+
+def _pending(blob: bytes) -> dict[str, Any]:
+    head = fmt.RECORD["crac_pending_rec"]
+    f = _rec(head, blob, 0)
+    threads = _array(fmt.RECORD["crac_pending_thread"], blob, head.size, f["n_threads"])
+    return f | {"threads": threads}
+
+
+def _rlimits(blob: bytes) -> list[dict[str, Any]]:
+    rec = fmt.RECORD["crac_rlimit_rec"]
+    return [{"resource": i} | r for i, r in enumerate(_array(rec, blob, 0, len(blob) // rec.size))]
+
+
+# One decoder per note type of the spec (tests check that none is missing).
+DECODERS: dict[str, Callable[[bytes], Any]] = {
+    "CRAC_NT_PROCESS": _process,
+    "CRAC_NT_REGIONS": _regions,
+    "CRAC_NT_THREADS": _threads,
+    "CRAC_NT_FDS": _fds,
+    "CRAC_NT_SIGNALS": _signals,
+    "CRAC_NT_TIMERS": _timers,
+    "CRAC_NT_PENDING": _pending,
+    "CRAC_NT_RLIMITS": _rlimits,
+}
+
+
+def decode_notes(notes: dict[int, bytes], core: Path) -> tuple[dict[str, Any], list[str]]:
+    """({note name: decoded}, [types of notes this crac does not know, in hex])."""
+    out: dict[str, Any] = {}
+    unknown = []
+    for ntype, blob in sorted(notes.items()):
+        note = fmt.NOTE_TYPES.get(ntype)
+        if note is None:
+            unknown.append(hex(ntype))
+            continue
+        name = note.cname.removeprefix("CRAC_NT_").lower()
+        try:
+            out[name] = DECODERS[note.cname](blob)
+        except _Short as exc:
+            raise ImageError(f"image corrupted: the {name} note of {core} ends inside {exc}")
+    return out, unknown
+
+
+def device_image(path: Path) -> dict[str, Any] | None:
+    """device.img's header and index of allocations (None when the image has no device.img)."""
+    head, rec = fmt.RECORD["crac_dev_header"], fmt.RECORD["crac_dev_record"]
+    try:
+        with path.open("rb") as fh:
+            blob = fh.read(head.size)
+            h = _rec(head, blob, 0)
+            if bytes.fromhex(h["magic"]) != fmt.DEV_MAGIC or h["version"] != fmt.DEV_VERSION:
+                raise ImageError(f"image corrupted: {path} is not a crac device image")
+            index = fh.read(h["n"] * rec.size)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ImageError(f"cannot read {path}: {exc}") from None
+    except _Short:
+        raise ImageError(f"image corrupted: {path} is shorter than its header") from None
+    try:
+        allocations = _array(rec, index, 0, h["n"])
+    except _Short:
+        raise ImageError(f"image corrupted: {path} is truncated inside its index") from None
+    for a in allocations:
+        a["kind_name"] = DEV_KINDS.get(a["kind"], str(a["kind"]))
+    return {"header": h | {"magic": fmt.DEV_MAGIC.decode()}, "allocations": allocations}
 
 
 def describe(gen: Generation) -> dict[str, Any]:
-    notes = _crac_notes(gen.path / CORE)
-    regs = regions(notes)
+    notes, unknown = decode_notes(_crac_notes(gen.path / CORE), gen.path / CORE)
+    regs = [
+        Region(r["start"], r["end"], r["kind_name"], _prot(r["prot"]), r["path"], r["saved_pages"])
+        for r in notes.get("regions", [])
+    ]
     by_kind: dict[str, dict[str, int]] = {}
     for r in regs:
         k = by_kind.setdefault(r.kind, {"regions": 0, "bytes": 0, "saved_pages": 0})
@@ -119,8 +231,24 @@ def describe(gen: Generation) -> dict[str, Any]:
         "backend": m.get("backend"),
         "regions_by_kind": by_kind,
         "regions": [r.__dict__ | {"start": hex(r.start), "end": hex(r.end)} for r in regs],
-        "threads": threads(notes),
-        "fds": fds(notes),
+        "threads": [
+            {"tid": t["tid"], "kernel_tid_at_checkpoint": t["real_tid"], "main": bool(t["is_main"])}
+            for t in notes.get("threads", [])
+        ],
+        "fds": [
+            {
+                "fd": f["fd"],
+                "kind": f["kind_name"],
+                "flags": oct(f["open_flags"]),
+                "offset": f["pos"],
+                "saved_copy": bool(f["saved"]),
+                "path": f["path"],
+            }
+            for f in notes.get("fds", [])
+        ],  # fmt: skip
         "device": m.get("device", {"allocations": []}),
         "files": m.get("files"),
+        "notes": notes,
+        "unknown_notes": unknown,
+        "device_image": device_image(gen.path / DEVICE),
     }

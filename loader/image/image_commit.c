@@ -190,23 +190,18 @@ static void *flush_core(void *arg)
     return (void *)(intptr_t)fsync_path(path);
 }
 
-/* What device state the image holds: allocations (from the shim's registry) and object counts. */
+/* What device state the image holds: device.img's allocations and the object counts, as the
+ * checkpoint saw them (device_image_summary): the program has resumed by now. */
 static void manifest_device(struct json *j)
 {
-    const struct crac_registry *r = ckpt_registry;
-    const struct crac_dev_ranges *rs = (const struct crac_dev_ranges *)r->device_ranges;
+    const struct device_summary *s = device_image_summary();
     jraw(j, "  \"device\": {\"allocations\": [");
-    int first = 1;
-    for (uint32_t i = 0; rs && i < rs->n; i++) {
-        if (rs->v[i].kind != 1 && rs->v[i].kind != 2)
-            continue;
-        jraw(j, "%s{\"address\": %llu, \"size\": %llu, \"kind\": \"%s\"}", first ? "" : ", ",
-             (unsigned long long)rs->v[i].start, (unsigned long long)rs->v[i].size,
-             rs->v[i].kind == 2 ? "managed" : "device");
-        first = 0;
-    }
+    for (uint32_t i = 0; s->v && i < s->n; i++)
+        jraw(j, "%s{\"address\": %llu, \"size\": %llu, \"kind\": \"%s\"}", i ? ", " : "",
+             (unsigned long long)s->v[i].addr, (unsigned long long)s->v[i].size,
+             s->v[i].kind == CRAC_DEV_MANAGED ? "managed" : "device");
     jraw(j, "], \"streams\": %d, \"events\": %d, \"modules\": %d, \"pinned\": %d},\n",
-         r->dev_streams, r->dev_events, r->dev_modules, r->dev_pinned);
+         s->streams, s->events, s->modules, s->pinned);
 }
 
 static int write_manifest(const char *dir, int generation, uint32_t header_crc, uint64_t core_size,

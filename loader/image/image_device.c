@@ -5,6 +5,7 @@
  * and gets its contents back the same way. */
 #include "image_device.h"
 
+#include "crac_image.h"
 #include "crc32c.h"
 #include "page_digest.h"
 #include "page_zero.h"
@@ -20,25 +21,9 @@
 
 #define PAGE 4096UL
 #define CHUNK (8UL << 20)
-#define MAGIC "CRACDEV1"
 
+/* The header and index records are struct crac_dev_header / crac_dev_record (crac_image.h). */
 const struct crac_backend_info *ckpt_backend;
-
-struct dev_header {
-    char magic[8];
-    uint32_t version;
-    uint32_t n;
-    uint64_t data_start;
-    uint32_t index_crc; /* CRC-32C of this header (with index_crc 0) and the records */
-    uint32_t pad;
-};
-
-struct dev_record {
-    uint64_t addr, size, offset;
-    uint32_t kind;
-    uint32_t crc32c;      /* over each saved page: 8-byte page index, then its bytes */
-    uint64_t saved_pages;
-};
 
 static int pwrite_full(int fd, const unsigned char *p, size_t len, off_t off)
 {
@@ -55,7 +40,7 @@ static int pwrite_full(int fd, const unsigned char *p, size_t len, off_t off)
 
 /* CRC-32C of everything before the data (header with index_crc 0, records, zero padding), so a
  * flipped bit anywhere there is caught. */
-static uint32_t index_crc(struct dev_header h, const struct dev_record *recs)
+static uint32_t index_crc(struct crac_dev_header h, const struct crac_dev_record *recs)
 {
     h.index_crc = 0;
     uint32_t crc = crc32c_update(0, &h, sizeof(h));
@@ -70,10 +55,10 @@ static uint32_t index_crc(struct dev_header h, const struct dev_record *recs)
 }
 
 /* The padding between the records and the data must still be zero. */
-static int padding_clean(int fd, const struct dev_header *h)
+static int padding_clean(int fd, const struct crac_dev_header *h)
 {
     unsigned char buf[PAGE];
-    uint64_t at = sizeof(*h) + h->n * sizeof(struct dev_record);
+    uint64_t at = sizeof(*h) + h->n * sizeof(struct crac_dev_record);
     while (at < h->data_start) {
         uint64_t n = h->data_start - at < PAGE ? h->data_start - at : PAGE;
         if (pread(fd, buf, n, (off_t)at) != (ssize_t)n)
@@ -86,7 +71,7 @@ static int padding_clean(int fd, const struct dev_header *h)
     return 1;
 }
 
-static int save_allocation(int fd, struct dev_record *rec, unsigned char *bounce,
+static int save_allocation(int fd, struct crac_dev_record *rec, unsigned char *bounce,
                            struct page_digest *digest)
 {
     uint32_t crc = 0;
@@ -123,6 +108,22 @@ static int save_allocation(int fd, struct dev_record *rec, unsigned char *bounce
     return 0;
 }
 
+static struct device_summary summary;
+
+const struct device_summary *device_image_summary(void) { return &summary; }
+
+/* Remembers what this checkpoint saves, for the manifest (device_image_summary). */
+static void summarise(const struct crac_registry *r, const struct crac_dev_ranges *rs, uint32_t n)
+{
+    free(summary.v);
+    summary = (struct device_summary){0, calloc(n ? n : 1, sizeof(*summary.v)), r->dev_streams,
+                                      r->dev_events, r->dev_modules, r->dev_pinned};
+    for (uint32_t i = 0; summary.v && rs && i < rs->n; i++)
+        if (rs->v[i].kind == CRAC_DEV_DEVICE || rs->v[i].kind == CRAC_DEV_MANAGED)
+            summary.v[summary.n++] =
+                (struct device_summary_alloc){rs->v[i].start, rs->v[i].size, rs->v[i].kind};
+}
+
 int device_image_write(const char *dir, const struct crac_registry *r, char *err, size_t errlen,
                        struct page_digest **digest)
 {
@@ -131,13 +132,14 @@ int device_image_write(const char *dir, const struct crac_registry *r, char *err
     uint32_t n = 0;
     for (uint32_t i = 0; rs && i < rs->n; i++)
         n += rs->v[i].kind == 1 || rs->v[i].kind == 2;
+    summarise(r, rs, n);
     if (n == 0)
         return 0;
     if (!ckpt_backend || !ckpt_backend->read) {
         snprintf(err, errlen, "the backend cannot read device memory");
         return -1;
     }
-    struct dev_record *recs = calloc(n, sizeof(*recs));
+    struct crac_dev_record *recs = calloc(n, sizeof(*recs));
     unsigned char *bounce = malloc(CHUNK);
     char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/%s", dir, CRAC_DEVICE_IMAGE);
@@ -147,14 +149,14 @@ int device_image_write(const char *dir, const struct crac_registry *r, char *err
         snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
         goto out;
     }
-    struct dev_header h = {MAGIC, 1, n, 0, 0, 0};
+    struct crac_dev_header h = {CRAC_DEV_MAGIC, CRAC_DEV_VERSION, n, 0, 0, 0};
     h.data_start = (sizeof(h) + n * sizeof(*recs) + PAGE - 1) & ~(PAGE - 1);
     uint64_t offset = h.data_start;
     uint32_t k = 0;
     for (uint32_t i = 0; i < rs->n; i++) {
         if (rs->v[i].kind != 1 && rs->v[i].kind != 2)
             continue;
-        recs[k++] = (struct dev_record){rs->v[i].start, rs->v[i].size, offset,
+        recs[k++] = (struct crac_dev_record){rs->v[i].start, rs->v[i].size, offset,
                                         (uint32_t)rs->v[i].kind, 0, 0};
         offset += (rs->v[i].size + PAGE - 1) & ~(PAGE - 1);
     }
@@ -189,7 +191,7 @@ out:
     return rc;
 }
 
-static int restore_allocation(int fd, const struct dev_record *rec, unsigned char *bounce,
+static int restore_allocation(int fd, const struct crac_dev_record *rec, unsigned char *bounce,
                               uint32_t *crc, uint64_t *pages)
 {
     uint64_t end = rec->offset + rec->size;
@@ -237,13 +239,13 @@ int device_image_restore(const char *dir, char *err, size_t errlen)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? 0 : (snprintf(err, errlen, "cannot open %s", path), -1);
-    struct dev_header h;
+    struct crac_dev_header h;
     struct stat st;
-    struct dev_record *recs = NULL;
+    struct crac_dev_record *recs = NULL;
     unsigned char *bounce = NULL;
     int rc = -1;
     if (fstat(fd, &st) != 0 || pread(fd, &h, sizeof(h), 0) != sizeof(h) ||
-        memcmp(h.magic, MAGIC, 8) != 0 || h.version != 1 || h.n == 0 || h.n > (1u << 20) ||
+        memcmp(h.magic, CRAC_DEV_MAGIC, 8) != 0 || h.version != CRAC_DEV_VERSION || h.n == 0 || h.n > (1u << 20) ||
         h.data_start != ((sizeof(h) + h.n * sizeof(*recs) + PAGE - 1) & ~(PAGE - 1))) {
         snprintf(err, errlen, "image corrupted: %s is not a crac device image", path);
         goto out;
@@ -262,7 +264,7 @@ int device_image_restore(const char *dir, char *err, size_t errlen)
         goto out;
     }
     for (uint32_t i = 0; i < h.n; i++) {
-        const struct dev_record *rec = &recs[i];
+        const struct crac_dev_record *rec = &recs[i];
         if (rec->offset + rec->size > (uint64_t)st.st_size + PAGE) {
             snprintf(err, errlen, "image corrupted: %s is truncated", path);
             goto out;
