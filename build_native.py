@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "crac_py" / "_native"
 GEN_DIR = ROOT / "build" / "crac_gen"
 OBJ_DIR = ROOT / "build" / "obj"
+# CRAC_BUILD_VERBOSE=1 prints every gcc command (a failing one is always printed in full).
+VERBOSE = os.environ.get("CRAC_BUILD_VERBOSE", "") not in ("", "0")
 
 # crac's version has one source, pyproject.toml; the loader gets it as CRAC_VERSION
 # (include/crac_version.h) and Python reads the package metadata (crac_py.version()).
@@ -377,7 +379,8 @@ def _compile(unit: CompileUnit, root: Path) -> bool:
         return False
     unit.obj.parent.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
-    print(shlex.join(unit.cmd), flush=True)
+    source = unit.cmd[unit.cmd.index("-c") + 1]
+    print(shlex.join(unit.cmd) if VERBOSE else f"build_native: cc {source}", flush=True)
     _run(unit.cmd, unit.obj.name, root)
     stamp.write_text(shlex.join(unit.cmd))
     return True
@@ -416,7 +419,7 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
         def link(item: tuple[str, Path, list[str]]) -> None:
             name, stamp, cmd = item
             stamp.unlink(missing_ok=True)
-            print(shlex.join(cmd), flush=True)
+            print(shlex.join(cmd) if VERBOSE else f"build_native: link {name}", flush=True)
             try:
                 _run(cmd, name, root)
             except NativeBuildError:

@@ -511,6 +511,10 @@ def inspect_cmd(
     for kind, k in info["regions_by_kind"].items():
         t.add_row(kind, str(k["regions"]), f"{k['bytes'] / 2**20:.1f}", str(k["saved_pages"]))
     console.print(t)
+    if info["excluded_bytes"]:
+        console.print(
+            f"excluded by the program (MADV_DONTDUMP): {info['excluded_bytes'] / 2**20:.1f} MiB"
+        )
     t = Table(title="threads")
     for col in ("tid", "main"):
         t.add_column(col)

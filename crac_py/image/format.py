@@ -128,13 +128,23 @@ DEV_MAGIC = b"CRACDEV1"
 DEV_VERSION = 1
 N_RLIMITS = 16
 N_SIGNAL_RECS = 65  # indexed by signal number: 0 unused, then 1..64
+REGION_OUTSIDE_W, REGION_NORESERVE, REGION_DONTDUMP = 1, 2, 4
 
 # (C name, value, doc) -> #define NAME value
 DEFINES: tuple[tuple[str, str, str], ...] = (
     ("CRAC_IMAGE_FORMAT", str(CRAC_IMAGE_FORMAT), "MANIFEST.json format_version, PROCESS format"),
     ("CRAC_NOTE_NAME", f'"{NOTE_NAME}"', "the ELF note name of crac's notes"),
-    ("CRAC_REGION_OUTSIDE_W", "1u", "region flag: a recorded mapping outside W"),
-    ("CRAC_REGION_NORESERVE", "2u", 'region flag: MAP_NORESERVE ("nr" in smaps VmFlags)'),
+    ("CRAC_REGION_OUTSIDE_W", f"{REGION_OUTSIDE_W}u", "region flag: a recorded mapping outside W"),
+    (
+        "CRAC_REGION_NORESERVE",
+        f"{REGION_NORESERVE}u",
+        'region flag: MAP_NORESERVE ("nr" in smaps VmFlags)',
+    ),
+    (
+        "CRAC_REGION_DONTDUMP",
+        f"{REGION_DONTDUMP}u",
+        'region flag: MADV_DONTDUMP ("dd"): contents not saved, zeros after a restart',
+    ),
     ("CRAC_N_RLIMITS", str(N_RLIMITS), "RLIMIT_CPU (0) .. RLIMIT_RTTIME (15)"),
     ("CRAC_N_SIGNAL_RECS", str(N_SIGNAL_RECS), "SIGNALS note records, by signal number (0 unused)"),
     ("CRAC_DEV_MAGIC", f'"{DEV_MAGIC.decode()}"', "device.img's first 8 bytes"),
@@ -228,7 +238,7 @@ RECORDS: tuple[Record, ...] = (
         F("kind", "u32", "enum crac_region_kind"),
         F("start", "u64"), F("end", "u64"),
         F("prot", "u32", "PROT_* bits"),
-        F("flags", "u32", "CRAC_REGION_OUTSIDE_W, CRAC_REGION_NORESERVE"),
+        F("flags", "u32", "CRAC_REGION_OUTSIDE_W, CRAC_REGION_NORESERVE, CRAC_REGION_DONTDUMP"),
         F("core_offset", "u64", "where the region's pages start in upper.core (0: nothing saved)"),
         F("file_offset", "u64", "for file kinds: offset of start in the file"),
         F("dev", "u64", "file identity, checked at restart"), F("ino", "u64"),

@@ -220,9 +220,13 @@ def describe(gen: Generation) -> dict[str, Any]:
         k["regions"] += 1
         k["bytes"] += r.end - r.start
         k["saved_pages"] += r.saved_pages
+    excluded = sum(
+        r["end"] - r["start"] for r in notes.get("regions", []) if r["flags"] & fmt.REGION_DONTDUMP
+    )
     m = gen.manifest
     return {
         "generation": gen.number,
+        "excluded_bytes": excluded,
         "path": str(gen.path),
         "program": gen.program,
         "argv": gen.argv,

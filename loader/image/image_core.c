@@ -152,15 +152,16 @@ static void unescape_maps_path(char *path, unsigned long ino)
         memcpy(path, plain, o + 1);
 }
 
-/* "VmFlags: rd wr mr mw me nr ..." says "nr" when the mapping reserves no swap (MAP_NORESERVE,
- * or the kernel's own choice for read-only/shared mappings). */
-static int vmflags_noreserve(const char *line)
+/* Whether "VmFlags: rd wr mr mw me nr ..." holds the two-letter FLAG: "nr" when the mapping
+ * reserves no swap (MAP_NORESERVE, or the kernel's own choice for read-only/shared mappings),
+ * "dd" when the program excluded it from dumps (MADV_DONTDUMP). */
+static int vmflags_has(const char *line, const char *flag)
 {
     const char *p = line + strlen("VmFlags:");
     while (*p) {
         while (*p == ' ')
             p++;
-        if (p[0] == 'n' && p[1] == 'r' && (p[2] == ' ' || p[2] == '\n' || p[2] == '\0'))
+        if (p[0] == flag[0] && p[1] == flag[1] && (p[2] == ' ' || p[2] == '\n' || p[2] == '\0'))
             return 1;
         while (*p && *p != ' ')
             p++;
@@ -181,8 +182,12 @@ static int collect_regions(struct region *rs, int max, int pagemap)
     struct region *last = NULL; /* the region the following smaps detail lines describe */
     while (fgets(line, sizeof(line), f)) {
         if (strncmp(line, "VmFlags:", 8) == 0) {
-            if (last && vmflags_noreserve(line))
+            if (last && vmflags_has(line, "nr"))
                 last->rec.flags |= CRAC_REGION_NORESERVE;
+            /* Excluded by the program (crac_py.api.exclude, MADV_DONTDUMP): as a core dump
+             * does, its contents are left out; the restart maps it back empty. */
+            if (last && vmflags_has(line, "dd"))
+                last->rec.flags |= CRAC_REGION_DONTDUMP;
             last = NULL;
             continue;
         }
@@ -263,6 +268,10 @@ static void candidates(const struct region *r, const uint64_t *pm, uint64_t n, u
 {
     for (uint64_t i = 0; i < n; i++) {
         uint64_t e = pm[i];
+        if (r->rec.flags & CRAC_REGION_DONTDUMP) {
+            want[i] = 0;
+            continue;
+        }
         switch (r->rec.kind) {
         case CRAC_REGION_ANON: want[i] = (e & (PM_PRESENT | PM_SWAPPED)) != 0; break;
         case CRAC_REGION_ANON_SHARED: want[i] = 1; break; /* shared pages may be unmapped here */

@@ -158,6 +158,12 @@ static int map_one(int core, const struct crac_region_rec *r, const char *path,
                  strerror(errno));
         return -1;
     }
+    /* Still excluded from the next checkpoints, as the program asked. */
+    if ((r->flags & CRAC_REGION_DONTDUMP) && madvise((void *)r->start, len, MADV_DONTDUMP) != 0) {
+        snprintf(err, errlen, "cannot exclude the region 0x%lx-0x%lx from images again: %s",
+                 (unsigned long)r->start, (unsigned long)r->end, strerror(errno));
+        return -1;
+    }
     if (!r->core_offset)
         return 0;
     uint32_t crc = 0, pages = 0;
