@@ -1,7 +1,7 @@
 """Shared helpers for the benchmarks: find crac and its loader, build tests/apps, time commands.
 
 Benchmarks measure side by side in one run (interleaved repetitions, medians) and print ratios;
-they never assert on time (DESIGN §13).
+they never assert on time (docs/ARCHITECTURE.md "Testing").
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Cost of one CUDA call crossing into the lower half (DESIGN §6), measured side by side:
+"""Cost of one CUDA call crossing into the lower half (docs/ARCHITECTURE.md "Crossing"), measured
+side by side:
 
 * native:  the program linked against the native sim libcudart (no split process),
 * crac:    the same program under `crac launch --device sim` (shim -> crossing -> sim),

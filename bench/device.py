@@ -1,4 +1,4 @@
-"""Device state on the sim (issue 5): checkpoint and restart of a program holding SIZE MiB of
+"""Device state on the sim: checkpoint and restart of a program holding SIZE MiB of
 device memory vs a plain write (+fsync) and a read of the same bytes, side by side in one run;
 and the image of a program before and after 1,000,000 kernel launches (the registry must not
 grow). Prints a markdown table and the command; never asserts on time.

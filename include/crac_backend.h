@@ -27,7 +27,7 @@ struct crac_backend_info {
     const struct crac_lh_entry *entries; /* looked up by name from the upper half */
     uint32_t n_entries;
     /* Device state across checkpoint and restart, in terms of the API, not of the backend's
-     * internals (DESIGN §9): every call returns 0 or a cudaError_t. */
+     * internals (docs/ARCHITECTURE.md "Restart"): every call returns 0 or a cudaError_t. */
     int (*quiesce)(void); /* wait until every stream is idle */
     int (*map)(uint64_t addr, uint64_t size, int kind); /* an allocation at a given address */
     int (*read)(uint64_t addr, void *dst, uint64_t len);        /* device -> host */

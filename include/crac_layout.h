@@ -1,5 +1,5 @@
 /* crac_layout.h — the fixed address-space layout shared by the loader and the upper runtime.
- * DESIGN.md §3: W holds every upper-half mapping, D every device virtual address. */
+ * docs/ARCHITECTURE.md "Windows": W holds every upper-half mapping, D every device virtual address. */
 #ifndef CRAC_LAYOUT_H
 #define CRAC_LAYOUT_H
 
@@ -19,7 +19,7 @@
 
 #define CRAC_PAGE 4096UL
 
-/* Signals the program can neither take nor block (DESIGN §7). */
+/* Signals the program can neither take nor block (docs/ARCHITECTURE.md "Checkpoint"). */
 #define CRAC_SIG_SUSPEND 62
 #define CRAC_SIG_CKPT_DEFAULT 12 /* SIGUSR2, as DMTCP */
 

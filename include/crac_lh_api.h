@@ -19,7 +19,7 @@ struct crac_lh_api {
     uint32_t n_entries;
     const struct crac_lh_entry *entries;
     /* Checkpoint gate: number of threads inside the lower half; checkpoint_pending makes new
-     * crossings wait (DESIGN §6, §7). Both live in lower-half memory. */
+     * crossings wait (docs/ARCHITECTURE.md "Crossing", "Checkpoint"). Both live in lower-half memory. */
     volatile int32_t *gate_inside;
     volatile int32_t *gate_pending;
     /* Borrow a shadow lower TCB (fs value) for the calling upper thread, and give it back.

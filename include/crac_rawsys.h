@@ -28,7 +28,7 @@ static inline long raw_syscall6(long nr, long a1, long a2, long a3, long a4, lon
 static inline int raw_is_err(long r) { return (unsigned long)r > (unsigned long)-4096L; }
 
 /* A futex mutex (0 free, 1 locked, 2 contended). Held only around bookkeeping, never across a
- * blocking syscall: DESIGN §3 measured a spinlock 20x slower with 8 threads. */
+ * blocking syscall: a spinlock was measured 20x slower with 8 threads. */
 static inline void raw_lock(volatile int32_t *word)
 {
     int32_t c = __sync_val_compare_and_swap(word, 0, 1);

@@ -1,5 +1,5 @@
 /* crac_registry.h — the upper runtime's registry, shared by layout with the lower half: where
- * threads park during a checkpoint and what a restart needs to bring them back (DESIGN §7, §9).
+ * threads park during a checkpoint and what a restart needs to bring them back (docs/ARCHITECTURE.md "Checkpoint", "Restart").
  * It lives in upper-half memory, so it is saved and restored with the upper half. */
 #ifndef CRAC_REGISTRY_H
 #define CRAC_REGISTRY_H

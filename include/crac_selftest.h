@@ -1,5 +1,5 @@
 /* crac_selftest.h — self-test entry points of the upper runtime, used by tests/apps/crossing.c.
- * They demonstrate the crossing (fs switch) and what happens without it (DESIGN §12, first trap). */
+ * They demonstrate the crossing (fs switch) and what happens without it (docs/ARCHITECTURE.md "Traps", the first). */
 #ifndef CRAC_SELFTEST_H
 #define CRAC_SELFTEST_H
 

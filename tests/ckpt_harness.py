@@ -1,4 +1,5 @@
-"""Helpers for the checkpoint/restart tests (DESIGN §7-§9, §13).
+"""Helpers for the checkpoint/restart tests (docs/ARCHITECTURE.md "Checkpoint", "Image", "Restart",
+"Testing").
 
 A test program from tests/apps/ckpt_*.c prints `step N` (N = 1, 2, ...) once per step, flushing
 each line, and a deterministic last line `DONE ...`; it checks itself and exits non-zero on any
@@ -42,7 +43,8 @@ POLL_S = 0.01
 _CKPT_ENV_PREFIXES = ("CRAC_CHECKPOINT", "DMTCP_CHECKPOINT", "CRAC_SIGCKPT", "DMTCP_SIGCKPT")
 
 
-# The acceptance programs (reference/dmtcp-conventions.md §10), tests/apps/<name>.c.
+# The acceptance programs (DMTCP's acceptance set; docs/ARCHITECTURE.md "Testing"),
+# tests/apps/<name>.c.
 CKPT_PROGRAMS = (
     "ckpt_counter",
     "ckpt_busy_file",
@@ -591,9 +593,10 @@ def run_cycles(
     launch_opts: Sequence[str] = (),
     sig: int = signal.SIGUSR2,
 ) -> CycleResult:
-    """The acceptance scenario (DESIGN §13): an uninterrupted native run gives the expected
-    output; then launch -> (wait until step fractions[i] * N -> checkpoint -> wait `after` more
-    steps -> SIGKILL -> crac restart) x CYCLES -> run to the end. Checks: exit status 0; every
+    """The acceptance scenario (docs/ARCHITECTURE.md "Testing"): an uninterrupted native run gives
+    the expected output; then launch -> (wait until step fractions[i] * N -> checkpoint -> wait
+    `after` more steps -> SIGKILL -> crac restart) x CYCLES -> run to the end. Checks: exit status
+    0; every
     restarted process resumes at the checkpointed step (see check_resume_point); the stitched
     output equals the uninterrupted run's line for line (so the DONE line too); generations
     gen-000001.. appear in one process directory."""

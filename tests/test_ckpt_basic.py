@@ -1,5 +1,6 @@
-"""Checkpoint images and the checkpoint/restart options (DESIGN §7-§9): the image layout (process
-and generation directories, modes, `latest`, MANIFEST.json, upper.core as an ELF core file),
+"""Checkpoint images and the checkpoint/restart options (docs/ARCHITECTURE.md "Checkpoint", "Image",
+"Restart"): the image layout (process and generation directories, modes, `latest`, MANIFEST.json,
+upper.core as an ELF core file),
 --keep rotation, interval checkpoints, --exit-after-checkpoint, the CRAC_/DMTCP_ environment
 spellings, the checkpoint signal, every form of the restart path, crac_restart_script.sh, sparse
 images, and a checkpoint every 100 ms for about 30 s."""

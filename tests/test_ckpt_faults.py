@@ -1,8 +1,8 @@
-"""Bad input to checkpoint/restart (DESIGN §9, §13): missing, truncated and corrupted images,
-a wrong format version, a changed program, an unwritable checkpoint directory, and SIGKILL in
-the middle of writing a checkpoint. Every refusal is exit status 2 with one `crac: error:` line
-(never a traceback, a crash or death by a signal), and afterwards the previous good generation
-still restarts and finishes exactly."""
+"""Bad input to checkpoint/restart (docs/ARCHITECTURE.md "Restart", "Testing"): missing, truncated
+and corrupted images, a wrong format version, a changed program, an unwritable checkpoint directory,
+and SIGKILL in the middle of writing a checkpoint. Every refusal is exit status 2 with one `crac:
+error:` line (never a traceback, a crash or death by a signal), and afterwards the previous good
+generation still restarts and finishes exactly."""
 
 from __future__ import annotations
 

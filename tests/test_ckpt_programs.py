@@ -1,6 +1,7 @@
-"""The acceptance programs (reference/dmtcp-conventions.md §10) through two checkpoint -> SIGKILL ->
-restart cycles each: the stitched output must equal an uninterrupted native run's line for line,
-each restart must resume at the checkpointed step, and every program checks itself."""
+"""The acceptance programs (DMTCP's acceptance set; docs/ARCHITECTURE.md "Testing") through two
+checkpoint -> SIGKILL -> restart cycles each: the stitched output must equal an uninterrupted native
+run's line for line, each restart must resume at the checkpointed step, and every program checks
+itself."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every mapping the program makes lands inside W, and the kernel [heap] (the lower half's) does not
-grow because of the program (DESIGN §3, invariants 2 and 4). A native run is the control: the same
-checks must fail there."""
+grow because of the program (docs/ARCHITECTURE.md "Windows", invariants 2 and 4). A native run is
+the control: the same checks must fail there."""
 
 from __future__ import annotations
 

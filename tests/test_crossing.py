@@ -1,6 +1,6 @@
-"""The crossing into the lower half switches fs to a per-thread lower TCB (DESIGN §6), and the
-negative control shows why: without the switch the lower half's TLS write silently lands in the
-upper half's TLS (DESIGN §12, first trap)."""
+"""The crossing into the lower half switches fs to a per-thread lower TCB (docs/ARCHITECTURE.md
+"Crossing"), and the negative control shows why: without the switch the lower half's TLS write
+silently lands in the upper half's TLS (docs/ARCHITECTURE.md "Traps", the first)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Device state across checkpoint and restart (issue 5): every example on the sim, checkpointed at
+"""Device state across checkpoint and restart: every example on the sim, checkpointed at
 random moments while kernels are queued and threads wait on streams and events, restarted on
 another sim version, finishes with the uninterrupted run's verified result; two cycles switching
 sim versions 1 -> 2 -> 1; a corrupted device image is refused."""

@@ -1,4 +1,4 @@
-"""Acceptance of issue 6 with real processes: jobs of `crac launch --join-coordinator` processes
+"""Acceptance of jobs with real processes: jobs of `crac launch --join-coordinator` processes
 (tests/apps/coord_counter.c) under one `crac coordinator`.
 
 * 4 independent processes: `crac command -bc`, SIGKILL everything, run crac_restart_script.sh

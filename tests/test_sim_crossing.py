@@ -1,7 +1,7 @@
-"""The crossing details of DESIGN §6 with real CUDA calls: 8 threads calling concurrently, each
-with its own lower-half TLS; a signal handler that fires inside a crossing runs with the upper fs;
-device memory inside D (no holes after cudaFree), pinned memory inside W; virtual handles hide
-the backend's handle values."""
+"""The crossing details of docs/ARCHITECTURE.md "Crossing" with real CUDA calls: 8 threads calling
+concurrently, each with its own lower-half TLS; a signal handler that fires inside a crossing runs
+with the upper fs; device memory inside D (no holes after cudaFree), pinned memory inside W; virtual
+handles hide the backend's handle values."""
 
 from __future__ import annotations
 

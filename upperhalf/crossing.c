@@ -1,5 +1,5 @@
 /* crossing.c — calls from the upper half into the lower half: checkpoint gate, then fs switched to
- * this thread's own lower TCB (borrowed from the shadow pool) and back (DESIGN §6). */
+ * this thread's own lower TCB (borrowed from the shadow pool) and back (docs/ARCHITECTURE.md "Crossing"). */
 #include "upper_runtime.h"
 
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /* suspend.c — where upper threads park during a checkpoint: the suspend-signal handler, its
  * resume point (a setjmp-like save) and the sigreturn restorer, all upper-half code, so every
- * return address on a saved stack stays valid whatever lower half a restart brings (DESIGN §7).
+ * return address on a saved stack stays valid whatever lower half a restart brings (docs/ARCHITECTURE.md "Checkpoint").
  * TLS-free: the handler may interrupt anything, libc included; raw syscalls only. */
 #include "upper_runtime.h"
 

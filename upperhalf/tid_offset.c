@@ -1,5 +1,5 @@
 /* tid_offset.c — finds where glibc's struct pthread keeps the kernel tid, without glibc's private
- * headers: scan the TCB for gettid(), then confirm on a second thread (DESIGN §5 step 6). */
+ * headers: scan the TCB for gettid(), then confirm on a second thread (docs/ARCHITECTURE.md "Launch" step 5). */
 #include "upper_runtime.h"
 
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* proxy_protocol.h — the forwarding baseline's wire format: one fixed-size request and reply per
- * CUDA call over a Unix socket (what a proxy-process design pays per call, DESIGN §1). */
+ * CUDA call over a Unix socket (what a proxy-process design pays per call, docs/ARCHITECTURE.md "The split process"). */
 #ifndef CRAC_BENCH_PROXY_PROTOCOL_H
 #define CRAC_BENCH_PROXY_PROTOCOL_H
 

@@ -1,4 +1,4 @@
-"""Finding and checking checkpoint images (DESIGN §8, docs/IMAGE.md).
+"""Finding and checking checkpoint images (docs/ARCHITECTURE.md "Image", docs/IMAGE.md).
 
 A *process directory* `ckpt_<prog>_<hostid>-<pid>/` holds generations `gen-NNNNNN/` and a
 `latest` link; a generation holds MANIFEST.json, upper.core and optionally files/. Here we find

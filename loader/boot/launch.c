@@ -1,5 +1,5 @@
 /* launch.c — starting the program as the upper half: its ld.so mapped into W, a stack built in W,
- * the reserved signals claimed, the seccomp confinement installed, then a jump (DESIGN §5). */
+ * the reserved signals claimed, the seccomp confinement installed, then a jump (docs/ARCHITECTURE.md "Launch"). */
 #include "launch.h"
 
 #include "ckpt.h"

@@ -1,4 +1,4 @@
-/* launch.h — the loader's options, and launching a program as the upper half (DESIGN §5). */
+/* launch.h — the loader's options, and launching a program as the upper half (docs/ARCHITECTURE.md "Launch"). */
 #ifndef CRAC_LAUNCH_H
 #define CRAC_LAUNCH_H
 

@@ -1,6 +1,6 @@
 /* main.c — the lower-half executable: reserves W and D, starts the manager and the shadow-TCB
  * pool, loads the device backend, then either launches the program (ld.so mapped into W, the
- * upper half confined, jump) or restarts it from an image (restart.c). DESIGN §5, §9. */
+ * upper half confined, jump) or restarts it from an image (restart.c). docs/ARCHITECTURE.md "Launch", "Restart". */
 #include "ckpt.h"
 #include "coord_client.h"
 #include "confine.h"

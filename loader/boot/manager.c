@@ -1,5 +1,5 @@
 /* manager.c — the lower-half threads that serve the upper half: the manager, which runs
- * checkpoints (DESIGN §7), and the grower of the shadow-TCB pool. */
+ * checkpoints (docs/ARCHITECTURE.md "Checkpoint"), and the grower of the shadow-TCB pool. */
 #include "manager.h"
 
 #include "ckpt.h"

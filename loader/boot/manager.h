@@ -1,4 +1,4 @@
-/* manager.h — the lower-half manager thread (DESIGN §2, §7). */
+/* manager.h — the lower-half manager thread (docs/ARCHITECTURE.md "The split process", "Checkpoint"). */
 #ifndef CRAC_MANAGER_H
 #define CRAC_MANAGER_H
 

@@ -1,4 +1,4 @@
-/* window.h — reserving the upper window W and the device window D (DESIGN §3 invariant 1). */
+/* window.h — reserving the upper window W and the device window D (docs/ARCHITECTURE.md "Windows" invariant 1). */
 #ifndef CRAC_WINDOW_H
 #define CRAC_WINDOW_H
 

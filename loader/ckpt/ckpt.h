@@ -1,5 +1,5 @@
 /* ckpt.h — the lower half's checkpoint machinery: configuration, triggers, the checkpoint
- * sequence (DESIGN §7) and its pieces. */
+ * sequence (docs/ARCHITECTURE.md "Checkpoint") and its pieces. */
 #ifndef CRAC_CKPT_H
 #define CRAC_CKPT_H
 

@@ -1,4 +1,4 @@
-/* ckpt_run.c — one checkpoint, in DESIGN §7's order: quiesce, suspend, write into a temporary
+/* ckpt_run.c — one checkpoint, in the order of docs/ARCHITECTURE.md "Checkpoint": quiesce, suspend, write into a temporary
  * directory, resume, then publish (manifest, rename, latest). Also the lower-half entries the
  * upper runtime calls to register itself and to ask for a checkpoint. */
 #include "ckpt.h"

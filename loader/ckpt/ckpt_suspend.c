@@ -1,5 +1,5 @@
 /* ckpt_suspend.c — quiesce (no thread inside the lower half, new crossings wait) and suspend every
- * upper thread in the upper runtime's handler; undo the EINTR the suspension caused (DESIGN §7, §12). */
+ * upper thread in the upper runtime's handler; undo the EINTR the suspension caused (docs/ARCHITECTURE.md "Checkpoint", "Traps"). */
 #include "ckpt.h"
 
 #include "crac_layout.h"

@@ -1,5 +1,5 @@
 /* confine.h — keeping the upper half inside W: the seccomp filter and its SIGSYS handler.
- * DESIGN §3. */
+ * docs/ARCHITECTURE.md "Confinement". */
 #ifndef CRAC_CONFINE_H
 #define CRAC_CONFINE_H
 

@@ -1,5 +1,5 @@
 /* confine_filter.c — the seccomp-BPF program that traps address-space and signal calls made
- * from code inside W (DESIGN §3). W is 4 GiB-aligned, so the high 32 bits of rip decide. */
+ * from code inside W (docs/ARCHITECTURE.md "Confinement"). W is 4 GiB-aligned, so the high 32 bits of rip decide. */
 #include "confine.h"
 
 #include "crac_layout.h"

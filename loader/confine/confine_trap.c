@@ -1,5 +1,5 @@
 /* confine_trap.c — the SIGSYS handler that emulates the calls the filter traps from inside W:
- * mappings are placed in W, brk is emulated in W, reserved signals are virtualised (DESIGN §3).
+ * mappings are placed in W, brk is emulated in W, reserved signals are virtualised (docs/ARCHITECTURE.md "Confinement").
  * TLS-free: runs on upper-half threads with the upper fs live; raw syscalls only, no errno. */
 #include "confine.h"
 
@@ -278,7 +278,7 @@ long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint
     return r;
 }
 
-/* The kernel break belongs to the lower half (DESIGN §3 invariant 4); the upper half's break is
+/* The kernel break belongs to the lower half (docs/ARCHITECTURE.md "Windows" invariant 4); the upper half's break is
  * emulated on a range inside W. The lock is held across the mmap: brk is rare and never blocks. */
 long emu_brk(uint64_t want)
 {

@@ -1,6 +1,6 @@
 /* signal_wrap.c — every handler the program installs runs with the upper half's fs: the kernel
  * gets a lower-half wrapper that switches to the interrupted thread's upper fs when the signal
- * arrives inside a crossing, calls the program's handler, and switches back (DESIGN §6).
+ * arrives inside a crossing, calls the program's handler, and switches back (docs/ARCHITECTURE.md "Crossing").
  * TLS-free: runs with whichever fs was live; raw syscalls only, no errno, no libc. */
 #include "signal_wrap.h"
 

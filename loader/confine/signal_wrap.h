@@ -1,5 +1,5 @@
 /* signal_wrap.h — wrapping the program's signal handlers so they run with the upper fs, also when
- * the signal interrupts a crossing (DESIGN §6). */
+ * the signal interrupts a crossing (docs/ARCHITECTURE.md "Crossing"). */
 #ifndef CRAC_SIGNAL_WRAP_H
 #define CRAC_SIGNAL_WRAP_H
 

@@ -1,4 +1,4 @@
-/* lh_api.c — the lower-half API table: a magic, a version, and named entries (DESIGN §6). The
+/* lh_api.c — the lower-half API table: a magic, a version, and named entries (docs/ARCHITECTURE.md "Crossing"). The
  * upper runtime resolves entries by name, so halves built from different lists still agree. */
 #include "lh_api.h"
 

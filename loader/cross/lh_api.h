@@ -8,7 +8,7 @@
 /* backend may be NULL (no device backend loaded: --device none). */
 const struct crac_lh_api *lh_api_table(const struct crac_backend_info *backend, int fsgsbase);
 
-/* The checkpoint gate (DESIGN §6): threads inside the lower half, and the pending flag. */
+/* The checkpoint gate (docs/ARCHITECTURE.md "Crossing"): threads inside the lower half, and the pending flag. */
 volatile int32_t *lh_gate_inside(void);
 volatile int32_t *lh_gate_pending(void);
 

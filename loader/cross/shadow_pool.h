@@ -1,4 +1,4 @@
-/* shadow_pool.h — lower-half threads whose TCBs upper threads borrow for crossings (DESIGN §6). */
+/* shadow_pool.h — lower-half threads whose TCBs upper threads borrow for crossings (docs/ARCHITECTURE.md "Crossing"). */
 #ifndef CRAC_SHADOW_POOL_H
 #define CRAC_SHADOW_POOL_H
 

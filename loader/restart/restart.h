@@ -1,4 +1,4 @@
-/* restart.h — restarting a program from an image with a fresh lower half (DESIGN §9). */
+/* restart.h — restarting a program from an image with a fresh lower half (docs/ARCHITECTURE.md "Restart"). */
 #ifndef CRAC_RESTART_H
 #define CRAC_RESTART_H
 

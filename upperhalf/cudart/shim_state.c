@@ -1,4 +1,4 @@
-/* shim_state.c — the shim's part of a checkpoint and a restart (DESIGN §9 step 4). At a checkpoint
+/* shim_state.c — the shim's part of a checkpoint and a restart (docs/ARCHITECTURE.md "Restart" step 4). At a checkpoint
  * (every thread parked) it notes when each completed event happened; at a restart, before any
  * thread runs, it creates every live stream, event and module again on the new backend (with the
  * flags they were created with) and points the program's virtual handles at them. Device memory
