@@ -8,14 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(call)                                                                            \
-    do {                                                                                       \
-        cudaError_t check_err_ = (call);                                                       \
-        if (check_err_ != cudaSuccess) {                                                       \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,          \
-                    cudaGetErrorName(check_err_), cudaGetErrorString(check_err_));             \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        cudaError_t check_err_ = (call);                                                           \
+        if (check_err_ != cudaSuccess) {                                                           \
+            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,              \
+                    cudaGetErrorName(check_err_), cudaGetErrorString(check_err_));                 \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static inline dim3 dim3_of(unsigned x)

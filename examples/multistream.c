@@ -7,8 +7,7 @@
 
 #define NSTREAMS 4
 
-CRAC_SIM_KERNEL(scale_add, (const double *, x), (double *, y), (double, a), (double, b),
-                (int, n))
+CRAC_SIM_KERNEL(scale_add, (const double *, x), (double *, y), (double, a), (double, b), (int, n))
 {
     int i = (int)(ctx->blockIdx.x * ctx->blockDim.x + ctx->threadIdx.x);
     if (i < n)

@@ -43,8 +43,8 @@ static void *worker(void *arg)
         CHECK(cudaStreamSynchronize(s));
         for (int i = 0; i < j->n; i++) {
             if (h[i] != i * seed + 1) {
-                fprintf(stderr, "threads: thread %d round %d: x[%d] = %d, expected %d\n", j->id,
-                        r, i, h[i], i * seed + 1);
+                fprintf(stderr, "threads: thread %d round %d: x[%d] = %d, expected %d\n", j->id, r,
+                        i, h[i], i * seed + 1);
                 j->ok = 0;
                 break;
             }

@@ -20,17 +20,17 @@ struct crac_backend_host {
 };
 
 struct crac_backend_info {
-    uint32_t abi; /* CRAC_BACKEND_ABI */
-    const char *name;    /* "sim", "cuda" */
-    const char *version; /* the backend's own version string, recorded in images */
-    int driver_version;  /* what cudaDriverGetVersion reports */
+    uint32_t abi;                        /* CRAC_BACKEND_ABI */
+    const char *name;                    /* "sim", "cuda" */
+    const char *version;                 /* the backend's own version string, recorded in images */
+    int driver_version;                  /* what cudaDriverGetVersion reports */
     const struct crac_lh_entry *entries; /* looked up by name from the upper half */
     uint32_t n_entries;
     /* Device state across checkpoint and restart, in terms of the API, not of the backend's
      * internals (docs/ARCHITECTURE.md "Restart"): every call returns 0 or a cudaError_t. */
-    int (*quiesce)(void); /* wait until every stream is idle */
-    int (*map)(uint64_t addr, uint64_t size, int kind); /* an allocation at a given address */
-    int (*read)(uint64_t addr, void *dst, uint64_t len);        /* device -> host */
+    int (*quiesce)(void);                                /* wait until every stream is idle */
+    int (*map)(uint64_t addr, uint64_t size, int kind);  /* an allocation at a given address */
+    int (*read)(uint64_t addr, void *dst, uint64_t len); /* device -> host */
     int (*write)(uint64_t addr, const void *src, uint64_t len); /* host -> device */
     /* Device memory the lower half can read in place (the sim's is host memory): the
      * checkpoint writes it to the image without a copy through a bounce buffer. NULL (or a

@@ -44,8 +44,8 @@ typedef int (*crac_hook_fn)(enum crac_event event, void *arg);
  * CRAC_DEBUG=1 prints ("crac: debug: hook ...") for each call. Registration is for the life of
  * the process (it is saved with the upper half). Returns 0, or -1 (table full: 32 hooks; bad
  * event, flags or fn). Call it from a constructor or the main thread before checkpoints start. */
-int crac_upper_hook_register(const char *name, enum crac_event event, int order,
-                             unsigned flags, crac_hook_fn fn, void *arg);
+int crac_upper_hook_register(const char *name, enum crac_event event, int order, unsigned flags,
+                             crac_hook_fn fn, void *arg);
 
 /* What the lower half reads (crac_registry.hooks points here, in upper memory). */
 struct crac_hook_ctl {

@@ -33,12 +33,12 @@ struct crac_lh_api {
 /* What the entry "crac_lh_query" answers (loader/ckpt/ckpt_query.c): strings are copied into the
  * caller's buffer, numbers returned. */
 enum crac_query {
-    CRAC_QUERY_PROC_DIR = 1, /* <ckptdir>/ckpt_<prog>_<id>: where the generations go */
-    CRAC_QUERY_CKPT_DIR = 2, /* <ckptdir> */
-    CRAC_QUERY_PROGRAM = 3,  /* the program's real path (symlinks resolved) */
-    CRAC_QUERY_SIGNAL = 4,   /* the checkpoint signal */
+    CRAC_QUERY_PROC_DIR = 1,    /* <ckptdir>/ckpt_<prog>_<id>: where the generations go */
+    CRAC_QUERY_CKPT_DIR = 2,    /* <ckptdir> */
+    CRAC_QUERY_PROGRAM = 3,     /* the program's real path (symlinks resolved) */
+    CRAC_QUERY_SIGNAL = 4,      /* the checkpoint signal */
     CRAC_QUERY_COORDINATED = 5, /* 1 when a coordinator runs the checkpoints */
-    CRAC_QUERY_INTERVAL = 6, /* seconds between checkpoints, 0 none */
+    CRAC_QUERY_INTERVAL = 6,    /* seconds between checkpoints, 0 none */
 };
 
 #endif

@@ -22,7 +22,7 @@ static inline long raw_syscall6(long nr, long a1, long a2, long a3, long a4, lon
 #define raw_syscall1(nr, a) raw_syscall6((nr), (long)(a), 0, 0, 0, 0, 0)
 #define raw_syscall2(nr, a, b) raw_syscall6((nr), (long)(a), (long)(b), 0, 0, 0, 0)
 #define raw_syscall3(nr, a, b, c) raw_syscall6((nr), (long)(a), (long)(b), (long)(c), 0, 0, 0)
-#define raw_syscall4(nr, a, b, c, d) \
+#define raw_syscall4(nr, a, b, c, d)                                                               \
     raw_syscall6((nr), (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
 
 static inline int raw_is_err(long r) { return (unsigned long)r > (unsigned long)-4096L; }

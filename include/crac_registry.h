@@ -51,15 +51,15 @@ struct crac_registry {
     volatile int32_t attempts;    /* futex: checkpoint attempts finished (written or failed) */
     volatile int32_t failures;    /* checkpoint attempts that failed */
     int32_t pad;
-    int64_t pthread_tid_offset;   /* -1 unknown */
-    int64_t rseq_offset;          /* upper glibc's __rseq_offset; rseq_size 0: not used */
+    int64_t pthread_tid_offset; /* -1 unknown */
+    int64_t rseq_offset;        /* upper glibc's __rseq_offset; rseq_size 0: not used */
     uint32_t rseq_size;
     uint32_t rseq_sig;
     uint64_t suspend_handler; /* upper code the lower installs for the suspend signal */
-    uint64_t restorer;        /* upper sa_restorer, so no signal frame returns into the lower half */
-    uint64_t auxv;            /* the upper half's auxv, for NT_AUXV */
-    uint64_t api_slot;        /* address of the upper runtime's pointer to the lower-half API */
-    uint64_t hooks;           /* struct crac_hook_ctl * (crac_hooks.h) in upper memory, or 0 */
+    uint64_t restorer; /* upper sa_restorer, so no signal frame returns into the lower half */
+    uint64_t auxv;     /* the upper half's auxv, for NT_AUXV */
+    uint64_t api_slot; /* address of the upper runtime's pointer to the lower-half API */
+    uint64_t hooks;    /* struct crac_hook_ctl * (crac_hooks.h) in upper memory, or 0 */
     uint64_t pad4;
     uint64_t device_ranges;   /* struct crac_dev_ranges *: live device and managed allocations */
     volatile int32_t in_hook; /* a hook runs on a lower thread: its crossings skip the gate */

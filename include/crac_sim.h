@@ -44,7 +44,7 @@ extern "C" {
 
 #define CRAC_SIM_ABI 1
 #define CRAC_SIM_MAX_PARAMS 16
-#define CRAC_SIM_DESC_MAGIC "CRACSIM1" /* first 8 bytes of the fat binary payload */
+#define CRAC_SIM_DESC_MAGIC "CRACSIM1"           /* first 8 bytes of the fat binary payload */
 #define CRAC_SIM_FATBIN_WRAPPER_MAGIC 0x466243b1 /* nvcc's __fatBinC_Wrapper_t magic */
 
 enum { CRAC_SIM_FAULT_NONE = 0, CRAC_SIM_FAULT_TRAP = 1, CRAC_SIM_FAULT_ADDRESS = 2 };
@@ -88,18 +88,18 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
                             const char *deviceName, int thread_limit, uint3 *tid, uint3 *bid,
                             dim3 *bDim, dim3 *gDim, int *wSize);
 
-#define CRAC_SIM_TRAP(ctx)                                                                     \
-    do {                                                                                       \
-        *(ctx)->fault = CRAC_SIM_FAULT_TRAP;                                                   \
-        return;                                                                                \
+#define CRAC_SIM_TRAP(ctx)                                                                         \
+    do {                                                                                           \
+        *(ctx)->fault = CRAC_SIM_FAULT_TRAP;                                                       \
+        return;                                                                                    \
     } while (0)
 
-#define CRAC_SIM_CHECK(ctx, cond)                                                              \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            *(ctx)->fault = CRAC_SIM_FAULT_ADDRESS;                                            \
-            return;                                                                            \
-        }                                                                                      \
+#define CRAC_SIM_CHECK(ctx, cond)                                                                  \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            *(ctx)->fault = CRAC_SIM_FAULT_ADDRESS;                                                \
+            return;                                                                                \
+        }                                                                                          \
     } while (0)
 
 /* ---- macro machinery: parameters are (type, name) pairs ---- */
@@ -114,10 +114,10 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
 #define CRAC_SIM__SIZE(i, p) sizeof(CRAC_SIM__T(p))
 #define CRAC_SIM__ALIGN(i, p) _Alignof(CRAC_SIM__T(p))
 
-#define CRAC_SIM__COUNT(...)                                                                   \
+#define CRAC_SIM__COUNT(...)                                                                       \
     CRAC_SIM__COUNT_(__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define CRAC_SIM__COUNT_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15,     \
-                         _16, N, ...)                                                          \
+#define CRAC_SIM__COUNT_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, N, \
+                         ...)                                                                      \
     N
 #define CRAC_SIM__CAT(a, b) CRAC_SIM__CAT_(a, b)
 #define CRAC_SIM__CAT_(a, b) a##b
@@ -125,7 +125,7 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
 /* CRAC_SIM__LIST(m, sep, params...): m(0,p0) sep m(1,p1) sep ... ; sep is COMMA or NOSEP. */
 #define CRAC_SIM__COMMA() ,
 #define CRAC_SIM__NOSEP()
-#define CRAC_SIM__LIST(m, sep, ...)                                                            \
+#define CRAC_SIM__LIST(m, sep, ...)                                                                \
     CRAC_SIM__CAT(CRAC_SIM__L, CRAC_SIM__COUNT(__VA_ARGS__))(m, sep, __VA_ARGS__)
 #define CRAC_SIM__L1(m, s, a) m(0, a)
 #define CRAC_SIM__L2(m, s, a, b) m(0, a) s() m(1, b)
@@ -134,75 +134,75 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
 #define CRAC_SIM__L5(m, s, a, b, c, d, e) CRAC_SIM__L4(m, s, a, b, c, d) s() m(4, e)
 #define CRAC_SIM__L6(m, s, a, b, c, d, e, f) CRAC_SIM__L5(m, s, a, b, c, d, e) s() m(5, f)
 #define CRAC_SIM__L7(m, s, a, b, c, d, e, f, g) CRAC_SIM__L6(m, s, a, b, c, d, e, f) s() m(6, g)
-#define CRAC_SIM__L8(m, s, a, b, c, d, e, f, g, h)                                             \
+#define CRAC_SIM__L8(m, s, a, b, c, d, e, f, g, h)                                                 \
     CRAC_SIM__L7(m, s, a, b, c, d, e, f, g) s() m(7, h)
-#define CRAC_SIM__L9(m, s, a, b, c, d, e, f, g, h, i)                                          \
+#define CRAC_SIM__L9(m, s, a, b, c, d, e, f, g, h, i)                                              \
     CRAC_SIM__L8(m, s, a, b, c, d, e, f, g, h) s() m(8, i)
-#define CRAC_SIM__L10(m, s, a, b, c, d, e, f, g, h, i, j)                                      \
+#define CRAC_SIM__L10(m, s, a, b, c, d, e, f, g, h, i, j)                                          \
     CRAC_SIM__L9(m, s, a, b, c, d, e, f, g, h, i) s() m(9, j)
-#define CRAC_SIM__L11(m, s, a, b, c, d, e, f, g, h, i, j, k)                                   \
+#define CRAC_SIM__L11(m, s, a, b, c, d, e, f, g, h, i, j, k)                                       \
     CRAC_SIM__L10(m, s, a, b, c, d, e, f, g, h, i, j) s() m(10, k)
-#define CRAC_SIM__L12(m, s, a, b, c, d, e, f, g, h, i, j, k, l)                                \
+#define CRAC_SIM__L12(m, s, a, b, c, d, e, f, g, h, i, j, k, l)                                    \
     CRAC_SIM__L11(m, s, a, b, c, d, e, f, g, h, i, j, k) s() m(11, l)
-#define CRAC_SIM__L13(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n)                             \
+#define CRAC_SIM__L13(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n)                                 \
     CRAC_SIM__L12(m, s, a, b, c, d, e, f, g, h, i, j, k, l) s() m(12, n)
-#define CRAC_SIM__L14(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n, o)                          \
+#define CRAC_SIM__L14(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n, o)                              \
     CRAC_SIM__L13(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n) s() m(13, o)
-#define CRAC_SIM__L15(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n, o, p)                       \
+#define CRAC_SIM__L15(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n, o, p)                           \
     CRAC_SIM__L14(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n, o) s() m(14, p)
-#define CRAC_SIM__L16(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n, o, p, q)                    \
+#define CRAC_SIM__L16(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n, o, p, q)                        \
     CRAC_SIM__L15(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n, o, p) s() m(15, q)
 
 /* Declares a kernel defined in another translation unit. */
 #define CRAC_SIM_KERNEL_DECL(name) void name(struct crac_sim_ctx *ctx, void **args)
 
 /* CRAC_SIM_KERNEL(name, (type, param), ...) { body }: 1 to 16 parameters. */
-#define CRAC_SIM_KERNEL(name, ...)                                                             \
-    static inline void name##__crac_body(struct crac_sim_ctx *ctx __attribute__((unused)),     \
-                                         CRAC_SIM__LIST(CRAC_SIM__DECL, CRAC_SIM__COMMA,       \
-                                                        __VA_ARGS__));                         \
-    CRAC_SIM_KERNEL_DECL(name);                                                                \
-    void name(struct crac_sim_ctx *crac__ctx, void **crac__args)                               \
-    {                                                                                          \
-        CRAC_SIM__LIST(CRAC_SIM__LOAD, CRAC_SIM__NOSEP, __VA_ARGS__)                           \
-        for (unsigned crac__z = 0; crac__z < crac__ctx->blockDim.z; crac__z++)                 \
-            for (unsigned crac__y = 0; crac__y < crac__ctx->blockDim.y; crac__y++)             \
-                for (unsigned crac__x = 0; crac__x < crac__ctx->blockDim.x; crac__x++) {       \
-                    crac__ctx->threadIdx.x = crac__x;                                          \
-                    crac__ctx->threadIdx.y = crac__y;                                          \
-                    crac__ctx->threadIdx.z = crac__z;                                          \
-                    name##__crac_body(crac__ctx, CRAC_SIM__LIST(CRAC_SIM__NAME, CRAC_SIM__COMMA, \
-                                                          __VA_ARGS__));                       \
-                    if (*crac__ctx->fault)                                                     \
-                        return;                                                                \
-                }                                                                              \
-    }                                                                                          \
-    static const struct crac_sim_kernel_desc name##__crac_desc = {                             \
-        CRAC_SIM_DESC_MAGIC,                                                                   \
-        CRAC_SIM_ABI,                                                                          \
-        CRAC_SIM__COUNT(__VA_ARGS__),                                                          \
-        #name,                                                                                 \
-        name,                                                                                  \
-        {CRAC_SIM__LIST(CRAC_SIM__SIZE, CRAC_SIM__COMMA, __VA_ARGS__)},                        \
-        {CRAC_SIM__LIST(CRAC_SIM__ALIGN, CRAC_SIM__COMMA, __VA_ARGS__)},                       \
-    };                                                                                         \
-    static const struct crac_sim_fatbin_wrapper name##__crac_wrapper = {                       \
-        CRAC_SIM_FATBIN_WRAPPER_MAGIC, 1, &name##__crac_desc, 0};                              \
-    static void **name##__crac_handle;                                                         \
-    __attribute__((constructor)) static void name##__crac_register(void)                       \
-    {                                                                                          \
-        name##__crac_handle = __cudaRegisterFatBinary((void *)&name##__crac_wrapper);          \
-        __cudaRegisterFunction(name##__crac_handle, (const char *)(uintptr_t)name,             \
-                               (char *)#name, #name, -1, 0, 0, 0, 0, 0);                       \
-        __cudaRegisterFatBinaryEnd(name##__crac_handle);                                       \
-    }                                                                                          \
-    __attribute__((destructor)) static void name##__crac_unregister(void)                      \
-    {                                                                                          \
-        __cudaUnregisterFatBinary(name##__crac_handle);                                        \
-    }                                                                                          \
-    static inline void name##__crac_body(struct crac_sim_ctx *ctx __attribute__((unused)),     \
-                                         CRAC_SIM__LIST(CRAC_SIM__DECL, CRAC_SIM__COMMA,       \
-                                                        __VA_ARGS__))
+#define CRAC_SIM_KERNEL(name, ...)                                                                 \
+    static inline void name##__crac_body(                                                          \
+        struct crac_sim_ctx *ctx __attribute__((unused)),                                          \
+        CRAC_SIM__LIST(CRAC_SIM__DECL, CRAC_SIM__COMMA, __VA_ARGS__));                             \
+    CRAC_SIM_KERNEL_DECL(name);                                                                    \
+    void name(struct crac_sim_ctx *crac__ctx, void **crac__args)                                   \
+    {                                                                                              \
+        CRAC_SIM__LIST(CRAC_SIM__LOAD, CRAC_SIM__NOSEP, __VA_ARGS__)                               \
+        for (unsigned crac__z = 0; crac__z < crac__ctx->blockDim.z; crac__z++)                     \
+            for (unsigned crac__y = 0; crac__y < crac__ctx->blockDim.y; crac__y++)                 \
+                for (unsigned crac__x = 0; crac__x < crac__ctx->blockDim.x; crac__x++) {           \
+                    crac__ctx->threadIdx.x = crac__x;                                              \
+                    crac__ctx->threadIdx.y = crac__y;                                              \
+                    crac__ctx->threadIdx.z = crac__z;                                              \
+                    name##__crac_body(                                                             \
+                        crac__ctx, CRAC_SIM__LIST(CRAC_SIM__NAME, CRAC_SIM__COMMA, __VA_ARGS__));  \
+                    if (*crac__ctx->fault)                                                         \
+                        return;                                                                    \
+                }                                                                                  \
+    }                                                                                              \
+    static const struct crac_sim_kernel_desc name##__crac_desc = {                                 \
+        CRAC_SIM_DESC_MAGIC,                                                                       \
+        CRAC_SIM_ABI,                                                                              \
+        CRAC_SIM__COUNT(__VA_ARGS__),                                                              \
+        #name,                                                                                     \
+        name,                                                                                      \
+        {CRAC_SIM__LIST(CRAC_SIM__SIZE, CRAC_SIM__COMMA, __VA_ARGS__)},                            \
+        {CRAC_SIM__LIST(CRAC_SIM__ALIGN, CRAC_SIM__COMMA, __VA_ARGS__)},                           \
+    };                                                                                             \
+    static const struct crac_sim_fatbin_wrapper name##__crac_wrapper = {                           \
+        CRAC_SIM_FATBIN_WRAPPER_MAGIC, 1, &name##__crac_desc, 0};                                  \
+    static void **name##__crac_handle;                                                             \
+    __attribute__((constructor)) static void name##__crac_register(void)                           \
+    {                                                                                              \
+        name##__crac_handle = __cudaRegisterFatBinary((void *)&name##__crac_wrapper);              \
+        __cudaRegisterFunction(name##__crac_handle, (const char *)(uintptr_t)name, (char *)#name,  \
+                               #name, -1, 0, 0, 0, 0, 0);                                          \
+        __cudaRegisterFatBinaryEnd(name##__crac_handle);                                           \
+    }                                                                                              \
+    __attribute__((destructor)) static void name##__crac_unregister(void)                          \
+    {                                                                                              \
+        __cudaUnregisterFatBinary(name##__crac_handle);                                            \
+    }                                                                                              \
+    static inline void name##__crac_body(                                                          \
+        struct crac_sim_ctx *ctx __attribute__((unused)),                                          \
+        CRAC_SIM__LIST(CRAC_SIM__DECL, CRAC_SIM__COMMA, __VA_ARGS__))
 
 #ifdef __cplusplus
 }

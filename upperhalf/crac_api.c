@@ -57,4 +57,3 @@ int crac_wait_for_restart(int seen)
         syscall(SYS_futex, &r->attempts, FUTEX_WAIT_PRIVATE, attempts, NULL, NULL, 0);
     }
 }
-

@@ -68,8 +68,7 @@ typedef uint64_t (*lower_fn3)(uint64_t, uint64_t, uint64_t);
 /* noinline and TLS-free between the two switches: GCC caches the thread pointer, so nothing in
  * here may touch a __thread variable. */
 __attribute__((noinline)) static uint64_t switch_and_call(void *fn, uint64_t a0, uint64_t a1,
-                                                          uint64_t a2, uint64_t to_fs,
-                                                          int fsgsbase)
+                                                          uint64_t a2, uint64_t to_fs, int fsgsbase)
 {
     uint64_t from_fs = read_fs_any(fsgsbase);
     write_fs(to_fs, fsgsbase);

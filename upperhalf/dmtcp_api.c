@@ -424,8 +424,10 @@ void dmtcp_prepare_wrappers(void) {}
 void dmtcp_register_plugin(struct dmtcp_plugin_descr d)
 {
     if (crac_upper.api)
-        fprintf(stderr, "crac: warning: DMTCP plugin %s is not run by crac (its event hook is "
-                        "never called)\n", d.name ? d.name : "(unnamed)");
+        fprintf(stderr,
+                "crac: warning: DMTCP plugin %s is not run by crac (its event hook is "
+                "never called)\n",
+                d.name ? d.name : "(unnamed)");
 }
 
 void dmtcp_global_barrier(const char *name) { (void)name; }
@@ -445,9 +447,8 @@ int dmtcp_send_key_val_pair_to_coordinator(const char *id, const void *key, uint
     return 0;
 }
 
-int dmtcp_send_key_val_pair_to_coordinator_sync(const char *id, const void *key,
-                                                uint32_t key_len, const void *val,
-                                                uint32_t val_len)
+int dmtcp_send_key_val_pair_to_coordinator_sync(const char *id, const void *key, uint32_t key_len,
+                                                const void *val, uint32_t val_len)
 {
     (void)id, (void)key, (void)key_len, (void)val, (void)val_len;
     return 0;

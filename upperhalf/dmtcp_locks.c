@@ -32,10 +32,7 @@ static void futex_wake(void *addr, int n)
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-void DmtcpMutexInit(struct dmtcp_mutex *m, int type)
-{
-    *m = (struct dmtcp_mutex){0, 0, 0, type};
-}
+void DmtcpMutexInit(struct dmtcp_mutex *m, int type) { *m = (struct dmtcp_mutex){0, 0, 0, type}; }
 
 static int recursive_again(struct dmtcp_mutex *m, uint32_t tid)
 {

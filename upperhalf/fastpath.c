@@ -120,8 +120,10 @@ void fastpath_install(void)
     static const struct {
         const char *name;
         void *target;
-    } hooks[] = {{"mmap", (void *)fast_mmap},     {"munmap", (void *)fast_munmap},
-                 {"mremap", (void *)fast_mremap}, {"brk", (void *)fast_brk},
+    } hooks[] = {{"mmap", (void *)fast_mmap},
+                 {"munmap", (void *)fast_munmap},
+                 {"mremap", (void *)fast_mremap},
+                 {"brk", (void *)fast_brk},
                  {"sbrk", (void *)fast_sbrk}};
     for (unsigned i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
         void *fn = dlsym(libc, hooks[i].name);

@@ -96,10 +96,7 @@ static void *hook_thread(void *unused)
 }
 
 /* A forked child has no hook thread: it skips PRE_SUSPEND rather than wait for one. */
-static void at_fork_child(void)
-{
-    ctl.events &= ~(1u << CRAC_EV_PRE_SUSPEND);
-}
+static void at_fork_child(void) { ctl.events &= ~(1u << CRAC_EV_PRE_SUSPEND); }
 
 static int start_hook_thread(void)
 {
@@ -169,8 +166,7 @@ static int call_plain(enum crac_event event, void *arg)
 
 int crac_upper_at_checkpoint(crac_hook fn)
 {
-    return crac_upper_hook_register("at_checkpoint", CRAC_EV_PARKED, 0, 0, call_plain,
-                                    (void *)fn);
+    return crac_upper_hook_register("at_checkpoint", CRAC_EV_PARKED, 0, 0, call_plain, (void *)fn);
 }
 
 int crac_upper_at_restart(crac_hook fn)

@@ -60,11 +60,11 @@ cudaError_t sim_ret(cudaError_t e);
 /* Address of this thread's last-error variable (a lower __thread under crac): debug entry. */
 void *sim_last_error_slot(void);
 /* First statement of every call that reports the sticky error: return it (recorded). */
-#define SIM_ENTER()                                                                            \
-    do {                                                                                       \
-        cudaError_t s_ = sim_sticky();                                                         \
-        if (s_ != cudaSuccess)                                                                 \
-            return sim_ret(s_);                                                                \
+#define SIM_ENTER()                                                                                \
+    do {                                                                                           \
+        cudaError_t s_ = sim_sticky();                                                             \
+        if (s_ != cudaSuccess)                                                                     \
+            return sim_ret(s_);                                                                    \
     } while (0)
 
 /* ---- memory (sim_mem.c) ---- */
@@ -156,7 +156,7 @@ cudaError_t sim_event_restore(cudaEvent_t h, int64_t ts_ns);
 int sim_dep_done(const struct sim_dep *d);
 void sim_stream_ident(const struct sim_stream *s, uint32_t *index, uint32_t *gen);
 int sim_stream_idle(const struct sim_stream *s);
-void sim_streams_reset(void); /* destroy every created stream, sim_lock held */
+void sim_streams_reset(void);               /* destroy every created stream, sim_lock held */
 void sim_stream_execute(struct sim_op *op); /* runs on a worker, without sim_lock */
 
 /* ---- events (sim_event.c) ---- */

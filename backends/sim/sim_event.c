@@ -9,9 +9,9 @@ struct sim_event {
     uint32_t index, gen;
     int live;
     unsigned flags;
-    int recorded;        /* recorded at least once */
-    struct sim_dep rec;  /* the latest record: done when its stream completed it */
-    uint64_t record_id;  /* which record the timestamp belongs to */
+    int recorded;       /* recorded at least once */
+    struct sim_dep rec; /* the latest record: done when its stream completed it */
+    uint64_t record_id; /* which record the timestamp belongs to */
     int64_t ts_ns;
     int ts_valid;
 #else
@@ -88,8 +88,8 @@ cudaError_t sim_cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
     e->gen = gen;
     e->flags = flags;
     e->live = 1;
-    *event = (cudaEvent_t)(uintptr_t)sim_handle_encode(SIM_H_EVENT, events, sizeof(*events), i,
-                                                        gen);
+    *event =
+        (cudaEvent_t)(uintptr_t)sim_handle_encode(SIM_H_EVENT, events, sizeof(*events), i, gen);
     pthread_mutex_unlock(&sim_lock);
     return cudaSuccess;
 }

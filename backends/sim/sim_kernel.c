@@ -63,8 +63,8 @@ static struct sim_func *func_find(const void *host_fun)
 static struct sim_module *module_get(void **handle)
 {
     uint32_t gen;
-    long i = sim_handle_decode(SIM_H_MODULE, (uint64_t)(uintptr_t)handle, modules,
-                               sizeof(*modules), SIM_MAX_MODULES, &gen);
+    long i = sim_handle_decode(SIM_H_MODULE, (uint64_t)(uintptr_t)handle, modules, sizeof(*modules),
+                               SIM_MAX_MODULES, &gen);
     if (i < 0 || !modules[i].live || !sim_handle_gen_matches(gen, modules[i].gen))
         return NULL;
     return &modules[i];
@@ -93,8 +93,8 @@ void **sim___cudaRegisterFatBinary(void *fatCubin)
             m->is_sim = 1;
             m->desc = d;
         }
-        handle = (void **)(uintptr_t)sim_handle_encode(SIM_H_MODULE, modules, sizeof(*modules),
-                                                       i, gen);
+        handle =
+            (void **)(uintptr_t)sim_handle_encode(SIM_H_MODULE, modules, sizeof(*modules), i, gen);
     }
     pthread_mutex_unlock(&sim_lock);
     return handle;
@@ -118,8 +118,8 @@ void sim___cudaUnregisterFatBinary(void **fatCubinHandle)
 }
 
 void sim___cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
-                                const char *deviceName, int thread_limit, uint3 *tid,
-                                uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
+                                const char *deviceName, int thread_limit, uint3 *tid, uint3 *bid,
+                                dim3 *bDim, dim3 *gDim, int *wSize)
 {
     (void)deviceFun, (void)deviceName, (void)thread_limit, (void)tid, (void)bid, (void)bDim,
         (void)gDim, (void)wSize;

@@ -19,10 +19,26 @@ static uint64_t parse_size(const char *s, uint64_t fallback)
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
     switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
-    case 'g': case 'G': v <<= 30; end++; break;
-    case 't': case 'T': v <<= 40; end++; break;
+    case 'k':
+    case 'K':
+        v <<= 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v <<= 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        v <<= 30;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        v <<= 40;
+        end++;
+        break;
     default: break;
     }
     if (*end == 'i' || *end == 'B' || *end == 'b')
@@ -105,8 +121,8 @@ static int remove_at(uint64_t start, unsigned kind_mask, struct sim_alloc *out)
 static void reserve_back(uint64_t addr, uint64_t size)
 {
     /* Never leave a hole in the window: PROT_NONE over the range again. */
-    mmap((void *)addr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-         -1, 0);
+    mmap((void *)addr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+         0);
 }
 
 cudaError_t sim_mem_map(uint64_t addr, size_t size, int kind)
@@ -237,8 +253,8 @@ cudaError_t sim_cudaHostAlloc(void **pHost, size_t size, unsigned int flags,
                               unsigned long long crac_addr)
 {
     SIM_ENTER();
-    if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped |
-                            cudaHostAllocWriteCombined))
+    if (flags &
+        ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
         return sim_ret(cudaErrorInvalidValue);
     return alloc_common(pHost, size, crac_addr, SIM_MEM_PINNED);
 }
@@ -266,8 +282,7 @@ cudaError_t sim_cudaMemGetInfo(size_t *free, size_t *total)
     return cudaSuccess;
 }
 
-cudaError_t sim_cudaPointerGetAttributes(struct cudaPointerAttributes *attributes,
-                                         const void *ptr)
+cudaError_t sim_cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr)
 {
     SIM_ENTER();
     if (!attributes)
@@ -363,8 +378,8 @@ static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcp
     pthread_mutex_lock(&sim_lock);
     struct sim_stream *s = sim_stream_get(stream);
     int host_sync = 0;
-    cudaError_t e = s ? check_copy(dst, src, count, kind, &host_sync)
-                      : cudaErrorInvalidResourceHandle;
+    cudaError_t e =
+        s ? check_copy(dst, src, count, kind, &host_sync) : cudaErrorInvalidResourceHandle;
     if (e == cudaSuccess) {
         struct sim_op *op = sim_op_new(OP_COPY);
         if (!op) {
@@ -387,8 +402,8 @@ cudaError_t sim_cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMe
     return copy(dst, src, count, kind, NULL, 1);
 }
 
-cudaError_t sim_cudaMemcpyAsync(void *dst, const void *src, size_t count,
-                                enum cudaMemcpyKind kind, cudaStream_t stream)
+cudaError_t sim_cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                cudaStream_t stream)
 {
     return copy(dst, src, count, kind, stream, 0);
 }

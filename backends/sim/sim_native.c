@@ -24,8 +24,7 @@ __attribute__((constructor)) static void native_init(void)
     void *w = mmap((void *)CRAC_D_START, WINDOW_SIZE, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     if (w == MAP_FAILED)
-        w = mmap(NULL, WINDOW_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-                 0);
+        w = mmap(NULL, WINDOW_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (w == MAP_FAILED) {
         fprintf(stderr, "libcudart (crac sim): cannot reserve the device window\n");
         abort();
@@ -75,14 +74,14 @@ static cudaError_t host_alloc(void **p, size_t size, unsigned flags, int plain)
 {
     uint64_t addr = 0;
     if (p && size) {
-        void *m = mmap(NULL, page_up(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                       -1, 0);
+        void *m =
+            mmap(NULL, page_up(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED)
             return sim_ret(cudaErrorMemoryAllocation);
         addr = (uint64_t)(uintptr_t)m;
     }
-    cudaError_t r = plain ? sim_cudaMallocHost(p, size, addr)
-                          : sim_cudaHostAlloc(p, size, flags, addr);
+    cudaError_t r =
+        plain ? sim_cudaMallocHost(p, size, addr) : sim_cudaHostAlloc(p, size, flags, addr);
     if (addr) {
         pthread_mutex_lock(&pinned_lock);
         if (r == cudaSuccess && rangeset_insert(&pinned, addr, page_up(size), SIM_MEM_PINNED))
@@ -94,7 +93,10 @@ static cudaError_t host_alloc(void **p, size_t size, unsigned flags, int plain)
     return r;
 }
 
-cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size) { return host_alloc(ptr, size, 0, 1); }
+cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
+{
+    return host_alloc(ptr, size, 0, 1);
+}
 
 cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {

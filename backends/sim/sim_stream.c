@@ -287,8 +287,8 @@ cudaError_t sim_cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int fl
     __atomic_store_n(&s->live, 1, __ATOMIC_RELEASE);
     if (i >= high_water)
         high_water = i + 1;
-    *pStream = (cudaStream_t)(uintptr_t)sim_handle_encode(SIM_H_STREAM, streams,
-                                                          sizeof(*streams), i, gen);
+    *pStream =
+        (cudaStream_t)(uintptr_t)sim_handle_encode(SIM_H_STREAM, streams, sizeof(*streams), i, gen);
     pthread_mutex_unlock(&sim_lock);
     return cudaSuccess;
 }

@@ -94,9 +94,8 @@ static int map_segment(int fd, const Elf64_Phdr *p, uint64_t base)
             memset((void *)file_end, 0, page_up(file_end) - file_end);
     }
     uint64_t anon_start = page_up(file_end) > start ? page_up(file_end) : start;
-    if (mem_end > anon_start &&
-        mmap((void *)anon_start, mem_end - anon_start, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-             -1, 0) == MAP_FAILED)
+    if (mem_end > anon_start && mmap((void *)anon_start, mem_end - anon_start, prot,
+                                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
         return -1;
     return mprotect((void *)start, mem_end - start, prot);
 }
@@ -131,7 +130,8 @@ int elf_map_into_w(const char *path, struct loaded_elf *out, char *err, size_t e
         close(fd);
         return -1;
     }
-    long span = confine_place(hi - lo, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    long span =
+        confine_place(hi - lo, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (span < 0 && span > -4096) {
         snprintf(err, errlen, "no room in the upper window for %s", path);
         close(fd);

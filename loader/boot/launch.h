@@ -18,7 +18,7 @@ struct options {
     int keep, interval, exit_after, no_truncate;
     const char *crac_cmd;
     const char *coord_host, *coord_port, *coord_token; /* host NULL: no coordinator */
-    const char *restart_dir; /* restart mode: the generation directory */
+    const char *restart_dir;                           /* restart mode: the generation directory */
     uint64_t core_size;
     uint32_t header_crc;
     char **program_argv;

@@ -175,8 +175,7 @@ static void fill_ckpt_config(const struct options *o, const struct crac_backend_
     }
     snprintf(c->crac_cmd, sizeof(c->crac_cmd), "%s", o->crac_cmd);
     snprintf(c->backend_name, sizeof(c->backend_name), "%s", backend ? backend->name : "none");
-    snprintf(c->backend_version, sizeof(c->backend_version), "%s",
-             backend ? backend->version : "");
+    snprintf(c->backend_version, sizeof(c->backend_version), "%s", backend ? backend->version : "");
     c->backend_driver_version = backend ? backend->driver_version : 0;
     c->keep = o->keep;
     c->interval = o->interval;

@@ -12,20 +12,20 @@
 #include <sys/types.h>
 
 struct ckpt_config {
-    char proc_dir[PATH_MAX];  /* <ckptdir>/ckpt_<prog>_<hostid>-<pid>: stays across restarts */
-    char ckpt_dir[PATH_MAX];  /* <ckptdir> */
-    char program[PATH_MAX];   /* the application binary */
-    char crac_cmd[PATH_MAX];  /* how to run `crac` (for the restart script) */
+    char proc_dir[PATH_MAX]; /* <ckptdir>/ckpt_<prog>_<hostid>-<pid>: stays across restarts */
+    char ckpt_dir[PATH_MAX]; /* <ckptdir> */
+    char program[PATH_MAX];  /* the application binary */
+    char crac_cmd[PATH_MAX]; /* how to run `crac` (for the restart script) */
     char backend_name[32];
     char backend_version[32];
     int backend_driver_version;
-    int keep;                 /* generations kept */
-    int interval;             /* seconds, 0 = none */
-    int exit_after;           /* exit after the next checkpoint is written */
+    int keep;       /* generations kept */
+    int interval;   /* seconds, 0 = none */
+    int exit_after; /* exit after the next checkpoint is written */
     int ckpt_signal;
     int argc;
-    char **argv;              /* the program's argv, for the manifest */
-    int coord_fd;             /* connection to the job's coordinator, -1: none */
+    char **argv;  /* the program's argv, for the manifest */
+    int coord_fd; /* connection to the job's coordinator, -1: none */
     char coord_host[256], coord_port[32], coord_token[256]; /* for status requests */
 };
 
@@ -92,13 +92,12 @@ struct image_digests {
 void image_digests_cancel(struct image_digests *d);
 /* Writes upper.core with the notes of state_kinds[] (state.h), in the table's order; *digest: its
  * page digest being computed beside, or NULL. */
-int core_write(const char *path, const struct parked_thread *threads, int n_threads,
-               int generation, const struct state_note *notes, uint32_t *header_crc,
-               uint64_t *file_size, struct page_digest **digest);
+int core_write(const char *path, const struct parked_thread *threads, int n_threads, int generation,
+               const struct state_note *notes, uint32_t *header_crc, uint64_t *file_size,
+               struct page_digest **digest);
 /* Publishes tmp_dir; takes (finishes and frees) the digests. */
-int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc,
-                      uint64_t core_size, int n_threads, struct image_digests digests);
+int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc, uint64_t core_size,
+                      int n_threads, struct image_digests digests);
 typedef int32_t (*tid_map_fn)(int32_t old_tid);
-
 
 #endif

@@ -40,7 +40,4 @@ long ckpt_pid_entry(long dir, long pid)
 
 /* Lower-half API entry: the coordinator's view of the job (dmtcp_get_coordinator_status()).
  * 0 with *peers and *running filled, -1 without a coordinator or an answer. */
-long ckpt_coord_status_entry(int *peers, int *running)
-{
-    return coord_status(peers, running);
-}
+long ckpt_coord_status_entry(int *peers, int *running) { return coord_status(peers, running); }

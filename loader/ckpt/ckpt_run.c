@@ -49,8 +49,8 @@ int ckpt_install_suspend_handler(const struct crac_registry *r)
                          (1UL << (SIGILL - 1)) | (1UL << (SIGFPE - 1)) | (1UL << (SIGTRAP - 1));
     struct {
         uint64_t handler, flags, restorer, mask;
-    } sa = {r->suspend_handler, SA_SIGINFO | SA_RESTART | 0x04000000 /* SA_RESTORER */,
-            r->restorer, ~keep_open};
+    } sa = {r->suspend_handler, SA_SIGINFO | SA_RESTART | 0x04000000 /* SA_RESTORER */, r->restorer,
+            ~keep_open};
     return (int)raw_syscall4(SYS_rt_sigaction, CRAC_SIG_SUSPEND, &sa, 0, 8);
 }
 

@@ -57,7 +57,8 @@ static void read_blocked_syscall(struct parked_thread *t)
     long nr;
     unsigned long a[6], sp, pc;
     if (sscanf(buf, "%ld %lx %lx %lx %lx %lx %lx %lx %lx", &nr, &a[0], &a[1], &a[2], &a[3], &a[4],
-               &a[5], &sp, &pc) == 9 && nr >= 0) {
+               &a[5], &sp, &pc) == 9 &&
+        nr >= 0) {
         t->blocked_nr = nr;
         t->blocked_pc = pc;
     }
@@ -109,8 +110,10 @@ static int wait_parked(struct parked_thread *ts, int *n)
         if (parked >= *n)
             return 0;
         if (waited >= SUSPEND_TIMEOUT_MS) {
-            fprintf(stderr, "crac: error: checkpoint abandoned: %d of %d threads did not suspend "
-                            "within %d s\n", *n - parked, *n, SUSPEND_TIMEOUT_MS / 1000);
+            fprintf(stderr,
+                    "crac: error: checkpoint abandoned: %d of %d threads did not suspend "
+                    "within %d s\n",
+                    *n - parked, *n, SUSPEND_TIMEOUT_MS / 1000);
             return -1;
         }
         struct timespec t = {0, 10 * 1000000L};
@@ -159,8 +162,8 @@ static void wait_sections(struct crac_registry *r)
             noted = 1;
         }
         struct timespec t = {0, 100 * 1000000L};
-        raw_syscall6(SYS_futex, (long)&r->sections, 128 /* FUTEX_WAIT_PRIVATE */, open,
-                     (long)&t, 0, 0);
+        raw_syscall6(SYS_futex, (long)&r->sections, 128 /* FUTEX_WAIT_PRIVATE */, open, (long)&t, 0,
+                     0);
     }
 }
 
@@ -171,8 +174,10 @@ static int quiesce(void)
     __atomic_store_n(pending, 1, __ATOMIC_SEQ_CST);
     for (int waited = 0; __atomic_load_n(inside, __ATOMIC_SEQ_CST) > 0; waited++) {
         if (waited >= QUIESCE_TIMEOUT_MS) {
-            fprintf(stderr, "crac: error: checkpoint abandoned: a thread stayed inside the lower "
-                            "half (a CUDA call) for %d s\n", QUIESCE_TIMEOUT_MS / 1000);
+            fprintf(stderr,
+                    "crac: error: checkpoint abandoned: a thread stayed inside the lower "
+                    "half (a CUDA call) for %d s\n",
+                    QUIESCE_TIMEOUT_MS / 1000);
             return -1;
         }
         sleep_ms(1);
@@ -222,14 +227,14 @@ int ckpt_suspend_all(struct parked_thread *ts, int max, int *count)
         for (int k = 0; k < CRAC_MAX_THREADS; k++) {
             struct crac_thread_rec *rec = &r->threads[k];
             /* Records hold the tid the program knows; /proc the kernel's. */
-            if (rec->state == CRAC_SLOT_PARKED &&
-                vid_to_real(crac_ctrl(), rec->tid) == ts[i].tid) {
+            if (rec->state == CRAC_SLOT_PARKED && vid_to_real(crac_ctrl(), rec->tid) == ts[i].tid) {
                 ts[i].rec = rec;
                 break;
             }
         }
         if (!ts[i].rec) {
-            fprintf(stderr, "crac: error: checkpoint abandoned: thread %d parked without a record\n",
+            fprintf(stderr,
+                    "crac: error: checkpoint abandoned: thread %d parked without a record\n",
                     ts[i].tid);
             ckpt_release_all();
             return -1;

@@ -21,11 +21,11 @@
 #include <sys/syscall.h>
 #include <time.h>
 
-static volatile int32_t requested;       /* futex word the manager sleeps on */
+static volatile int32_t requested; /* futex word the manager sleeps on */
 static volatile int32_t exit_requested;
-static volatile int32_t config_ready;    /* futex: main has filled ckpt_cfg */
-static volatile int32_t program_ready;   /* futex: the program's threads can be checkpointed */
-static int wake_fd = -1;                 /* eventfd: wakes the manager while it polls the coordinator */
+static volatile int32_t config_ready;  /* futex: main has filled ckpt_cfg */
+static volatile int32_t program_ready; /* futex: the program's threads can be checkpointed */
+static int wake_fd = -1; /* eventfd: wakes the manager while it polls the coordinator */
 
 /* Only a safety net: the signal is blocked everywhere and waited for (ckpt_wait_signal), but a
  * thread that ever unblocked it must start a checkpoint, not die of the default action.
@@ -135,8 +135,8 @@ void ckpt_serve(void)
             ckpt_wait_ready(1000);
             continue;
         }
-        int exit_after = __atomic_exchange_n(&exit_requested, 0, __ATOMIC_ACQ_REL) ||
-                         ckpt_cfg.exit_after;
+        int exit_after =
+            __atomic_exchange_n(&exit_requested, 0, __ATOMIC_ACQ_REL) || ckpt_cfg.exit_after;
         ckpt_run(exit_after, NULL);
     }
 }

@@ -20,7 +20,7 @@
 #define LINE_MAX_BYTES 65536
 #define HELLO_TIMEOUT_MS 10000
 #define PHASE_TIMEOUT_MS (3600 * 1000) /* the coordinator times phases out; we wait for it */
-#define READY_TIMEOUT_MS (60 * 1000)    /* a checkpoint asked for before the program runs */
+#define READY_TIMEOUT_MS (60 * 1000)   /* a checkpoint asked for before the program runs */
 
 struct conn {
     int fd;

@@ -32,8 +32,7 @@ static inline void write_fs(uint64_t fs, int fsgsbase)
         raw_syscall2(SYS_arch_prctl, ARCH_SET_FS, fs);
 }
 
-__attribute__((noinline)) static int call_with_fs(hook_fn fn, int event, uint64_t fs,
-                                                 int fsgsbase)
+__attribute__((noinline)) static int call_with_fs(hook_fn fn, int event, uint64_t fs, int fsgsbase)
 {
     uint64_t mine = read_fs();
     write_fs(fs, fsgsbase);

@@ -37,7 +37,6 @@ long emu_brk(uint64_t want);
 /* readlink/readlinkat and execve/execveat of the program's own /proc/self/exe lead to the real
  * program (confine_exe.c); others are passed through. execve runs with program_mask. */
 long emu_readlink(long nr, long a1, long a2, long a3, long a4);
-long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4,
-                long a5);
+long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4, long a5);
 
 #endif

@@ -84,8 +84,7 @@ static int names_own_exe(const char *user_path)
     const char *end;
     long pid = number(s, &end);
     int32_t real = (int32_t)raw_syscall0(SYS_getpid);
-    return pid > 0 && same(end, "/exe") &&
-           (pid == real || pid == vid_from_real(crac_ctrl(), real));
+    return pid > 0 && same(end, "/exe") && (pid == real || pid == vid_from_real(crac_ctrl(), real));
 }
 
 static uint64_t length(const char *s)
@@ -113,8 +112,7 @@ long emu_readlink(long nr, long a1, long a2, long a3, long a4)
                                                                                     : -EFAULT;
 }
 
-long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4,
-                long a5)
+long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4, long a5)
 {
     /* execve(path, argv, envp) or execveat(dirfd, path, argv, envp, flags). */
     int at = nr == SYS_execveat;
@@ -127,8 +125,8 @@ long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3
     /* The new program starts with the mask the calling thread had, not the handler's. */
     uint64_t saved;
     raw_syscall4(SYS_rt_sigprocmask, 2 /* SIG_SETMASK */, program_mask, &saved, 8);
-    long r = at ? raw_syscall6(nr, a1, (long)path, a3, a4, a5, 0)
-                : raw_syscall3(nr, (long)path, a2, a3);
+    long r =
+        at ? raw_syscall6(nr, a1, (long)path, a3, a4, a5, 0) : raw_syscall3(nr, (long)path, a2, a3);
     raw_syscall4(SYS_rt_sigprocmask, 2, &saved, 0, 8);
     return r;
 }

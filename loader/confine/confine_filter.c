@@ -17,8 +17,19 @@
 #include <unistd.h>
 
 /* A tiny assembler with symbolic jump targets, so the program reads top to bottom. */
-enum label { NEXT = -1, L_ALLOW, L_TRAP_IF_W, L_ENOSYS_IF_W, L_CLONE, L_MASK_ARG3, L_MASK_ARG4,
-             L_MASK_ARG5, L_CPU_CLOCK, L_FCNTL_OWNER, L_COUNT };
+enum label {
+    NEXT = -1,
+    L_ALLOW,
+    L_TRAP_IF_W,
+    L_ENOSYS_IF_W,
+    L_CLONE,
+    L_MASK_ARG3,
+    L_MASK_ARG4,
+    L_MASK_ARG5,
+    L_CPU_CLOCK,
+    L_FCNTL_OWNER,
+    L_COUNT
+};
 
 struct asm_ins {
     uint16_t code;
@@ -75,16 +86,14 @@ static void ip_in_w_block(struct bpf_asm *a, enum label l, uint32_t action)
 
 int confine_install_filter(int virtual_ids)
 {
-    static const int always[] = {SYS_mmap,         SYS_munmap,         SYS_mremap,
-                                 SYS_brk,          SYS_shmat,          SYS_shmdt,
-                                 SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_rt_sigsuspend,
-                                 SYS_fork,         SYS_exit_group,
-                                 /* the checkpoint signal is hidden from the program */
-                                 SYS_rt_sigpending, SYS_rt_sigtimedwait, SYS_signalfd,
-                                 SYS_signalfd4,     SYS_tgkill,          SYS_tkill,
-                                 SYS_kill,          SYS_rt_tgsigqueueinfo, SYS_rt_sigqueueinfo,
-                                 /* /proc/self/exe (confine_exe.c) */
-                                 SYS_readlink, SYS_readlinkat, SYS_execve, SYS_execveat};
+    static const int always[] = {
+        SYS_mmap, SYS_munmap, SYS_mremap, SYS_brk, SYS_shmat, SYS_shmdt, SYS_rt_sigaction,
+        SYS_rt_sigprocmask, SYS_rt_sigsuspend, SYS_fork, SYS_exit_group,
+        /* the checkpoint signal is hidden from the program */
+        SYS_rt_sigpending, SYS_rt_sigtimedwait, SYS_signalfd, SYS_signalfd4, SYS_tgkill, SYS_tkill,
+        SYS_kill, SYS_rt_tgsigqueueinfo, SYS_rt_sigqueueinfo,
+        /* /proc/self/exe (confine_exe.c) */
+        SYS_readlink, SYS_readlinkat, SYS_execve, SYS_execveat};
     struct bpf_asm a = {.n = 0};
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);
@@ -93,14 +102,33 @@ int confine_install_filter(int virtual_ids)
     for (unsigned i = 0; i < sizeof(always) / sizeof(always[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)always[i], L_TRAP_IF_W, NEXT);
     /* Calls that name a process or thread by id, or a CPU clock (whose id encodes one). */
-    static const int id_args[] = {
-        SYS_sched_setaffinity, SYS_sched_getaffinity, SYS_sched_setparam, SYS_sched_getparam,
-        SYS_sched_setscheduler, SYS_sched_getscheduler, SYS_sched_rr_get_interval,
-        SYS_sched_setattr, SYS_sched_getattr, SYS_getpriority, SYS_setpriority, SYS_prlimit64,
-        SYS_ioprio_get, SYS_ioprio_set, SYS_pidfd_open, SYS_process_vm_readv,
-        SYS_process_vm_writev, SYS_get_robust_list, SYS_getpgid, SYS_getsid, SYS_setpgid,
-        SYS_timer_create, SYS_clock_getres, SYS_clock_settime, SYS_clock_adjtime,
-        SYS_migrate_pages, SYS_move_pages};
+    static const int id_args[] = {SYS_sched_setaffinity,
+                                  SYS_sched_getaffinity,
+                                  SYS_sched_setparam,
+                                  SYS_sched_getparam,
+                                  SYS_sched_setscheduler,
+                                  SYS_sched_getscheduler,
+                                  SYS_sched_rr_get_interval,
+                                  SYS_sched_setattr,
+                                  SYS_sched_getattr,
+                                  SYS_getpriority,
+                                  SYS_setpriority,
+                                  SYS_prlimit64,
+                                  SYS_ioprio_get,
+                                  SYS_ioprio_set,
+                                  SYS_pidfd_open,
+                                  SYS_process_vm_readv,
+                                  SYS_process_vm_writev,
+                                  SYS_get_robust_list,
+                                  SYS_getpgid,
+                                  SYS_getsid,
+                                  SYS_setpgid,
+                                  SYS_timer_create,
+                                  SYS_clock_getres,
+                                  SYS_clock_settime,
+                                  SYS_clock_adjtime,
+                                  SYS_migrate_pages,
+                                  SYS_move_pages};
     for (unsigned i = 0; virtual_ids && i < sizeof(ids) / sizeof(ids[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)ids[i], L_TRAP_IF_W, NEXT);
     for (unsigned i = 0; virtual_ids && i < sizeof(id_args) / sizeof(id_args[0]); i++)

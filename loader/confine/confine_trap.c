@@ -46,8 +46,8 @@ static long sys_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd
 /* Put the PROT_NONE reservation back over [start,end): W never has holes. */
 static void rereserve(uint64_t start, uint64_t end)
 {
-    sys_mmap(start, end - start, PROT_NONE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    sys_mmap(start, end - start, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+             -1, 0);
 }
 
 static uint64_t mmap_alignment(uint64_t size, long flags)
@@ -644,7 +644,6 @@ static long emu_signalfd(long nr, long fd, const uint64_t *mask, long setsize, l
     return nr == SYS_signalfd4 ? raw_syscall4(nr, fd, &m, 8, flags) : raw_syscall3(nr, fd, &m, 8);
 }
 
-
 static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
 {
     struct crac_ctrl *c = crac_ctrl();
@@ -705,7 +704,7 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
     if (r == 0) {
         c->pid = (int32_t)raw_syscall0(SYS_getpid);
         c->lock = 0;
-        c->vpid = 0; /* a new process: its ids are the kernel's */
+        c->vpid = 0;         /* a new process: its ids are the kernel's */
         c->virt_pending = 0; /* a child starts with no pending signals */
         c->n_vids = 0;
         c->cpu_offset_ns = 0; /* its CPU time starts at 0 */
@@ -724,8 +723,9 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
 {
     const struct crac_ctrl *c = crac_ctrl();
     if (nr != SYS_getpid && nr != SYS_gettid && self_ckpt_target(c, nr, a1, a2, a3)) {
-        const siginfo_t *queued = nr == SYS_rt_sigqueueinfo ? (const siginfo_t *)a3
-                                : nr == SYS_rt_tgsigqueueinfo ? (const siginfo_t *)a4 : 0;
+        const siginfo_t *queued = nr == SYS_rt_sigqueueinfo     ? (const siginfo_t *)a3
+                                  : nr == SYS_rt_tgsigqueueinfo ? (const siginfo_t *)a4
+                                                                : 0;
         siginfo_t copy;
         if (queued && from_user(&copy, queued, sizeof(copy)) != 0)
             return -EFAULT;
@@ -735,7 +735,8 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
     case SYS_getpid: return vid_from_real(c, (int32_t)raw_syscall0(SYS_getpid));
     case SYS_gettid: return vid_from_real(c, (int32_t)raw_syscall0(SYS_gettid));
     case SYS_tgkill:
-        return raw_syscall3(SYS_tgkill, vid_to_real(c, (int32_t)a1), vid_to_real(c, (int32_t)a2), a3);
+        return raw_syscall3(SYS_tgkill, vid_to_real(c, (int32_t)a1), vid_to_real(c, (int32_t)a2),
+                            a3);
     case SYS_tkill: return raw_syscall2(SYS_tkill, vid_to_real(c, (int32_t)a1), a2);
     case SYS_kill:
         /* Only our own pid is translated: other pids (children, peers) are the kernel's. */
@@ -970,10 +971,10 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_brk: r = emu_brk(a1); break;
     case SYS_shmat: r = emu_shmat(a1, a2, a3); break;
     case SYS_shmdt: r = emu_shmdt(a1); break;
-    case SYS_rt_sigaction:
-        r = emu_rt_sigaction(a1, (const void *)a2, (void *)a3, a4);
+    case SYS_rt_sigaction: r = emu_rt_sigaction(a1, (const void *)a2, (void *)a3, a4); break;
+    case SYS_rt_sigprocmask:
+        r = emu_rt_sigprocmask(uc, a1, (const void *)a2, (void *)a3, a4);
         break;
-    case SYS_rt_sigprocmask: r = emu_rt_sigprocmask(uc, a1, (const void *)a2, (void *)a3, a4); break;
     case SYS_fork:
     case SYS_clone: r = emu_fork(uc, nr, a1, a2, a3, a4, a5); break;
     case SYS_exit_group: r = emu_exit_group(a1); break;
@@ -996,17 +997,36 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_signalfd4:
         r = emu_signalfd(nr, a1, (const void *)a2, a3, nr == SYS_signalfd4 ? a4 : 0);
         break;
-    case SYS_sched_setaffinity: case SYS_sched_getaffinity: case SYS_sched_setparam:
-    case SYS_sched_getparam: case SYS_sched_setscheduler: case SYS_sched_getscheduler:
-    case SYS_sched_rr_get_interval: case SYS_sched_setattr: case SYS_sched_getattr:
-    case SYS_getpriority: case SYS_setpriority: case SYS_prlimit64: case SYS_ioprio_get:
-    case SYS_ioprio_set: case SYS_pidfd_open: case SYS_process_vm_readv:
-    case SYS_process_vm_writev: case SYS_get_robust_list: case SYS_getpgid: case SYS_getsid:
-    case SYS_setpgid: case SYS_timer_create: case SYS_clock_gettime: case SYS_clock_getres:
-    case SYS_clock_nanosleep: case SYS_clock_settime: case SYS_clock_adjtime:
-    case SYS_migrate_pages: case SYS_move_pages: case SYS_fcntl:
-        r = emu_id_args(uc, nr, a1, a2, a3, a4, a5, a6);
-        break;
+    case SYS_sched_setaffinity:
+    case SYS_sched_getaffinity:
+    case SYS_sched_setparam:
+    case SYS_sched_getparam:
+    case SYS_sched_setscheduler:
+    case SYS_sched_getscheduler:
+    case SYS_sched_rr_get_interval:
+    case SYS_sched_setattr:
+    case SYS_sched_getattr:
+    case SYS_getpriority:
+    case SYS_setpriority:
+    case SYS_prlimit64:
+    case SYS_ioprio_get:
+    case SYS_ioprio_set:
+    case SYS_pidfd_open:
+    case SYS_process_vm_readv:
+    case SYS_process_vm_writev:
+    case SYS_get_robust_list:
+    case SYS_getpgid:
+    case SYS_getsid:
+    case SYS_setpgid:
+    case SYS_timer_create:
+    case SYS_clock_gettime:
+    case SYS_clock_getres:
+    case SYS_clock_nanosleep:
+    case SYS_clock_settime:
+    case SYS_clock_adjtime:
+    case SYS_migrate_pages:
+    case SYS_move_pages:
+    case SYS_fcntl: r = emu_id_args(uc, nr, a1, a2, a3, a4, a5, a6); break;
     case SYS_rt_sigsuspend:
     case SYS_ppoll:
     case SYS_pselect6:

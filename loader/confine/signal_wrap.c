@@ -19,7 +19,6 @@
 #include <sys/syscall.h>
 #include <ucontext.h>
 
-
 #define ARCH_SET_FS 0x1002
 
 /* The program's own actions, in a page at the top of W: it is upper memory, so a checkpoint saves
@@ -34,7 +33,6 @@ struct sigwrap_table {
 };
 
 _Static_assert(sizeof(struct sigwrap_table) <= CRAC_PAGE, "the table fits in one page");
-
 
 static struct sigwrap_table *table_get(void)
 {
@@ -111,8 +109,7 @@ static int is_function(uint64_t handler)
     return handler != (uint64_t)SIG_DFL && handler != (uint64_t)SIG_IGN;
 }
 
-long sigwrap_rt_sigaction(long sig, const struct crac_ksigaction *act,
-                          struct crac_ksigaction *oact)
+long sigwrap_rt_sigaction(long sig, const struct crac_ksigaction *act, struct crac_ksigaction *oact)
 {
     struct sigwrap_table *t = 0;
     struct crac_ksigaction wrapped, old;

@@ -219,7 +219,8 @@ int ctrl_init(int ckpt_sig)
     c->brk_cur = CRAC_BRK_START;
     c->brk_mapped = CRAC_BRK_START;
     c->ckpt_sig = ckpt_sig;
-    c->reserved_sigs = (1UL << (31 - 1)) | (1UL << (ckpt_sig - 1)) | (1UL << (CRAC_SIG_SUSPEND - 1));
+    c->reserved_sigs =
+        (1UL << (31 - 1)) | (1UL << (ckpt_sig - 1)) | (1UL << (CRAC_SIG_SUSPEND - 1));
     c->cap_used = (uint32_t)((CRAC_CTRL_SIZE - sizeof(*c)) / sizeof(struct crac_range));
     c->n_used = 0;
     /* The control block and the whole brk range are never handed out by first fit. */

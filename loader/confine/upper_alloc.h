@@ -48,9 +48,9 @@ struct crac_vmask {
 struct crac_ctrl {
     uint64_t magic;
     volatile int32_t lock;
-    int32_t pid;         /* pid of the process that owns this copy (fork children update it) */
-    uint64_t brk_cur;    /* the upper half's emulated program break */
-    uint64_t brk_mapped; /* end of the read-write part of the brk range */
+    int32_t pid;            /* pid of the process that owns this copy (fork children update it) */
+    uint64_t brk_cur;       /* the upper half's emulated program break */
+    uint64_t brk_mapped;    /* end of the read-write part of the brk range */
     uint64_t reserved_sigs; /* bit (sig-1) set: signals the program cannot take or block */
     int32_t ckpt_sig;
     uint32_t n_extras;
@@ -62,7 +62,7 @@ struct crac_ctrl {
      * delivered when it unblocks it (confine_trap.c). Bit (sig-1). */
     uint64_t virt_pending;
     struct crac_vmask vmask[CRAC_MAX_VMASK]; /* open addressing by real tid */
-    int32_t vpid;   /* the pid the program knows; 0 until a restart makes it differ */
+    int32_t vpid; /* the pid the program knows; 0 until a restart makes it differ */
     uint32_t n_vids;
     struct crac_vid vids[CRAC_MAX_VIDS]; /* thread ids that differ from the kernel's */
     int64_t cpu_offset_ns; /* added to the process CPU time the program reads: it goes on where */
@@ -74,10 +74,7 @@ struct crac_ctrl {
     struct crac_range used[]; /* sorted, disjoint, coalesced ranges of W in use */
 };
 
-static inline struct crac_ctrl *crac_ctrl(void)
-{
-    return (struct crac_ctrl *)0x200000000000UL;
-}
+static inline struct crac_ctrl *crac_ctrl(void) { return (struct crac_ctrl *)0x200000000000UL; }
 
 /* All of these expect the caller to hold ctrl->lock. */
 int ualloc_mark_used(struct crac_ctrl *c, uint64_t start, uint64_t end);

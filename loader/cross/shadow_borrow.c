@@ -29,7 +29,8 @@ uint64_t shadow_pool_borrow(void)
             } else
                 free_left++;
         }
-        if (free_left < 2 && born < SHADOW_POOL_MAX) { /* ask the manager to grow before we run dry */
+        if (free_left < 2 &&
+            born < SHADOW_POOL_MAX) { /* ask the manager to grow before we run dry */
             __atomic_add_fetch(&shadow_growth_wanted, 1, __ATOMIC_RELEASE);
             shadow_futex_wake_all(&shadow_growth_wanted);
         }

@@ -28,7 +28,7 @@ static uint32_t crc_table(uint32_t crc, const unsigned char *p, size_t len)
 }
 
 __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const unsigned char *p,
-                                                        size_t len)
+                                                         size_t len)
 {
     uint64_t c = crc;
     while (len >= 8) {

@@ -34,7 +34,8 @@ static void jraw(struct json *j, const char *fmt, ...)
     va_list ap;
     for (;;) {
         va_start(ap, fmt);
-        int n = vsnprintf(j->data ? j->data + j->len : NULL, j->data ? j->cap - j->len : 0, fmt, ap);
+        int n =
+            vsnprintf(j->data ? j->data + j->len : NULL, j->data ? j->cap - j->len : 0, fmt, ap);
         va_end(ap);
         if (n < 0)
             return;
@@ -56,8 +57,11 @@ static void jraw(struct json *j, const char *fmt, ...)
 /* Length of the well-formed UTF-8 sequence at s (1-4), or 0 when s does not start one. */
 static int utf8_len(const unsigned char *s)
 {
-    int n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-                        : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    int n = s[0] < 0x80                    ? 1
+            : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+            : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+            : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+                                           : 0;
     for (int i = 1; i < n; i++)
         if ((s[i] & 0xc0) != 0x80)
             return 0;
@@ -158,7 +162,7 @@ static int manifest_files(struct json *j, const char *dir, const char *sub, int 
          * ranges, not just its data): their digest skips the holes instead of hashing them as
          * zeros. Mostly computed already, beside the writer; hashed here if that thread could
          * not run. */
-        struct page_digest **beside = strcmp(rel, "upper.core") == 0   ? &digests->core
+        struct page_digest **beside = strcmp(rel, "upper.core") == 0        ? &digests->core
                                       : strcmp(rel, CRAC_DEVICE_IMAGE) == 0 ? &digests->device
                                                                             : NULL;
         int pages = beside != NULL;
@@ -200,8 +204,8 @@ static void manifest_device(struct json *j)
         jraw(j, "%s{\"address\": %llu, \"size\": %llu, \"kind\": \"%s\"}", i ? ", " : "",
              (unsigned long long)s->v[i].addr, (unsigned long long)s->v[i].size,
              s->v[i].kind == CRAC_DEV_MANAGED ? "managed" : "device");
-    jraw(j, "], \"streams\": %d, \"events\": %d, \"modules\": %d, \"pinned\": %d},\n",
-         s->streams, s->events, s->modules, s->pinned);
+    jraw(j, "], \"streams\": %d, \"events\": %d, \"modules\": %d, \"pinned\": %d},\n", s->streams,
+         s->events, s->modules, s->pinned);
 }
 
 static int write_manifest(const char *dir, int generation, uint32_t header_crc, uint64_t core_size,
@@ -325,16 +329,17 @@ static int write_restart_script(void)
                "# `crac restart`.\n"
                "dir=");
     sh_quote(f, ckpt_cfg.ckpt_dir);
-    fprintf(f, "\n"
-               "while [ $# -gt 0 ]; do\n"
-               "  case \"$1\" in\n"
-               "    --ckptdir) dir=\"$2\"; shift 2 ;;\n"
-               "    --ckptdir=*) dir=\"${1#--ckptdir=}\"; shift ;;\n"
-               "    --) shift; break ;;\n"
-               "    *) break ;;\n"
-               "  esac\n"
-               "done\n"
-               "exec %s restart \"$@\" \"$dir\"/",
+    fprintf(f,
+            "\n"
+            "while [ $# -gt 0 ]; do\n"
+            "  case \"$1\" in\n"
+            "    --ckptdir) dir=\"$2\"; shift 2 ;;\n"
+            "    --ckptdir=*) dir=\"${1#--ckptdir=}\"; shift ;;\n"
+            "    --) shift; break ;;\n"
+            "    *) break ;;\n"
+            "  esac\n"
+            "done\n"
+            "exec %s restart \"$@\" \"$dir\"/",
             ckpt_cfg.crac_cmd); /* crac_cmd is shell words already (crac_py/launch/runner.py) */
     sh_quote(f, proc);
     fputc('\n', f);
@@ -347,14 +352,14 @@ static int write_restart_script(void)
     return 0;
 }
 
-int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc,
-                      uint64_t core_size, int n_threads, struct image_digests digests)
+int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc, uint64_t core_size,
+                      int n_threads, struct image_digests digests)
 {
     char final[PATH_MAX + 32], link_tmp[PATH_MAX + 32], link[PATH_MAX + 32], name[32];
     if (write_manifest(tmp_dir, generation, header_crc, core_size, n_threads, digests) != 0 ||
         fsync_path(tmp_dir) != 0) {
-        fprintf(stderr, "crac: error: cannot write the manifest of generation %d: %s\n",
-                generation, strerror(errno));
+        fprintf(stderr, "crac: error: cannot write the manifest of generation %d: %s\n", generation,
+                strerror(errno));
         return -1;
     }
     snprintf(name, sizeof(name), "gen-%06d", generation);

@@ -69,8 +69,8 @@ static int pad(struct buf *b, size_t align)
 static int put_note(struct buf *b, const char *name, uint32_t type, const void *desc, size_t len)
 {
     Elf64_Nhdr h = {(Elf64_Word)(strlen(name) + 1), (Elf64_Word)len, type};
-    return put(b, &h, sizeof(h)) || put(b, name, h.n_namesz) || pad(b, 4) ||
-           put(b, desc, len) || pad(b, 4);
+    return put(b, &h, sizeof(h)) || put(b, name, h.n_namesz) || pad(b, 4) || put(b, desc, len) ||
+           pad(b, 4);
 }
 
 static int is_outside_w(uint64_t start) { return start < CRAC_W_START || start >= CRAC_W_END; }
@@ -110,10 +110,11 @@ static int used_and_present(int pagemap, unsigned long *start, unsigned long *en
         uint64_t e = c->used[k].end < *end ? c->used[k].end : *end;
         /* The emulated brk range beyond the break is reservation too: look at what is below
          * the break and what is above the brk range. */
-        uint64_t pieces[2][2] = {{s, e < c->brk_mapped || s >= CRAC_BRK_START + CRAC_BRK_MAX
-                                         ? e
-                                         : (s > c->brk_mapped ? s : c->brk_mapped)},
-                                 {s > CRAC_BRK_START + CRAC_BRK_MAX ? s : CRAC_BRK_START + CRAC_BRK_MAX, e}};
+        uint64_t pieces[2][2] = {
+            {s, e < c->brk_mapped || s >= CRAC_BRK_START + CRAC_BRK_MAX
+                    ? e
+                    : (s > c->brk_mapped ? s : c->brk_mapped)},
+            {s > CRAC_BRK_START + CRAC_BRK_MAX ? s : CRAC_BRK_START + CRAC_BRK_MAX, e}};
         for (int p = 0; p < 2; p++) {
             uint64_t ps = pieces[p][0], pe = pieces[p][1];
             if (ps >= pe || !any_present(pagemap, ps, pe))
@@ -259,7 +260,7 @@ static int collect_regions(struct region *rs, int max, int pagemap)
 
 struct writer {
     int core, mem, pagemap;
-    unsigned char *bounce; /* for regions we cannot read directly (PROT_NONE, write-only) */
+    unsigned char *bounce;      /* for regions we cannot read directly (PROT_NONE, write-only) */
     struct page_digest *digest; /* hashes behind us */
 };
 
@@ -360,7 +361,8 @@ static int write_region(struct writer *w, struct region *r)
     uint32_t crc = 0;
     int readable = (r->rec.prot & PROT_READ) != 0;
     for (uint64_t a = r->rec.start; a < r->rec.end; a += PAGEMAP_BATCH * PAGE) {
-        uint64_t n = (r->rec.end - a) / PAGE < PAGEMAP_BATCH ? (r->rec.end - a) / PAGE : PAGEMAP_BATCH;
+        uint64_t n =
+            (r->rec.end - a) / PAGE < PAGEMAP_BATCH ? (r->rec.end - a) / PAGE : PAGEMAP_BATCH;
         if (read_exact(w->pagemap, (unsigned char *)pm, n * 8, a / PAGE * 8) != 0)
             return region_failed(r, "its page map cannot be read");
         candidates(r, pm, n, want);
@@ -467,8 +469,13 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
     struct crac_process_rec pr = {CRAC_IMAGE_FORMAT,
                                   (uint32_t)vid_from_real(crac_ctrl(), getpid()),
                                   (uint64_t)ckpt_registry,
-                                  CRAC_W_START, CRAC_W_END, CRAC_D_START, CRAC_D_END, generation,
-                                  ckpt_cfg.ckpt_signal, (uint32_t)mask,
+                                  CRAC_W_START,
+                                  CRAC_W_END,
+                                  CRAC_D_START,
+                                  CRAC_D_END,
+                                  generation,
+                                  ckpt_cfg.ckpt_signal,
+                                  (uint32_t)mask,
                                   (uint32_t)((strlen(cwd) + 1 + 7) & ~7UL)};
     put(&pb, &pr, sizeof(pr));
     put(&pb, cwd, strlen(cwd) + 1);
@@ -505,8 +512,7 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
     /* The other kinds of state, in the table's order (loader/state/kinds.c). */
     for (int k = 0; k < n_state_kinds; k++)
         if (state_kinds[k].note &&
-            put_note(b, CRAC_NOTE_NAME, state_kinds[k].note, kind_notes[k].data,
-                     kind_notes[k].len))
+            put_note(b, CRAC_NOTE_NAME, state_kinds[k].note, kind_notes[k].data, kind_notes[k].len))
             return -1;
     return 0;
 }

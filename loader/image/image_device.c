@@ -77,8 +77,8 @@ static int save_allocation(int fd, struct crac_dev_record *rec, unsigned char *b
     uint32_t crc = 0;
     for (uint64_t off = 0; off < rec->size; off += CHUNK) {
         uint64_t n = rec->size - off < CHUNK ? rec->size - off : CHUNK;
-        const void *view = ckpt_backend->host_view ? ckpt_backend->host_view(rec->addr + off, n)
-                                                   : NULL;
+        const void *view =
+            ckpt_backend->host_view ? ckpt_backend->host_view(rec->addr + off, n) : NULL;
         const unsigned char *src = view;
         if (!src) {
             if (ckpt_backend->read(rec->addr + off, bounce, n) != 0)
@@ -116,8 +116,12 @@ const struct device_summary *device_image_summary(void) { return &summary; }
 static void summarise(const struct crac_registry *r, const struct crac_dev_ranges *rs, uint32_t n)
 {
     free(summary.v);
-    summary = (struct device_summary){0, calloc(n ? n : 1, sizeof(*summary.v)), r->dev_streams,
-                                      r->dev_events, r->dev_modules, r->dev_pinned};
+    summary = (struct device_summary){0,
+                                      calloc(n ? n : 1, sizeof(*summary.v)),
+                                      r->dev_streams,
+                                      r->dev_events,
+                                      r->dev_modules,
+                                      r->dev_pinned};
     for (uint32_t i = 0; summary.v && rs && i < rs->n; i++)
         if (rs->v[i].kind == CRAC_DEV_DEVICE || rs->v[i].kind == CRAC_DEV_MANAGED)
             summary.v[summary.n++] =
@@ -156,8 +160,8 @@ int device_image_write(const char *dir, const struct crac_registry *r, char *err
     for (uint32_t i = 0; i < rs->n; i++) {
         if (rs->v[i].kind != 1 && rs->v[i].kind != 2)
             continue;
-        recs[k++] = (struct crac_dev_record){rs->v[i].start, rs->v[i].size, offset,
-                                        (uint32_t)rs->v[i].kind, 0, 0};
+        recs[k++] = (struct crac_dev_record){
+            rs->v[i].start, rs->v[i].size, offset, (uint32_t)rs->v[i].kind, 0, 0};
         offset += (rs->v[i].size + PAGE - 1) & ~(PAGE - 1);
     }
     /* The layout is known: hash the data in file order behind us, the header last. */
@@ -245,7 +249,8 @@ int device_image_restore(const char *dir, char *err, size_t errlen)
     unsigned char *bounce = NULL;
     int rc = -1;
     if (fstat(fd, &st) != 0 || pread(fd, &h, sizeof(h), 0) != sizeof(h) ||
-        memcmp(h.magic, CRAC_DEV_MAGIC, 8) != 0 || h.version != CRAC_DEV_VERSION || h.n == 0 || h.n > (1u << 20) ||
+        memcmp(h.magic, CRAC_DEV_MAGIC, 8) != 0 || h.version != CRAC_DEV_VERSION || h.n == 0 ||
+        h.n > (1u << 20) ||
         h.data_start != ((sizeof(h) + h.n * sizeof(*recs) + PAGE - 1) & ~(PAGE - 1))) {
         snprintf(err, errlen, "image corrupted: %s is not a crac device image", path);
         goto out;
@@ -259,8 +264,9 @@ int device_image_restore(const char *dir, char *err, size_t errlen)
         goto out;
     }
     if (!ckpt_backend || !ckpt_backend->map || !ckpt_backend->write) {
-        snprintf(err, errlen, "this image holds device memory: restart it with a device backend "
-                              "(--device sim)");
+        snprintf(err, errlen,
+                 "this image holds device memory: restart it with a device backend "
+                 "(--device sim)");
         goto out;
     }
     for (uint32_t i = 0; i < h.n; i++) {
@@ -283,7 +289,8 @@ int device_image_restore(const char *dir, char *err, size_t errlen)
         uint64_t pages = 0;
         if (restore_allocation(fd, rec, bounce, &crc, &pages) != 0 || crc != rec->crc32c ||
             pages != rec->saved_pages) {
-            snprintf(err, errlen, "image corrupted: device memory at 0x%lx in %s fails its checksum",
+            snprintf(err, errlen,
+                     "image corrupted: device memory at 0x%lx in %s fails its checksum",
                      (unsigned long)rec->addr, path);
             goto out;
         }

@@ -18,8 +18,8 @@ struct page_digest {
     pthread_t thread;
     int fd;
     uint64_t header_end, file_size, n_chunks;
-    uint64_t final_below; /* atomic: written by the writer */
-    int state;            /* atomic: 0 writing, 1 written, -1 given up */
+    uint64_t final_below;   /* atomic: written by the writer */
+    int state;              /* atomic: 0 writing, 1 written, -1 given up */
     unsigned char *digests; /* n_chunks * 32 */
     unsigned char *buf;
 };
@@ -50,8 +50,7 @@ static void *digest_main(void *arg)
             return (void *)(intptr_t)-1;
         /* Start writing the chunk back now: the fsync of publish then finds most of the file
          * on disk already, instead of all of it to write after the pause. */
-        sync_file_range(d->fd, (off_t)(k * CHUNK_BYTES), (off_t)CHUNK_BYTES,
-                        SYNC_FILE_RANGE_WRITE);
+        sync_file_range(d->fd, (off_t)(k * CHUNK_BYTES), (off_t)CHUNK_BYTES, SYNC_FILE_RANGE_WRITE);
         k++;
     }
     while (__atomic_load_n(&d->state, __ATOMIC_ACQUIRE) == 0) {

@@ -30,8 +30,8 @@ static void *copy_desc(const unsigned char *p, size_t len)
     return d;
 }
 
-static int parse_notes(struct restart_image *img, const unsigned char *notes, size_t len,
-                       char *err, size_t errlen)
+static int parse_notes(struct restart_image *img, const unsigned char *notes, size_t len, char *err,
+                       size_t errlen)
 {
     size_t off = 0;
     while (off + sizeof(Elf64_Nhdr) <= len) {
@@ -50,8 +50,8 @@ static int parse_notes(struct restart_image *img, const unsigned char *notes, si
                 if (h.n_descsz < sizeof(img->proc))
                     break;
                 memcpy(&img->proc, desc, sizeof(img->proc));
-                snprintf(img->cwd, sizeof(img->cwd), "%.*s",
-                         (int)(h.n_descsz - sizeof(img->proc)), desc + sizeof(img->proc));
+                snprintf(img->cwd, sizeof(img->cwd), "%.*s", (int)(h.n_descsz - sizeof(img->proc)),
+                         desc + sizeof(img->proc));
                 break;
             case CRAC_NT_REGIONS:
                 img->regions = copy_desc(desc, h.n_descsz);
@@ -81,8 +81,7 @@ static int parse_notes(struct restart_image *img, const unsigned char *notes, si
     return 0;
 }
 
-int restart_open_image(const struct options *o, struct restart_image *img, char *err,
-                       size_t errlen)
+int restart_open_image(const struct options *o, struct restart_image *img, char *err, size_t errlen)
 {
     memset(img, 0, sizeof(*img));
     char path[PATH_MAX + 32];

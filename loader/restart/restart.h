@@ -34,8 +34,7 @@ __attribute__((noreturn)) void restart_run(const struct options *o, struct resta
 /* restart_memory.c */
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen);
 /* restart_threads.c */
-__attribute__((noreturn)) void restart_threads(struct crac_registry *r,
-                                               struct restart_image *img,
+__attribute__((noreturn)) void restart_threads(struct crac_registry *r, struct restart_image *img,
                                                const struct state_restore *st);
 
 #endif

@@ -148,7 +148,8 @@ static int map_one(int core, const struct crac_region_rec *r, const char *path,
     if (r->flags & CRAC_REGION_NORESERVE)
         flags |= MAP_NORESERVE;
     int prot = (int)r->prot | (r->core_offset ? PROT_READ | PROT_WRITE : 0);
-    void *m = mmap((void *)r->start, len, prot, flags | fixed, fd, fd >= 0 ? (off_t)r->file_offset : 0);
+    void *m =
+        mmap((void *)r->start, len, prot, flags | fixed, fd, fd >= 0 ? (off_t)r->file_offset : 0);
     if (fd >= 0)
         close(fd);
     if (m != (void *)r->start) {

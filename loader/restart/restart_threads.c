@@ -72,8 +72,8 @@ __attribute__((noreturn)) void restored_thread_resume(struct crac_thread_rec *re
 }
 
 /* clone(flags, stack, ptid, ctid, tls); the child calls restored_thread_resume(rec). */
-long crac_clone_restored(unsigned long flags, void *stack, int *ptid, int *ctid,
-                         unsigned long tls, struct crac_thread_rec *rec);
+long crac_clone_restored(unsigned long flags, void *stack, int *ptid, int *ctid, unsigned long tls,
+                         struct crac_thread_rec *rec);
 __asm__(".text\n"
         ".globl crac_clone_restored\n"
         ".type crac_clone_restored, @function\n"
@@ -99,7 +99,8 @@ static void *releaser(void *arg)
     (void)arg;
     lower_threads_register(gettid());
     struct crac_registry *r = registry;
-    for (int32_t parked; (parked = __atomic_load_n(&r->parked, __ATOMIC_ACQUIRE)) < expected_threads;) {
+    for (int32_t parked;
+         (parked = __atomic_load_n(&r->parked, __ATOMIC_ACQUIRE)) < expected_threads;) {
         struct timespec t = {0, 50 * 1000000L};
         raw_syscall6(SYS_futex, (long)&r->parked, 128, parked, (long)&t, 0, 0);
     }
@@ -186,8 +187,8 @@ void restart_threads(struct crac_registry *r, struct restart_image *img,
         }
         /* The child starts on its own stack, below the frame it parked in. */
         void *stack = (void *)(rec->park.rsp - 1024);
-        long tid = crac_clone_restored(flags | tid_flags, stack, tid_field, tid_field, rec->fsbase,
-                                       rec);
+        long tid =
+            crac_clone_restored(flags | tid_flags, stack, tid_field, tid_field, rec->fsbase, rec);
         if (tid < 0)
             die("cannot recreate thread %d: clone failed (%ld)", img->threads[i].tid, tid);
         tid_map_new[tid_map_n++] = (int32_t)tid;

@@ -17,7 +17,8 @@ static int chardev_recognise(int fd, const struct fd_entry *e, const struct stat
 static int chardev_reopen(const struct fd_restore *r, const struct fd_view *v)
 {
     const struct crac_fd_rec *rec = &v->rec;
-    int fd = open(v->path, (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
+    int fd =
+        open(v->path, (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
     if (fd < 0)
         fd = fd_proc_gone(v);
     if (fd < 0) {

@@ -96,8 +96,10 @@ static void pty_regroup(struct fd_entry *es, int n)
         pty_settings(e, is_master);
         int unread = 0;
         if (ioctl(e->rec.fd, FIONREAD, &unread) == 0 && unread > 0 && !warned++)
-            fprintf(stderr, "crac: warning: pseudo-terminal %s holds %d unread bytes; they are "
-                            "not saved (the pair is recreated empty at restart)\n", e->path, unread);
+            fprintf(stderr,
+                    "crac: warning: pseudo-terminal %s holds %d unread bytes; they are "
+                    "not saved (the pair is recreated empty at restart)\n",
+                    e->path, unread);
     }
 }
 
@@ -129,8 +131,10 @@ static int pty_reopen(const struct fd_restore *r, const struct fd_view *v)
     if (m < 0 || grantpt(m) != 0 || unlockpt(m) != 0 || ptsname_r(m, slave, sizeof(slave)) != 0) {
         /* No pseudo-terminals here (no /dev/pts): the program goes on, its pair reads as
          * /dev/null, rather than the restart failing. */
-        fprintf(stderr, "crac: warning: cannot make a new pseudo-terminal for %s (%s); its fds "
-                        "now read as /dev/null\n", v->path, strerror(errno));
+        fprintf(stderr,
+                "crac: warning: cannot make a new pseudo-terminal for %s (%s); its fds "
+                "now read as /dev/null\n",
+                v->path, strerror(errno));
         if (m >= 0)
             close(m);
         off = 0;
@@ -153,8 +157,10 @@ static int pty_reopen(const struct fd_restore *r, const struct fd_view *v)
         memcpy(&t, settings->termios, sizeof(t));
         memcpy(&w, settings->winsize, sizeof(w));
         if (tcsetattr(s, TCSANOW, &t) != 0 || ioctl(s, TIOCSWINSZ, &w) != 0)
-            fprintf(stderr, "crac: warning: the settings of pseudo-terminal %s cannot be "
-                            "restored: %s\n", v->path, strerror(errno));
+            fprintf(stderr,
+                    "crac: warning: the settings of pseudo-terminal %s cannot be "
+                    "restored: %s\n",
+                    v->path, strerror(errno));
     }
     if (s >= 0)
         close(s);

@@ -50,7 +50,8 @@ static int copy_contents(int fd, const char *dst)
 
 /* An unlinked file has no other copy; a written one up to SAVE_WRITTEN_FILES_MAX is kept so the
  * restart can recreate it if it is gone by then. */
-static int regular_save(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir)
+static int regular_save(struct fd_entry *e, const struct fd_entry *all, int n,
+                        const char *files_dir)
 {
     (void)all, (void)n;
     int acc = e->rec.open_flags & O_ACCMODE;
@@ -60,8 +61,8 @@ static int regular_save(struct fd_entry *e, const struct fd_entry *all, int n, c
     snprintf(name, sizeof(name), "fd-%d", e->rec.fd);
     fd_files_path(dst, sizeof(dst), files_dir, name);
     if (copy_contents(e->rec.fd, dst) != 0) {
-        fprintf(stderr, "crac: error: cannot save a copy of fd %d (%s): %s\n", e->rec.fd,
-                e->path, strerror(errno));
+        fprintf(stderr, "crac: error: cannot save a copy of fd %d (%s): %s\n", e->rec.fd, e->path,
+                strerror(errno));
         return -1;
     }
     e->rec.saved = 1;
@@ -116,7 +117,8 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
     char *err = r->err;
     size_t errlen = r->errlen;
     const struct crac_fd_rec *rec = &v->rec;
-    int flags = (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC)) | O_CLOEXEC;
+    int flags =
+        (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC)) | O_CLOEXEC;
     char saved[PATH_MAX + 64];
     snprintf(saved, sizeof(saved), "%s/files/fd-%d", gen_dir, rec->fd);
     int fd;

@@ -21,8 +21,8 @@
 /* Checkpoint: recognised in this order (the first that says yes); a pty pair is regrouped from
  * character devices afterwards. Restart: looked up by the record's kind. */
 static const struct fd_ops *const fd_kinds[] = {
-    &fd_stdio_ops,   &fd_mqueue_ops,  &fd_regular_ops,     &fd_dir_ops,       &fd_chardev_ops,
-    &fd_pipe_ops,    &fd_eventfd_ops, &fd_pty_master_ops, &fd_pty_slave_ops,
+    &fd_stdio_ops, &fd_mqueue_ops,  &fd_regular_ops,    &fd_dir_ops,       &fd_chardev_ops,
+    &fd_pipe_ops,  &fd_eventfd_ops, &fd_pty_master_ops, &fd_pty_slave_ops,
 };
 #define N_FD_KINDS (sizeof(fd_kinds) / sizeof(fd_kinds[0]))
 
@@ -117,7 +117,8 @@ static void proc_self_path(char *path, size_t size)
     n = under(path, own);
     if (n) {
         char virt[48];
-        snprintf(virt, sizeof(virt), "/proc/self/task/%d", (int)vid_from_real(crac_ctrl(), getpid()));
+        snprintf(virt, sizeof(virt), "/proc/self/task/%d",
+                 (int)vid_from_real(crac_ctrl(), getpid()));
         replace_head(path, size, n, virt);
     }
 }
@@ -304,7 +305,8 @@ int fd_install(int fd, const struct crac_fd_rec *rec)
         close(fd);
     }
     fcntl(rec->fd, F_SETFD, (rec->open_flags & O_CLOEXEC) ? FD_CLOEXEC : 0);
-    fcntl(rec->fd, F_SETFL, rec->open_flags & (O_APPEND | O_NONBLOCK | O_ASYNC | O_DIRECT | O_NOATIME));
+    fcntl(rec->fd, F_SETFL,
+          rec->open_flags & (O_APPEND | O_NONBLOCK | O_ASYNC | O_DIRECT | O_NOATIME));
     return 0;
 }
 
@@ -370,8 +372,10 @@ const struct fd_ops fd_stdio_ops = {
 static int unsupported_reopen(const struct fd_restore *r, const struct fd_view *v)
 {
     (void)r;
-    fprintf(stderr, "crac: warning: fd %d (%s) cannot be restored; it now reads as "
-                    "/dev/null\n", v->rec.fd, v->path);
+    fprintf(stderr,
+            "crac: warning: fd %d (%s) cannot be restored; it now reads as "
+            "/dev/null\n",
+            v->rec.fd, v->path);
     int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     return fd < 0 ? -1 : fd_install(fd, &v->rec);
 }
@@ -391,8 +395,8 @@ int fds_restore(const struct state_restore *r, const void *note, size_t len)
         if (ops_of(v.rec.kind)->reopen(&fr, &v) != 0) {
             /* A sub-kind that said why keeps its line; the others get this one. */
             if (!r->err[0])
-                snprintf(r->err, r->errlen, "fd %d (%s): cannot be restored: %s", v.rec.fd,
-                         v.path, strerror(errno));
+                snprintf(r->err, r->errlen, "fd %d (%s): cannot be restored: %s", v.rec.fd, v.path,
+                         strerror(errno));
             return -1;
         }
     }

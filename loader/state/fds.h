@@ -40,7 +40,7 @@ struct fd_restore {
 };
 
 struct fd_ops {
-    uint32_t kind;    /* CRAC_FD_* */
+    uint32_t kind; /* CRAC_FD_* */
     const char *name;
     /* Checkpoint: whether fd (its fstat in st, its path in e) is of this sub-kind. Tried in the
      * table's order (fds.c); NULL: never by itself (regroup decides). */
@@ -50,19 +50,19 @@ struct fd_ops {
     /* Checkpoint: keep what reopening cannot give back (a file under files_dir, e->rec.saved).
      * -1 fails the checkpoint (with a line on stderr). NULL: nothing to keep. */
     int (*save)(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir);
-    size_t extra;     /* bytes of its own record after the path (crac_image.h) */
+    size_t extra; /* bytes of its own record after the path (crac_image.h) */
     /* Restart: put a new fd at v->rec.fd. 0, or -1 (with r->err, or errno for the generic line). */
     int (*reopen)(const struct fd_restore *r, const struct fd_view *v);
 };
 
 extern const struct fd_ops fd_stdio_ops, fd_unsupported_ops;    /* fds.c */
-extern const struct fd_ops fd_regular_ops;                       /* fd_regular.c */
-extern const struct fd_ops fd_dir_ops;                           /* fd_dir.c */
-extern const struct fd_ops fd_chardev_ops;                       /* fd_chardev.c */
-extern const struct fd_ops fd_pipe_ops;                          /* fd_pipe.c */
-extern const struct fd_ops fd_eventfd_ops;                       /* fd_eventfd.c */
-extern const struct fd_ops fd_pty_master_ops, fd_pty_slave_ops;  /* fd_pty.c */
-extern const struct fd_ops fd_mqueue_ops;                        /* fd_mqueue.c */
+extern const struct fd_ops fd_regular_ops;                      /* fd_regular.c */
+extern const struct fd_ops fd_dir_ops;                          /* fd_dir.c */
+extern const struct fd_ops fd_chardev_ops;                      /* fd_chardev.c */
+extern const struct fd_ops fd_pipe_ops;                         /* fd_pipe.c */
+extern const struct fd_ops fd_eventfd_ops;                      /* fd_eventfd.c */
+extern const struct fd_ops fd_pty_master_ops, fd_pty_slave_ops; /* fd_pty.c */
+extern const struct fd_ops fd_mqueue_ops;                       /* fd_mqueue.c */
 
 /* Shared by the sub-kinds (fds.c). */
 /* DST = FILES_DIR/NAME, FILES_DIR made if missing. */

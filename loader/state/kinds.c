@@ -24,11 +24,9 @@ const struct state_kind state_kinds[] = {
      signals_capture, NULL, signals_restore},
     {"timers", CRAC_NT_TIMERS, sizeof(struct crac_timers_rec), 1, STATE_WITH_THREADS,
      timers_capture, NULL, timers_restore},
-    {"pending", CRAC_NT_PENDING, 0, 0, STATE_WITH_THREADS, pending_capture, NULL,
-     pending_restore},
+    {"pending", CRAC_NT_PENDING, 0, 0, STATE_WITH_THREADS, pending_capture, NULL, pending_restore},
     /* Last: it may lower limits the restore of the others needed. */
-    {"rlimits", CRAC_NT_RLIMITS, 0, 0, STATE_WITH_THREADS, rlimits_capture, NULL,
-     rlimits_restore},
+    {"rlimits", CRAC_NT_RLIMITS, 0, 0, STATE_WITH_THREADS, rlimits_capture, NULL, rlimits_restore},
 };
 const int n_state_kinds = (int)(sizeof(state_kinds) / sizeof(state_kinds[0]));
 _Static_assert(sizeof(state_kinds) / sizeof(state_kinds[0]) <= STATE_KINDS_MAX,

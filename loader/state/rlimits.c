@@ -26,8 +26,8 @@ int rlimits_capture(const struct state_capture *c, void **out, size_t *len)
 }
 
 static const char *const rlimit_names[CRAC_N_RLIMITS] = {
-    "CPU", "FSIZE", "DATA", "STACK", "CORE", "RSS", "NPROC", "NOFILE",
-    "MEMLOCK", "AS", "LOCKS", "SIGPENDING", "MSGQUEUE", "NICE", "RTPRIO", "RTTIME"};
+    "CPU",     "FSIZE", "DATA",  "STACK",      "CORE",     "RSS",  "NPROC",  "NOFILE",
+    "MEMLOCK", "AS",    "LOCKS", "SIGPENDING", "MSGQUEUE", "NICE", "RTPRIO", "RTTIME"};
 
 static void limit_str(char *buf, size_t n, uint64_t v)
 {

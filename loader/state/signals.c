@@ -13,10 +13,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 
-static int reserved(int sig)
-{
-    return (crac_ctrl()->reserved_sigs >> (sig - 1)) & 1;
-}
+static int reserved(int sig) { return (crac_ctrl()->reserved_sigs >> (sig - 1)) & 1; }
 
 int signals_capture(const struct state_capture *c, void **out, size_t *len)
 {

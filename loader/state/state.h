@@ -35,18 +35,18 @@ enum state_phase {
 /* What restore gets. */
 struct state_restore {
     struct restart_image *img;
-    const char *gen_dir;  /* the generation directory (its files/ holds what capture saved) */
-    int no_truncate;      /* --no-truncate */
-    tid_map_fn map_tid;   /* old tid -> new one; NULL in STATE_WITH_MEMORY and for hold */
-    char *err;            /* restore fails with a one-line reason here */
+    const char *gen_dir; /* the generation directory (its files/ holds what capture saved) */
+    int no_truncate;     /* --no-truncate */
+    tid_map_fn map_tid;  /* old tid -> new one; NULL in STATE_WITH_MEMORY and for hold */
+    char *err;           /* restore fails with a one-line reason here */
     size_t errlen;
 };
 
 struct state_kind {
     const char *name;
-    uint32_t note;         /* CRAC_NT_*; 0: the kind keeps its state in upper memory itself */
-    size_t min_len;        /* a shorter note is ignored (as if absent) */
-    int required;          /* an image without the note is refused */
+    uint32_t note;  /* CRAC_NT_*; 0: the kind keeps its state in upper memory itself */
+    size_t min_len; /* a shorter note is ignored (as if absent) */
+    int required;   /* an image without the note is refused */
     enum state_phase phase;
     /* Checkpoint, every thread parked: the note's bytes into *blob (malloc'd), or none. 0 / -1. */
     int (*capture)(const struct state_capture *c, void **blob, size_t *len);
@@ -71,18 +71,18 @@ int state_hold_all(const struct state_restore *r);
 int state_restore_phase(enum state_phase phase, const struct state_restore *r);
 
 /* The kinds, one file each. */
-int cputime_capture(const struct state_capture *c, void **blob, size_t *len);    /* cputime.c */
+int cputime_capture(const struct state_capture *c, void **blob, size_t *len); /* cputime.c */
 int cputime_restore(const struct state_restore *r, const void *note, size_t len);
-int fds_capture(const struct state_capture *c, void **blob, size_t *len);        /* fds.c */
+int fds_capture(const struct state_capture *c, void **blob, size_t *len); /* fds.c */
 int fds_hold(const struct state_restore *r, const void *note, size_t len);
 int fds_restore(const struct state_restore *r, const void *note, size_t len);
-int signals_capture(const struct state_capture *c, void **blob, size_t *len);    /* signals.c */
+int signals_capture(const struct state_capture *c, void **blob, size_t *len); /* signals.c */
 int signals_restore(const struct state_restore *r, const void *note, size_t len);
-int timers_capture(const struct state_capture *c, void **blob, size_t *len);     /* timers.c */
+int timers_capture(const struct state_capture *c, void **blob, size_t *len); /* timers.c */
 int timers_restore(const struct state_restore *r, const void *note, size_t len);
-int pending_capture(const struct state_capture *c, void **blob, size_t *len);    /* pending.c */
+int pending_capture(const struct state_capture *c, void **blob, size_t *len); /* pending.c */
 int pending_restore(const struct state_restore *r, const void *note, size_t len);
-int rlimits_capture(const struct state_capture *c, void **blob, size_t *len);    /* rlimits.c */
+int rlimits_capture(const struct state_capture *c, void **blob, size_t *len); /* rlimits.c */
 int rlimits_restore(const struct state_restore *r, const void *note, size_t len);
 
 #endif

@@ -48,9 +48,9 @@ static int parse_timers(struct crac_posix_timer_rec *out, int max)
             out[n].signo = v;
             out[n].sigval = ptr;
         } else if (n >= 0 && sscanf(line, "notify: %31[a-z]/%15[a-z].%d", how, who, &v) == 3) {
-            out[n].notify = strcmp(how, "none") == 0     ? SIGEV_NONE
-                            : strcmp(who, "tid") == 0    ? SIGEV_THREAD_ID
-                                                         : SIGEV_SIGNAL;
+            out[n].notify = strcmp(how, "none") == 0  ? SIGEV_NONE
+                            : strcmp(who, "tid") == 0 ? SIGEV_THREAD_ID
+                                                      : SIGEV_SIGNAL;
             out[n].notify_tid = vid_from_real(crac_ctrl(), v); /* the id the program knows */
         } else if (n >= 0 && sscanf(line, "ClockID: %d", &v) == 1) {
             /* A CPU clock names the kernel's id: keep the one the program knows. */
@@ -66,7 +66,8 @@ static int parse_timers(struct crac_posix_timer_rec *out, int max)
 int timers_capture(const struct state_capture *c, void **out, size_t *len)
 {
     (void)c;
-    size_t size = sizeof(struct crac_timers_rec) + MAX_POSIX_TIMERS * sizeof(struct crac_posix_timer_rec);
+    size_t size =
+        sizeof(struct crac_timers_rec) + MAX_POSIX_TIMERS * sizeof(struct crac_posix_timer_rec);
     struct crac_timers_rec *t = calloc(1, size);
     if (!t)
         return -1;
@@ -107,7 +108,8 @@ int timers_restore(const struct state_restore *r, const void *note, size_t len)
     if (!t->n_posix)
         return 0;
     /* Timer ids are what the program holds: ask the kernel to hand out the recorded ones. */
-    int restore_ids = prctl(PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_ON, 0, 0, 0) == 0;
+    int restore_ids =
+        prctl(PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_ON, 0, 0, 0) == 0;
     const struct crac_posix_timer_rec *p = (const void *)(t + 1);
     for (uint32_t i = 0; i < t->n_posix; i++) {
         struct sigevent ev;
@@ -124,7 +126,8 @@ int timers_restore(const struct state_restore *r, const void *note, size_t len)
         long made = raw_syscall3(SYS_timer_create, clk, &ev, &id);
         if (made != 0 || id != p[i].id) {
             snprintf(r->err, r->errlen, "cannot recreate POSIX timer %d (%s)", p[i].id,
-                     restore_ids ? "the kernel refused it" : "kernel lacks PR_TIMER_CREATE_RESTORE_IDS");
+                     restore_ids ? "the kernel refused it"
+                                 : "kernel lacks PR_TIMER_CREATE_RESTORE_IDS");
             return -1;
         }
         struct itimerspec spec = {ns_ts(p[i].interval_ns), ns_ts(p[i].value_ns)};

@@ -94,7 +94,8 @@ int main(int argc, char **argv)
     }
     cancel_join(steps + 1, longlived);
     if (atomic_load(&cleanups) != steps + 1)
-        fail("at the end: %d cleanup handlers ran, expected %ld", atomic_load(&cleanups), steps + 1);
+        fail("at the end: %d cleanup handlers ran, expected %ld", atomic_load(&cleanups),
+             steps + 1);
     printf("DONE cancelled=%d\n", atomic_load(&cleanups));
     return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -99,8 +99,8 @@ int main(int argc, char **argv)
         int64_t th[3] = {read_clock(k, "main thread clock", tc),
                          read_clock(k, "CLOCK_THREAD_CPUTIME_ID", CLOCK_THREAD_CPUTIME_ID),
                          read_clock(k, "worker thread clock", wc)};
-        static const char *const th_name[3] = {"the main thread's clock",
-                                               "CLOCK_THREAD_CPUTIME_ID", "the worker's clock"};
+        static const char *const th_name[3] = {"the main thread's clock", "CLOCK_THREAD_CPUTIME_ID",
+                                               "the worker's clock"};
         for (int i = 0; i < 3; i++) {
             if (th[i] < last_thread[i])
                 fail("step %ld: %s went back from %lld to %lld ns", k, th_name[i],

@@ -144,11 +144,13 @@ int main(int argc, char **argv)
                mmap(NULL, 0, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED ? -1 : 0,
                EINVAL);
         errno = 0;
-        expect(k, "mmap(fd 9999)", mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, 9999, 0) == MAP_FAILED ? -1 : 0,
-               EBADF);
+        expect(k, "mmap(fd 9999)",
+               mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, 9999, 0) == MAP_FAILED ? -1 : 0, EBADF);
         errno = 0;
         expect(k, "mmap(1 << 47)",
-               mmap(NULL, 1UL << 47, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED ? -1 : 0,
+               mmap(NULL, 1UL << 47, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED
+                   ? -1
+                   : 0,
                ENOMEM);
         errno = 0;
         expect(k, "munmap(unaligned)", munmap((void *)0x10001, 4096), EINVAL);

@@ -25,10 +25,10 @@
 static size_t PG;
 
 struct slot {
-    uint64_t *p;   /* NULL: empty */
+    uint64_t *p; /* NULL: empty */
     size_t pages;
-    uint32_t id;   /* changes on every fresh mapping */
-    uint32_t ver;  /* changes on every rewrite */
+    uint32_t id;  /* changes on every fresh mapping */
+    uint32_t ver; /* changes on every rewrite */
     int readonly;
 };
 static struct slot slot[SLOTS];
@@ -46,7 +46,8 @@ static uint64_t rnd(void)
 /* The value of 64-bit word w of page pg of a region: depends on id, version, page and word. */
 static uint64_t word(const struct slot *s, size_t pg, size_t w)
 {
-    return ((uint64_t)s->id << 40) ^ ((uint64_t)s->ver << 24) ^ (pg << 10) ^ w ^ 0x5a5a000000000000ULL;
+    return ((uint64_t)s->id << 40) ^ ((uint64_t)s->ver << 24) ^ (pg << 10) ^ w ^
+           0x5a5a000000000000ULL;
 }
 
 static void fill(struct slot *s, size_t from_page)
@@ -64,9 +65,9 @@ static void verify(const struct slot *s, int i, long k, const char *when)
         for (size_t w = 0; w < wpp; w++)
             if (s->p[pg * wpp + w] != word(s, pg, w))
                 fail("step %ld (%s): slot %d (id %u, %zu pages at %p) page %zu word %zu is %#llx, "
-                     "expected %#llx", k, when, i, s->id, s->pages, (void *)s->p, pg, w,
-                     (unsigned long long)s->p[pg * wpp + w],
-                     (unsigned long long)word(s, pg, w));
+                     "expected %#llx",
+                     k, when, i, s->id, s->pages, (void *)s->p, pg, w,
+                     (unsigned long long)s->p[pg * wpp + w], (unsigned long long)word(s, pg, w));
 }
 
 static void make_writable(struct slot *s)
@@ -84,7 +85,8 @@ static void op(int i, long k)
     unsigned kind = (unsigned)(rnd() % 7);
     if (!s->p) {
         size_t pages = 1 + rnd() % (MAXPAGES / 2);
-        void *p = mmap(NULL, pages * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *p =
+            mmap(NULL, pages * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             fail("step %ld: mmap %zu pages: %s", k, pages, strerror(errno));
         s->p = p;
@@ -218,8 +220,8 @@ int main(int argc, char **argv)
             fail("read %s: %s", path, strerror(errno));
         for (size_t w = 0; w < wpp; w++)
             if (page[w] != shared_word(s, w))
-                fail("%s page %zu word %zu is %#llx, expected %#llx (written at step %ld)", path, pg,
-                     w, (unsigned long long)page[w], (unsigned long long)shared_word(s, w), s);
+                fail("%s page %zu word %zu is %#llx, expected %#llx (written at step %ld)", path,
+                     pg, w, (unsigned long long)page[w], (unsigned long long)shared_word(s, w), s);
     }
     close(fd);
     free(page);

@@ -26,8 +26,8 @@ int main(int argc, char **argv)
     long gib = arg(argc, argv, 1, 64, 1, 1024);
     long steps = arg(argc, argv, 2, 60, 1, 100000);
     size_t len = (size_t)gib << 30, pages = len / PAGE;
-    unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    unsigned char *m =
+        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
         fail("mmap of %ld GiB (MAP_NORESERVE): %s", gib, strerror(errno));
     uint64_t sum = 0;
@@ -44,13 +44,15 @@ int main(int argc, char **argv)
             uint64_t want_first = 0, want_last = 0;
             for (long i = 1; i <= k; i++)
                 if (page_of(i, pages) == page_of(j, pages)) {
-                    want_first = want_first ? want_first ^ mix((uint64_t)i + 1) : mix((uint64_t)i + 1);
+                    want_first =
+                        want_first ? want_first ^ mix((uint64_t)i + 1) : mix((uint64_t)i + 1);
                     want_last += (uint64_t)i;
                 }
             if (q[0] != want_first || q[PAGE / 8 - 1] != want_last)
                 fail("step %ld: page %zu holds %016llx/%llu, expected %016llx/%llu", k,
-                     page_of(j, pages), (unsigned long long)q[0], (unsigned long long)q[PAGE / 8 - 1],
-                     (unsigned long long)want_first, (unsigned long long)want_last);
+                     page_of(j, pages), (unsigned long long)q[0],
+                     (unsigned long long)q[PAGE / 8 - 1], (unsigned long long)want_first,
+                     (unsigned long long)want_last);
         }
         /* An untouched page in the middle still reads as zero. */
         if (m[len / 2 + PAGE / 2] != 0 && page_of(k, pages) != len / 2 / PAGE)

@@ -78,7 +78,8 @@ static void *sleeper(void *arg)
 static void check_no_child(long k)
 {
     if (sigchld_count != 0)
-        fail("step %ld: %d SIGCHLD arrived, but this program has no children", k, (int)sigchld_count);
+        fail("step %ld: %d SIGCHLD arrived, but this program has no children", k,
+             (int)sigchld_count);
     int st;
     pid_t w = waitpid(-1, &st, WNOHANG);
     if (w != -1 || errno != ECHILD)
@@ -113,7 +114,8 @@ int main(int argc, char **argv)
     if (pipe(pipefd) != 0)
         fail("pipe: %s", strerror(errno));
     pthread_t tp, ts;
-    if (pthread_create(&tp, NULL, poller, NULL) != 0 || pthread_create(&ts, NULL, sleeper, NULL) != 0)
+    if (pthread_create(&tp, NULL, poller, NULL) != 0 ||
+        pthread_create(&ts, NULL, sleeper, NULL) != 0)
         fail("pthread_create");
 
     for (long k = 1; k <= steps; k++) {

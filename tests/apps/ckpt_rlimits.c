@@ -90,10 +90,9 @@ int main(int argc, char **argv)
             if (getrlimit(lims[i].res, &r) != 0)
                 fail("step %ld: getrlimit(RLIMIT_%s): %s", k, lims[i].name, strerror(errno));
             if (r.rlim_cur != lims[i].soft || r.rlim_max != lims[i].hard)
-                fail("step %ld: RLIMIT_%s is %llu/%llu, the program set %llu/%llu", k,
-                     lims[i].name, (unsigned long long)r.rlim_cur,
-                     (unsigned long long)r.rlim_max, (unsigned long long)lims[i].soft,
-                     (unsigned long long)lims[i].hard);
+                fail("step %ld: RLIMIT_%s is %llu/%llu, the program set %llu/%llu", k, lims[i].name,
+                     (unsigned long long)r.rlim_cur, (unsigned long long)r.rlim_max,
+                     (unsigned long long)lims[i].soft, (unsigned long long)lims[i].hard);
         }
         step_line(k);
         struct timespec req = {0, 20 * 1000000L};

@@ -28,7 +28,8 @@ static void on_usr1(int sig, siginfo_t *si, void *uc)
     uintptr_t a = (uintptr_t)&here, lo = (uintptr_t)altstack_mem;
     if (a >= lo && a < lo + sizeof altstack_mem)
         usr1_on_altstack++;
-    if (sig != SIGUSR1 || si->si_signo != SIGUSR1 || si->si_code != SI_TKILL || si->si_pid != getpid())
+    if (sig != SIGUSR1 || si->si_signo != SIGUSR1 || si->si_code != SI_TKILL ||
+        si->si_pid != getpid())
         usr1_bad_info++;
     usr1_count++;
 }
@@ -175,7 +176,8 @@ static void check_state(long k, const char *when)
             fail("step %ld (%s): flags of signal %d changed: %#x, were %#x", k, when, sigs[i],
                  (unsigned)cur.sa_flags, (unsigned)snap[i].sa_flags);
         if (!same_set(&cur.sa_mask, &snap[i].sa_mask, &which))
-            fail("step %ld (%s): sa_mask of signal %d changed at signal %d", k, when, sigs[i], which);
+            fail("step %ld (%s): sa_mask of signal %d changed at signal %d", k, when, sigs[i],
+                 which);
     }
     sigset_t cur;
     sigemptyset(&cur);
@@ -200,8 +202,8 @@ static void check_state(long k, const char *when)
         fail("step %ld (%s): the alternate signal stack changed: sp=%p size=%zu flags=%d", k, when,
              ss.ss_sp, ss.ss_size, ss.ss_flags);
     if (usr2_count != 0 || hup_count != 0)
-        fail("step %ld (%s): the SIGUSR2/SIGHUP handler ran (%d/%d times)", k, when, (int)usr2_count,
-             (int)hup_count);
+        fail("step %ld (%s): the SIGUSR2/SIGHUP handler ran (%d/%d times)", k, when,
+             (int)usr2_count, (int)hup_count);
 }
 
 static int is_pending(int sig)

@@ -32,8 +32,8 @@ static void expect(long k, const char *what, long want_count, int want_code)
     if (bad_signo)
         fail("step %ld (%s): the handler got another signal number", k, what);
     if (count != want_count)
-        fail("step %ld (%s): the SIGUSR2 handler ran %ld times, expected %ld", k, what,
-             (long)count, want_count);
+        fail("step %ld (%s): the SIGUSR2 handler ran %ld times, expected %ld", k, what, (long)count,
+             want_count);
     if (want_code != 1 && (last_code != want_code || last_pid != getpid()))
         fail("step %ld (%s): si_code %d si_pid %d, expected %d and %d", k, what, (int)last_code,
              (int)last_pid, want_code, (int)getpid());

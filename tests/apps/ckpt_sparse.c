@@ -25,10 +25,7 @@ static size_t dirty_chunks;
 static uint32_t chunk_ver[4096];
 
 /* Pattern page i sits at i * STRIDE + i pages (so they are not all at the same alignment). */
-static uint64_t *pat_page(size_t i)
-{
-    return (uint64_t *)(region + i * STRIDE + i * PG);
-}
+static uint64_t *pat_page(size_t i) { return (uint64_t *)(region + i * STRIDE + i * PG); }
 
 static int is_pat_page(size_t pg)
 {
@@ -68,8 +65,8 @@ static void check_hole(size_t pg, const char *when)
     const uint64_t *p = (const uint64_t *)(region + pg * PG);
     for (size_t w = 0; w < PG / 8; w++)
         if (p[w] != 0)
-            fail("%s: hole page %zu (offset %#zx) word %zu is %#llx, not zero", when, pg, pg * PG, w,
-                 (unsigned long long)p[w]);
+            fail("%s: hole page %zu (offset %#zx) word %zu is %#llx, not zero", when, pg, pg * PG,
+                 w, (unsigned long long)p[w]);
 }
 
 static void write_chunk(size_t c)
@@ -122,8 +119,8 @@ int main(int argc, char **argv)
         write_pat(i);
     dirty_chunks = (size_t)dirty_mib;
     if (dirty_chunks) {
-        dirty = mmap(NULL, dirty_chunks * CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+        dirty = mmap(NULL, dirty_chunks * CHUNK, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (dirty == MAP_FAILED)
             fail("mmap %ld MiB: %s", dirty_mib, strerror(errno));
         for (size_t c = 0; c < dirty_chunks; c++)

@@ -149,8 +149,8 @@ int main(int argc, char **argv)
         if (fcntl(pipe_fds[0], F_SETOWN, pid) != 0)
             fail("step %ld: fcntl(F_SETOWN, getpid() %d): %s", k, pid, strerror(errno));
         if (fcntl(pipe_fds[0], F_GETOWN) != pid)
-            fail("step %ld: fcntl(F_GETOWN) = %d, not getpid() %d", k,
-                 fcntl(pipe_fds[0], F_GETOWN), pid);
+            fail("step %ld: fcntl(F_GETOWN) = %d, not getpid() %d", k, fcntl(pipe_fds[0], F_GETOWN),
+                 pid);
         struct f_owner_ex owner = {F_OWNER_TID, wtid};
         if (fcntl(pipe_fds[0], F_SETOWN_EX, &owner) != 0)
             fail("step %ld: fcntl(F_SETOWN_EX, worker %d): %s", k, wtid, strerror(errno));

@@ -21,8 +21,8 @@
 static pthread_t worker_handle;       /* as pthread_create returned it */
 static pthread_t worker_self_initial; /* pthread_self() inside the worker, first thing */
 static atomic_int worker_started, worker_stop, worker_bad;
-static atomic_int worker_tid;         /* the worker's gettid(), republished every iteration */
-static atomic_long worker_checked;    /* handler runs the worker has verified */
+static atomic_int worker_tid;      /* the worker's gettid(), republished every iteration */
+static atomic_long worker_checked; /* handler runs the worker has verified */
 static volatile sig_atomic_t handled;
 static volatile pid_t handler_tid, handler_pid;
 static volatile int handler_on_worker;
@@ -172,7 +172,8 @@ int main(int argc, char **argv)
     if (rc != 0)
         fail("pthread_join of the worker: %s", strerror(rc));
     if ((intptr_t)ret != JOIN_MAGIC + steps)
-        fail("the worker returned %ld, expected %ld", (long)(intptr_t)ret, (long)JOIN_MAGIC + steps);
+        fail("the worker returned %ld, expected %ld", (long)(intptr_t)ret,
+             (long)JOIN_MAGIC + steps);
     rc = pthread_mutex_unlock(&m);
     if (rc != 0)
         fail("unlocking the error-checking mutex held since the start: %s", strerror(rc));

@@ -117,8 +117,8 @@ int main(int argc, char **argv)
                 fail("step %ld: the POSIX timer never fired", k);
         }
         if (posix_fired != k || virt_fired != k || posix_bad)
-            fail("step %ld: POSIX timer fired %d times, ITIMER_VIRTUAL %d times (bad siginfo %d)", k,
-                 (int)posix_fired, (int)virt_fired, (int)posix_bad);
+            fail("step %ld: POSIX timer fired %d times, ITIMER_VIRTUAL %d times (bad siginfo %d)",
+                 k, (int)posix_fired, (int)virt_fired, (int)posix_bad);
         double dt = posix_fire_t - t_arm;
         if (dt < POSIX_MS / 1000.0 - 1e-4)
             fail("step %ld: the POSIX timer fired early, after %.6f s", k, dt);
@@ -159,8 +159,8 @@ int main(int argc, char **argv)
         fail("another alarm is pending");
     sleep_ms(3 * POSIX_MS);
     if (posix_fired != steps || virt_fired != steps || alarm_fired != 1)
-        fail("at the end: POSIX timer fired %d times, ITIMER_VIRTUAL %d, alarm %d", (int)posix_fired,
-             (int)virt_fired, (int)alarm_fired);
+        fail("at the end: POSIX timer fired %d times, ITIMER_VIRTUAL %d, alarm %d",
+             (int)posix_fired, (int)virt_fired, (int)alarm_fired);
     if (timer_delete(timer) != 0)
         fail("timer_delete: %s", strerror(errno));
     printf("DONE posix=%d virtual=%d alarm=%d\n", (int)posix_fired, (int)virt_fired,

@@ -27,10 +27,7 @@ static cross_fn cross;
 static libc_fn lower_libc;
 static __thread unsigned long canary = 0xc0ffee0ddba11UL;
 
-static int in_w(uintptr_t a)
-{
-    return a >= W_START && a < W_END;
-}
+static int in_w(uintptr_t a) { return a >= W_START && a < W_END; }
 
 static uintptr_t thread_pointer(void)
 {
@@ -39,11 +36,11 @@ static uintptr_t thread_pointer(void)
     return tp;
 }
 
-#define FAIL(...)                                                                      \
-    do {                                                                               \
-        fprintf(stderr, "crossing: " __VA_ARGS__);                                     \
-        fputc('\n', stderr);                                                           \
-        exit(1);                                                                       \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "crossing: " __VA_ARGS__);                                                 \
+        fputc('\n', stderr);                                                                       \
+        exit(1);                                                                                   \
     } while (0)
 
 /* One checked crossing from the calling thread; returns the lower TLS address it reported. */
@@ -65,8 +62,8 @@ static uintptr_t checked_cross(unsigned long value, const char *who)
     if (a == 0)
         FAIL("%s: crossing returned NULL", who);
     if (*(volatile unsigned long *)a != value)
-        FAIL("%s: lower TLS variable holds 0x%lx, expected 0x%lx", who, *(volatile unsigned long *)a,
-             value);
+        FAIL("%s: lower TLS variable holds 0x%lx, expected 0x%lx", who,
+             *(volatile unsigned long *)a, value);
     return a;
 }
 
@@ -153,7 +150,10 @@ static unsigned char snap0[SNAP_MAX], snap1[SNAP_MAX], snap2[SNAP_MAX];
 static void raw_write(const char *s, size_t n)
 {
     long ret;
-    __asm__ volatile("syscall" : "=a"(ret) : "a"(1L), "D"(1L), "S"(s), "d"(n) : "rcx", "r11", "memory");
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(1L), "D"(1L), "S"(s), "d"(n)
+                     : "rcx", "r11", "memory");
     (void)ret;
 }
 
@@ -188,7 +188,9 @@ static uintptr_t readable_below(uintptr_t tp)
         FAIL("cannot open /proc/self/maps");
     uintptr_t lo = tp;
     char line[4096];
-    struct { uintptr_t a, b; } r[4096];
+    struct {
+        uintptr_t a, b;
+    } r[4096];
     int n = 0;
     while (n < 4096 && fgets(line, sizeof line, f)) {
         unsigned long a, b;

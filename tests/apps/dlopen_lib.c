@@ -7,16 +7,10 @@ static __thread long lib_tls = 5;
 static int ctor_ran;
 int dlopen_lib_data = 1234;
 
-__attribute__((constructor)) static void lib_ctor(void)
-{
-    ctor_ran = 1;
-}
+__attribute__((constructor)) static void lib_ctor(void) { ctor_ran = 1; }
 
 /* Address of this library's TLS variable in the calling thread (maps_check checks where it lies). */
-void *dlopen_lib_tls_addr(void)
-{
-    return &lib_tls;
-}
+void *dlopen_lib_tls_addr(void) { return &lib_tls; }
 
 /* Returns a deterministic value that depends on x, the constructor, TLS and a heap allocation. */
 long dlopen_lib_compute(long x)

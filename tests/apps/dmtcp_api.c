@@ -88,20 +88,26 @@ int dmtcp_must_overwrite_file(const char *) W;
 int dmtcp_overwrite_ckptfile_on_restart(const char *) W;
 int dmtcp_send_key_val_pair_to_coordinator(const char *, const void *, uint32_t, const void *,
                                            uint32_t) W;
-int dmtcp_send_key_val_pair_to_coordinator_sync(const char *, const void *, uint32_t,
-                                                const void *, uint32_t) W;
+int dmtcp_send_key_val_pair_to_coordinator_sync(const char *, const void *, uint32_t, const void *,
+                                                uint32_t) W;
 int dmtcp_send_query_to_coordinator(const char *, const void *, uint32_t, void *, uint32_t *) W;
 void dmtcp_add_to_ckpt_header(const char *, const char *) W;
 void *dmtcp_dlsym(void *, const char *) W;
 void *dmtcp_dlvsym(void *, char *, const char *) W;
 void *dmtcp_dlsym_lib(const char *, const char *) W;
 uint64_t dmtcp_dlsym_lib_fnc_offset(const char *, const char *) W;
-typedef struct { uint32_t futex, owner, count; int type; } DmtcpMutex;
+typedef struct {
+    uint32_t futex, owner, count;
+    int type;
+} DmtcpMutex;
 void DmtcpMutexInit(DmtcpMutex *, int) W;
 int DmtcpMutexLock(DmtcpMutex *) W;
 int DmtcpMutexTryLock(DmtcpMutex *) W;
 int DmtcpMutexUnlock(DmtcpMutex *) W;
-typedef struct { int32_t status, writer_tid; uint32_t readers, writers; } DmtcpRWLock;
+typedef struct {
+    int32_t status, writer_tid;
+    uint32_t readers, writers;
+} DmtcpRWLock;
 void DmtcpRWLockInit(DmtcpRWLock *) W;
 int DmtcpRWLockRdLock(DmtcpRWLock *) W;
 int DmtcpRWLockRdLockIgnoreQueuedWriter(DmtcpRWLock *) W;
@@ -256,8 +262,7 @@ static void check_api(const char *argv0)
     if (!dir || !id || !file || !files || dir[0] != '/')
         fail("a path is missing: dir %s id %s file %s", dir, id, file);
     char want[PATH_MAX * 2];
-    snprintf(want, sizeof(want), "%s/ckpt_" PROG "_%s/gen-%06u/upper.core", dir, id,
-             gen ? gen : 1);
+    snprintf(want, sizeof(want), "%s/ckpt_" PROG "_%s/gen-%06u/upper.core", dir, id, gen ? gen : 1);
     if (strcmp(file, want) != 0)
         fail("dmtcp_get_ckpt_filename() = %s, expected %s", file, want);
     snprintf(want + strlen(want) - strlen("upper.core"), 8, "files");

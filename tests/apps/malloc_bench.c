@@ -30,7 +30,9 @@ int main(int argc, char **argv)
         } else {
             unsigned r = (unsigned)(s >> 40);
             /* mostly small, some medium, rarely large (mmap threshold is 128 KiB) */
-            size_t n = (r % 100) < 90 ? 16 + r % 512 : (r % 100) < 99 ? 1024 + r % 16384 : 131072 + r % 131072;
+            size_t n = (r % 100) < 90   ? 16 + r % 512
+                       : (r % 100) < 99 ? 1024 + r % 16384
+                                        : 131072 + r % 131072;
             slot[k] = malloc(n);
             if (!slot[k]) {
                 fprintf(stderr, "malloc_bench: malloc failed\n");

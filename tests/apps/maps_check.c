@@ -34,11 +34,11 @@ static void add(const char *name, const void *p)
     naddr++;
 }
 
-#define DIE(...)                                                                       \
-    do {                                                                               \
-        fprintf(stderr, "maps_check: " __VA_ARGS__);                                   \
-        fputc('\n', stderr);                                                           \
-        exit(1);                                                                       \
+#define DIE(...)                                                                                   \
+    do {                                                                                           \
+        fprintf(stderr, "maps_check: " __VA_ARGS__);                                               \
+        fputc('\n', stderr);                                                                       \
+        exit(1);                                                                                   \
     } while (0)
 
 /* Size in bytes of the kernel's [heap] mapping(s), 0 if there is none. */
@@ -138,7 +138,8 @@ int main(int argc, char **argv)
     }
 
     long pg = sysconf(_SC_PAGESIZE);
-    char *anon = mmap(NULL, 16 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *anon =
+        mmap(NULL, 16 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (anon == MAP_FAILED)
         DIE("anonymous mmap failed");
     anon[0] = 1;
@@ -154,7 +155,8 @@ int main(int argc, char **argv)
     add("file_mmap", fmap);
 
     /* Grow the first page of a 3-page mapping: the next page is taken, so the kernel must move it. */
-    char *r = mmap(NULL, 3 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *r =
+        mmap(NULL, 3 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (r == MAP_FAILED)
         DIE("mmap for mremap failed");
     r[0] = 'x';

@@ -17,7 +17,8 @@ int main(int argc, char **argv)
     unsigned long sum = 0;
     for (long i = 0; i < iters; i++) {
         size_t n = pg * (1 + (size_t)(i % 8));
-        unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        unsigned char *p =
+            mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) {
             perror("mmap_bench: mmap");
             return 1;

@@ -40,7 +40,8 @@ static void *churn(void *arg)
             atomic_store(&thread_failed, 1);
         free(p);
         size_t m = (size_t)pg * (1 + (s >> 4) % 8);
-        unsigned char *q = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        unsigned char *q =
+            mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (q == MAP_FAILED) {
             atomic_store(&thread_failed, 1);
             return NULL;

@@ -23,11 +23,11 @@ static void on_sigsys(int sig, siginfo_t *info, void *uc)
     hits++;
 }
 
-#define FAIL(...)                                                                      \
-    do {                                                                               \
-        fprintf(stderr, "sigsys_spawn: " __VA_ARGS__);                                 \
-        fputc('\n', stderr);                                                           \
-        exit(1);                                                                       \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "sigsys_spawn: " __VA_ARGS__);                                             \
+        fputc('\n', stderr);                                                                       \
+        exit(1);                                                                                   \
     } while (0)
 
 /* The mask we expect to read back: everything sigfillset() gives us, except what the kernel

@@ -14,24 +14,24 @@
 
 static int checks;
 
-#define EXPECT(call, want)                                                                     \
-    do {                                                                                       \
-        cudaError_t got_ = (call);                                                             \
-        checks++;                                                                              \
-        if (got_ != (want)) {                                                                  \
-            fprintf(stderr, "sim_errors:%d: %s returned %s, expected %s\n", __LINE__, #call,   \
-                    cudaGetErrorName(got_), cudaGetErrorName(want));                           \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define EXPECT(call, want)                                                                         \
+    do {                                                                                           \
+        cudaError_t got_ = (call);                                                                 \
+        checks++;                                                                                  \
+        if (got_ != (want)) {                                                                      \
+            fprintf(stderr, "sim_errors:%d: %s returned %s, expected %s\n", __LINE__, #call,       \
+                    cudaGetErrorName(got_), cudaGetErrorName(want));                               \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
-#define TRUE(cond)                                                                             \
-    do {                                                                                       \
-        checks++;                                                                              \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "sim_errors:%d: %s is false\n", __LINE__, #cond);                  \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define TRUE(cond)                                                                                 \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "sim_errors:%d: %s is false\n", __LINE__, #cond);                      \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 CRAC_SIM_KERNEL(trap_kernel, (int *, x))
@@ -153,7 +153,7 @@ static void handles(void)
     EXPECT(cudaStreamDestroy(NULL), cudaErrorInvalidResourceHandle);
     EXPECT(cudaEventCreate(&e), cudaSuccess);
     EXPECT(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming), cudaSuccess);
-    EXPECT(cudaEventQuery(e), cudaSuccess); /* never recorded */
+    EXPECT(cudaEventQuery(e), cudaSuccess);                                  /* never recorded */
     EXPECT(cudaEventElapsedTime(&ms, e, e), cudaErrorInvalidResourceHandle); /* not recorded */
     EXPECT(cudaEventRecord(e, NULL), cudaSuccess);
     EXPECT(cudaEventRecord(e2, NULL), cudaSuccess);
@@ -197,8 +197,8 @@ static void launches(void)
            cudaErrorInvalidResourceHandle);
     void **h = __cudaRegisterFatBinary((void *)&gpu_wrapper);
     TRUE(h != NULL);
-    __cudaRegisterFunction(h, (const char *)(uintptr_t)gpu_stub, (char *)"gpu_stub", "gpu_stub",
-                           -1, 0, 0, 0, 0, 0);
+    __cudaRegisterFunction(h, (const char *)(uintptr_t)gpu_stub, (char *)"gpu_stub", "gpu_stub", -1,
+                           0, 0, 0, 0, 0);
     __cudaRegisterFatBinaryEnd(h);
     EXPECT(cudaLaunchKernel((const void *)gpu_stub, d1(1), d1(1), NULL, 0, NULL),
            cudaErrorNoKernelImageForDevice);
@@ -229,8 +229,7 @@ static void sticky(int use_bounds)
         EXPECT(cudaLaunchKernel((const void *)bounds_kernel, d1(4), d1(4), bargs, 0, s),
                cudaSuccess); /* 16 threads, 8 elements */
     else
-        EXPECT(cudaLaunchKernel((const void *)trap_kernel, d1(4), d1(8), targs, 0, s),
-               cudaSuccess);
+        EXPECT(cudaLaunchKernel((const void *)trap_kernel, d1(4), d1(8), targs, 0, s), cudaSuccess);
     EXPECT(cudaStreamSynchronize(s), want);
     EXPECT(cudaDeviceSynchronize(), want);
     void *p;

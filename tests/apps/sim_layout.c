@@ -16,18 +16,18 @@
 #define D_START 0x300000000000UL
 #define D_END 0x340000000000UL
 
-#define FAIL(...)                                                                              \
-    do {                                                                                       \
-        fprintf(stderr, "sim_layout: " __VA_ARGS__);                                           \
-        fputc('\n', stderr);                                                                   \
-        exit(1);                                                                               \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "sim_layout: " __VA_ARGS__);                                               \
+        fputc('\n', stderr);                                                                       \
+        exit(1);                                                                                   \
     } while (0)
 
-#define CHECK(call)                                                                            \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess)                                                                 \
-            FAIL("%s: %s", #call, cudaGetErrorName(e_));                                       \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            FAIL("%s: %s", #call, cudaGetErrorName(e_));                                           \
     } while (0)
 
 /* The permissions of the mapping covering addr ("rw-p", "---p"), or "" if unmapped. */
@@ -82,8 +82,8 @@ int main(void)
     CHECK(cudaFree(d));
     perms_at(ud, p);
     if (under_crac && strcmp(p, "---p") != 0)
-        FAIL("freed device memory left %s at %#lx (a hole or still mapped)",
-             p[0] ? p : "nothing", (unsigned long)ud);
+        FAIL("freed device memory left %s at %#lx (a hole or still mapped)", p[0] ? p : "nothing",
+             (unsigned long)ud);
     char *d2;
     CHECK(cudaMalloc((void **)&d2, 1 << 20));
     if ((uintptr_t)d2 != ud)

@@ -17,11 +17,11 @@
 #define W_START 0x200000000000UL
 #define W_END 0x300000000000UL
 
-#define FAIL(...)                                                                              \
-    do {                                                                                       \
-        fprintf(stderr, "sim_signal: " __VA_ARGS__);                                           \
-        fputc('\n', stderr);                                                                   \
-        exit(1);                                                                               \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "sim_signal: " __VA_ARGS__);                                               \
+        fputc('\n', stderr);                                                                       \
+        exit(1);                                                                                   \
     } while (0)
 
 static __thread long marker;
@@ -75,8 +75,8 @@ static void check_handler(const char *where, pthread_t self_tp_owner, uintptr_t 
     if (seen.marker != 4242)
         FAIL("%s: handler saw marker %ld, not its thread's 4242", where, seen.marker);
     if (seen.tp != owner_tp)
-        FAIL("%s: handler ran with fs %#lx, not the thread's %#lx", where,
-             (unsigned long)seen.tp, (unsigned long)owner_tp);
+        FAIL("%s: handler ran with fs %#lx, not the thread's %#lx", where, (unsigned long)seen.tp,
+             (unsigned long)owner_tp);
     if (under_crac && (seen.tp < W_START || seen.tp >= W_END))
         FAIL("%s: handler's thread pointer %#lx is not the upper half's", where,
              (unsigned long)seen.tp);

@@ -15,28 +15,25 @@
 #define W_START 0x200000000000UL
 #define W_END 0x300000000000UL
 
-#define CHECK(call)                                                                            \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "sim_streams:%d: %s: %s\n", __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "sim_streams:%d: %s: %s\n", __LINE__, #call, cudaGetErrorName(e_));    \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
-#define TRUE(cond)                                                                             \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "sim_streams:%d: %s is false\n", __LINE__, #cond);                 \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define TRUE(cond)                                                                                 \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "sim_streams:%d: %s is false\n", __LINE__, #cond);                     \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* Appends k to the log: the log shows the order in which kernels ran. */
-CRAC_SIM_KERNEL(append, (int *, log), (int, k))
-{
-    log[1 + log[0]++] = k;
-}
+CRAC_SIM_KERNEL(append, (int *, log), (int, k)) { log[1 + log[0]++] = k; }
 
 /* Busy for `spins` iterations (a pure loop: no libc, no clock), then stores value. */
 CRAC_SIM_KERNEL(slow_store, (volatile long *, flag), (long, spins), (long, value))
@@ -47,10 +44,7 @@ CRAC_SIM_KERNEL(slow_store, (volatile long *, flag), (long, spins), (long, value
     *flag = value + (acc & 0);
 }
 
-CRAC_SIM_KERNEL(copy_flag, (volatile long *, dst), (volatile const long *, src))
-{
-    *dst = *src;
-}
+CRAC_SIM_KERNEL(copy_flag, (volatile long *, dst), (volatile const long *, src)) { *dst = *src; }
 
 CRAC_SIM_KERNEL(add_one, (int *, x), (int, n))
 {

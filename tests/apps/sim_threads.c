@@ -17,11 +17,11 @@
 #define W_START 0x200000000000UL
 #define W_END 0x300000000000UL
 
-#define FAIL(...)                                                                              \
-    do {                                                                                       \
-        fprintf(stderr, "sim_threads: " __VA_ARGS__);                                          \
-        fputc('\n', stderr);                                                                   \
-        exit(1);                                                                               \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "sim_threads: " __VA_ARGS__);                                              \
+        fputc('\n', stderr);                                                                       \
+        exit(1);                                                                                   \
     } while (0)
 
 CRAC_SIM_KERNEL(scale, (int *, x), (int, n), (int, f))

@@ -39,18 +39,19 @@ static int check(const unsigned char *p, size_t n, unsigned seed)
     return 1;
 }
 
-#define FAIL(a, ...)                                                                   \
-    do {                                                                               \
-        fprintf(stderr, "threads_mm: thread %d: ", (a)->id);                           \
-        fprintf(stderr, __VA_ARGS__);                                                  \
-        fputc('\n', stderr);                                                           \
-        (a)->failed = 1;                                                               \
-        return NULL;                                                                   \
+#define FAIL(a, ...)                                                                               \
+    do {                                                                                           \
+        fprintf(stderr, "threads_mm: thread %d: ", (a)->id);                                       \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        (a)->failed = 1;                                                                           \
+        return NULL;                                                                               \
     } while (0)
 
 static size_t pick_size(uint64_t *s)
 {
-    static const size_t sizes[] = {16, 24, 100, 512, 4000, 4096, 10000, 65536, 131072, 200000, 1 << 20};
+    static const size_t sizes[] = {16,    24,    100,    512,    4000,   4096,
+                                   10000, 65536, 131072, 200000, 1 << 20};
     size_t base = sizes[lcg(s) % (sizeof sizes / sizeof sizes[0])];
     return base - (base > 16 ? lcg(s) % 16 : 0);
 }
@@ -87,7 +88,8 @@ static void *worker(void *argp)
         if (it % 4 == 0) {
             size_t n = (size_t)pg * (1 + lcg(&s) % 16);
             unsigned seed = (unsigned)lcg(&s);
-            unsigned char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            unsigned char *m =
+                mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (m == MAP_FAILED)
                 FAIL(a, "mmap(%zu) failed", n);
             fill(m, n, seed);

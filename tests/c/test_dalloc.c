@@ -23,15 +23,15 @@ static void allocator(void)
 {
     struct crac_dalloc d;
     dalloc_init(&d, BASE, BASE + 64 * MB2);
-    CHECK(dalloc_alloc(&d, 1, 1) == BASE);          /* rounded up to a page */
-    CHECK(dalloc_alloc(&d, P + 1, 1) == BASE + P);  /* two pages */
-    CHECK(dalloc_alloc(&d, MB2, 2) == BASE + MB2);  /* 2 MiB-aligned */
-    CHECK(dalloc_alloc(&d, P, 1) == BASE + 3 * P);  /* first fit: back below the big one */
+    CHECK(dalloc_alloc(&d, 1, 1) == BASE);         /* rounded up to a page */
+    CHECK(dalloc_alloc(&d, P + 1, 1) == BASE + P); /* two pages */
+    CHECK(dalloc_alloc(&d, MB2, 2) == BASE + MB2); /* 2 MiB-aligned */
+    CHECK(dalloc_alloc(&d, P, 1) == BASE + 3 * P); /* first fit: back below the big one */
     CHECK(d.used.n == 4 && sorted_disjoint(&d.used));
     CHECK(d.used.v[3].start == BASE + MB2 && d.used.v[3].size == MB2 && d.used.v[3].kind == 2);
-    CHECK(dalloc_alloc(&d, 0, 1) == 0);             /* nothing to give */
-    CHECK(dalloc_alloc(&d, ~0UL - 10, 1) == 0);     /* rounding would wrap */
-    CHECK(dalloc_alloc(&d, 65 * MB2, 1) == 0);      /* larger than the window */
+    CHECK(dalloc_alloc(&d, 0, 1) == 0);         /* nothing to give */
+    CHECK(dalloc_alloc(&d, ~0UL - 10, 1) == 0); /* rounding would wrap */
+    CHECK(dalloc_alloc(&d, 65 * MB2, 1) == 0);  /* larger than the window */
 
     /* Freeing: only at a range's exact start; the hole is reused first. */
     CHECK(dalloc_free(&d, BASE + P + 1) == -1);

@@ -138,8 +138,8 @@ int main(void)
     static const uint32_t types[] = {CRAC_NT_PROCESS, CRAC_NT_REGIONS, CRAC_NT_THREADS,
                                      CRAC_NT_FDS,     CRAC_NT_SIGNALS, CRAC_NT_TIMERS,
                                      CRAC_NT_PENDING, CRAC_NT_RLIMITS};
-    static const uint32_t sizes[] = {0xffffffffu, 0xfffffffeu, 0xfffffffdu, 0xfffffffcu,
-                                     0x80000000u, 1u << 20};
+    static const uint32_t sizes[] = {0xffffffffu, 0xfffffffeu, 0xfffffffdu,
+                                     0xfffffffcu, 0x80000000u, 1u << 20};
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
         for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
             whole_set();

@@ -18,8 +18,8 @@ extern struct crac_registry crac_registry __attribute__((weak));
 
 void *shim_entry(struct shim_entry_cache *cache, const char *name)
 {
-    int32_t epoch = &crac_registry ? __atomic_load_n(&crac_registry.lower_epoch, __ATOMIC_ACQUIRE)
-                                   : 0;
+    int32_t epoch =
+        &crac_registry ? __atomic_load_n(&crac_registry.lower_epoch, __ATOMIC_ACQUIRE) : 0;
     void *fn = __atomic_load_n(&cache->fn, __ATOMIC_ACQUIRE);
     if (__builtin_expect(fn && __atomic_load_n(&cache->epoch, __ATOMIC_RELAXED) == epoch, 1))
         return fn;

@@ -24,7 +24,7 @@ static volatile int32_t q_lock; /* a futex lock: the poster may not use pthreads
 static volatile int32_t q_seq;  /* futex the executor sleeps on */
 static struct upcall *free_top; /* lock-free pushes (poster), pops under get_lock */
 static pthread_mutex_t get_lock = PTHREAD_MUTEX_INITIALIZER;
-static pid_t executor_pid;      /* the process the executor was started in (fork) */
+static pid_t executor_pid; /* the process the executor was started in (fork) */
 
 static void futex_wait(volatile int32_t *w, int32_t val)
 {
@@ -42,8 +42,7 @@ static void put_upcall(struct upcall *u)
     struct upcall *top = __atomic_load_n(&free_top, __ATOMIC_RELAXED);
     do
         u->free_next = top;
-    while (!__atomic_compare_exchange_n(&free_top, &top, u, 1, __ATOMIC_RELEASE,
-                                        __ATOMIC_RELAXED));
+    while (!__atomic_compare_exchange_n(&free_top, &top, u, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 
 /* Runs on a lower-half stream worker, with the lower half's fs: TLS-free — atomics and raw
@@ -95,8 +94,8 @@ static void *executor_main(void *arg)
 static struct upcall *get_upcall(void)
 {
     struct upcall *top = __atomic_load_n(&free_top, __ATOMIC_ACQUIRE);
-    while (top && !__atomic_compare_exchange_n(&free_top, &top, top->free_next, 1,
-                                               __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+    while (top && !__atomic_compare_exchange_n(&free_top, &top, top->free_next, 1, __ATOMIC_ACQUIRE,
+                                               __ATOMIC_ACQUIRE))
         ;
     return top ? top : calloc(1, sizeof(struct upcall));
 }
@@ -135,7 +134,8 @@ cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, v
     }
     /* Translated inside the gate: a restart in between would change the backend's handle. */
     shim_gate_enter();
-    a.stream = (cudaStream_t)(uintptr_t)shim_vh_backend(SHIM_VH_STREAM, (uint64_t)(uintptr_t)stream);
+    a.stream =
+        (cudaStream_t)(uintptr_t)shim_vh_backend(SHIM_VH_STREAM, (uint64_t)(uintptr_t)stream);
     cudaError_t r = (cudaError_t)crac_cross_cudaLaunchHostFunc(&a);
     shim_gate_leave();
     if (r != cudaSuccess && u)

@@ -94,8 +94,7 @@ static uint64_t page_up(uint64_t n) { return (n + 4095) & ~4095ULL; }
 /* Pinned memory: an ordinary upper-half mapping (the loader places it in W). */
 static uint64_t map_pinned(size_t size)
 {
-    void *p = mmap(NULL, page_up(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                   0);
+    void *p = mmap(NULL, page_up(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? 0 : (uint64_t)(uintptr_t)p;
 }
 

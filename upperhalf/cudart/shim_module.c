@@ -28,9 +28,8 @@ void **CUDARTAPI __cudaRegisterFatBinary(void *fatCubin)
     struct crac_args___cudaRegisterFatBinary a = {fatCubin};
     uint64_t backend = crac_cross___cudaRegisterFatBinary(&a);
     uint64_t v = 0;
-    if (!backend ||
-        shim_vh_wrap_flags(SHIM_VH_MODULE, backend, 0, (uint64_t)(uintptr_t)fatCubin, &v) !=
-            cudaSuccess)
+    if (!backend || shim_vh_wrap_flags(SHIM_VH_MODULE, backend, 0, (uint64_t)(uintptr_t)fatCubin,
+                                       &v) != cudaSuccess)
         return NULL;
     return (void **)(uintptr_t)v;
 }
@@ -45,9 +44,16 @@ static int reregister(struct shim_vh_view *v, void *ctx)
     for (struct fn_reg *f = fn_regs; f; f = f->next) {
         if (f->module != v->handle)
             continue;
-        struct crac_args___cudaRegisterFunction r = {
-            (void **)(uintptr_t)v->backend, f->hostFun, f->deviceFun, f->deviceName,
-            f->thread_limit, NULL, NULL, NULL, NULL, NULL};
+        struct crac_args___cudaRegisterFunction r = {(void **)(uintptr_t)v->backend,
+                                                     f->hostFun,
+                                                     f->deviceFun,
+                                                     f->deviceName,
+                                                     f->thread_limit,
+                                                     NULL,
+                                                     NULL,
+                                                     NULL,
+                                                     NULL,
+                                                     NULL};
         crac_cross___cudaRegisterFunction(&r);
     }
     struct crac_args___cudaRegisterFatBinaryEnd e = {(void **)(uintptr_t)v->backend};
@@ -75,17 +81,25 @@ void CUDARTAPI __cudaUnregisterFatBinary(void **fatCubinHandle)
     shim_vh_release(SHIM_VH_MODULE, (uint64_t)(uintptr_t)fatCubinHandle);
 }
 
-void CUDARTAPI __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun,
-                                      char *deviceFun, const char *deviceName, int thread_limit,
-                                      uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
+void CUDARTAPI __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+                                      const char *deviceName, int thread_limit, uint3 *tid,
+                                      uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
 {
-    struct crac_args___cudaRegisterFunction a = {
-        backend_module(fatCubinHandle), hostFun, deviceFun, deviceName, thread_limit, tid, bid,
-        bDim, gDim, wSize};
+    struct crac_args___cudaRegisterFunction a = {backend_module(fatCubinHandle),
+                                                 hostFun,
+                                                 deviceFun,
+                                                 deviceName,
+                                                 thread_limit,
+                                                 tid,
+                                                 bid,
+                                                 bDim,
+                                                 gDim,
+                                                 wSize};
     crac_cross___cudaRegisterFunction(&a);
     struct fn_reg *f = malloc(sizeof(*f));
     if (f) {
-        *f = (struct fn_reg){NULL, (uint64_t)(uintptr_t)fatCubinHandle, hostFun, deviceFun,
+        *f = (struct fn_reg){NULL,       (uint64_t)(uintptr_t)fatCubinHandle,
+                             hostFun,    deviceFun,
                              deviceName, thread_limit};
         pthread_mutex_lock(&fn_regs_lock);
         f->next = fn_regs;
