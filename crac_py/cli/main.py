@@ -511,6 +511,8 @@ def inspect_cmd(
     for kind, k in info["regions_by_kind"].items():
         t.add_row(kind, str(k["regions"]), f"{k['bytes'] / 2**20:.1f}", str(k["saved_pages"]))
     console.print(t)
+    for loss in info["not_saved"]:
+        console.print(f"not saved: {loss}")
     if info["excluded_bytes"]:
         console.print(
             f"excluded by the program (MADV_DONTDUMP): {info['excluded_bytes'] / 2**20:.1f} MiB"

@@ -360,6 +360,8 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("device.events", "integer", "events"),
     ("device.modules", "integer", "loaded modules"),
     ("device.pinned", "integer", "pinned (page-locked) host ranges"),
+    ("not_saved", "list of strings", "what this checkpoint could not save (a child process, a "
+     "socket), one sentence each; also said on stderr when first met"),
     ("upper_core", "object", "upper.core"),
     ("upper_core.size", "integer", "its size in bytes (sparse: most may be holes)"),
     ("upper_core.header_crc32c", "integer", "CRC-32C of all before the first region's data: ELF "

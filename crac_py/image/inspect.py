@@ -227,6 +227,7 @@ def describe(gen: Generation) -> dict[str, Any]:
     return {
         "generation": gen.number,
         "excluded_bytes": excluded,
+        "not_saved": [str(x) for x in m.get("not_saved") or []],
         "path": str(gen.path),
         "program": gen.program,
         "argv": gen.argv,

@@ -130,6 +130,9 @@ def verify_generation(gen: Path, target: str, advance: Callable[[int], None]) ->
     report.checks += _files(gen, manifest, advance)
     report.checks.append(_program(manifest))
     report.checks.append(_loader(manifest))
+    # What the checkpoint could not save: the image is intact, but a restart lacks these.
+    for loss in manifest.get("not_saved") or []:
+        report.checks.append(Check("not saved", WARN, str(loss)))
     return report
 
 

@@ -2,6 +2,7 @@
  * checksums, fsync, rename to gen-NNNNNN, the `latest` link, rotation of old generations and the
  * restart script. Until the rename, the previous generation is the one a restart finds. */
 #include "ckpt.h"
+#include "state.h"
 
 #include "crac_version.h"
 #include "image_device.h"
@@ -249,6 +250,15 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     jraw(&j, ", \"driver_version\": %d},\n", ckpt_cfg.backend_driver_version);
     jraw(&j, "  \"loader_sha256\": \"%s\",\n", loader_hash);
     manifest_device(&j);
+    /* What this checkpoint could not save (loader/state/losses.c), for crac inspect and verify. */
+    const char *const *lost;
+    int n_lost = state_losses(&lost);
+    jraw(&j, "  \"not_saved\": [");
+    for (int i = 0; i < n_lost; i++) {
+        jraw(&j, "%s", i ? ", " : "");
+        jstr(&j, lost[i]);
+    }
+    jraw(&j, "],\n");
     jraw(&j, "  \"upper_core\": {\"size\": %llu, \"header_crc32c\": %u},\n",
          (unsigned long long)core_size, header_crc);
     jraw(&j, "  \"files\": {");

@@ -153,6 +153,9 @@ static void classify(int fd, struct fd_entry *e)
             e->rec.kind = fd_kinds[i]->kind;
             break;
         }
+    if (e->rec.kind == CRAC_FD_UNSUPPORTED)
+        state_loss("fd %d (%s) cannot be saved: after a restart it reads as /dev/null", fd,
+                   e->path);
 }
 
 int fds_capture(const struct state_capture *c, void **out, size_t *out_len)

@@ -18,6 +18,8 @@
 const struct state_kind state_kinds[] = {
     /* The CPU clocks go on from their checkpoint values; kept in the control block (memory). */
     {"cputime", 0, 0, 0, STATE_WITH_THREADS, cputime_capture, NULL, cputime_restore},
+    /* Not saved: named at checkpoint time (losses.c); no note, nothing to restore. */
+    {"children", 0, 0, 0, STATE_WITH_THREADS, children_capture, NULL, NULL},
     /* Before the lower half starts, fds hold their numbers; reopened once memory is back. */
     {"fds", CRAC_NT_FDS, 0, 1, STATE_WITH_MEMORY, fds_capture, fds_hold, fds_restore},
     {"signals", CRAC_NT_SIGNALS, 65 * sizeof(struct crac_signal_rec), 1, STATE_WITH_MEMORY,
@@ -35,6 +37,7 @@ _Static_assert(sizeof(state_kinds) / sizeof(state_kinds[0]) <= STATE_KINDS_MAX,
 int state_capture_all(const struct state_capture *c, struct state_note notes[STATE_KINDS_MAX])
 {
     memset(notes, 0, STATE_KINDS_MAX * sizeof(notes[0]));
+    state_losses_reset();
     for (int k = 0; k < n_state_kinds; k++) {
         void *blob = NULL;
         size_t len = 0;
@@ -68,7 +71,7 @@ int state_restore_phase(enum state_phase phase, const struct state_restore *r)
 {
     for (int k = 0; k < n_state_kinds; k++) {
         const struct state_kind *s = &state_kinds[k];
-        if (s->phase != phase || (s->note && !r->img->notes[k].data))
+        if (s->phase != phase || !s->restore || (s->note && !r->img->notes[k].data))
             continue;
         r->err[0] = '\0';
         if (s->restore(r, r->img->notes[k].data, r->img->notes[k].len) != 0) {

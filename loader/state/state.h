@@ -57,6 +57,12 @@ struct state_kind {
 };
 
 #define STATE_KINDS_MAX 16
+
+/* What a checkpoint cannot save (losses.c): said once per process on stderr, listed in the
+ * manifest. state_losses_reset at each checkpoint's start; state_losses gives this one's. */
+void state_losses_reset(void);
+void state_loss(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int state_losses(const char *const **list);
 extern const struct state_kind state_kinds[];
 extern const int n_state_kinds;
 
@@ -71,7 +77,8 @@ int state_hold_all(const struct state_restore *r);
 int state_restore_phase(enum state_phase phase, const struct state_restore *r);
 
 /* The kinds, one file each. */
-int cputime_capture(const struct state_capture *c, void **blob, size_t *len); /* cputime.c */
+int cputime_capture(const struct state_capture *c, void **blob, size_t *len);  /* cputime.c */
+int children_capture(const struct state_capture *c, void **blob, size_t *len); /* children.c */
 int cputime_restore(const struct state_restore *r, const void *note, size_t len);
 int fds_capture(const struct state_capture *c, void **blob, size_t *len); /* fds.c */
 int fds_hold(const struct state_restore *r, const void *note, size_t len);
