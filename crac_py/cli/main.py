@@ -27,6 +27,7 @@ from crac_py.cli.options import (
     NewCoordOpt,
     NoCoordOpt,
     SimVersionOpt,
+    VerboseOpt,
 )
 from crac_py.coord import client as coord_client
 from crac_py.coord.client import CoordError
@@ -176,6 +177,7 @@ def launch(
     ] = None,
     keep: KeepOpt = 2,
     exit_after: ExitAfterOpt = False,
+    verbose: VerboseOpt = False,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -196,6 +198,7 @@ def launch(
             config.resolve("device", device).value, uses_cuda=bool(info.cuda_imports)
         )
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
+        ckpt.verbose = verbose
         loader = str(paths.loader())
         choice = _coord_choice(
             join_coordinator,
@@ -249,6 +252,7 @@ def restart(
     interval: IntervalOpt = None,
     keep: KeepOpt = 2,
     exit_after: ExitAfterOpt = False,
+    verbose: VerboseOpt = False,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -276,6 +280,7 @@ def restart(
             passthrough += ["--no-truncate"] if no_truncate else []
             passthrough += ["--force"] if force else []
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
+            passthrough += ["--verbose"] if verbose else []
             status = job.restart_job(Path(path), procs, choice, passthrough)
             raise typer.Exit(status)
     except (config.ConfigError, CoordError, image.ImageError) as exc:
@@ -293,6 +298,7 @@ def restart(
             ckpt_signal=gen.ckpt_signal,
             keep=keep,
             exit_after=exit_after,
+            verbose=verbose,
         )
         core_size, header_crc = gen.core_check
         coord_args = job.connect(choice, ckpt.interval, interval is not None)

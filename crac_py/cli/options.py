@@ -24,6 +24,12 @@ KeepOpt = Annotated[int, typer.Option("--keep", min=1, help="Generations to keep
 ExitAfterOpt = Annotated[
     bool, typer.Option("--exit-after-checkpoint", help="Exit once the next checkpoint is written.")
 ]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="One line per checkpoint (generation, size, pause, time)."
+    ),
+]
 SimVersionOpt = Annotated[
     int | None,
     typer.Option("--sim-version", min=1, max=2, help="Version of the sim device to load."),

@@ -19,6 +19,7 @@ class CheckpointOptions:
     ckpt_signal: int = 12
     keep: int = 2
     exit_after: bool = False
+    verbose: bool = False
 
     def loader_args(self) -> list[str]:
         args = [] if self.ckpt_dir is None else ["--ckpt-dir", self.ckpt_dir]
@@ -30,6 +31,8 @@ class CheckpointOptions:
         ]  # fmt: skip
         if self.exit_after:
             args.append("--exit-after-checkpoint")
+        if self.verbose:
+            args.append("--verbose")
         return args
 
 

@@ -15,7 +15,7 @@ struct options {
     const char *argv0;
     int ckpt_signal;
     const char *ckpt_dir;
-    int keep, interval, exit_after, no_truncate;
+    int keep, interval, exit_after, no_truncate, verbose;
     const char *crac_cmd;
     const char *coord_host, *coord_port, *coord_token; /* host NULL: no coordinator */
     const char *restart_dir;                           /* restart mode: the generation directory */

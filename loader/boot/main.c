@@ -86,6 +86,10 @@ static struct options parse_args(int argc, char **argv)
             o.exit_after = 1;
             continue;
         }
+        if (strcmp(a, "--verbose") == 0) {
+            o.verbose = 1;
+            continue;
+        }
         if (strcmp(a, "--no-truncate") == 0) {
             o.no_truncate = 1;
             continue;
@@ -180,6 +184,7 @@ static void fill_ckpt_config(const struct options *o, const struct crac_backend_
     c->keep = o->keep;
     c->interval = o->interval;
     c->exit_after = o->exit_after;
+    c->verbose = o->verbose;
     c->ckpt_signal = o->ckpt_signal;
     c->argc = o->program_argc;
     c->argv = o->program_argv;

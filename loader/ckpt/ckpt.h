@@ -22,6 +22,7 @@ struct ckpt_config {
     int keep;       /* generations kept */
     int interval;   /* seconds, 0 = none */
     int exit_after; /* exit after the next checkpoint is written */
+    int verbose;    /* --verbose: one line per checkpoint on stderr */
     int ckpt_signal;
     int argc;
     char **argv;  /* the program's argv, for the manifest */

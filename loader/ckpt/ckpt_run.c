@@ -80,6 +80,30 @@ static double now_ms(void)
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+/* Bytes the files of a published generation hold on disk (upper.core is sparse). */
+static uint64_t disk_bytes(const char *gen_dir)
+{
+    uint64_t total = 0;
+    static const char *const names[] = {"upper.core", "device.img"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char path[PATH_MAX + 96];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", gen_dir, names[i]);
+        if (stat(path, &st) == 0)
+            total += (uint64_t)st.st_blocks * 512;
+    }
+    return total;
+}
+
+/* crac launch -v: one line per published checkpoint, for the user. */
+static void report_verbose(int generation, const double *t, const char *final)
+{
+    if (ckpt_cfg.verbose)
+        fprintf(stderr,
+                "crac: checkpoint %d: %.1f MiB in %s, program paused %.0f ms, %.0f ms in all\n",
+                generation, disk_bytes(final) / 1048576.0, final, t[3] - t[0], t[4] - t[0]);
+}
+
 /* CRAC_TIMING=1: one line per checkpoint with the time each phase took (docs/PERFORMANCE.md). */
 static void report_timing(int generation, const double *t, int n_threads, uint64_t core_size)
 {
@@ -243,6 +267,8 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     if (rc != 0) {
         r->generation = generation - 1;
         remove_tree(tmp);
+    } else {
+        report_verbose(generation, t, final);
     }
     if (b)
         b->published(b->ctx, rc == 0 ? generation : -1, final);
