@@ -48,6 +48,10 @@ held_signal: int | None = None
 def _hold_checkpoint_signal() -> None:
     global held_signal
     if len(sys.argv) > 1 and sys.argv[1] in ("launch", "restart"):
+        # Ctrl-C before the program runs: out at once and quietly (a KeyboardInterrupt can land
+        # where Python prints and ignores it); the exec resets the handler for the program.
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, lambda number, frame: os._exit(130))
         held_signal = guess_ckpt_signal(sys.argv[2:], os.environ)
         signal.pthread_sigmask(signal.SIG_BLOCK, {held_signal})
 

@@ -121,12 +121,18 @@ int main(int argc, char **argv)
     args[k++] = python;
     args[k++] = "-P";
     args[k++] = "-c";
-    /* Ctrl-C while Python starts or imports the CLI ends quietly, as it does later (status
-     * 130): SIGINT, held since the entry point, is unblocked once Python's handler exists. */
+    /* Ctrl-C while Python starts or imports the CLI ends quietly (status 130): SIGINT, held since
+     * the entry point, is unblocked once a handler exists. For launch and restart that handler
+     * exits at once (a KeyboardInterrupt can land where Python only prints and ignores it); the
+     * exec of the loader resets it, so the program gets the disposition crac was given. */
     args[k++] = "import sys\nsys.argv[0] = sys.argv.pop(1)\nheld = sys.argv.pop(1) == '1'\n"
                 "try:\n"
+                "    import signal\n"
+                "    if sys.argv[1:2] in (['launch'], ['restart']) and "
+                "signal.getsignal(signal.SIGINT) is signal.default_int_handler:\n"
+                "        import os\n"
+                "        signal.signal(signal.SIGINT, lambda n, f: os._exit(130))\n"
                 "    if held:\n"
-                "        import signal\n"
                 "        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
                 "    from crac_py._entry import main\n    sys.exit(main())\n"
                 "except KeyboardInterrupt:\n    sys.exit(130)\n";
