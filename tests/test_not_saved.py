@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ckpt_harness import base_env, checkpoint, launch, wait_exit, wait_for_step
+from ckpt_harness import base_env, checkpoint, launch, restart, wait_exit, wait_for_step
 from conftest import APPS_DIR, crac_cmd, describe
 
 
@@ -44,3 +44,11 @@ def test_losses_are_said_once_and_shown(tmp_path):
         [*crac_cmd(), "inspect", str(gen2)], capture_output=True, env=env, timeout=120
     )
     assert cp.stdout.decode().count("not saved:") == 3, describe(cp)
+    # A restart says what the program runs without, in one line, before the program runs.
+    proc = restart(gen2, out_dir=logs, label="restart")
+    try:
+        wait_for_step(proc, 1)
+        said = [ln for ln in proc.stderr_text().splitlines() if "could not save 3" in ln]
+        assert len(said) == 1 and "(sleep)" in said[0], proc.report()
+    finally:
+        proc.stop()

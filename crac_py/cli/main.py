@@ -291,6 +291,13 @@ def restart(
         image.check_program(gen.manifest, force)
         image.check_loader(gen.manifest, loader, force)
         image.check_writable(gen, force)
+        lost = [str(x) for x in gen.manifest.get("not_saved") or []]
+        if lost:  # the program may fail without them: say why before it does
+            print(
+                f"crac: warning: the checkpoint could not save {len(lost)} thing(s), which the "
+                f"restarted program runs without: {'; '.join(lost)}",
+                file=sys.stderr,
+            )
         dev = gen.backend if device is None else devices.resolve_device(device)
         ckpt = runner.CheckpointOptions(
             ckpt_dir=None,
