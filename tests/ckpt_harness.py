@@ -469,6 +469,28 @@ def checkpoint(
     return wait_new_generation(ckptdir, before, proc, timeout)
 
 
+def launch_checkpoint_kill(
+    app: Path | str,
+    args: Sequence[str],
+    ckptdir: Path,
+    *,
+    out_dir: Path,
+    label: str = "launch",
+    at_step: int = 5,
+) -> CracProc:
+    """`crac launch` APP into CKPTDIR, one checkpoint once it printed step AT_STEP, then SIGKILL:
+    the ended process (its output holds the step the checkpoint was taken at)."""
+    proc = launch(app, args, ckptdir, out_dir=out_dir, label=label)
+    try:
+        wait_for_step(proc, at_step)
+        checkpoint(proc, ckptdir)
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc
+
+
 # ---------------------------------------------------------------------------------------------
 # Output continuity
 

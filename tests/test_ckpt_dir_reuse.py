@@ -12,12 +12,10 @@ import pytest
 from ckpt_harness import (
     base_env,
     build_ckpt_apps,
-    checkpoint,
-    kill9,
     launch,
+    launch_checkpoint_kill,
     run_restart,
     wait_exit,
-    wait_for_step,
 )
 from conftest import crac_cmd, describe
 
@@ -27,17 +25,9 @@ def apps(tmp_path_factory) -> dict[str, Path]:
     return build_ckpt_apps(tmp_path_factory)
 
 
-def run_and_checkpoint(app: Path, args: list[str], ckptdir: Path, logs: Path, label: str) -> int:
-    """Launches APP into CKPTDIR, checkpoints it, kills it; the step the checkpoint holds."""
-    proc = launch(app, args, ckptdir, out_dir=logs, label=label)
-    try:
-        wait_for_step(proc, 3)
-        checkpoint(proc, ckptdir)
-        step = proc.last_step()
-        kill9(proc)
-    finally:
-        proc.stop()
-    return step
+def run_and_checkpoint(app: Path, args: list[str], ckptdir: Path, logs: Path, label: str) -> None:
+    """Launches APP into CKPTDIR, checkpoints it, kills it."""
+    launch_checkpoint_kill(app, args, ckptdir, out_dir=logs, label=label, at_step=3)
 
 
 def test_restart_takes_the_newest_run_of_one_program(apps, tmp_path):

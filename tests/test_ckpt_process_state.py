@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ckpt_harness import base_env, checkpoint, kill9, launch, run_cycles, wait_for_step
+from ckpt_harness import base_env, launch_checkpoint_kill, run_cycles
 from conftest import APPS_DIR, CFLAGS, crac_cmd
 
 # name -> its arguments. Each runs ~2-4 s natively.
@@ -61,14 +61,7 @@ def test_hard_limit_not_raised_back_is_reported(apps: dict[str, Path], tmp_path:
     limits) sees that and fails on its own, not through a crash."""
     ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
     ckptdir.mkdir()
-    proc = launch(apps["ckpt_rlimits"], [], ckptdir, out_dir=logs)
-    try:
-        wait_for_step(proc, 5)
-        checkpoint(proc, ckptdir)
-        kill9(proc)
-    except BaseException:
-        proc.stop()
-        raise
+    launch_checkpoint_kill(apps["ckpt_rlimits"], [], ckptdir, out_dir=logs)
     cp = subprocess.run(
         [*crac_cmd(), "restart", str(ckptdir)],
         stdin=subprocess.DEVNULL,
@@ -99,14 +92,7 @@ def test_descriptor_above_the_restarts_soft_nofile(apps: dict[str, Path], tmp_pa
         pytest.skip("needs a hard RLIMIT_NOFILE of at least 2048")
     ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
     ckptdir.mkdir()
-    proc = launch(apps["ckpt_rlimits"], ["60", "1"], ckptdir, out_dir=logs)
-    try:
-        wait_for_step(proc, 5)
-        checkpoint(proc, ckptdir)
-        kill9(proc)
-    except BaseException:
-        proc.stop()
-        raise
+    launch_checkpoint_kill(apps["ckpt_rlimits"], ["60", "1"], ckptdir, out_dir=logs)
     cp = subprocess.run(
         [*crac_cmd(), "restart", str(ckptdir)],
         stdin=subprocess.DEVNULL,
