@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from ckpt_harness import build_ckpt_apps, checkpoint, kill9, launch, restart, wait_for_step
+from coord_harness import free_port
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +26,14 @@ def test_name_and_command_line_after_launch_and_restart(counter, tmp_path):
     ckptdir = tmp_path / "ckpt"
     logs = tmp_path / "logs"
     token = "sEcReT-t0ken"
+    # Its own port: the default one may be held by another test or a second suite beside.
+    port = str(free_port())
     proc = launch(
         counter,
         ["4000", "10"],
         ckptdir,
         out_dir=logs,
-        opts=["--new-coordinator", "--coord-token", token],
+        opts=["--new-coordinator", "-p", port, "--coord-token", token],
     )
     try:
         wait_for_step(proc, 2)
@@ -41,7 +44,7 @@ def test_name_and_command_line_after_launch_and_restart(counter, tmp_path):
         assert token.encode() not in b"\0".join(a.encode() for a in argv) + environ
         checkpoint(proc, ckptdir)
         kill9(proc)
-        proc = restart(ckptdir, out_dir=logs, label="restart", opts=["--new-coordinator"])
+        proc = restart(ckptdir, out_dir=logs, label="restart", opts=["--new-coordinator", "-p", port])
         wait_for_step(proc, 1)
         comm, argv = shown(proc.pid)
         assert comm == "ckpt_counter", comm
