@@ -1,0 +1,34 @@
+"""File descriptors beyond files and pipes that must come back at restart (loader/state/fd_*.c):
+epoll with its interest list, timerfd, signalfd, eventfd with its count, inotify with its watches,
+sockets, a pipe whose writer closed, shared memory. Each program checks itself and runs through two
+checkpoint -> SIGKILL -> restart cycles (tests/ckpt_harness.py), compared with a native run."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from ckpt_harness import run_cycles
+from conftest import APPS_DIR, CFLAGS
+
+_BUILT: dict[str, Path] = {}
+
+
+def build(name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/apps/NAME.c compiled once per session with conftest's flags."""
+    if name not in _BUILT:
+        exe = tmp_path_factory.mktemp("fd_apps") / name
+        cmd = ["gcc", *CFLAGS, "-o", str(exe), str(APPS_DIR / f"{name}.c")]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if res.returncode != 0:
+            pytest.fail(f"cannot build {name}.c:\n{' '.join(cmd)}\n{res.stderr}")
+        _BUILT[name] = exe
+    return _BUILT[name]
+
+
+def test_epoll_timerfd_signalfd_eventfd(tmp_path, tmp_path_factory):
+    """An epoll loop over an eventfd, a periodic timerfd, a signalfd and pipes (edge-triggered, a
+    fired one-shot) keeps its registrations and their data words; the eventfd keeps its count, a
+    one-hour timer stays armed, the flags stay."""
+    run_cycles(build("ckpt_evloop", tmp_path_factory), [], tmp_path, cycles=2)
