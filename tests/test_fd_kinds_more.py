@@ -32,3 +32,10 @@ def test_epoll_timerfd_signalfd_eventfd(tmp_path, tmp_path_factory):
     fired one-shot) keeps its registrations and their data words; the eventfd keeps its count, a
     one-hour timer stays armed, the flags stay."""
     run_cycles(build("ckpt_evloop", tmp_path_factory), [], tmp_path, cycles=2)
+
+
+def test_inotify(tmp_path, tmp_path_factory):
+    """inotify watches on a scratch directory and a subdirectory (with a removed watch between
+    them) come back under the same watch numbers, with their masks: the events after a restart
+    name the same watches."""
+    run_cycles(build("ckpt_inotify", tmp_path_factory), ["{work}"], tmp_path, cycles=2)

@@ -3,6 +3,7 @@
 #include "fds.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,8 @@ static int watch_path(unsigned sdev, const char *hex, unsigned bytes, int type, 
             ((major << 20) | minor) != sdev)
             continue;
         unescape(mnt);
-        int mfd = open(mnt, O_PATH | O_CLOEXEC);
+        /* Not O_PATH: open_by_handle_at does not take an O_PATH descriptor (EBADF). */
+        int mfd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (mfd < 0)
             continue;
         int f = open_by_handle_at(mfd, &fh.h, O_PATH | O_CLOEXEC);
@@ -87,10 +89,22 @@ static int watch_path(unsigned sdev, const char *hex, unsigned bytes, int type, 
     return found;
 }
 
+struct watch {
+    int wd;
+    unsigned mask;
+    char *path;
+};
+
+static int by_wd(const void *a, const void *b)
+{
+    return ((const struct watch *)a)->wd - ((const struct watch *)b)->wd;
+}
+
 /* fdinfo: "inotify wd:HEX ino:HEX sdev:HEX mask:HEX ignored_mask:HEX fhandle-bytes:HEX
- * fhandle-type:HEX f_handle:HEX". Saved per watch: "wd N mask HEX len L\n" then the path's L
- * bytes and a newline (a path may hold any byte but NUL). Events already queued at the
- * checkpoint cannot be read without taking them from the program: lost, with a loss line. */
+ * fhandle-type:HEX f_handle:HEX", newest first. Saved per watch, by rising number: "wd N mask
+ * HEX len L\n" then the path's L bytes and a newline (a path may hold any byte but NUL). Events
+ * already queued at the checkpoint cannot be read without taking them from the program: lost,
+ * with a loss line. */
 static int inotify_save(struct fd_entry *e, const struct fd_entry *all, int n,
                         const char *files_dir)
 {
@@ -100,11 +114,9 @@ static int inotify_save(struct fd_entry *e, const struct fd_entry *all, int n,
         fprintf(stderr, "crac: error: cannot read the inotify fd %d\n", e->rec.fd);
         return -1;
     }
-    size_t cap = 4096, len = 0;
-    char *text = malloc(cap);
-    int rc = text ? 0 : -1;
-    if (text)
-        text[0] = '\0';
+    size_t n_w = 0, cap_w = 0, bytes_out = 1;
+    struct watch *w = NULL;
+    int rc = 0;
     for (const char *line = fd_info_field(info, "inotify "); line && rc == 0;
          line = fd_info_field(line, "inotify ")) {
         int wd, type;
@@ -118,25 +130,40 @@ static int inotify_save(struct fd_entry *e, const struct fd_entry *all, int n,
                        e->rec.fd, wd);
             continue;
         }
-        size_t need = len + strlen(path) + 64;
-        if (need > cap) {
-            char *more = realloc(text, cap = need * 2);
+        if (n_w == cap_w) {
+            struct watch *more = realloc(w, (cap_w = cap_w ? 2 * cap_w : 16) * sizeof(*w));
             if (!more) {
                 rc = -1;
                 break;
             }
-            text = more;
+            w = more;
         }
-        len += (size_t)snprintf(text + len, cap - len, "wd %d mask %x len %zu\n%s\n", wd, mask,
-                                strlen(path), path);
+        w[n_w] = (struct watch){wd, mask, strdup(path)};
+        if (!w[n_w].path) {
+            rc = -1;
+            break;
+        }
+        bytes_out += strlen(path) + 64;
+        n_w++;
     }
     free(info);
+    char *text = rc == 0 ? malloc(bytes_out) : NULL;
+    if (text) {
+        qsort(w, n_w, sizeof(*w), by_wd);
+        size_t len = 0;
+        text[0] = '\0';
+        for (size_t i = 0; i < n_w; i++)
+            len += (size_t)snprintf(text + len, bytes_out - len, "wd %d mask %x len %zu\n%s\n",
+                                    w[i].wd, w[i].mask, strlen(w[i].path), w[i].path);
+    }
+    for (size_t i = 0; i < n_w; i++)
+        free(w[i].path);
+    free(w);
     int queued = 0;
     if (ioctl(e->rec.fd, FIONREAD, &queued) == 0 && queued > 0)
         state_loss("inotify fd %d: %d bytes of events queued at the checkpoint are lost",
                    e->rec.fd, queued);
-    if (rc == 0)
-        rc = fd_save_text(e, files_dir, "inotify", text);
+    rc = text ? fd_save_text(e, files_dir, "inotify", text) : -1;
     free(text);
     return rc;
 }
@@ -154,6 +181,13 @@ static int fill_hole(int fd, int want, const struct fd_restore *r)
         int wd = inotify_add_watch(fd, spare[i], IN_DELETE_SELF | IN_MASK_CREATE);
         if (wd >= 0) {
             inotify_rm_watch(fd, wd);
+            /* Removing it queued an IN_IGNORED event the program must not see: read now, when
+             * nothing else can be queued but events of the watches just made (the restarted
+             * program is not running yet; another process's file activity meanwhile is lost). */
+            struct pollfd p = {fd, POLLIN, 0};
+            char buf[4096] __attribute__((aligned(8)));
+            while (poll(&p, 1, 0) == 1 && read(fd, buf, sizeof(buf)) > 0)
+                ;
             return wd == want ? 0 : -1;
         }
     }
