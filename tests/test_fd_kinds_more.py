@@ -39,3 +39,17 @@ def test_inotify(tmp_path, tmp_path_factory):
     them) come back under the same watch numbers, with their masks: the events after a restart
     name the same watches."""
     run_cycles(build("ckpt_inotify", tmp_path_factory), ["{work}"], tmp_path, cycles=2)
+
+
+def test_unix_sockets(tmp_path, tmp_path_factory):
+    """Unix sockets within the process: a socketpair stream and a seqpacket pair with a message in
+    flight, a datagram ping-pong with a second thread (a reply queued), listeners on a path and on
+    an abstract name (accepting after a restart), a long-lived accepted connection with bytes in
+    flight and a connection still waiting to be accepted."""
+    run_cycles(build("ckpt_sockets", tmp_path_factory), ["unix", "{work}"], tmp_path, cycles=2)
+
+
+def test_tcp_loopback(tmp_path, tmp_path_factory):
+    """A loopback TCP listener (same port, accepting after a restart) and a connected pair in the
+    same process with bytes in flight both ways; TCP_NODELAY, SO_RCVBUF, O_NONBLOCK kept."""
+    run_cycles(build("ckpt_sockets", tmp_path_factory), ["tcp", "{work}"], tmp_path, cycles=2)

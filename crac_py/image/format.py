@@ -209,7 +209,7 @@ ENUMS: tuple[Enum, ...] = (
         ("CRAC_FD_EVENTFD", 6, "eventfd",
          "its counter and semaphore flag in files/eventfd-<fd> (none in older images: 0)"),
         ("CRAC_FD_UNSUPPORTED", 7, "not restorable",
-         "socket, epoll, ...: replaced by /dev/null at restart, with a warning"),
+         "netlink sockets, ...: replaced by /dev/null at restart, with a warning"),
         ("CRAC_FD_MQUEUE", 8, "message queue",
          "POSIX message queue: attributes and messages in files/mq-<fd>"),
         ("CRAC_FD_PTY_MASTER", 9, "pty master",
@@ -222,6 +222,8 @@ ENUMS: tuple[Enum, ...] = (
          "its interest list in files/epoll-<fd>, added back once every fd is back"),
         ("CRAC_FD_INOTIFY", 14, "inotify",
          "its watches (number, mask, path) in files/inotify-<fd>"),
+        ("CRAC_FD_SOCKET", 15, "socket",
+         "Unix/TCP/UDP: what it is in files/socket-<fd>, its queued bytes in files/sockq-<fd>"),
     )),
     Enum("crac_dev_kind", "crac_dev_record.kind", (
         ("CRAC_DEV_DEVICE", 1, "device", "device memory (cudaMalloc)"),

@@ -23,7 +23,7 @@
 static const struct fd_ops *const fd_kinds[] = {
     &fd_stdio_ops, &fd_mqueue_ops,  &fd_regular_ops,    &fd_dir_ops,       &fd_chardev_ops,
     &fd_pipe_ops,  &fd_eventfd_ops, &fd_pty_master_ops, &fd_pty_slave_ops,
-    &fd_timerfd_ops, &fd_signalfd_ops, &fd_epoll_ops, &fd_inotify_ops,
+    &fd_socket_ops, &fd_timerfd_ops, &fd_signalfd_ops, &fd_epoll_ops, &fd_inotify_ops,
 };
 #define N_FD_KINDS (sizeof(fd_kinds) / sizeof(fd_kinds[0]))
 
@@ -482,15 +482,21 @@ int fds_restore(const struct state_restore *r, const void *note, size_t len)
             return -1;
         }
     }
-    /* Every fd is back: what refers to others (epoll interest lists) is rebuilt now. */
-    off = 0;
-    while (fd_next(note, len, &off, &v) > 0) {
-        const struct fd_ops *ops = ops_of(v.rec.kind);
-        if (ops->finish && ops->finish(&fr, &v) != 0) {
-            if (!r->err[0])
-                snprintf(r->err, r->errlen, "fd %d (%s): cannot be restored: %s", v.rec.fd, v.path,
-                         strerror(errno));
-            return -1;
+    /* Every fd is back: what refers to others is made now, sub-kind by sub-kind in the table's
+     * order (socket connections before the epoll interest lists that name them). */
+    for (size_t k = 0; k < N_FD_KINDS; k++) {
+        if (!fd_kinds[k]->finish)
+            continue;
+        off = 0;
+        while (fd_next(note, len, &off, &v) > 0) {
+            if (v.rec.kind != fd_kinds[k]->kind)
+                continue;
+            if (fd_kinds[k]->finish(&fr, &v) != 0) {
+                if (!r->err[0])
+                    snprintf(r->err, r->errlen, "fd %d (%s): cannot be restored: %s", v.rec.fd,
+                             v.path, strerror(errno));
+                return -1;
+            }
         }
     }
     return 0;
