@@ -5,7 +5,11 @@ checkpoint -> SIGKILL -> restart cycles (tests/ckpt_harness.py), compared with a
 
 from __future__ import annotations
 
+import socketserver
 import subprocess
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,3 +57,44 @@ def test_tcp_loopback(tmp_path, tmp_path_factory):
     """A loopback TCP listener (same port, accepting after a restart) and a connected pair in the
     same process with bytes in flight both ways; TCP_NODELAY, SO_RCVBUF, O_NONBLOCK kept."""
     run_cycles(build("ckpt_sockets", tmp_path_factory), ["tcp", "{work}"], tmp_path, cycles=2)
+
+
+class _Echo(socketserver.StreamRequestHandler):
+    """Answers each "ping K" line with "pong K"."""
+
+    def handle(self) -> None:
+        for line in self.rfile:
+            self.wfile.write(line.replace(b"ping", b"pong"))
+
+
+@pytest.fixture
+def echo_port() -> Iterator[int]:
+    """A line echo server on 127.0.0.1 run by the test (outside crac): its port."""
+    socketserver.ThreadingTCPServer.daemon_threads = True
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        yield server.server_address[1]
+        server.shutdown()
+
+
+def test_outside_tcp_connection(tmp_path, tmp_path_factory, echo_port):
+    """A TCP connection to a server outside the job comes back as a socket that fails as a dropped
+    connection does (EPIPE or ECONNRESET, never a /dev/null that reads end of file), with a
+    warning at restart; the program reconnects and its output is the uninterrupted run's."""
+    res = run_cycles(
+        build("ckpt_sockets", tmp_path_factory), ["outside", str(echo_port)], tmp_path, cycles=2
+    )
+    logs = tmp_path / "logs"
+    for i in (1, 2):
+        err = (logs / f"restart{i}.err").read_text()
+        assert "a connection leaving the process cannot be restored" in err, err
+        assert "ckpt_sockets: reconnected after" in err, err
+    assert res.segments
+
+
+def test_python_selectors_and_asyncio(tmp_path):
+    """The venv's python under crac: a selectors (epoll) loop over a socketpair with bytes in
+    flight, and an asyncio loop (its epoll and wake-up socketpair) kept across steps."""
+    program = APPS_DIR / "py" / "ckpt_selectors.py"
+    run_cycles(Path(sys.executable), [str(program), "60"], tmp_path, cycles=2)

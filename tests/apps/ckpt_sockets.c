@@ -4,7 +4,10 @@
    listener on a path and one on an abstract name (a connection accepted each step, a long-lived
    accepted one, one connection waiting unaccepted until the end). MODE tcp: a loopback listener
    (same port every step, a new connection accepted each step) and a connected pair with bytes
-   in flight both ways, TCP_NODELAY, SO_RCVBUF and non-blocking mode kept. */
+   in flight both ways, TCP_NODELAY, SO_RCVBUF and non-blocking mode kept. MODE outside (DIR: a
+   port on 127.0.0.1 where a line echo server runs, outside crac): "ping K" answered "pong K";
+   a send failing with EPIPE or a receive with ECONNRESET (a dropped connection) reconnects, with
+   a line on stderr; anything else (end of file, ENOTSOCK) fails. */
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,7 +19,7 @@
 #include <sys/un.h>
 
 #define PROG "ckpt_sockets"
-#define USAGE "unix|tcp DIR [STEPS]"
+#define USAGE "unix|tcp|outside DIR|PORT [STEPS]"
 #include "ckpt_common.h"
 
 /* Message K: 40 + K % 50 bytes of a pattern that depends on K and TAG. */
@@ -258,6 +261,54 @@ static void run_tcp(long steps)
     printf("DONE steps=%ld sum=%lu\n", steps, sum);
 }
 
+static int dial(int port, long k)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                            .sin_port = htons((uint16_t)port)};
+    return connect_to((struct sockaddr *)&a, sizeof a, SOCK_STREAM, k);
+}
+
+static void run_outside(int port, long steps)
+{
+    int c = dial(port, 0);
+    unsigned long sum = 0;
+    for (long k = 1; k <= steps; k++) {
+        char b[64], want[64], got[64];
+        int len = snprintf(b, sizeof b, "ping %ld\n", k), wl = snprintf(want, sizeof want,
+                                                                        "pong %ld\n", k);
+        for (int attempt = 0;; attempt++) {
+            ssize_t n = send(c, b, (size_t)len, MSG_NOSIGNAL), r = 0;
+            int err = n == len ? 0 : errno;
+            size_t have = 0;
+            while (!err && have < (size_t)wl) {
+                r = recv(c, got + have, (size_t)wl - have, 0);
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r <= 0)
+                    err = r < 0 ? errno : -1;
+                else
+                    have += (size_t)r;
+            }
+            if (!err)
+                break;
+            if ((err != EPIPE && err != ECONNRESET) || attempt > 0)
+                fail("step %ld: the connection fails with %s, not as a dropped one", k,
+                     err < 0 ? "end of file" : strerror(err));
+            fprintf(stderr, PROG ": reconnected after %s\n", err == EPIPE ? "EPIPE" : "ECONNRESET");
+            close(c);
+            c = dial(port, k);
+        }
+        if (memcmp(got, want, (size_t)wl) != 0)
+            fail("step %ld: reply differs", k);
+        sum = sum * 31 + (unsigned long)k;
+        step_line(k);
+        struct timespec req = {0, 40 * 1000000L};
+        nanosleep(&req, NULL);
+    }
+    close(c);
+    printf("DONE steps=%ld sum=%lu\n", steps, sum);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -269,6 +320,8 @@ int main(int argc, char **argv)
         run_unix(argv[2], steps);
     else if (strcmp(argv[1], "tcp") == 0)
         run_tcp(steps);
+    else if (strcmp(argv[1], "outside") == 0)
+        run_outside((int)arg(argc, argv, 2, 0, 1, 65535), steps);
     else
         fail("unknown mode %s", argv[1]);
     return fflush(stdout) == 0 ? 0 : 1;
