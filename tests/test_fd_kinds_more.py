@@ -98,3 +98,10 @@ def test_python_selectors_and_asyncio(tmp_path):
     flight, and an asyncio loop (its epoll and wake-up socketpair) kept across steps."""
     program = APPS_DIR / "py" / "ckpt_selectors.py"
     run_cycles(Path(sys.executable), [str(program), "60"], tmp_path, cycles=2)
+
+
+def test_pipes_and_fifos(tmp_path, tmp_path_factory):
+    """A pipe whose writer closed keeps its bytes (and ends after them); a 256 KiB pipe full of
+    bytes comes back whole; FIFOs opened by path come back with the bytes in them, one with both
+    ends held, one whose writer closed."""
+    run_cycles(build("ckpt_pipes", tmp_path_factory), ["{work}"], tmp_path, cycles=2)

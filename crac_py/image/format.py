@@ -204,7 +204,7 @@ ENUMS: tuple[Enum, ...] = (
         ("CRAC_FD_FILE", 1, "file", "regular file, reopened by path"),
         ("CRAC_FD_DIR", 2, "directory", ""),
         ("CRAC_FD_CHAR", 3, "device", "character device, reopened by path"),
-        ("CRAC_FD_PIPE", 4, "pipe", "both ends in this process: recreated, contents refilled"),
+        ("CRAC_FD_PIPE", 4, "pipe", "recreated, its ends given back, contents refilled"),
         ("CRAC_FD_STDIO", 5, "stdio", "0, 1, 2 when not regular files: the restart's own"),
         ("CRAC_FD_EVENTFD", 6, "eventfd",
          "its counter and semaphore flag in files/eventfd-<fd> (none in older images: 0)"),
@@ -224,6 +224,8 @@ ENUMS: tuple[Enum, ...] = (
          "its watches (number, mask, path) in files/inotify-<fd>"),
         ("CRAC_FD_SOCKET", 15, "socket",
          "Unix/TCP/UDP: what it is in files/socket-<fd>, its queued bytes in files/sockq-<fd>"),
+        ("CRAC_FD_FIFO", 16, "fifo",
+         "named pipe, opened again by path; its bytes in files/pipe-<ino> like a pipe's"),
     )),
     Enum("crac_dev_kind", "crac_dev_record.kind", (
         ("CRAC_DEV_DEVICE", 1, "device", "device memory (cudaMalloc)"),

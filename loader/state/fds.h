@@ -71,6 +71,7 @@ extern const struct fd_ops fd_signalfd_ops;                     /* fd_signalfd.c
 extern const struct fd_ops fd_epoll_ops;                        /* fd_epoll.c */
 extern const struct fd_ops fd_inotify_ops;                      /* fd_inotify.c */
 extern const struct fd_ops fd_socket_ops;                       /* fd_socket.c */
+extern const struct fd_ops fd_fifo_ops;                         /* fd_pipe.c */
 
 /* Shared by the sub-kinds (fds.c). */
 /* DST = FILES_DIR/NAME, FILES_DIR made if missing. */
