@@ -105,3 +105,10 @@ def test_pipes_and_fifos(tmp_path, tmp_path_factory):
     bytes comes back whole; FIFOs opened by path come back with the bytes in them, one with both
     ends held, one whose writer closed."""
     run_cycles(build("ckpt_pipes", tmp_path_factory), ["{work}"], tmp_path, cycles=2)
+
+
+def test_shared_memory_mapped_twice(tmp_path, tmp_path_factory):
+    """Shared memory mapped twice in one process (a POSIX shm object kept and one unlinked, a
+    MAP_SHARED|MAP_ANONYMOUS region duplicated with mremap, a removed SysV segment attached twice)
+    is shared again after a restart: each mapping sees the other's writes, earlier bytes kept."""
+    run_cycles(build("ckpt_shm", tmp_path_factory), [], tmp_path, cycles=2)
