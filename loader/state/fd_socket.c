@@ -374,10 +374,17 @@ static int sock_reopen(const struct fd_restore *r, const struct fd_view *v)
         (s.role == R_PLAIN && s.type == SOCK_DGRAM &&
          s.plen > (s.domain == AF_UNIX ? offsetof(struct sockaddr_un, sun_path) : 0) &&
          connect(fd, (const struct sockaddr *)&s.peer, s.plen) != 0)) {
-        snprintf(r->err, r->errlen, "fd %d (socket): cannot bind or listen again: %s", v->rec.fd,
-                 strerror(errno));
+        /* The name is taken (another copy of the program still runs, say): the rest of the
+         * program can still run, so a warning and a socket without the name. */
+        fprintf(stderr,
+                "crac: warning: fd %d (socket): cannot %s again (%s); it comes back without its "
+                "name\n",
+                v->rec.fd, s.role == R_LISTEN ? "bind and listen" : "bind or connect",
+                strerror(errno));
         close(fd);
-        return -1;
+        fd = new_sock(&s);
+        if (fd < 0)
+            return -1;
     }
     set_opts(fd, &s);
     return fd_install(fd, &v->rec);
@@ -389,6 +396,7 @@ static int tcp_connect_pair(const struct sock *a, const struct sock *b, int list
                             int *fb)
 {
     int tmp = -1;
+    *fa = -1;
     if (listener < 0) {
         tmp = listener = new_sock(b);
         int one = 1;
@@ -409,6 +417,9 @@ static int tcp_connect_pair(const struct sock *a, const struct sock *b, int list
 fail:
     if (tmp >= 0)
         close(tmp);
+    if (*fa >= 0)
+        close(*fa);
+    *fa = -1;
     return -1;
 }
 
@@ -572,10 +583,16 @@ static int sock_finish(const struct fd_restore *r, const struct fd_view *v)
                                                      &fb, &fa)
                                   : tcp_connect_pair(&s, &t, l, &fa, &fb);
                     if (rc != 0) {
-                        snprintf(r->err, r->errlen,
-                                 "fds %d and %d (a TCP connection): cannot connect again: %s",
-                                 o.rec.fd, p.rec.fd, strerror(errno));
-                        return -1;
+                        /* Its addresses are taken: both ends fail as a dropped connection. */
+                        fprintf(stderr,
+                                "crac: warning: fds %d and %d (a TCP connection): cannot connect "
+                                "again (%s); they fail as a dropped connection\n",
+                                o.rec.fd, p.rec.fd, strerror(errno));
+                        fa = broken_socket(&s);
+                        fb = broken_socket(&t);
+                        if (fa < 0 || fb < 0)
+                            return -1;
+                        q = qt = 0;
                     }
                 }
                 set_opts(fa, &s);
@@ -590,12 +607,18 @@ static int sock_finish(const struct fd_restore *r, const struct fd_view *v)
             }
             if (round == R_PENDING) {
                 fa = new_sock(&s);
-                if (fa < 0 || bind_name(fa, &s) != 0 ||
-                    connect(fa, (const struct sockaddr *)&s.peer, s.plen) != 0) {
-                    snprintf(r->err, r->errlen,
-                             "fd %d (socket): cannot connect to the program's listener: %s",
-                             o.rec.fd, strerror(errno));
+                if (fa < 0)
                     return -1;
+                if (bind_name(fa, &s) != 0 ||
+                    connect(fa, (const struct sockaddr *)&s.peer, s.plen) != 0) {
+                    fprintf(stderr,
+                            "crac: warning: fd %d (socket): cannot connect to the program's "
+                            "listener again (%s); it fails as a dropped connection\n",
+                            o.rec.fd, strerror(errno));
+                    close(fa);
+                    fa = broken_socket(&s);
+                    if (fa < 0)
+                        return -1;
                 }
             } else {
                 fa = broken_socket(&s);
