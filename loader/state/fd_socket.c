@@ -213,6 +213,86 @@ static int save_queue(struct fd_entry *e, const struct sock *s, const char *file
     return 1;
 }
 
+/* A Unix datagram socket that is not one end of a pair: its datagrams are taken with their
+ * senders and sent straight back, each from the program's own socket that sent it (found by its
+ * name), so the running program sees the same queue with the same senders. Saved per datagram:
+ * a u32 length, the sender's fd (-1: not the program's; resent from an unnamed socket, said with
+ * a loss line) and its bytes, into files/sockq-<fd>. */
+static int save_named_dgrams(struct fd_entry *e, const struct sock *s, const struct fd_entry *all,
+                             int n, const char *files_dir)
+{
+    /* All taken first, then sent back: what is sent back would otherwise be taken again. */
+    size_t cap = 0, len = 0;
+    char *q = NULL;
+    int rc = 0, lost = 0;
+    for (;;) {
+        if (len + 8 + 65536 > cap) {
+            char *more = len + 8 + 65536 <= QUEUE_MAX ? realloc(q, cap = cap ? 2 * cap : 131072)
+                                                      : NULL;
+            if (!more) {
+                if (len + 8 + 65536 > QUEUE_MAX) {
+                    state_loss("socket fd %d: datagrams past %u queued bytes are not saved",
+                               e->rec.fd, QUEUE_MAX);
+                    break; /* the rest stays queued for the running program */
+                }
+                rc = -1;
+                break;
+            }
+            q = more;
+        }
+        struct sockaddr_storage from;
+        socklen_t flen = sizeof(from);
+        ssize_t got = recvfrom(e->rec.fd, q + len + 8, 65536, MSG_DONTWAIT,
+                               (struct sockaddr *)&from, &flen);
+        if (got < 0)
+            break;
+        int32_t sender = -1;
+        struct sock o;
+        for (int k = 0; k < n && sender < 0 && flen > offsetof(struct sockaddr_un, sun_path); k++)
+            if (all[k].rec.kind == CRAC_FD_SOCKET && sock_read(all[k].rec.fd, &o) == 0 &&
+                same_addr(&o.local, o.llen, &from, flen))
+                sender = all[k].rec.fd;
+        lost += sender < 0;
+        uint32_t l32 = (uint32_t)got;
+        memcpy(q + len, &l32, 4);
+        memcpy(q + len + 4, &sender, 4);
+        len += 8 + (size_t)got;
+    }
+    for (size_t at = 0; at < len;) {
+        uint32_t l32;
+        int32_t sender;
+        memcpy(&l32, q + at, 4);
+        memcpy(&sender, q + at + 4, 4);
+        int via = sender >= 0 ? sender : socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (via < 0 || sendto(via, q + at + 8, l32, MSG_DONTWAIT,
+                              (const struct sockaddr *)&s->local, s->llen) != (ssize_t)l32)
+            rc = -1;
+        if (sender < 0 && via >= 0)
+            close(via);
+        at += 8 + l32;
+    }
+    if (len && rc == 0) {
+        char dst[PATH_MAX], name[48];
+        snprintf(name, sizeof(name), "sockq-%d", e->rec.fd);
+        fd_files_path(dst, sizeof(dst), files_dir, name);
+        int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (out < 0 || write(out, q, len) != (ssize_t)len || fsync(out) != 0)
+            rc = -1;
+        if (out >= 0)
+            close(out);
+    }
+    free(q);
+    if (lost)
+        state_loss("socket fd %d: %d queued datagrams from unnamed senders lose their sender",
+                   e->rec.fd, lost);
+    if (rc != 0) {
+        fprintf(stderr, "crac: error: cannot save the datagrams queued on socket fd %d\n",
+                e->rec.fd);
+        return -1;
+    }
+    return len > 0;
+}
+
 static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir)
 {
     struct sock s, o;
@@ -262,6 +342,12 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
         state_loss("socket fd %d: %d bytes sent on a connection not yet accepted are lost",
                    e->rec.fd, queued);
         queued = 0;
+    } else if (s.role == R_PLAIN && s.domain == AF_UNIX && s.type == SOCK_DGRAM &&
+               s.llen > offsetof(struct sockaddr_un, sun_path)) {
+        int rc = save_named_dgrams(e, &s, all, n, files_dir);
+        if (rc < 0)
+            return -1;
+        queued = rc > 0;
     } else if (s.role != R_LISTEN && ioctl(e->rec.fd, FIONREAD, &queued) == 0 && queued > 0) {
         state_loss("socket fd %d: %d bytes queued at the checkpoint are lost", e->rec.fd, queued);
         queued = 0;
@@ -461,6 +547,41 @@ static void refill(const struct fd_restore *r, int fd_no, const struct sock *s, 
     free(buf);
 }
 
+/* A named datagram socket's saved datagrams, sent to it again from their senders (the program's
+ * sockets, back at their numbers now) or from an unnamed socket. */
+static void refill_named(const struct fd_restore *r, int fd_no, const struct sock *s)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/files/sockq-%d", r->gen_dir, fd_no);
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return;
+    static char buf[65536];
+    int ok = 1;
+    for (;;) {
+        uint32_t l32;
+        int32_t sender;
+        ssize_t h = read(in, &l32, 4);
+        if (h == 0)
+            break;
+        if (h != 4 || read(in, &sender, 4) != 4 || l32 > sizeof(buf) ||
+            read(in, buf, l32) != (ssize_t)l32) {
+            ok = 0;
+            break;
+        }
+        int via = sender >= 0 ? sender : socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (via < 0 || sendto(via, buf, l32, MSG_DONTWAIT, (const struct sockaddr *)&s->local,
+                              s->llen) != (ssize_t)l32)
+            ok = 0;
+        if (sender < 0 && via >= 0)
+            close(via);
+    }
+    close(in);
+    if (!ok)
+        fprintf(stderr, "crac: warning: socket fd %d: its queued datagrams cannot be put back\n",
+                fd_no);
+}
+
 /* Where the program's listener for ADDR was restored (its fd), or -1. */
 static int find_listener(const struct fd_restore *r, int type, const struct sockaddr_storage *addr,
                          unsigned alen)
@@ -542,11 +663,16 @@ static int sock_finish(const struct fd_restore *r, const struct fd_view *v)
     struct sock s, t;
     int q, qt;
     while (fd_next(r->note, r->len, &off, &o) > 0)
-        if (o.rec.kind == CRAC_FD_SOCKET && sock_load(r, &o, &s, &q) == 0 &&
-            s.role != R_PLAIN && s.role != R_LISTEN)
+        if (o.rec.kind == CRAC_FD_SOCKET)
             break;
     if (o.rec.fd != v->rec.fd)
         return 0;
+    /* Named datagram sockets' queues first: their senders are all back (made at reopen). */
+    off = 0;
+    while (fd_next(r->note, r->len, &off, &o) > 0)
+        if (o.rec.kind == CRAC_FD_SOCKET && sock_load(r, &o, &s, &q) == 0 && s.role == R_PLAIN &&
+            q)
+            refill_named(r, o.rec.fd, &s);
     for (int round = R_PAIR; round <= R_OUTSIDE; round++) {
         off = 0;
         while (fd_next(r->note, r->len, &off, &o) > 0) {

@@ -2,7 +2,8 @@
    between steps. MODE unix: a socketpair stream and a seqpacket pair (each step's message read one
    step later), a datagram socketpair ping-pong with a second thread (a reply always queued), a
    listener on a path and one on an abstract name (a connection accepted each step, a long-lived
-   accepted one, one connection waiting unaccepted until the end). MODE tcp: a loopback listener
+   accepted one, one connection waiting unaccepted until the end), two datagram sockets bound to
+   paths (one datagram from the first to the second always queued; its sender is checked). MODE tcp: a loopback listener
    (same port every step, a new connection accepted each step) and a connected pair with bytes
    in flight both ways, TCP_NODELAY, SO_RCVBUF and non-blocking mode kept. MODE outside (DIR: a
    port on 127.0.0.1 where a line echo server runs, outside crac): "ping K" answered "pong K";
@@ -157,6 +158,14 @@ static void run_unix(const char *dir, long steps)
     int lc = connect_to((struct sockaddr *)&path, sizeof path, SOCK_STREAM, 0);
     int ls = accept(lp, NULL, NULL);
     int waiting = connect_to((struct sockaddr *)&abs, abs_len, SOCK_STREAM, 0);
+    /* Two datagram sockets bound to paths, talking with sendto. */
+    struct sockaddr_un da = {.sun_family = AF_UNIX}, db = {.sun_family = AF_UNIX};
+    snprintf(da.sun_path, sizeof da.sun_path, "%s/a.dgram", dir);
+    snprintf(db.sun_path, sizeof db.sun_path, "%s/b.dgram", dir);
+    int nda = socket(AF_UNIX, SOCK_DGRAM, 0), ndb = socket(AF_UNIX, SOCK_DGRAM, 0);
+    if (nda < 0 || ndb < 0 || bind(nda, (struct sockaddr *)&da, sizeof da) != 0 ||
+        bind(ndb, (struct sockaddr *)&db, sizeof db) != 0)
+        fail("binding the datagram sockets: %s", strerror(errno));
     if (ls < 0)
         fail("setup: %s", strerror(errno));
     char b[128];
@@ -169,6 +178,21 @@ static void run_unix(const char *dir, long steps)
             fail("step %ld: seqpacket send: %s", k, strerror(errno));
         n = msg(b, k, 2);
         write_all(lc, b, n, "accepted", k);
+        n = msg(b, k, 7);
+        if (sendto(nda, b, n, 0, (struct sockaddr *)&db, sizeof db) != (ssize_t)n)
+            fail("step %ld: sendto: %s", k, strerror(errno));
+        if (k > 1) {
+            char got[128];
+            struct sockaddr_un from;
+            socklen_t fl = sizeof from;
+            size_t want = msg(b, k - 1, 7);
+            ssize_t r = recvfrom(ndb, got, sizeof got, 0, (struct sockaddr *)&from, &fl);
+            if (r != (ssize_t)want || memcmp(got, b, want) != 0)
+                fail("step %ld: named datagram differs (%zd bytes)", k, r);
+            if (fl <= offsetof(struct sockaddr_un, sun_path) ||
+                strcmp(from.sun_path, da.sun_path) != 0)
+                fail("step %ld: named datagram's sender is not %s", k, da.sun_path);
+        }
         int len = snprintf(b, sizeof b, "ping %ld", k);
         if (send(dg[0], b, (size_t)len, 0) != len)
             fail("step %ld: dgram send: %s", k, strerror(errno));
@@ -199,6 +223,8 @@ static void run_unix(const char *dir, long steps)
     if (send(dg[0], "quit", 4, 0) != 4 || pthread_join(t, NULL) != 0)
         fail("stopping the ponger");
     unlink(path.sun_path);
+    unlink(da.sun_path);
+    unlink(db.sun_path);
     printf("DONE steps=%ld sum=%lu\n", steps, sum);
 }
 
