@@ -1,7 +1,8 @@
 /* ckpt_shm [STEPS=60]: shared memory mapped twice in one process, each pair of mappings checked to
    show one another's writes every step: a POSIX shm object (kept), another one unlinked at once,
    a MAP_SHARED|MAP_ANONYMOUS region duplicated with mremap, and a SysV segment attached twice
-   (removed with IPC_RMID at once). Earlier steps' bytes must stay. */
+   (removed with IPC_RMID at once; detached with shmdt at the end). Earlier steps' bytes must
+   stay. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdint.h>
@@ -84,6 +85,9 @@ int main(int argc, char **argv)
         struct timespec req = {0, 40 * 1000000L};
         nanosleep(&req, NULL);
     }
+    /* The SysV attachments are still SysV attachments. */
+    if (shmdt(a[3]) != 0 || shmdt(b[3]) != 0)
+        fail("shmdt: %s", strerror(errno));
     shm_unlink(kept);
     printf("DONE steps=%ld sum=%lu\n", steps, sum);
     return fflush(stdout) == 0 ? 0 : 1;
