@@ -188,7 +188,10 @@ def build(
             p1 = tmp / f"src{i}.cpp"
             p1.write_text(body)
             o1 = tmp / f"src{i}.probe.o"
-            _run([compiler, *flags, "-c", str(p1), "-o", str(o1)], f"compiling {src.name} for the CPU")
+            _run(
+                [compiler, *flags, "-c", str(p1), "-o", str(o1)],
+                f"compiling {src.name} for the CPU",
+            )
             names = _protected_functions(o1)
             pretties = _demangle(names)
             table: list[str] = []
@@ -205,7 +208,10 @@ def build(
             p2 = tmp / f"src{i}.table.cpp"
             p2.write_text(body + "\n" + "\n".join(table) + "\n")
             o2 = tmp / f"src{i}.o"
-            _run([compiler, *flags, "-c", str(p2), "-o", str(o2)], f"compiling {src.name} for the CPU")
+            _run(
+                [compiler, *flags, "-c", str(p2), "-o", str(o2)],
+                f"compiling {src.name} for the CPU",
+            )
             objects.append(o2)
         usable = [k for k in kernels if k.expr is not None]
         decls = "\n".join(
@@ -223,7 +229,18 @@ def build(
         )
         ot = tmp / "table.o"
         _run(
-            [compiler, *CXXFLAGS, "-DCRAC_KERNELS_TABLE_TU=1", "-include", HEADER, *inc, "-c", str(tu), "-o", str(ot)],
+            [
+                compiler,
+                *CXXFLAGS,
+                "-DCRAC_KERNELS_TABLE_TU=1",
+                "-include",
+                HEADER,
+                *inc,
+                "-c",
+                str(tu),
+                "-o",
+                str(ot),
+            ],
             "compiling the kernel table",
         )
         output.parent.mkdir(parents=True, exist_ok=True)

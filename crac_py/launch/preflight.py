@@ -183,7 +183,8 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
     if static_cudart:
         raise PreflightError(
             f"{program}: has the CUDA runtime linked in statically; "
-            "rebuild with `nvcc -cudart shared`"
+            "rebuild with `nvcc -cudart shared` (then `crac kernels` builds its kernels for the "
+            "sim: docs/SIM.md)"
         )
     unsupported = [name for name in cuda_imports if name not in supported]
     if unsupported:
@@ -194,7 +195,9 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
         why = "crac supports none yet" if not supported else f"crac supports {len(supported)}"
         raise PreflightError(
             f"{program}: imports CUDA functions crac does not support: {listed}{more}; "
-            f"{why} (see crac_py/codegen/cuda_spec.py): remove those calls"
+            f"{why} (listed in docs/SIM.md and crac_py/codegen/cuda_spec.py): rewrite those "
+            "calls with supported functions (or drop the CUDA feature that makes nvcc generate "
+            "them: textures, surfaces, cooperative launches), or run the program without crac"
         )
     return ProgramInfo(
         path=os.path.abspath(path),
