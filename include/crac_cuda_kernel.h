@@ -62,7 +62,8 @@
 #define __launch_bounds__(...)
 #define __grid_constant__
 
-namespace crac {
+namespace crac
+{
 
 struct fiber {
     uint3 tid;
@@ -89,7 +90,8 @@ extern "C" __attribute__((visibility("hidden"))) __thread crac::block_state *cra
 #ifdef CRAC_KERNELS_TABLE_TU
 __thread crac::block_state *crac_blk;
 
-namespace crac {
+namespace crac
+{
 /* The block the calling CPU thread runs (thread-local: streams run on their own workers). */
 static __thread fiber *fibers;
 static __thread char *stacks;
@@ -173,7 +175,8 @@ int run_block(const crac_kernel_entry *k, void **args, const crac_kernel_block *
 } // namespace crac
 #endif
 
-namespace crac {
+namespace crac
+{
 template <auto F> struct kernel_of;
 
 template <typename... A, void (*F)(A...)> struct kernel_of<F> {
@@ -269,8 +272,8 @@ CRAC__ATOMIC_INT(long long)
             std::memcpy(&f, &old, sizeof f);                                                       \
             f += v;                                                                                \
             std::memcpy(&nv, &f, sizeof f);                                                        \
-        } while (!__atomic_compare_exchange_n(q, &old, nv, false, __ATOMIC_SEQ_CST,                \
-                                              __ATOMIC_SEQ_CST));                                  \
+        } while (                                                                                  \
+            !__atomic_compare_exchange_n(q, &old, nv, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)); \
         std::memcpy(&f, &old, sizeof f);                                                           \
         return f;                                                                                  \
     }                                                                                              \
@@ -298,8 +301,8 @@ static inline unsigned int atomicInc(unsigned int *p, unsigned int limit)
 static inline unsigned int atomicDec(unsigned int *p, unsigned int limit)
 {
     unsigned int old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-    while (!__atomic_compare_exchange_n(p, &old, (old == 0 || old > limit) ? limit : old - 1,
-                                        false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    while (!__atomic_compare_exchange_n(p, &old, (old == 0 || old > limit) ? limit : old - 1, false,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
     }
     return old;
 }
@@ -346,18 +349,16 @@ static inline cudaError_t cudaMemcpyFromSymbol(void *dst, const T &sym, size_t n
     return ::cudaMemcpyFromSymbol(dst, (const void *)&sym, n, off, k);
 }
 template <class T>
-static inline cudaError_t cudaMemcpyToSymbolAsync(const T &sym, const void *src,
-                                                  size_t n = sizeof(T), size_t off = 0,
-                                                  cudaMemcpyKind k = cudaMemcpyHostToDevice,
-                                                  cudaStream_t s = 0)
+static inline cudaError_t
+cudaMemcpyToSymbolAsync(const T &sym, const void *src, size_t n = sizeof(T), size_t off = 0,
+                        cudaMemcpyKind k = cudaMemcpyHostToDevice, cudaStream_t s = 0)
 {
     return ::cudaMemcpyToSymbolAsync((const void *)&sym, src, n, off, k, s);
 }
 template <class T>
-static inline cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const T &sym, size_t n = sizeof(T),
-                                                    size_t off = 0,
-                                                    cudaMemcpyKind k = cudaMemcpyDeviceToHost,
-                                                    cudaStream_t s = 0)
+static inline cudaError_t
+cudaMemcpyFromSymbolAsync(void *dst, const T &sym, size_t n = sizeof(T), size_t off = 0,
+                          cudaMemcpyKind k = cudaMemcpyDeviceToHost, cudaStream_t s = 0)
 {
     return ::cudaMemcpyFromSymbolAsync(dst, (const void *)&sym, n, off, k, s);
 }

@@ -102,8 +102,8 @@ struct sim_dep {
 struct crac_kernel_entry;
 
 struct sim_kernel_launch {
-    const struct crac_sim_kernel_desc *desc;   /* a CRAC_SIM_KERNEL kernel, or NULL */
-    const struct crac_kernel_entry *kentry;    /* a kernel from a kernels library, or NULL */
+    const struct crac_sim_kernel_desc *desc; /* a CRAC_SIM_KERNEL kernel, or NULL */
+    const struct crac_kernel_entry *kentry;  /* a kernel from a kernels library, or NULL */
     dim3 grid, block;
     size_t shared;
     void *argv[32]; /* max(CRAC_SIM_MAX_PARAMS, CRAC_KERNEL_MAX_PARAMS) */

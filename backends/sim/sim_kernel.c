@@ -135,8 +135,7 @@ void sim___cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char
                                 const char *deviceName, int thread_limit, uint3 *tid, uint3 *bid,
                                 dim3 *bDim, dim3 *gDim, int *wSize)
 {
-    (void)deviceFun, (void)thread_limit, (void)tid, (void)bid, (void)bDim, (void)gDim,
-        (void)wSize;
+    (void)deviceFun, (void)thread_limit, (void)tid, (void)bid, (void)bDim, (void)gDim, (void)wSize;
     if (!hostFun)
         return;
     pthread_mutex_lock(&sim_lock);
@@ -240,7 +239,8 @@ cudaError_t sim_cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, 
         e = cudaErrorInvalidResourceHandle;
     else if (!f)
         e = cudaErrorInvalidDeviceFunction;
-    else if (!f->desc && !f->kentry && f->device_name && !(f->kentry = sim_kernels_find(f->device_name))) {
+    else if (!f->desc && !f->kentry && f->device_name &&
+             !(f->kentry = sim_kernels_find(f->device_name))) {
         /* nvcc's GPU code and no CPU code for it (no library, or the kernel is not in it). */
         if (!f->reported)
             sim_kernels_report_missing(f->device_name);

@@ -64,8 +64,10 @@ static const struct crac_kernels_table *open_lib(void)
     }
     const struct crac_kernels_table *t = dlsym(h, CRAC_KERNELS_TABLE_SYMBOL);
     if (!t || t->abi != CRAC_KERNELS_ABI) {
-        fprintf(stderr, "crac: %s is not a kernels library of this crac (rebuild it with crac "
-                        "kernels)\n", lib_path);
+        fprintf(stderr,
+                "crac: %s is not a kernels library of this crac (rebuild it with crac "
+                "kernels)\n",
+                lib_path);
         dlclose(h);
         return NULL;
     }
@@ -95,12 +97,15 @@ void sim_kernels_report_missing(const char *device_name)
 {
     const char *path = lib_path[0] ? lib_path : "PROGRAM.kernels.so";
     if (lib_state == 1)
-        fprintf(stderr, "crac: kernel %s is not in %s: rebuild it with `crac kernels SOURCES.cu -o "
-                        "%s` from the program's sources\n", device_name, path, path);
+        fprintf(stderr,
+                "crac: kernel %s is not in %s: rebuild it with `crac kernels SOURCES.cu -o "
+                "%s` from the program's sources\n",
+                device_name, path, path);
     else
-        fprintf(stderr, "crac: kernel %s has no CPU code for the sim: build it with `crac kernels "
-                        "SOURCES.cu -o %s` (or set CRAC_KERNELS to the library)\n", device_name,
-                path);
+        fprintf(stderr,
+                "crac: kernel %s has no CPU code for the sim: build it with `crac kernels "
+                "SOURCES.cu -o %s` (or set CRAC_KERNELS to the library)\n",
+                device_name, path);
 }
 
 /* Point every GOT slot / absolute pointer the library has for symbol name at addr. */

@@ -74,9 +74,8 @@ void sim___cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAdd
 }
 
 void sim___cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
-                                  char *deviceAddress, const char *deviceName, int ext,
-                                  size_t size, int constant, int global,
-                                  unsigned long long crac_addr)
+                                  char *deviceAddress, const char *deviceName, int ext, size_t size,
+                                  int constant, int global, unsigned long long crac_addr)
 {
     (void)deviceAddress, (void)ext, (void)constant, (void)global;
     register_var(fatCubinHandle, hostVarPtrAddress, deviceName, size, crac_addr, SIM_MEM_MANAGED);
@@ -160,8 +159,8 @@ static cudaError_t symbol_at(const void *symbol, size_t count, size_t offset, vo
     return e;
 }
 
-cudaError_t sim_cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count,
-                                   size_t offset, enum cudaMemcpyKind kind)
+cudaError_t sim_cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
+                                   enum cudaMemcpyKind kind)
 {
     SIM_ENTER();
     void *dst;

@@ -47,8 +47,8 @@ void shim_kernels_announce(void)
 
 struct var_reg {
     struct var_reg *next;
-    uint64_t module; /* the program's (virtual) module handle */
-    char *hostVar;   /* __cudaRegisterVar: the host shadow */
+    uint64_t module;          /* the program's (virtual) module handle */
+    char *hostVar;            /* __cudaRegisterVar: the host shadow */
     void **hostVarPtrAddress; /* __cudaRegisterManagedVar */
     char *deviceAddress;
     const char *deviceName;
@@ -70,12 +70,12 @@ static void cross_var(const struct var_reg *v, void **backend)
     if (v->hostVarPtrAddress) {
         struct crac_args___cudaRegisterManagedVar a = {
             backend, v->hostVarPtrAddress, v->deviceAddress, v->deviceName, v->ext,
-            v->size,  v->constant,          v->global,       v->addr};
+            v->size, v->constant,          v->global,        v->addr};
         crac_cross___cudaRegisterManagedVar(&a);
     } else {
-        struct crac_args___cudaRegisterVar a = {backend,  v->hostVar, v->deviceAddress,
-                                                v->deviceName, v->ext, v->size,
-                                                v->constant,   v->global, v->addr};
+        struct crac_args___cudaRegisterVar a = {backend,       v->hostVar, v->deviceAddress,
+                                                v->deviceName, v->ext,     v->size,
+                                                v->constant,   v->global,  v->addr};
         crac_cross___cudaRegisterVar(&a);
     }
 }
@@ -104,11 +104,16 @@ void CUDARTAPI __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *dev
                                  const char *deviceName, int ext, size_t size, int constant,
                                  int global)
 {
-    struct var_reg t = {NULL,     (uint64_t)(uintptr_t)fatCubinHandle,
-                        hostVar,  NULL,
-                        deviceAddress, deviceName,
-                        ext,      constant,
-                        global,   size,
+    struct var_reg t = {NULL,
+                        (uint64_t)(uintptr_t)fatCubinHandle,
+                        hostVar,
+                        NULL,
+                        deviceAddress,
+                        deviceName,
+                        ext,
+                        constant,
+                        global,
+                        size,
                         0};
     register_var(&t);
 }
@@ -117,11 +122,16 @@ void CUDARTAPI __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtr
                                         char *deviceAddress, const char *deviceName, int ext,
                                         size_t size, int constant, int global)
 {
-    struct var_reg t = {NULL,     (uint64_t)(uintptr_t)fatCubinHandle,
-                        NULL,     hostVarPtrAddress,
-                        deviceAddress, deviceName,
-                        ext,      constant,
-                        global,   size,
+    struct var_reg t = {NULL,
+                        (uint64_t)(uintptr_t)fatCubinHandle,
+                        NULL,
+                        hostVarPtrAddress,
+                        deviceAddress,
+                        deviceName,
+                        ext,
+                        constant,
+                        global,
+                        size,
                         0};
     register_var(&t);
 }
