@@ -61,7 +61,7 @@ def find_nvcc() -> Path | None:
 
 
 NVCC = find_nvcc()
-pytestmark = pytest.mark.skipif(
+needs_nvcc = pytest.mark.skipif(
     NVCC is None, reason="nvcc (CUDA 13) is not installed: nvcc-built programs cannot be built"
 )
 
@@ -113,6 +113,7 @@ def native_done(exe: Path, args: list[str]) -> str:
     return cp.stdout
 
 
+@needs_nvcc
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_native_sim(name, programs):
     """The nvcc-built binary on the native sim libcudart (its rpath), kernels from the library."""
@@ -123,6 +124,7 @@ def test_native_sim(name, programs):
     assert str(native_sim_dir()) in ldd, f"{exe.name} does not use the native sim:\n{ldd}"
 
 
+@needs_nvcc
 @pytest.mark.parametrize("version", (1, 2))
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_crac_launch(name, version, programs, tmp_path):
@@ -133,6 +135,7 @@ def test_crac_launch(name, version, programs, tmp_path):
     assert cp.stdout == expected
 
 
+@needs_nvcc
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_two_checkpoint_restart_cycles(name, programs, tmp_path):
     """Device memory, nvcc's variables (__device__/__constant__/__managed__) and the kernels
@@ -140,6 +143,7 @@ def test_two_checkpoint_restart_cycles(name, programs, tmp_path):
     run_cycles(programs[name], ["40", "30"], tmp_path, cycles=2, launch_opts=sim(1))
 
 
+@needs_nvcc
 @pytest.mark.parametrize("name", ("symbols", "managed"))
 def test_cycles_switching_sim_versions(name, programs, tmp_path):
     """launch on sim1 -> checkpoint -> kill -> restart on sim2 -> checkpoint -> kill -> restart on
@@ -172,6 +176,7 @@ def test_cycles_switching_sim_versions(name, programs, tmp_path):
         raise
 
 
+@needs_nvcc
 def test_per_thread_default_stream(programs, tmp_path):
     """--default-stream per-thread: nvcc generates __cudaLaunchKernel_ptsz and *_ptds calls."""
     exe = nvcc_build(
@@ -188,6 +193,7 @@ def test_per_thread_default_stream(programs, tmp_path):
     assert cp.stdout == expected
 
 
+@needs_nvcc
 def test_missing_kernels_library_is_a_clear_error(programs, tmp_path):
     """No CPU code for a kernel: the launch returns cudaErrorInvalidDeviceFunction and one stderr
     line names the kernel and the fix; never a wrong result."""
@@ -207,6 +213,7 @@ def test_missing_kernels_library_is_a_clear_error(programs, tmp_path):
         assert "DONE" not in cp.stdout
 
 
+@needs_nvcc
 def test_kernels_library_from_env(programs, tmp_path):
     """$CRAC_KERNELS names the library when it is not next to the program."""
     exe = tmp_path / "renamed"
@@ -221,6 +228,7 @@ def test_kernels_library_from_env(programs, tmp_path):
     assert cp.stdout == expected
 
 
+@needs_nvcc
 def test_static_cudart_refused_with_the_fix(tmp_path):
     exe = tmp_path / "vadd_static"
     assert NVCC is not None
@@ -242,3 +250,27 @@ def test_unsupported_device_feature_fails_at_build(tmp_path):
     assert cp.stderr.startswith("crac: error: compiling shfl.cu for the CPU failed")
     assert "__shfl_down_sync" in cp.stderr
     assert not (tmp_path / "shfl.kernels.so").exists()
+
+
+def test_cuda12_program_refused_with_the_fix(tmp_path):
+    """A program linked against CUDA 12's libcudart.so.12 (versioned imports, as the
+    nvidia-cuda-runtime-cu12 library has them) is refused: crac's runtime is libcudart.so.13."""
+    (tmp_path / "v.map").write_text("libcudart.so.12 { global: cudaMalloc; local: *; };\n")
+    (tmp_path / "rt.c").write_text("int cudaMalloc(void **p, unsigned long n) { return 0; }\n")
+    (tmp_path / "app.c").write_text(
+        "int cudaMalloc(void **p, unsigned long n);\n"
+        "int main(void) { void *p; return cudaMalloc(&p, 1); }\n"
+    )
+    lib = tmp_path / "libcudart.so.12"
+    cc = ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.12"]
+    res = run(
+        [*cc, f"-Wl,--version-script={tmp_path / 'v.map'}", "-o", str(lib), str(tmp_path / "rt.c")]
+    )
+    assert res.returncode == 0, res.stderr
+    exe = tmp_path / "app12"
+    res = run(["gcc", "-o", str(exe), str(tmp_path / "app.c"), str(lib), f"-Wl,-rpath,{tmp_path}"])
+    assert res.returncode == 0, res.stderr
+    assert "cudaMalloc@libcudart.so.12" in run(["nm", "-D", str(exe)]).stdout
+    cp = run([*crac_cmd(), "launch", *sim(1), "--", str(exe)])
+    assert cp.returncode == 2, cp.stderr
+    assert "needs libcudart.so.12" in cp.stderr and "rebuild it with CUDA 13" in cp.stderr

@@ -186,6 +186,14 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
             "rebuild with `nvcc -cudart shared` (then `crac kernels` builds its kernels for the "
             "sim: docs/SIM.md)"
         )
+    old_cudart = [n for n in needed if n.startswith("libcudart.so.") and n != "libcudart.so.13"]
+    if old_cudart:
+        # crac's runtime (the shim, the sim) is CUDA 13's libcudart.so.13: another major
+        # version's runtime would be loaded into the program beside it (docs/SIM.md).
+        raise PreflightError(
+            f"{program}: needs {old_cudart[0]}, but crac provides CUDA 13's libcudart.so.13; "
+            "rebuild it with CUDA 13 (`nvcc -cudart shared`)"
+        )
     unsupported = [name for name in cuda_imports if name not in supported]
     if unsupported:
         listed = ", ".join(unsupported[:MAX_LISTED])
