@@ -21,6 +21,8 @@
  *   by the linker (--gc-sections); `<<<...>>>` launches are rewritten by crac kernels first.
  * - __shared__ variables are thread-local: all the CUDA threads of a block run on one CPU thread
  *   (as fibers), so they share them; blocks of concurrent streams run on different CPU threads.
+ *   `extern __shared__ T name[];` (dynamic shared memory) is rewritten by crac kernels into
+ *   `T *const name = (T *)crac_dynamic_shared();`, the launch's sharedMem bytes.
  * - threadIdx/blockIdx/blockDim/gridDim read the running fiber's block state; __syncthreads()
  *   switches to the next thread of the block (every thread reaches the barrier before any passes).
  */
@@ -79,6 +81,7 @@ struct block_state {
     int fault;
     const crac_kernel_entry *k;
     void **args;
+    void *dyn_shared;
 };
 
 } // namespace crac
@@ -141,6 +144,7 @@ int run_block(const crac_kernel_entry *k, void **args, const crac_kernel_block *
     st.fault = 0;
     st.k = k;
     st.args = args;
+    st.dyn_shared = b->shared;
     block_state *saved = crac_blk;
     crac_blk = &st;
     size_t i = 0;
@@ -205,6 +209,9 @@ template <typename... A, void (*F)(A...)> struct kernel_of<F> {
 };
 
 } // namespace crac
+
+/* `extern __shared__ T name[];` is rewritten by crac kernels into a pointer to this. */
+static inline void *crac_dynamic_shared() { return ::crac_blk->dyn_shared; }
 
 #define threadIdx (::crac_blk->cur->tid)
 #define blockIdx (::crac_blk->bidx)

@@ -31,6 +31,8 @@ struct crac_kernel_entry {
 struct crac_kernel_block {
     dim3 grid, block;
     uint3 block_idx;
+    void *shared;       /* the launch's dynamic shared memory (extern __shared__), or NULL */
+    size_t shared_size; /* its size: the launch's sharedMem */
 };
 
 enum { CRAC_KERNEL_OK = 0, CRAC_KERNEL_TRAP = 1, CRAC_KERNEL_NO_MEMORY = 2 };

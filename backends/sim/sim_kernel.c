@@ -281,6 +281,13 @@ static void run_lib_kernel(struct sim_kernel_launch *k)
     memset(&b, 0, sizeof(b));
     b.grid = k->grid;
     b.block = k->block;
+    /* One dynamic shared memory buffer serves the launch: its blocks run one after another. */
+    b.shared_size = k->shared;
+    b.shared = k->shared ? bk_alloc(k->shared) : NULL;
+    if (k->shared && !b.shared) {
+        sim_set_sticky(cudaErrorLaunchOutOfResources);
+        return;
+    }
     int r = CRAC_KERNEL_OK;
     for (unsigned z = 0; z < k->grid.z && r == CRAC_KERNEL_OK; z++)
         for (unsigned y = 0; y < k->grid.y && r == CRAC_KERNEL_OK; y++)
@@ -290,6 +297,8 @@ static void run_lib_kernel(struct sim_kernel_launch *k)
                 b.block_idx.z = z;
                 r = sim_kernels_run_block(k->kentry, k->argv, &b);
             }
+    if (b.shared)
+        bk_free(b.shared, k->shared);
     if (r == CRAC_KERNEL_NO_MEMORY)
         sim_set_sticky(cudaErrorLaunchOutOfResources);
     else if (r != CRAC_KERNEL_OK)

@@ -5,7 +5,8 @@ for the CPU (g++ or clang++), which crac's sim loads to run the kernels of the n
     crac kernels app.cu [more.cu ...] -o app.kernels.so
 
 Steps, per source: `<<<...>>>` launch configurations are removed (the host code must compile but
-never runs); the source is compiled with include/crac_cuda_kernel.h force-included, which gives
+never runs) and `extern __shared__` arrays become pointers to the launch's dynamic shared
+memory; the source is compiled with include/crac_cuda_kernel.h force-included, which gives
 `__global__` functions protected visibility; the object's protected functions are the kernels.
 Their mangled names (nvcc's device names) are demangled to name each kernel in C++, and the
 source is compiled again with a table entry per kernel appended. A last translation unit holds
@@ -40,6 +41,23 @@ CXXFLAGS = (
     "-Wno-attributes",  # visibility on static functions is ignored, harmlessly
 )
 LAUNCH_RE = re.compile(r"<<<.*?>>>", re.DOTALL)
+# `extern __shared__ [__align__(N)] TYPE NAME[];` (dynamic shared memory): no storage of its own,
+# it is the launch's sharedMem bytes, so it becomes a pointer to them.
+DYN_SHARED_RE = re.compile(
+    r"\bextern\s+__shared__\s+(?:__align__\s*\(\s*\w+\s*\)\s*)?([^;\[\]]+?)\s*\b(\w+)\s*\[\s*\]\s*;"
+)
+
+
+def rewrite(text: str) -> str:
+    """The source as g++ sees it: launch configurations removed, dynamic shared memory bound."""
+    text = LAUNCH_RE.sub("", text)
+    return DYN_SHARED_RE.sub(
+        lambda m: (
+            f"{m.group(1)} *const {m.group(2)} = "
+            f"reinterpret_cast<{m.group(1)} *>(crac_dynamic_shared());"
+        ),
+        text,
+    )
 
 
 class KernelsError(RuntimeError):
@@ -174,7 +192,7 @@ def build(
         kernels: list[Kernel] = []
         for i, src in enumerate(sources):
             src = src.resolve()
-            text = LAUNCH_RE.sub("", src.read_text())
+            text = rewrite(src.read_text())
             body = f'#line 1 "{src}"\n{text}\n'
             flags = [
                 *CXXFLAGS,
