@@ -33,6 +33,7 @@ from ckpt_harness import (
 from conftest import crac_cmd, require_native
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "cuda"
+APPS = Path(__file__).resolve().parent / "apps"
 PROGRAMS = ("vector_add", "reduce", "symbols", "managed")
 TIMEOUT = 300
 
@@ -274,3 +275,20 @@ def test_cuda12_program_refused_with_the_fix(tmp_path):
     cp = run([*crac_cmd(), "launch", *sim(1), "--", str(exe)])
     assert cp.returncode == 2, cp.stderr
     assert "needs libcudart.so.12" in cp.stderr and "rebuild it with CUDA 13" in cp.stderr
+
+
+@needs_nvcc
+def test_two_sources_templates_namespaces(tmp_path):
+    """Kernels spread over two .cu files, a namespaced template kernel instantiated for two types
+    and a kernel taking a struct by value: one library from both sources."""
+    srcs = [APPS / "nvcc_multi_main.cu", APPS / "nvcc_multi_kern.cu"]
+    exe = tmp_path / "multi"
+    assert NVCC is not None
+    cmd = [str(NVCC), "-cudart", "shared", f"-Xlinker=-rpath,{native_sim_dir()}", "-o", str(exe)]
+    res = run([*cmd, *map(str, srcs)])
+    assert res.returncode == 0, res.stderr
+    cp = run([*crac_cmd(), "kernels", *map(str, srcs), "-o", str(tmp_path / "multi.kernels.so")])
+    assert cp.returncode == 0 and "4 kernels" in cp.stdout, cp.stdout + cp.stderr
+    assert native_done(exe, []) == "OK\n"
+    cp = run([*crac_cmd(), "launch", *sim(2), "-c", str(tmp_path), "--", str(exe)])
+    assert cp.returncode == 0 and cp.stdout == "OK\n", cp.stderr
