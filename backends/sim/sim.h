@@ -170,23 +170,6 @@ void sim_events_reset(void);
 void sim_kernel_run(struct sim_kernel_launch *k); /* on a worker; may set the sticky error */
 void sim_kernel_free(struct sim_kernel_launch *k);
 
-/* ---- kernels libraries of nvcc-built programs (sim_kernels_lib.c); sim_lock held ---- */
-struct crac_kernel_block;
-void sim_kernels_set_path(const char *path);
-const char *sim_kernels_path(void);
-const struct crac_kernel_entry *sim_kernels_find(const char *device_name);
-int sim_kernels_run_block(const struct crac_kernel_entry *k, void **args,
-                          const struct crac_kernel_block *b); /* CRAC_KERNEL_*, no lock */
-void sim_kernels_report_missing(const char *device_name);
-void sim_kernels_bind_var(const char *name, uint64_t addr, uint64_t size, int init);
-
-/* ---- nvcc's device variables (sim_vars.c) ---- */
-int sim_vars_init(void);
-void sim_vars_drop_module(uint32_t module_index); /* sim_lock held */
-/* The module index behind a module handle, or -1 (sim_lock held). */
-long sim_module_index(void **handle);
-uint64_t sim_lh_kernels_path(uint64_t path, uint64_t a1, uint64_t a2); /* lower entry */
-
 /* ---- handle encodings (sim_handle.c): the values differ between sim versions ----
  * Objects live in arrays of elem-sized slots. sim1 hands out the slot's address (as drivers hand
  * out pointers); sim2 an encoded integer (kind, generation, index). */
@@ -203,5 +186,22 @@ int64_t sim_now_ns(void);
 
 /* ---- lower-half only (sim_backend.c): block until a signal handler ran (debug entry) ---- */
 long sim_block_until_signal(long timeout_ms);
+
+/* ---- kernels libraries of nvcc-built programs (sim_kernels_lib.c); sim_lock held ---- */
+struct crac_kernel_block;
+void sim_kernels_set_path(const char *path);
+const char *sim_kernels_path(void);
+const struct crac_kernel_entry *sim_kernels_find(const char *device_name);
+int sim_kernels_run_block(const struct crac_kernel_entry *k, void **args,
+                          const struct crac_kernel_block *b); /* CRAC_KERNEL_*, no lock */
+void sim_kernels_report_missing(const char *device_name);
+void sim_kernels_bind_var(const char *name, uint64_t addr, uint64_t size, int init);
+
+/* ---- nvcc's device variables (sim_vars.c) ---- */
+int sim_vars_init(void);
+void sim_vars_drop_module(uint32_t module_index); /* sim_lock held */
+/* The module index behind a module handle, or -1 (sim_lock held). */
+long sim_module_index(void **handle);
+uint64_t sim_lh_kernels_path(uint64_t path, uint64_t a1, uint64_t a2); /* lower entry */
 
 #endif

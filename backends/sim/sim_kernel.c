@@ -65,14 +65,6 @@ static struct sim_func *func_find(const void *host_fun)
     return NULL;
 }
 
-static struct sim_module *module_get(void **handle);
-
-long sim_module_index(void **handle)
-{
-    struct sim_module *m = module_get(handle);
-    return m ? (long)m->index : -1;
-}
-
 static struct sim_module *module_get(void **handle)
 {
     uint32_t gen;
@@ -81,6 +73,12 @@ static struct sim_module *module_get(void **handle)
     if (i < 0 || !modules[i].live || !sim_handle_gen_matches(gen, modules[i].gen))
         return NULL;
     return &modules[i];
+}
+
+long sim_module_index(void **handle)
+{
+    struct sim_module *m = module_get(handle);
+    return m ? (long)m->index : -1;
 }
 
 void **sim___cudaRegisterFatBinary(void *fatCubin)
