@@ -194,7 +194,9 @@ cudaError_t sim_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsi
     cudaError_t r = cudaErrorInvalidResourceHandle;
     if (e && s) {
         r = cudaSuccess;
-        if (e->recorded) {
+        if (sim_graph_event_join(e->index, e->gen, s)) {
+            /* the event was recorded in a capture: s now captures into the same graph */
+        } else if (e->recorded) {
             struct sim_op *op = sim_op_new(OP_WAIT);
             struct sim_dep d = e->rec;
             if (!op || !sim_stream_enqueue(s, op, &d))
