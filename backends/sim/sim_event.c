@@ -125,7 +125,9 @@ cudaError_t sim_cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
             op->u.record.gen = e->gen;
             op->u.record.record_id = ++e->record_id;
             uint64_t seq = sim_stream_enqueue(s, op, NULL);
-            if (seq) {
+            if (seq == SIM_SEQ_CAPTURED) {
+                r = cudaSuccess; /* a node of the capture: the event itself is unchanged */
+            } else if (seq) {
                 sim_stream_ident(s, &e->rec.index, &e->rec.gen);
                 e->rec.seq = seq;
                 e->recorded = 1;

@@ -64,13 +64,21 @@ static cudaStream_t backend_stream(cudaStream_t s)
     return (cudaStream_t)(uintptr_t)shim_vh_backend(SHIM_VH_STREAM, (uint64_t)(uintptr_t)s);
 }
 
+/* A capture in progress is state of the lower half that a checkpoint does not save: the thread
+ * that began it keeps the checkpoint gate until it ends the capture, so a checkpoint requested
+ * meanwhile waits for the end of the capture (captures are short; docs/SIM.md). */
+static __thread int captures_held;
+
 cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
     shim_gate_enter();
     struct crac_args_cudaStreamBeginCapture a = {backend_stream(stream), mode};
     cudaError_t r = (cudaError_t)crac_cross_cudaStreamBeginCapture(&a);
-    if (r == cudaSuccess)
+    if (r == cudaSuccess) {
         __atomic_add_fetch(&shim_captures, 1, __ATOMIC_RELAXED);
+        captures_held++;
+        return r; /* the gate stays entered until cudaStreamEndCapture */
+    }
     shim_gate_leave();
     return r;
 }
@@ -82,11 +90,15 @@ cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGr
     struct crac_args_cudaStreamEndCapture a = {backend_stream(stream), pGraph ? &g : NULL};
     cudaError_t r = (cudaError_t)crac_cross_cudaStreamEndCapture(&a);
     /* The capture is over even when it failed (invalidated). */
-    if (r == cudaSuccess || r == cudaErrorStreamCaptureInvalidated)
-        if (__atomic_load_n(&shim_captures, __ATOMIC_RELAXED) > 0)
-            __atomic_sub_fetch(&shim_captures, 1, __ATOMIC_RELAXED);
+    int ended = r == cudaSuccess || r == cudaErrorStreamCaptureInvalidated;
+    if (ended && __atomic_load_n(&shim_captures, __ATOMIC_RELAXED) > 0)
+        __atomic_sub_fetch(&shim_captures, 1, __ATOMIC_RELAXED);
     if (r == cudaSuccess)
         r = shim_vh_wrap(SHIM_VH_GRAPH, (uint64_t)(uintptr_t)g, (uint64_t *)pGraph);
+    if (ended && captures_held > 0) {
+        captures_held--;
+        shim_gate_leave(); /* the one cudaStreamBeginCapture kept */
+    }
     shim_gate_leave();
     return r;
 }
