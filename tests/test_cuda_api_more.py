@@ -8,7 +8,9 @@ restarts, which the programs check at every step."""
 
 from __future__ import annotations
 
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ PROGRAMS = {
     "sim_api_hostreg": ["40", "40"],
 }
 TIMEOUT = 180
+IMPORT_LISTS = Path(__file__).resolve().parent.parent / "docs" / "cuda_imports"
 
 
 def _native(exe: Path, args: list[str]) -> str:
@@ -47,6 +50,29 @@ def test_launch_matches_native(name, version, sim_apps, tmp_path):
     )
     assert cp.returncode == 0, cp.stderr[-3000:]
     assert cp.stdout == expected
+    if name == "sim_api_streams":  # cudaGetDriverEntryPointByVersion is refused with one line
+        notes = [ln for ln in cp.stderr.splitlines() if "cudaGetDriverEntryPoint" in ln]
+        assert notes == [
+            'crac sim: cudaGetDriverEntryPoint("cuInit"): the simulated device has no driver API'
+        ], cp.stderr
+
+
+def test_coverage_of_real_programs():
+    """`--coverage` reports at least 150 supported functions, and its coverage of every import
+    list in docs/cuda_imports/."""
+    cp = subprocess.run(
+        [sys.executable, "-m", "crac_py.codegen", "--coverage"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cp.returncode == 0, cp.stderr
+    first = re.match(r"coverage: (\d+)/(\d+) ", cp.stdout)
+    assert first and int(first.group(1)) >= 150, cp.stdout
+    lists = sorted(p.name for p in IMPORT_LISTS.glob("*.txt"))
+    assert len(lists) >= 3
+    for name in lists:
+        assert re.search(rf"^coverage of {re.escape(name)}: \d+/\d+ ", cp.stdout, re.M), cp.stdout
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

@@ -136,6 +136,32 @@ def coverage_of(lib: LibInfo, path: Path) -> Coverage:
     return Coverage(len(SUPPORTED & lib.exports.keys()), len(lib.exports), path)
 
 
+# Lists of the runtime functions real programs call (docs/cuda_imports/*.txt: one name a line,
+# `#` comments), read from a source checkout; an installed crac has none.
+IMPORT_LISTS = Path(__file__).resolve().parents[2] / "docs" / "cuda_imports"
+
+
+def import_list_lines(directory: Path = IMPORT_LISTS) -> list[str]:
+    """One line per list: how many of the functions it names crac supports, and which not."""
+    out: list[str] = []
+    for path in sorted(directory.glob("*.txt")):
+        names = {
+            ln.strip()
+            for ln in path.read_text().splitlines()
+            if ln.strip() and not ln.lstrip().startswith("#")
+        }
+        if not names:
+            continue
+        have = names & SUPPORTED
+        missing = sorted(names - SUPPORTED)
+        out.append(
+            f"coverage of {path.name}: {len(have)}/{len(names)} "
+            f"({100.0 * len(have) / len(names):.1f}%) supported; "
+            f"missing: {', '.join(missing) or 'none'}"
+        )
+    return out
+
+
 # ---------------------------------------------------------------- C helpers
 
 
@@ -489,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
         lib = read_lib(cuda.libcudart)
         cov = coverage_of(lib, cuda.libcudart)
         print(cov.line())
+        for line in import_list_lines():
+            print(line)
         if not ns.coverage:
             unsupported = sorted(set(lib.exports) - SUPPORTED)
             print(f"supported: {', '.join(sorted(SUPPORTED))}")

@@ -62,6 +62,14 @@ int main(int argc, char **argv)
     if (v != 1024)
         fail("max threads per block %d", v);
 
+    /* No driver API on the sim: refused clearly (cudaErrorNotSupported, a note on stderr). */
+    void *entry = &v;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSuccess;
+    CK_ERR(cudaGetDriverEntryPointByVersion("cuInit", &entry, 12000, cudaEnableDefault, &q),
+           cudaErrorNotSupported);
+    if (entry || q != cudaDriverEntryPointSymbolNotFound)
+        fail("cudaGetDriverEntryPointByVersion");
+
     cudaStream_t hi, lo;
     CK(cudaStreamCreateWithPriority(&hi, cudaStreamNonBlocking, greatest));
     CK(cudaStreamCreateWithPriority(&lo, cudaStreamDefault, least));
