@@ -838,3 +838,52 @@ cudaError_t sim_cudaHostGetFlags(unsigned int *pFlags, void *pHost)
     *pFlags = cudaHostAllocMapped | cudaHostAllocPortable;
     return cudaSuccess;
 }
+
+/* ---- thread-block clusters: one SM, so a cluster is at most the blocks one SM holds ---- */
+
+static unsigned cluster_size_of(const cudaLaunchConfig_t *c)
+{
+    for (unsigned i = 0; c && c->attrs && i < c->numAttrs; i++)
+        if (c->attrs[i].id == cudaLaunchAttributeClusterDimension) {
+            return c->attrs[i].val.clusterDim.x * c->attrs[i].val.clusterDim.y *
+                   c->attrs[i].val.clusterDim.z;
+        }
+    return 1;
+}
+
+cudaError_t sim_cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func,
+                                                     const cudaLaunchConfig_t *launchConfig)
+{
+    SIM_ENTER();
+    if (!clusterSize || !launchConfig)
+        return sim_ret(cudaErrorInvalidValue);
+    int blocks = 0;
+    cudaError_t e = occupancy(&blocks, func,
+                              (int)(launchConfig->blockDim.x * launchConfig->blockDim.y *
+                                    launchConfig->blockDim.z),
+                              launchConfig->dynamicSmemBytes);
+    if (e != cudaSuccess)
+        return sim_ret(e);
+    *clusterSize = blocks < 8 ? blocks : 8; /* 8: the portable cluster size limit */
+    return cudaSuccess;
+}
+
+cudaError_t sim_cudaOccupancyMaxActiveClusters(int *numClusters, const void *func,
+                                               const cudaLaunchConfig_t *launchConfig)
+{
+    SIM_ENTER();
+    if (!numClusters || !launchConfig)
+        return sim_ret(cudaErrorInvalidValue);
+    int blocks = 0;
+    cudaError_t e = occupancy(&blocks, func,
+                              (int)(launchConfig->blockDim.x * launchConfig->blockDim.y *
+                                    launchConfig->blockDim.z),
+                              launchConfig->dynamicSmemBytes);
+    if (e != cudaSuccess)
+        return sim_ret(e);
+    unsigned size = cluster_size_of(launchConfig);
+    if (!size || size > 8)
+        return sim_ret(cudaErrorInvalidClusterSize);
+    *numClusters = blocks / (int)size;
+    return cudaSuccess;
+}

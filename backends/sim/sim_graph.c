@@ -1040,3 +1040,212 @@ uint64_t sim_graph_import(const void *buf, uint64_t len)
     pthread_mutex_unlock(&sim_lock);
     return handle;
 }
+
+/* ---- changing graphs after they were built ---- */
+
+/* The node a handle names in graph g, or NULL (sim_lock held). */
+static struct sim_gnode *node_in(struct sim_graph *g, cudaGraphNode_t node, uint32_t *at)
+{
+    uint64_t h = (uint64_t)(uintptr_t)node;
+    if ((h & ~0xffffffffffffULL) != NODE_TAG)
+        return NULL;
+    for (uint32_t k = 0; k < g->n; k++)
+        if (g->nodes[k].id == (h & 0xffffffffffffULL)) {
+            if (at)
+                *at = k;
+            return &g->nodes[k];
+        }
+    return NULL;
+}
+
+/* Nodes run in insertion order, so an edge is accepted when it points forward (every edge a
+ * program can add between nodes it added in dependency order does). */
+cudaError_t sim_cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
+                                         const cudaGraphNode_t *to,
+                                         const cudaGraphEdgeData *edgeData,
+                                         size_t numDependencies)
+{
+    SIM_ENTER();
+    if (numDependencies && (!from || !to))
+        return sim_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&sim_lock);
+    struct sim_graph *g = graph_get(graph, 0);
+    cudaError_t e = g ? cudaSuccess : cudaErrorInvalidValue;
+    for (size_t i = 0; e == cudaSuccess && i < numDependencies; i++) {
+        uint32_t a, b;
+        if (edgeData && edgeData[i].type != cudaGraphDependencyTypeDefault)
+            e = cudaErrorNotSupported;
+        else if (!node_in(g, from[i], &a) || !node_in(g, to[i], &b) || a == b)
+            e = cudaErrorInvalidValue;
+        else if (a > b)
+            e = cudaErrorNotSupported; /* would need reordering: documented limitation */
+    }
+    for (size_t i = 0; e == cudaSuccess && i < numDependencies; i++)
+        node_in(g, to[i], NULL)->n_deps++;
+    pthread_mutex_unlock(&sim_lock);
+    return sim_ret(e);
+}
+
+cudaError_t sim_cudaGraphDestroyNode(cudaGraphNode_t node)
+{
+    SIM_ENTER();
+    pthread_mutex_lock(&sim_lock);
+    cudaError_t e = cudaErrorInvalidValue;
+    for (uint32_t i = 0; graphs && i < SIM_MAX_GRAPHS && e != cudaSuccess; i++) {
+        struct sim_graph *g = &graphs[i];
+        uint32_t at;
+        if (!g->live || g->is_exec || !node_in(g, node, &at))
+            continue;
+        free_chain(g->nodes[at].ops);
+        memmove(&g->nodes[at], &g->nodes[at + 1], (g->n - at - 1) * sizeof(g->nodes[0]));
+        g->n--;
+        e = cudaSuccess;
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return sim_ret(e);
+}
+
+/* Replaces a kernel node's launch (the same node in a graph, or its copy in an executable one). */
+static cudaError_t set_kernel(struct sim_graph *g, cudaGraphNode_t node,
+                              const struct cudaKernelNodeParams *p)
+{
+    struct sim_gnode *nd = g ? node_in(g, node, NULL) : NULL;
+    if (!nd || nd->type != cudaGraphNodeTypeKernel || !p)
+        return cudaErrorInvalidValue;
+    struct sim_op *op = NULL;
+    cudaError_t e = kernel_op(p, &op);
+    if (e != cudaSuccess)
+        return e;
+    free_chain(nd->ops);
+    nd->ops = NULL;
+    chain_append(nd, op);
+    nd->func = p->func;
+    return cudaSuccess;
+}
+
+cudaError_t sim_cudaGraphKernelNodeSetParams(cudaGraphNode_t node,
+                                             const struct cudaKernelNodeParams *pNodeParams)
+{
+    SIM_ENTER();
+    pthread_mutex_lock(&sim_lock);
+    cudaError_t e = cudaErrorInvalidValue;
+    for (uint32_t i = 0; graphs && i < SIM_MAX_GRAPHS && e == cudaErrorInvalidValue; i++)
+        if (graphs[i].live && !graphs[i].is_exec && node_in(&graphs[i], node, NULL))
+            e = set_kernel(&graphs[i], node, pNodeParams);
+    pthread_mutex_unlock(&sim_lock);
+    return sim_ret(e);
+}
+
+cudaError_t sim_cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+                                                 const struct cudaKernelNodeParams *pNodeParams)
+{
+    SIM_ENTER();
+    pthread_mutex_lock(&sim_lock);
+    cudaError_t e = set_kernel(graph_get(hGraphExec, 1), node, pNodeParams);
+    pthread_mutex_unlock(&sim_lock);
+    return sim_ret(e);
+}
+
+/* The executable graph takes the graph's node parameters when both have the same nodes (same
+ * count and types, in order), as CUDA's whole-graph update. */
+cudaError_t sim_cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph,
+                                    cudaGraphExecUpdateResultInfo *resultInfo)
+{
+    SIM_ENTER();
+    pthread_mutex_lock(&sim_lock);
+    struct sim_graph *x = graph_get(hGraphExec, 1);
+    const struct sim_graph *g = graph_get(hGraph, 0);
+    cudaError_t e = x && g ? cudaSuccess : cudaErrorInvalidValue;
+    enum cudaGraphExecUpdateResult res = cudaGraphExecUpdateSuccess;
+    if (e == cudaSuccess && x->n != g->n)
+        res = cudaGraphExecUpdateErrorTopologyChanged;
+    for (uint32_t i = 0; e == cudaSuccess && res == cudaGraphExecUpdateSuccess && i < g->n; i++)
+        if (x->nodes[i].type != g->nodes[i].type)
+            res = cudaGraphExecUpdateErrorNodeTypeChanged;
+    struct sim_graph fresh = {0};
+    if (e == cudaSuccess && res == cudaGraphExecUpdateSuccess) {
+        fresh.live = 1;
+        e = copy_nodes(&fresh, g, 1);
+        if (e == cudaSuccess) {
+            for (uint32_t i = 0; i < x->n; i++)
+                free_chain(x->nodes[i].ops);
+            bk_free(x->nodes, x->cap * sizeof(*x->nodes));
+            x->nodes = fresh.nodes;
+            x->n = fresh.n;
+            x->cap = fresh.cap;
+        } else {
+            graph_free(&fresh);
+        }
+    }
+    if (e == cudaSuccess && res != cudaGraphExecUpdateSuccess)
+        e = cudaErrorGraphExecUpdateFailure;
+    if (resultInfo && (x && g)) {
+        memset(resultInfo, 0, sizeof(*resultInfo));
+        resultInfo->result = res;
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return sim_ret(e);
+}
+
+cudaError_t sim_cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                                               cudaGraphInstantiateParams *instantiateParams)
+{
+    if (!instantiateParams)
+        return sim_ret(cudaErrorInvalidValue);
+    cudaError_t e = sim_cudaGraphInstantiate(pGraphExec, graph, instantiateParams->flags);
+    instantiateParams->errNode_out = NULL;
+    instantiateParams->result_out = e == cudaSuccess ? cudaGraphInstantiateSuccess
+                                                     : cudaGraphInstantiateError;
+    return e;
+}
+
+/* A 3D copy between linear memory, as one copy operation per row. */
+cudaError_t sim_cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                       const cudaGraphNode_t *pDependencies,
+                                       size_t numDependencies,
+                                       const struct cudaMemcpy3DParms *p)
+{
+    SIM_ENTER();
+    if (!p)
+        return sim_ret(cudaErrorInvalidValue);
+    if (p->srcArray || p->dstArray)
+        return sim_ret(cudaErrorNotSupported);
+    const struct cudaExtent *x = &p->extent;
+    if (!p->srcPtr.ptr || !p->dstPtr.ptr || x->width > p->srcPtr.pitch ||
+        x->width > p->dstPtr.pitch || (unsigned)p->kind > cudaMemcpyDefault)
+        return sim_ret(cudaErrorInvalidValue);
+    struct sim_graph *g;
+    cudaError_t e = add_begin(pGraphNode, graph, pDependencies, numDependencies, &g);
+    if (e != cudaSuccess)
+        return sim_ret(e);
+    struct sim_gnode *nd = node_add(g, cudaGraphNodeTypeMemcpy, (uint32_t)numDependencies);
+    if (!nd)
+        e = cudaErrorMemoryAllocation;
+    size_t s_slice = p->srcPtr.pitch * (p->srcPtr.ysize ? p->srcPtr.ysize : x->height);
+    size_t d_slice = p->dstPtr.pitch * (p->dstPtr.ysize ? p->dstPtr.ysize : x->height);
+    int want_dst = p->kind == cudaMemcpyHostToDevice || p->kind == cudaMemcpyDeviceToDevice;
+    int want_src = p->kind == cudaMemcpyDeviceToHost || p->kind == cudaMemcpyDeviceToDevice;
+    for (size_t z = 0; e == cudaSuccess && z < x->depth; z++)
+        for (size_t y = 0; e == cudaSuccess && y < x->height; y++) {
+            const char *src = (const char *)p->srcPtr.ptr + (p->srcPos.z + z) * s_slice +
+                              (p->srcPos.y + y) * p->srcPtr.pitch + p->srcPos.x;
+            char *dst = (char *)p->dstPtr.ptr + (p->dstPos.z + z) * d_slice +
+                        (p->dstPos.y + y) * p->dstPtr.pitch + p->dstPos.x;
+            if ((want_dst && !in_device(dst, x->width)) || (want_src && !in_device(src, x->width))) {
+                e = cudaErrorInvalidValue;
+                break;
+            }
+            struct sim_op *op = sim_op_new(OP_COPY);
+            if (!op) {
+                e = cudaErrorMemoryAllocation;
+                break;
+            }
+            op->u.copy.dst = dst;
+            op->u.copy.src = src;
+            op->u.copy.n = x->width;
+            chain_append(nd, op);
+        }
+    if (e != cudaSuccess && nd)
+        free_chain(nd->ops);
+    return add_end(g, nd, pGraphNode, e);
+}

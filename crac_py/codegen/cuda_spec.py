@@ -823,6 +823,85 @@ SPEC: tuple[Func, ...] = (
         "struct cudaMemsetParams *pNodeParams)",
         node="val",
     ),
+    # --- cudaapi: more graph calls (backends/sim/sim_graph.c) ---
+    F(
+        "cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from, "
+        "const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData, size_t numDependencies)",
+    ),
+    F("cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node)", node="val"),
+    F(
+        "cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, "
+        "const struct cudaKernelNodeParams *pNodeParams)",
+        node="val",
+        pNodeParams="host_ptr",
+    ),
+    F(
+        "cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, "
+        "cudaGraphNode_t node, const struct cudaKernelNodeParams *pNodeParams)",
+        node="val",
+        pNodeParams="host_ptr",
+    ),
+    F(
+        "cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph, "
+        "cudaGraphExecUpdateResultInfo *resultInfo)"
+    ),
+    F(
+        "cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, "
+        "cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams)",
+        doc="the upload stream is not used (nothing to upload)",
+    ),
+    F(
+        "cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, "
+        "const cudaGraphNode_t *pDependencies, size_t numDependencies, "
+        "const struct cudaMemcpy3DParms *pCopyParams)",
+        pDependencies="host_ptr",
+        pCopyParams="host_ptr",
+    ),
+    # --- cudaapi: clusters, launches with attributes, more composed calls ---
+    F(
+        "cudaError_t cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func, "
+        "const cudaLaunchConfig_t *launchConfig)",
+        func="func",
+        launchConfig="host_ptr",
+    ),
+    F(
+        "cudaError_t cudaOccupancyMaxActiveClusters(int *numClusters, const void *func, "
+        "const cudaLaunchConfig_t *launchConfig)",
+        func="func",
+        launchConfig="host_ptr",
+    ),
+    F(
+        "cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, "
+        "void **args)",
+        upper="local",
+        native="custom",
+        config="host_ptr",
+        func="func",
+        args="args",
+    ),
+    F(
+        "cudaError_t cudaMemRangeGetAttributes(void **data, size_t *dataSizes, "
+        "enum cudaMemRangeAttribute *attributes, size_t numAttributes, const void *devPtr, "
+        "size_t count)",
+        upper="local",
+        native="custom",
+        dataSizes="host_ptr",
+        attributes="host_ptr",
+        devPtr="dev_ptr",
+    ),
+    F(
+        "cudaError_t cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms *p)",
+        upper="local",
+        native="custom",
+        p="host_ptr",
+    ),
+    F(
+        "cudaError_t cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms *p, "
+        "cudaStream_t stream)",
+        upper="local",
+        native="custom",
+        p="host_ptr",
+    ),
     # --- nvcc's registration and launch-configuration entry points (crt/host_runtime.h) ---
     F(
         "void **__cudaRegisterFatBinary(void *fatCubin)",

@@ -117,6 +117,11 @@ int main(int argc, char **argv)
     kp.kernelParams = aw;
     CK(cudaGraphAddKernelNode(&nw, child, NULL, 0, &kp));
     CK(cudaGraphAddChildGraphNode(&nchild, g2, &ne, 1, child));
+    cudaGraphNode_t nx;
+    CK(cudaGraphAddEmptyNode(&nx, g2, &nchild, 1));
+    CK(cudaGraphDestroyNode(nx));
+    CK(cudaGraphAddDependencies(g2, &nk, &nc, NULL, 1));
+    CK_ERR(cudaGraphAddDependencies(g2, &nc, &nk, NULL, 1), cudaErrorNotSupported);
     size_t count_nodes = 0;
     CK(cudaGraphGetNodes(g2, NULL, &count_nodes));
     if (count_nodes != 6)
@@ -127,6 +132,34 @@ int main(int argc, char **argv)
         fail("explicit graph has %zu roots", roots);
     cudaGraphExec_t e2;
     CK(cudaGraphInstantiateWithFlags(&e2, g2, 0));
+    /* A whole-graph update with the same nodes works; with other nodes it is refused. */
+    kp.kernelParams = ay;
+    CK(cudaGraphKernelNodeSetParams(nk, &kp));
+    cudaGraphExecUpdateResultInfo info;
+    CK(cudaGraphExecUpdate(e2, g2, &info));
+    CK_ERR(cudaGraphExecUpdate(e1, g2, &info), cudaErrorGraphExecUpdateFailure);
+    if (info.result != cudaGraphExecUpdateErrorTopologyChanged)
+        fail("cudaGraphExecUpdate result %d", (int)info.result);
+
+    /* u <- y as a 3D copy node (4 rows of N/4 elements), instantiated with parameters. */
+    unsigned *d_u;
+    CK(cudaMalloc((void **)&d_u, bytes));
+    static unsigned mu[N];
+    cudaGraph_t g4;
+    cudaGraphNode_t n3d;
+    CK(cudaGraphCreate(&g4, 0));
+    struct cudaMemcpy3DParms c3;
+    memset(&c3, 0, sizeof(c3));
+    c3.srcPtr = (struct cudaPitchedPtr){d_y, bytes / 4, bytes / 4, 4};
+    c3.dstPtr = (struct cudaPitchedPtr){d_u, bytes / 4, bytes / 4, 4};
+    c3.extent = (struct cudaExtent){bytes / 4, 4, 1};
+    c3.kind = cudaMemcpyDeviceToDevice;
+    CK(cudaGraphAddMemcpyNode(&n3d, g4, NULL, 0, &c3));
+    cudaGraphInstantiateParams ip = {0, 0, 0, cudaGraphInstantiateError};
+    cudaGraphExec_t e4;
+    CK(cudaGraphInstantiateWithParams(&e4, g4, &ip));
+    if (ip.result_out != cudaGraphInstantiateSuccess)
+        fail("cudaGraphInstantiateWithParams result %d", (int)ip.result_out);
 
     uint64_t hash = 0xcbf29ce484222325ULL;
     for (long k = 1; k <= steps; k++) {
@@ -148,13 +181,20 @@ int main(int argc, char **argv)
         if (fl != 0)
             fail("step %ld: exec flags %llu", k, fl);
 
+        /* The executable graph's kernel node adds k + 6 this step. */
+        unsigned inc = (unsigned)k + 6;
+        void *ainc[] = {&d_y, &n, &inc};
+        struct cudaKernelNodeParams kinc = {(void *)add_k, d3(N / 256), d3(256), 0, ainc, NULL};
+        CK(cudaGraphExecKernelNodeSetParams(e2, nk, &kinc));
         CK(cudaGraphLaunch(e1, s));
         CK(cudaGraphLaunch(e2, s));
+        CK(cudaGraphLaunch(e4, s));
         model_add(mx, 1);
         model_mix(my, mx);
-        model_add(my, 7);
+        model_add(my, inc);
         memcpy(mz, my, sizeof(mz));
         model_add(mw, 1);
+        memcpy(mu, my, sizeof(mu));
 
         /* A graph captured, launched and destroyed within the step: t = 5t + x + ... */
         cudaGraph_t g3;
@@ -180,6 +220,7 @@ int main(int argc, char **argv)
         expect("z", k, d_z, mz);
         expect("w", k, d_w, mw);
         expect("t", k, d_t, mt);
+        expect("u", k, d_u, mu);
         if (host_a != k || host_b != k)
             fail("step %ld: host nodes ran %ld and %ld times", k, host_a, host_b);
         hash = fnv64(hash, my, sizeof(my));
@@ -188,6 +229,8 @@ int main(int argc, char **argv)
     }
     CK(cudaGraphExecDestroy(e1));
     CK(cudaGraphExecDestroy(e2));
+    CK(cudaGraphExecDestroy(e4));
+    CK(cudaGraphDestroy(g4));
     CK(cudaGraphDestroy(g1));
     CK(cudaGraphDestroy(g2));
     CK(cudaGraphDestroy(child));

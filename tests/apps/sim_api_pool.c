@@ -79,6 +79,23 @@ int main(int argc, char **argv)
 
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    /* Managed-memory hints are accepted (one copy of managed memory: they change nothing). */
+    unsigned *managed;
+    CK(cudaMallocManaged((void **)&managed, bytes, cudaMemAttachGlobal));
+    struct cudaMemLocation dev0 = {cudaMemLocationTypeDevice, 0};
+    CK(cudaMemAdvise(managed, bytes, cudaMemAdviseSetPreferredLocation, dev0));
+    CK(cudaMemPrefetchAsync(managed, bytes, dev0, 0, s));
+    CK(cudaStreamAttachMemAsync(s, managed, 0, cudaMemAttachSingle));
+    int read_mostly = -1, last = -5;
+    void *vals[] = {&read_mostly, &last};
+    size_t sizes[] = {sizeof(read_mostly), sizeof(last)};
+    enum cudaMemRangeAttribute which[] = {cudaMemRangeAttributeReadMostly,
+                                          cudaMemRangeAttributeLastPrefetchLocation};
+    CK(cudaMemRangeGetAttributes(vals, sizes, which, 2, managed, bytes));
+    if (read_mostly != 0)
+        fail("managed range attributes");
+    CK_ERR(cudaMemAdvise(&n, 4, cudaMemAdviseSetReadMostly, dev0), cudaErrorInvalidValue);
+    CK(cudaFree(managed));
     /* Lives across every step: allocated from the default pool explicitly. */
     unsigned *d_acc;
     CK(cudaMallocFromPoolAsync((void **)&d_acc, bytes, defpool, s));
@@ -91,6 +108,8 @@ int main(int argc, char **argv)
         fail("pitch %zu", pitch);
     struct cudaPitchedPtr p3;
     CK(cudaMalloc3D(&p3, extent(W, H, 2)));
+    struct cudaPitchedPtr q3;
+    CK(cudaMalloc3D(&q3, extent(W, H, 2)));
     static unsigned char host2d[H][W], back2d[H][W], back3d[2][H][W];
 
     uint64_t hash = 0xcbf29ce484222325ULL;
@@ -146,6 +165,17 @@ int main(int argc, char **argv)
         cp.dstPtr = pitched(back3d, W, W, H);
         cp.extent = extent(W, H, 2);
         cp.kind = cudaMemcpyDeviceToHost;
+        if (k % 2 == 0) {
+            /* Through a second 3D buffer with a peer copy (one device: device 0 to itself). */
+            struct cudaMemcpy3DPeerParms pp;
+            memset(&pp, 0, sizeof(pp));
+            pp.srcPtr = p3;
+            pp.dstPtr = q3;
+            pp.extent = extent(W, H, 2);
+            CK(cudaMemcpy3DPeerAsync(&pp, s));
+            CK(cudaStreamSynchronize(s));
+            cp.srcPtr = q3;
+        }
         CK(cudaMemcpy3D(&cp));
         for (int z = 0; z < 2; z++)
             for (int r = 0; r < H; r++)
@@ -169,6 +199,7 @@ int main(int argc, char **argv)
     CK_ERR(cudaMemPoolDestroy(defpool), cudaErrorInvalidValue);
     CK(cudaFree(d_pitched));
     CK(cudaFree(p3.ptr));
+    CK(cudaFree(q3.ptr));
     CK(cudaStreamDestroy(s));
     CK(cudaGetLastError());
     printf("DONE checksum=%016llx steps=%ld\n", (unsigned long long)hash, steps);

@@ -72,6 +72,19 @@ int main(int argc, char **argv)
 
     cudaStream_t hi, lo;
     CK(cudaStreamCreateWithPriority(&hi, cudaStreamNonBlocking, greatest));
+    cudaLaunchAttribute attrs[2];
+    memset(attrs, 0, sizeof(attrs));
+    attrs[0].id = cudaLaunchAttributePriority;
+    attrs[0].val.priority = greatest;
+    attrs[1].id = cudaLaunchAttributeClusterDimension;
+    attrs[1].val.clusterDim.x = 2;
+    attrs[1].val.clusterDim.y = attrs[1].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {d3(N / 256), d3(256), 0, hi, attrs, 2};
+    int cluster = 0, clusters = 0;
+    CK(cudaOccupancyMaxPotentialClusterSize(&cluster, (const void *)scale_add, &cfg));
+    CK(cudaOccupancyMaxActiveClusters(&clusters, (const void *)scale_add, &cfg));
+    if (cluster != 8 || clusters != 4)
+        fail("cluster size %d, active clusters %d", cluster, clusters);
     CK(cudaStreamCreateWithPriority(&lo, cudaStreamDefault, least));
     cb_log.expected_stream = lo;
     cudaEvent_t ev_sync, ev_t0, ev_t1;
@@ -113,7 +126,7 @@ int main(int argc, char **argv)
         void *a1[] = {&d_a, &n, &kk};
         void *a2[] = {&d_b, &d_a, &n};
         CK(cudaEventRecordWithFlags(ev_t0, hi, 0));
-        CK(cudaLaunchKernel((const void *)scale_add, d3(N / 256), d3(256), a1, 0, hi));
+        CK(cudaLaunchKernelExC(&cfg, (const void *)scale_add, a1));
         CK(cudaLaunchHostFunc(hi, on_host, &host_calls));
         CK(cudaEventRecordWithFlags(ev_sync, hi, 0));
         CK(cudaStreamWaitEvent(lo, ev_sync, 0));

@@ -235,3 +235,62 @@ cudaError_t CUDARTAPI cudaLaunchCooperativeKernel(const void *func, dim3 gridDim
 {
     return cudaLaunchKernel(func, gridDim, blockDim, args, sharedMem, stream);
 }
+
+/* cudaLaunchKernelExC: a launch with attributes. Those the sim can honour are checked (cluster
+ * dimensions must divide the grid); the others (priority, access policy, ...) are hints. */
+cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,
+                                          void **args)
+{
+    if (!config || (config->numAttrs && !config->attrs))
+        return rt_fail(cudaErrorInvalidValue);
+    for (unsigned i = 0; i < config->numAttrs; i++) {
+        const cudaLaunchAttribute *a = &config->attrs[i];
+        if (a->id != cudaLaunchAttributeClusterDimension)
+            continue;
+        unsigned x = a->val.clusterDim.x, y = a->val.clusterDim.y, z = a->val.clusterDim.z;
+        if (!x || !y || !z || x * y * z > 8 || config->gridDim.x % x || config->gridDim.y % y ||
+            config->gridDim.z % z)
+            return rt_fail(cudaErrorInvalidClusterSize);
+    }
+    return cudaLaunchKernel(func, config->gridDim, config->blockDim, args,
+                            config->dynamicSmemBytes, config->stream);
+}
+
+cudaError_t CUDARTAPI cudaMemRangeGetAttributes(void **data, size_t *dataSizes,
+                                                enum cudaMemRangeAttribute *attributes,
+                                                size_t numAttributes, const void *devPtr,
+                                                size_t count)
+{
+    if (!numAttributes || !data || !dataSizes || !attributes)
+        return rt_fail(cudaErrorInvalidValue);
+    for (size_t i = 0; i < numAttributes; i++) {
+        cudaError_t e =
+            cudaMemRangeGetAttribute(data[i], dataSizes[i], attributes[i], devPtr, count);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
+}
+
+static cudaError_t copy_3d_peer(const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream,
+                                int sync)
+{
+    if (!p)
+        return rt_fail(cudaErrorInvalidValue);
+    if (p->srcDevice != 0 || p->dstDevice != 0)
+        return rt_fail(cudaErrorInvalidDevice);
+    struct cudaMemcpy3DParms q = {p->srcArray, p->srcPos, p->srcPtr, p->dstArray, p->dstPos,
+                                  p->dstPtr,   p->extent, cudaMemcpyDeviceToDevice};
+    return copy_3d(&q, stream, sync);
+}
+
+cudaError_t CUDARTAPI cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms *p)
+{
+    return copy_3d_peer(p, NULL, 1);
+}
+
+cudaError_t CUDARTAPI cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms *p,
+                                            cudaStream_t stream)
+{
+    return copy_3d_peer(p, stream, 0);
+}
