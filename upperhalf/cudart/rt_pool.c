@@ -92,10 +92,19 @@ static void note_free(void *p)
     pthread_mutex_unlock(&pool_lock);
 }
 
+/* Allocation and free nodes are not supported in graphs: refused while the stream captures. */
+static int capturing(cudaStream_t stream)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    return cudaStreamIsCapturing(stream, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+}
+
 static cudaError_t alloc_from(void **ptr, size_t size, uint32_t pool, cudaStream_t stream)
 {
     if (!ptr)
         return rt_fail(cudaErrorInvalidValue);
+    if (capturing(stream))
+        return rt_fail(cudaErrorStreamCaptureUnsupported);
     /* The stream must be valid (the query records cudaErrorInvalidResourceHandle itself). */
     cudaError_t e = cudaStreamQuery(stream);
     if (e != cudaSuccess && e != cudaErrorNotReady)
@@ -134,6 +143,8 @@ cudaError_t CUDARTAPI cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
     if (!devPtr)
         return cudaSuccess;
+    if (capturing(hStream))
+        return rt_fail(cudaErrorStreamCaptureUnsupported);
     cudaError_t e = cudaStreamSynchronize(hStream);
     if (e != cudaSuccess)
         return e;

@@ -80,5 +80,6 @@ void shim_vh_reset(int kind); /* cudaDeviceReset: every handle of this kind is g
 extern int32_t shim_captures;
 /* A host function a graph runs: the trampoline and its argument, never recycled. */
 cudaError_t shim_hostfn_persistent(cudaHostFn_t fn, void *data, cudaHostFn_t *tramp, void **arg);
+void shim_registered_reset(void); /* cudaDeviceReset: no host range is registered any more */
 
 #endif

@@ -160,6 +160,7 @@ cudaError_t CUDARTAPI cudaDeviceReset(void)
     shim_vh_reset(SHIM_VH_EVENT);
     shim_vh_reset(SHIM_VH_GRAPH);
     shim_vh_reset(SHIM_VH_GEXEC);
+    shim_registered_reset();
     return r;
 }
 

@@ -57,6 +57,14 @@ cudaError_t CUDARTAPI cudaHostUnregister(void *ptr)
     return r;
 }
 
+/* cudaDeviceReset: the backend forgot every registration. */
+void shim_registered_reset(void)
+{
+    pthread_mutex_lock(&registered_lock);
+    rangeset_clear(&registered);
+    pthread_mutex_unlock(&registered_lock);
+}
+
 /* ---- stream capture and graph host nodes ---- */
 
 static cudaStream_t backend_stream(cudaStream_t s)
