@@ -1,8 +1,9 @@
 /* sim_api_graph [STEPS=40] [MS=40]: CUDA graphs. One graph is captured from two streams (a fork
    and a join through events, kernels, a host function, a copy), one is built explicitly (kernel,
    memset, 1D copy, host, empty and child-graph nodes); both are instantiated once and launched
-   every step, and every step also captures, instantiates, launches and destroys a small graph.
-   Results are checked against a host model at every step (after a restart too). */
+   every step, and every step also captures (pausing inside the capture, so that checkpoints are
+   requested there: they must wait for its end), instantiates, launches and destroys a small
+   graph. Results are checked against a host model at every step (after a restart too). */
 #define _GNU_SOURCE
 #define PROG "sim_api_graph"
 #define USAGE "[STEPS] [MS]"
@@ -204,6 +205,8 @@ int main(int argc, char **argv)
         CK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeThreadLocal));
         CK(cudaMemsetAsync(d_t, 0, bytes, s2));
         CK(cudaLaunchKernel((const void *)add_k, d3(N / 256), d3(256), at, 0, s2));
+        /* Most of the step is spent inside the capture: checkpoints are requested there. */
+        pause_ms(ms);
         CK(cudaStreamEndCapture(s2, &g3));
         CK(cudaGraphInstantiate(&e3, g3, 0));
         CK(cudaStreamWaitEvent(s2, join, 0));
@@ -225,7 +228,7 @@ int main(int argc, char **argv)
             fail("step %ld: host nodes ran %ld and %ld times", k, host_a, host_b);
         hash = fnv64(hash, my, sizeof(my));
         step_line(k);
-        pause_ms(ms);
+        pause_ms(ms / 4);
     }
     CK(cudaGraphExecDestroy(e1));
     CK(cudaGraphExecDestroy(e2));
