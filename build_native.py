@@ -296,7 +296,12 @@ TARGETS["shim/libcudart.so.13"] = Target(
 )
 TARGETS["native/libcudart.so.13"] = Target(
     output="native/libcudart.so.13",
-    source_globs=("backends/sim/*.c", "upperhalf/cudart/dalloc.c"),
+    source_globs=(
+        "backends/sim/*.c",
+        "upperhalf/cudart/dalloc.c",
+        "upperhalf/cudart/rt_compose.c",
+        "upperhalf/cudart/rt_pool.c",
+    ),
     cflags=(*COMMON_CFLAGS, "-fPIC", "-DCRAC_SIM_VERSION=1", "-Iupperhalf/cudart"),
     ldflags=("-shared", "-Wl,-z,defs"),
     libs=("-lpthread",),

@@ -65,6 +65,17 @@ static struct sim_func *func_find(const void *host_fun)
     return NULL;
 }
 
+/* cudaapi: the kernel registered for host_fun (sim_attr.c's function queries). Caller holds
+ * sim_lock. cudaErrorInvalidDeviceFunction when unknown; *desc NULL for a GPU-only module. */
+cudaError_t sim_kernel_lookup(const void *host_fun, const struct crac_sim_kernel_desc **desc)
+{
+    struct sim_func *f = host_fun ? func_find(host_fun) : NULL;
+    if (!f)
+        return cudaErrorInvalidDeviceFunction;
+    *desc = f->desc;
+    return cudaSuccess;
+}
+
 static struct sim_module *module_get(void **handle)
 {
     uint32_t gen;

@@ -59,7 +59,7 @@ uint64_t shim_cross(struct shim_entry_cache *cache, const char *name, uint64_t a
 cudaError_t shim_fail(cudaError_t e);
 
 /* ---- virtual handles (vhandle.c) ---- */
-enum { SHIM_VH_STREAM = 1, SHIM_VH_EVENT = 2, SHIM_VH_MODULE = 3 };
+enum { SHIM_VH_STREAM = 1, SHIM_VH_EVENT = 2, SHIM_VH_MODULE = 3, SHIM_VH_GRAPH = 4, SHIM_VH_GEXEC = 5 };
 /* A value no backend accepts as a handle: what an unknown virtual handle translates to, so the
  * backend answers cudaErrorInvalidResourceHandle (and records it) itself. */
 #define SHIM_BAD_HANDLE 0xbadbadbadbad0000ULL
@@ -84,5 +84,12 @@ struct shim_vh_view {
 int shim_vh_foreach(int kind, int (*fn)(struct shim_vh_view *v, void *ctx), void *ctx);
 void shim_vh_release(int kind, uint64_t v);
 void shim_vh_reset(int kind); /* cudaDeviceReset: every handle of this kind is gone */
+
+/* ---- cudaapi (shim_more.c, shim_hostfn.c) ---- */
+/* Stream captures going on (host functions queued meanwhile may be replayed by a graph). */
+extern int32_t shim_captures;
+/* A host function a graph runs: the trampoline and its argument, never recycled. */
+cudaError_t shim_hostfn_persistent(cudaHostFn_t fn, void *data, cudaHostFn_t *tramp, void **arg);
+void shim_registered_reset(void); /* cudaDeviceReset: no host range is registered any more */
 
 #endif

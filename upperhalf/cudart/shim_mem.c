@@ -158,6 +158,9 @@ cudaError_t CUDARTAPI cudaDeviceReset(void)
     pthread_mutex_unlock(&pinned_lock);
     shim_vh_reset(SHIM_VH_STREAM);
     shim_vh_reset(SHIM_VH_EVENT);
+    shim_vh_reset(SHIM_VH_GRAPH);
+    shim_vh_reset(SHIM_VH_GEXEC);
+    shim_registered_reset();
     return r;
 }
 
