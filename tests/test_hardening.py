@@ -9,13 +9,17 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from ckpt_harness import (
+    POLL_S,
+    WAIT_TIMEOUT,
     base_env,
     build_ckpt_apps,
     checkpoint,
+    fail,
     generations,
     latest_complete,
     launch,
@@ -27,6 +31,15 @@ from ckpt_harness import (
 @pytest.fixture(scope="module")
 def apps(tmp_path_factory) -> dict[str, Path]:
     return build_ckpt_apps(tmp_path_factory)
+
+
+def wait_for_file(path: Path, proc, regular: bool = False) -> None:
+    """The loader writes the restart script after it published the generation."""
+    deadline = time.monotonic() + WAIT_TIMEOUT
+    while not (path.is_file() and not (regular and path.is_symlink())):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            fail(f"{path} was not written", proc)
+        time.sleep(POLL_S)
 
 
 def hostid() -> str:
@@ -80,3 +93,67 @@ def test_launch_never_writes_into_a_directory_holding_another_runs_images(apps, 
         assert os.readlink(other / "latest") == "gen-000001"
     finally:
         proc.stop()
+
+
+# ---- generated scripts -----------------------------------------------------------------------
+
+
+def test_restart_script_never_follows_a_planted_link(apps, tmp_path):
+    """Links planted where the loader writes crac_restart_script.sh (its old temporary name was
+    predictable: the pid) are never written through: the victim file stays as it was."""
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckptdir.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    victim.chmod(0o600)
+    proc = launch(apps["ckpt_counter"], ["100000", "20"], ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 2)
+        script = ckptdir / "crac_restart_script.sh"
+        (ckptdir / f"crac_restart_script.sh.tmp-{proc.pid}").symlink_to(victim)
+        script.symlink_to(victim)
+        checkpoint(proc, ckptdir)
+        checkpoint(proc, ckptdir)
+        wait_for_file(script, proc, regular=True)
+    finally:
+        proc.stop()
+    assert victim.read_text() == "precious\n" and (victim.stat().st_mode & 0o777) == 0o600
+    assert not script.is_symlink() and script.read_text().startswith("#!/bin/sh\n")
+
+
+def test_job_restart_script_never_follows_a_planted_link(tmp_path):
+    from crac_py.coord.restart_script import ScriptJob, write
+
+    job_dir = tmp_path / "job"
+    job_dir.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (job_dir / f".crac_restart_script.sh.tmp-{os.getpid()}").symlink_to(victim)
+    (job_dir / "crac_restart_script.sh").symlink_to(victim)
+    job = ScriptJob(job_dir, [job_dir / "ckpt_a_1-1" / "gen-000001"], 1, 7779, 0, "crac")
+    path = write(job)
+    assert victim.read_text() == "precious\n"
+    assert not path.is_symlink() and path.read_text().startswith("#!/bin/sh\n")
+
+
+def test_restart_script_takes_a_ckptdir_starting_with_a_dash(apps, tmp_path):
+    """`crac_restart_script.sh --ckptdir -copy`: the copy's path reaches `crac restart` as a
+    path, not as an option."""
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    proc = launch(apps["ckpt_counter"], ["60", "20"], ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 3)
+        checkpoint(proc, ckptdir)
+        wait_for_file(ckptdir / "crac_restart_script.sh", proc)
+    finally:
+        proc.stop()
+    subprocess.run(["cp", "-a", str(ckptdir), str(tmp_path / "-copy")], check=True)
+    cp = subprocess.run(
+        ["sh", str(ckptdir / "crac_restart_script.sh"), "--ckptdir", "-copy"],
+        capture_output=True,
+        cwd=tmp_path,
+        env=base_env(),
+        timeout=180,
+    )
+    assert cp.returncode == 0, cp.stderr.decode(errors="replace")
+    assert cp.stdout.decode().splitlines()[-1].startswith("DONE"), cp.stdout

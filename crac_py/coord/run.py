@@ -8,9 +8,11 @@ as soon as `crac coordinator --daemon` has returned is queued, never refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import ipaddress
 import os
+import secrets
 import select
 import signal
 import socket
@@ -76,13 +78,24 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    """A fresh random temporary name (O_EXCL|O_NOFOLLOW: never a planted link, even in /tmp),
+    then a rename over PATH."""
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    tmp = f".{path.name}.tmp-{secrets.token_hex(8)}"
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600, dir_fd=dfd)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+        os.rename(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
     except OSError:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
         raise
+    finally:
+        os.close(dfd)
 
 
 def _status_text(cfg: CoordConfig, opts: RunOptions) -> str:
@@ -226,7 +239,9 @@ def _serve_here(sock: socket.socket, cfg: CoordConfig, opts: RunOptions) -> int:
     reason = asyncio.run(_serve(coordinator, sock))
     if opts.status_file is not None:
         try:
-            with opts.status_file.open("a") as fh:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(opts.status_file, flags)  # a link planted there since: not followed
+            with os.fdopen(fd, "a") as fh:
                 fh.write(f"Coordinator exited: {time.strftime('%Y-%m-%d %H:%M:%S')} ({reason})\n")
         except OSError:
             pass
