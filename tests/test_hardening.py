@@ -7,7 +7,9 @@ Each must end in a clear refusal or a safe outcome, never a crash, a traceback o
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -25,6 +27,16 @@ from ckpt_harness import (
     launch,
     restart,
     wait_for_step,
+)
+from coord_harness import (
+    TIMEOUT,
+    Coordinator,
+    FakeWorker,
+    command,
+    command_bg,
+    finish,
+    free_port,
+    request,
 )
 
 
@@ -157,3 +169,186 @@ def test_restart_script_takes_a_ckptdir_starting_with_a_dash(apps, tmp_path):
     )
     assert cp.returncode == 0, cp.stderr.decode(errors="replace")
     assert cp.stdout.decode().splitlines()[-1].startswith("DONE"), cp.stdout
+
+
+# ---- the coordinator -------------------------------------------------------------------------
+
+
+def _send_line(port: int, data: bytes) -> bytes:
+    """One raw line to the coordinator; its reply line (b"" when it closed without one)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as s:
+        s.sendall(data)
+        buf = b""
+        while b"\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    return buf
+
+
+def test_coordinator_refuses_huge_numbers_and_keeps_working(tmp_path):
+    """A 400-digit interval used to be stored, then overflow the timer: the next checkpoint never
+    ended. Numbers out of range, 5000-digit numbers and deep nesting are refused; the job's
+    next checkpoint completes."""
+    coord = Coordinator(tmp_path / "coord")
+    worker = None
+    try:
+        worker = FakeWorker(coord.port, tmp_path / "ckpt" / "ckpt_fake_1-1", pid=4242)
+        assert worker.welcome["type"] == "welcome", worker.welcome
+        reply = coord.request("interval", 10**400)
+        assert reply["ok"] is False and "interval" in reply["error"], reply
+        for value in (-1, 1 << 40, True):
+            assert coord.request("interval", value)["ok"] is False, value
+        assert coord.request("expect", 10**400)["ok"] is False
+        huge = b'{"type":"command","verb":"status","value":' + b"9" * 5000 + b"}\n"
+        deep = b"[" * 100000 + b"\n"
+        for line in (huge, deep, b"\xff\xfe{}\n", b"[1, 2]\n", b'"hello"\n'):
+            reply_line = _send_line(coord.port, line)
+            assert json.loads(reply_line)["type"] == "error", (line[:40], reply_line)
+        status = coord.request("status")
+        assert status["ok"] and status["ckpt_interval"] == 0 and status["num_peers"] == 1
+        bc = command_bg(coord.port, "bc")
+        worker.do_checkpoint(1)
+        rc, out, err = finish(bc)
+        assert rc == 0 and "GENERATION=1" in out, (rc, out, err, coord.log_text())
+        # A worker's `published` with a generation of 400 digits abandons that checkpoint only.
+        bc = command_bg(coord.port, "bc")
+        worker.expect("checkpoint")
+        worker.send({"type": "suspended"})
+        worker.expect("write")
+        worker.send({"type": "written", "gen": 2})
+        worker.expect("resume")
+        worker.send({"type": "published", "gen": 10**400, "dir": str(worker.gen_dir(2))})
+        rc, out, err = finish(bc)
+        assert rc == 2 and "abandoned" in err, (rc, out, err)
+        assert coord.request("status")["ok"]
+    finally:
+        if worker is not None:
+            worker.close()
+        coord.stop()
+
+
+def test_coordinator_drops_silent_connections(tmp_path):
+    """A connection that never sends its first line (or stops in the middle of one) is dropped
+    after --idle-timeout instead of holding a descriptor for ever."""
+    coord = Coordinator(tmp_path / "coord", "--idle-timeout", "0.5")
+    try:
+        silent = socket.create_connection(("127.0.0.1", coord.port), timeout=TIMEOUT)
+        half = socket.create_connection(("127.0.0.1", coord.port), timeout=TIMEOUT)
+        half.sendall(b'{"type":"comm')
+        for s in (silent, half):
+            with s:
+                data = b""
+                while True:  # until the coordinator closes (recv times out after TIMEOUT)
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                assert b"nothing sent" in data, data
+        assert coord.request("status")["ok"]
+    finally:
+        coord.stop()
+
+
+_FLOOD = r"""
+import resource, socket, sys, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+socks = []
+for _ in range(int(sys.argv[2])):
+    try:
+        socks.append(socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10))
+    except OSError:
+        pass
+print(len(socks), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_another_user_cannot_lock_the_coordinator_out(tmp_path):
+    """Another user of the host opens 1,100 idle connections (1,021 used to use up the
+    coordinator's descriptors): it gets 64, the owner's commands and processes still get in."""
+    coord = Coordinator(tmp_path / "coord", "--idle-timeout", "600")
+    flood = subprocess.Popen(
+        ["/usr/bin/python3", "-c", _FLOOD, str(coord.port), "1100"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        user=65534,
+        group=65534,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    worker = None
+    try:
+        assert flood.stdout is not None
+        opened = flood.stdout.readline()
+        assert opened.strip().isdigit(), opened
+        assert coord.request("status")["ok"], coord.log_text()
+        worker = FakeWorker(coord.port, tmp_path / "ckpt" / "ckpt_fake_1-1", pid=4242)
+        assert worker.welcome["type"] == "welcome", worker.welcome
+        assert "refusing connections from uid 65534" in coord.log_text()
+    finally:
+        flood.kill()
+        flood.wait(timeout=TIMEOUT)
+        if worker is not None:
+            worker.close()
+        coord.stop()
+
+
+def test_new_coordinator_never_shows_the_token_in_ps(apps, tmp_path):
+    """`crac launch --new-coordinator --coord-token T`: the user is warned, and no process left
+    running (the coordinator daemon, the program) shows T on its command line."""
+    token = f"s3cret-{os.getpid()}-{time.monotonic_ns()}"
+    port = free_port()
+    logs = tmp_path / "logs"
+    proc = launch(
+        apps["ckpt_counter"],
+        ["100000", "20"],
+        tmp_path / "ckpt",
+        out_dir=logs,
+        opts=["--new-coordinator", "-p", str(port), "--coord-token", token],
+    )
+    try:
+        wait_for_step(proc, 2)
+        assert "crac: warning: --coord-token" in proc.stderr_text()
+        daemon = request(port, "status", token=token)["pid"]
+        shown = []
+        for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if token.encode() in cmdline:
+                shown.append((pid, cmdline))
+        assert not shown, f"the token is on a command line (daemon: {daemon}): {shown}"
+    finally:
+        proc.stop()
+        try:
+            request(port, "quit", token=token)
+        except OSError:
+            pass
+
+
+def test_token_file_and_environment(tmp_path):
+    """The token read from a file (--token-file / --coord-token-file) or the environment
+    (CRAC_COORD_TOKEN, DMTCP_COORD_TOKEN), never needing a command line."""
+    secret = tmp_path / "secret"
+    secret.write_text("t0ken-in-a-file\n")
+    secret.chmod(0o600)
+    coord = Coordinator(tmp_path / "coord", "--token-file", str(secret))
+    try:
+        assert request(coord.port, "status", token="t0ken-in-a-file")["ok"]
+        cp = command(coord.port, "--token-file", str(secret), "s")
+        assert cp.returncode == 0 and "NUM_PEERS=0" in cp.stdout, cp.stderr
+        cp = command(coord.port, "s", env={"DMTCP_COORD_TOKEN": "t0ken-in-a-file"})
+        assert cp.returncode == 0, cp.stderr
+        cp = command(coord.port, "s", env={"CRAC_COORD_TOKEN_FILE": str(secret)})
+        assert cp.returncode == 0, cp.stderr
+        cp = command(coord.port, "s")
+        assert cp.returncode == 2 and "wrong token" in cp.stderr, cp.stderr
+        cp = command(coord.port, "--token-file", str(tmp_path / "none"), "s")
+        assert cp.returncode != 0 and cp.stderr.startswith("crac: error: cannot read the token")
+    finally:
+        coord.stop()

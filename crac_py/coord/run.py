@@ -12,11 +12,15 @@ import contextlib
 import errno
 import ipaddress
 import os
+import resource
 import secrets
 import select
+import shlex
 import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +47,7 @@ class RunOptions:
     phase_timeout: float = 60.0
     stale_timeout: float = 8 * 3600.0
     quiet: bool = False
+    idle_timeout: float = 30.0
 
 
 def is_loopback(host: str) -> bool:
@@ -187,6 +192,15 @@ def _log_file(opts: RunOptions) -> Path | None:
     return None
 
 
+def raise_fd_limit() -> None:
+    """Soft RLIMIT_NOFILE up to the hard limit: one descriptor per process of the job, and the
+    per-uid bound on other connections (server.py) is what keeps them in check, not 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def _prepare(opts: RunOptions) -> tuple[socket.socket, CoordConfig]:
     if not is_loopback(opts.host) and not opts.token:
         raise CoordStartError(
@@ -198,6 +212,7 @@ def _prepare(opts: RunOptions) -> tuple[socket.socket, CoordConfig]:
         value = getattr(opts, name)
         if value is not None:
             setattr(opts, name, Path(os.path.abspath(value)))
+    raise_fd_limit()
     sock = bind(opts.host, opts.port)
     port = sock.getsockname()[1]
     cfg = CoordConfig(
@@ -210,6 +225,7 @@ def _prepare(opts: RunOptions) -> tuple[socket.socket, CoordConfig]:
         stale_timeout=opts.stale_timeout,
         quiet=opts.quiet,
         crac_cmd=runner.crac_command(),
+        idle_timeout=opts.idle_timeout,
     )
     if opts.port_file is not None:
         try:
@@ -278,12 +294,60 @@ def _start_daemon(sock: socket.socket, cfg: CoordConfig, opts: RunOptions) -> in
     return cfg.port
 
 
+# Variables that carry a coordinator token: the daemon gets the token in the first only.
+TOKEN_ENV = ("CRAC_COORD_TOKEN", "DMTCP_COORD_TOKEN", "CRAC_COORD_TOKEN_FILE")
+
+
 def spawn_daemon(opts: RunOptions) -> int:
-    """Starts a coordinator daemon from this process (for `crac launch --new-coordinator` and
-    the like) and returns its port once it serves."""
-    opts.daemon = True
-    sock, cfg = _prepare(opts)
-    return _start_daemon(sock, cfg, opts)
+    """Starts a coordinator daemon for `crac launch --new-coordinator` and the like, and returns
+    its port once it serves.
+
+    The daemon is a fresh `crac coordinator --daemon` process, not a fork of this one: a fork
+    would show this command line (a `--coord-token T` included) in ps for the daemon's whole
+    life. Its token travels in its environment (CRAC_COORD_TOKEN), which only its user reads."""
+    env = {k: v for k, v in os.environ.items() if k not in TOKEN_ENV}
+    if opts.token:
+        env["CRAC_COORD_TOKEN"] = opts.token
+    with tempfile.TemporaryDirectory(prefix="crac-coord-") as tmp:
+        port_file = Path(tmp) / "port"
+        argv = [
+            *shlex.split(runner.crac_command()),
+            "coordinator",
+            "--daemon",
+            "--coord-port",
+            str(opts.port),
+            "--host",
+            opts.host,
+            "--port-file",
+            str(port_file),
+            "--interval",
+            str(opts.interval),
+            "--phase-timeout",
+            repr(opts.phase_timeout),
+            "--stale-timeout",
+            repr(opts.stale_timeout),
+            "--idle-timeout",
+            repr(opts.idle_timeout),
+        ]
+        argv += ["--exit-on-last"] if opts.exit_on_last else []
+        argv += ["--quiet"] if opts.quiet else []
+        for name, flag in (("status_file", "--status-file"), ("log_file", "--log-file")):
+            value = getattr(opts, name)
+            if value is not None:
+                argv += [flag, os.path.abspath(value)]
+        try:
+            cp = subprocess.run(
+                argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise CoordStartError(f"cannot start a coordinator: {exc}") from None
+        if cp.returncode != 0:
+            lines = cp.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"]
+            raise CoordStartError(lines[-1].removeprefix("crac: error: "))
+        try:
+            return int(port_file.read_text())
+        except (OSError, ValueError):
+            raise CoordStartError("the coordinator daemon did not say its port") from None
 
 
 async def _serve(coordinator: Coordinator, sock: socket.socket) -> str:
