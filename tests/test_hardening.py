@@ -7,8 +7,11 @@ Each must end in a clear refusal or a safe outcome, never a crash, a traceback o
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import time
@@ -18,6 +21,7 @@ import pytest
 from ckpt_harness import (
     POLL_S,
     WAIT_TIMEOUT,
+    assert_refused,
     base_env,
     build_ckpt_apps,
     checkpoint,
@@ -28,6 +32,7 @@ from ckpt_harness import (
     restart,
     wait_for_step,
 )
+from conftest import crac_cmd, describe, require_native
 from coord_harness import (
     TIMEOUT,
     Coordinator,
@@ -352,3 +357,124 @@ def test_token_file_and_environment(tmp_path):
         assert cp.returncode != 0 and cp.stderr.startswith("crac: error: cannot read the token")
     finally:
         coord.stop()
+
+
+# ---- inputs that are not programs, manifests that are not manifests -------------------------
+
+
+def test_inputs_that_are_not_programs_are_refused(tmp_path):
+    """A shared library with an entry point (libc.so.6 segfaulted), ld.so, an empty file, a text
+    file without #!: one clear line each, from crac launch and from the loader run by hand."""
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    text = tmp_path / "noshebang"
+    text.write_text("echo hi\n")
+    for f in (empty, text):
+        f.chmod(0o755)
+    libc = Path("/lib/x86_64-linux-gnu/libc.so.6")
+    ldso = Path("/lib64/ld-linux-x86-64.so.2")
+    cases = [(libc, "shared library"), (ldso, "shared library"), (empty, "is empty")]
+    cases += [(text, "without a #! line"), (tmp_path, "is a directory")]
+    for program, why in cases:
+        cp = subprocess.run(
+            [*crac_cmd(), "launch", "-c", str(tmp_path / "ckpt"), str(program)],
+            capture_output=True,
+            env=base_env(),
+            cwd=tmp_path,
+            timeout=60,
+        )
+        line = assert_refused(cp, str(program))
+        assert why in line, line
+    cp = subprocess.run(
+        [str(require_native()), "--", str(libc)],
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert cp.returncode == 2 and b"is a shared library, not a program" in cp.stderr, describe(cp)
+
+
+def test_address_space_limit_is_explained(tmp_path):
+    """Under `ulimit -v` the windows cannot be reserved: say it is the address-space limit and
+    what crac needs, not "taken by Cannot allocate memory"."""
+    cp = subprocess.run(
+        ["sh", "-c", 'ulimit -v 4000000 && exec "$@"', "sh", *crac_cmd(), "launch", "/bin/true"],
+        capture_output=True,
+        env=base_env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    line = assert_refused(cp)
+    assert "address-space limit (ulimit -v)" in line and "ulimit -v unlimited" in line, line
+
+
+def _sealed(text: bytes) -> bytes:
+    """TEXT with a manifest_sha256 that matches (anybody can compute it)."""
+    m = re.search(rb'"manifest_sha256": "([0-9a-f]{64})"', text)
+    assert m, text[:80]
+    zeroed = text[: m.start(1)] + b"0" * 64 + text[m.end(1) :]
+    return text[: m.start(1)] + hashlib.sha256(zeroed).hexdigest().encode() + text[m.end(1) :]
+
+
+def test_hostile_manifests_never_crash_crac(apps, tmp_path):
+    """inspect, verify and restart of a MANIFEST.json (whose checksum matches) that is a list, of
+    wrong types, with huge numbers, deeply nested or not UTF-8: one `crac: error:` line, exit 2,
+    never a traceback and never a program started."""
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    proc = launch(apps["ckpt_counter"], ["100000", "20"], ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 2)
+        src = checkpoint(proc, ckptdir)
+    finally:
+        proc.stop()
+    good = json.loads((src / "MANIFEST.json").read_text())
+    zero = "0" * 64
+
+    def doc(obj: object) -> bytes:
+        if isinstance(obj, dict):
+            obj = {**obj, "manifest_sha256": zero}
+        return json.dumps(obj, indent=2).encode()
+
+    process = good["process"]
+    plain = doc(good)
+    cases = {
+        "list": doc([{"manifest_sha256": zero}]),
+        "nonutf8": b"\xff\xfe" + plain,
+        "5000 digits": plain.replace(b'"generation": 1', b'"generation": ' + b"9" * 5000),
+        "400 digits": plain.replace(b'"generation": 1', b'"generation": ' + b"9" * 400),
+        "deep": b'{"manifest_sha256": "' + zero.encode() + b'", "x": ' + b"[" * 100000 + b"}",
+        "process list": doc({**good, "process": [1]}),
+        "files list": doc({**good, "files": [1]}),
+        "file meta string": doc({**good, "files": {"upper.core": "x"}}),
+        "argv int": doc({**good, "process": {**process, "argv": 5}}),
+        "signal huge": doc({**good, "process": {**process, "ckpt_signal": 10**300}}),
+        "version huge": doc({**good, "format_version": 10**300}),
+        "core negative": doc({**good, "upper_core": {"size": -1, "header_crc32c": 10**30}}),
+        "not_saved object": doc({**good, "not_saved": {"a": 1}}),
+        "device string": doc({**good, "device": "x"}),
+        "program NUL": doc({**good, "process": {**process, "program": "/bin/tr\0ue"}}),
+        "file outside": doc({**good, "files": {"../../x": {"size": 1, "sha256": zero}}}),
+    }
+    for name, text in cases.items():
+        gen = tmp_path / "hostile" / name.replace(" ", "_") / "gen-000001"
+        shutil.copytree(src, gen)
+        (gen / "MANIFEST.json").write_bytes(_sealed(text))
+        for verb in ("inspect", "verify", "restart"):
+            cp = subprocess.run(
+                [*crac_cmd(), verb, str(gen)],
+                capture_output=True,
+                env=base_env(),
+                cwd=tmp_path,
+                timeout=120,
+            )
+            assert_refused_lines(cp, f"{verb} of a manifest with {name}")
+
+
+def assert_refused_lines(cp: subprocess.CompletedProcess, what: str) -> None:
+    """Exit 2, every stderr line a `crac: error:` line (verify prints a table first), no
+    traceback, no program output."""
+    err = cp.stderr.decode(errors="replace")
+    assert cp.returncode == 2 and "Traceback" not in err, f"{what}\n{describe(cp)}"
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines and all(ln.startswith("crac: error: ") for ln in lines), f"{what}\n{describe(cp)}"
+    assert b"step" not in cp.stdout, f"{what}: the program ran\n{describe(cp)}"
