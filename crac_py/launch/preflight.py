@@ -246,7 +246,7 @@ def preflight(
                     raise PreflightError(_script_hint(program, head.rstrip(b"\r\n")))
                 if b"\0" not in head:
                     raise PreflightError(
-                        f"{program}: is a text file without a #! line, not a compiled program; "
+                        f"{program}: is a text file without a #! line, not an ELF program; "
                         f"if it is a shell script: crac launch /bin/sh {shlex.quote(program)}"
                     )
                 raise PreflightError(
