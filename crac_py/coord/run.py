@@ -227,14 +227,6 @@ def _prepare(opts: RunOptions) -> tuple[socket.socket, CoordConfig]:
         crac_cmd=runner.crac_command(),
         idle_timeout=opts.idle_timeout,
     )
-    if opts.port_file is not None:
-        try:
-            _write_atomic(opts.port_file, f"{port}\n")
-        except OSError as exc:
-            sock.close()
-            raise CoordStartError(
-                f"cannot write the port file {opts.port_file}: {exc.strerror}"
-            ) from None
     return sock, cfg
 
 
@@ -245,6 +237,16 @@ def _serve_here(sock: socket.socket, cfg: CoordConfig, opts: RunOptions) -> int:
             _write_atomic(opts.status_file, _status_text(cfg, opts))
         except OSError as exc:
             message = f"cannot write the status file {opts.status_file}: {exc.strerror}"
+            if _READY_FD is None:
+                raise CoordStartError(message) from None
+            _ready(message)
+            return 2
+    # The port file last: whoever waits for it finds the status file written too.
+    if opts.port_file is not None:
+        try:
+            _write_atomic(opts.port_file, f"{cfg.port}\n")
+        except OSError as exc:
+            message = f"cannot write the port file {opts.port_file}: {exc.strerror}"
             if _READY_FD is None:
                 raise CoordStartError(message) from None
             _ready(message)
