@@ -45,14 +45,12 @@ static int try_claim(const char *dir, int fresh)
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -1;
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
         close(fd);
-        if (e == EWOULDBLOCK)
-            return 1;
-        errno = e;
-        return -1;
+        return 1;
     }
+    /* Any other failure (ENOLCK, EOPNOTSUPP: a file system without locks) leaves the directory
+     * unlocked: checkpoints go on as they did before the lock existed. */
     if (fresh && has_generations(fd)) {
         close(fd); /* releases the lock */
         return 1;
