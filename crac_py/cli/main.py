@@ -19,6 +19,7 @@ from crac_py.cli.options import (
     CkptDirOpt,
     CoordHostOpt,
     CoordPortOpt,
+    CoordTokenFileOpt,
     CoordTokenOpt,
     ExitAfterOpt,
     IntervalOpt,
@@ -181,6 +182,7 @@ def launch(
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
+    coord_token_file: CoordTokenFileOpt = None,
     join_coordinator: JoinOpt = False,
     new_coordinator: NewCoordOpt = False,
     any_coordinator: AnyCoordOpt = False,
@@ -200,6 +202,7 @@ def launch(
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
         ckpt.verbose = verbose
         loader = str(paths.loader())
+        coord_token = coord_client.token_option(coord_token, coord_token_file)
         choice = _coord_choice(
             join_coordinator,
             new_coordinator,
@@ -256,6 +259,7 @@ def restart(
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
+    coord_token_file: CoordTokenFileOpt = None,
     join_coordinator: JoinOpt = False,
     new_coordinator: NewCoordOpt = False,
     any_coordinator: AnyCoordOpt = False,
@@ -263,6 +267,7 @@ def restart(
 ) -> None:
     """Restart a checkpointed program where it stopped (a job directory: every process)."""
     try:
+        coord_token = coord_client.token_option(coord_token, coord_token_file)
         choice = _coord_choice(
             join_coordinator,
             new_coordinator,
@@ -415,6 +420,19 @@ def coordinator_cmd(
         str | None,
         typer.Option("--token", help="Shared secret clients must present (env CRAC_COORD_TOKEN)."),
     ] = None,
+    token_file: Annotated[
+        str | None,
+        typer.Option("--token-file", help="Read the shared secret from this file."),
+    ] = None,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--idle-timeout",
+            min=0.1,
+            help="Drop a connection silent this long (s) before its first message or between "
+            "commands.",
+        ),
+    ] = 30.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log only problems.")] = False,
 ) -> None:
     """Run a job's coordinator (crac launch/restart processes join it; crac command asks it)."""
@@ -427,7 +445,10 @@ def coordinator_cmd(
         opts = coord_run.RunOptions(
             port=coord_client.parse_port(resolved.value, where),
             host=host,
-            token=config.resolve("coord_token", token).value or None,
+            token=config.resolve(
+                "coord_token", coord_client.token_option(token, token_file, "--token")
+            ).value
+            or None,
             port_file=port_file,
             status_file=status_file,
             log_file=log_file,
@@ -437,6 +458,7 @@ def coordinator_cmd(
             phase_timeout=phase_timeout,
             stale_timeout=stale_timeout,
             quiet=quiet,
+            idle_timeout=idle_timeout,
         )
         status = coord_run.run(opts)
     except (config.ConfigError, coord_run.CoordStartError) as exc:

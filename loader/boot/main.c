@@ -326,6 +326,11 @@ int main(int argc, char **argv)
     if (!api)
         die("out of memory building the lower-half API table");
     fill_ckpt_config(&opt, backend);
+    /* A restart continues its image's lineage unless a running process writes it (the original
+     * still running, or another restart of the same image): then one of its own, before the
+     * coordinator hears where this process writes. */
+    if (opt.restart_dir && image_lineage_claim(0) != 0)
+        die("cannot lock %s: %s", ckpt_cfg.proc_dir, strerror(errno));
     ckpt_cfg.coord_fd = -1;
     if (opt.coord_host) {
         int vpid = opt.restart_dir ? (int)img.proc.pid : getpid();
