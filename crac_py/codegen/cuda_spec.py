@@ -953,7 +953,6 @@ SPEC: tuple[Func, ...] = (
         declared=False,
         sticky_exempt=True,
     ),
-
     # --- nvcc-built programs (CUDA 13): launches, __device__/__constant__/__managed__ variables,
     # symbols, and the --default-stream per-thread variants. Kernels come from a kernels library
     # built by `crac kernels` (docs/SIM.md "Programs built by nvcc"). ---
