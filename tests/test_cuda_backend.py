@@ -145,3 +145,19 @@ def test_backend_library_built():
     lib = paths.native_dir() / "libcrac-cuda13.so"
     assert lib.is_file(), f"{lib} is missing: pip install . builds it"
     assert os.access(lib, os.R_OK)
+
+
+def test_gpu_check_fails_fast_without_gpu(tmp_path):
+    """bench/gpu_check.sh is the GPU proof; where there is no GPU it stops at once and says why."""
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "bench" / "gpu_check.sh"
+    cp = subprocess.run(
+        [str(script)],
+        capture_output=True,
+        text=True,
+        env=dict(base_env(), CRAC_VENV=sys.prefix),
+        timeout=120,
+    )
+    assert cp.returncode == 2, cp
+    assert "no GPU here" in cp.stderr and "nothing to check" in cp.stderr, cp.stderr
