@@ -277,7 +277,7 @@ TARGETS: dict[str, Target] = {
 
 # The simulated CUDA device (docs/SIM.md): two lower-half backend versions, the upper libcudart
 # shim, and the same sim as a plain libcudart (the native baseline).
-_SIM_BACKEND_EXCLUDE = ("backends/sim/sim_native.c",)
+_SIM_BACKEND_EXCLUDE = ("backends/sim/sim_native.c", "backends/sim/sim_native_vars.c")
 _SIM_NATIVE_EXCLUDE = ("backends/sim/sim_backend.c",)
 for _v in (1, 2):
     TARGETS[f"libcrac-sim{_v}.so"] = Target(
@@ -461,6 +461,9 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
         # The sim kernel header, for programs built against an installed crac (sim_toolchain).
         (out_dir / "include").mkdir(exist_ok=True)
         shutil.copyfile(root / "include" / "crac_sim.h", out_dir / "include" / "crac_sim.h")
+        # crac kernels (crac_py/kernels): the header its CPU compilation of .cu sources needs.
+        for h in ("crac_cuda_kernel.h", "crac_kernels_abi.h"):
+            shutil.copyfile(root / "include" / h, out_dir / "include" / h)
     return [out_dir / t.output for _, t, _ in plan]
 
 

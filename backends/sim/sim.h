@@ -99,11 +99,14 @@ struct sim_dep {
 
 #define SIM_INLINE_DEPS 4
 
+struct crac_kernel_entry;
+
 struct sim_kernel_launch {
-    const struct crac_sim_kernel_desc *desc;
+    const struct crac_sim_kernel_desc *desc; /* a CRAC_SIM_KERNEL kernel, or NULL */
+    const struct crac_kernel_entry *kentry;  /* a kernel from a kernels library, or NULL */
     dim3 grid, block;
     size_t shared;
-    void *argv[CRAC_SIM_MAX_PARAMS];
+    void *argv[32]; /* max(CRAC_SIM_MAX_PARAMS, CRAC_KERNEL_MAX_PARAMS) */
     unsigned char *argbuf;
     size_t argbuf_size;
 };
@@ -183,5 +186,22 @@ int64_t sim_now_ns(void);
 
 /* ---- lower-half only (sim_backend.c): block until a signal handler ran (debug entry) ---- */
 long sim_block_until_signal(long timeout_ms);
+
+/* ---- kernels libraries of nvcc-built programs (sim_kernels_lib.c); sim_lock held ---- */
+struct crac_kernel_block;
+void sim_kernels_set_path(const char *path);
+const char *sim_kernels_path(void);
+const struct crac_kernel_entry *sim_kernels_find(const char *device_name);
+int sim_kernels_run_block(const struct crac_kernel_entry *k, void **args,
+                          const struct crac_kernel_block *b); /* CRAC_KERNEL_*, no lock */
+void sim_kernels_report_missing(const char *device_name);
+void sim_kernels_bind_var(const char *name, uint64_t addr, uint64_t size, int init);
+
+/* ---- nvcc's device variables (sim_vars.c) ---- */
+int sim_vars_init(void);
+void sim_vars_drop_module(uint32_t module_index); /* sim_lock held */
+/* The module index behind a module handle, or -1 (sim_lock held). */
+long sim_module_index(void **handle);
+uint64_t sim_lh_kernels_path(uint64_t path, uint64_t a1, uint64_t a2); /* lower entry */
 
 #endif

@@ -110,6 +110,7 @@ static const struct crac_lh_entry own_entries[] = {
     {"crac_sim_debug_block_signal", (void *)lh_debug_block_signal},
     {"crac_sim_version", (void *)lh_sim_version},
     {"crac_sim_record_error", (void *)lh_record_error},
+    {"crac_lh_kernels_path", (void *)sim_lh_kernels_path},
 };
 
 #define N_OWN (sizeof(own_entries) / sizeof(own_entries[0]))

@@ -596,6 +596,51 @@ def verify_cmd(
         raise typer.Exit(EXIT_REFUSED)
 
 
+@app.command(
+    "kernels",
+    epilog="Example: crac kernels app.cu -o app.kernels.so   (next to the nvcc-built ./app)",
+)
+def kernels_cmd(
+    sources: Annotated[
+        list[Path], typer.Argument(help="The program's CUDA C++ sources (.cu).", show_default=False)
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="The library to write (default: FIRST_SOURCE_STEM.kernels.so here). The sim "
+            "finds PROGRAM.kernels.so next to the program, or the path in $CRAC_KERNELS.",
+        ),
+    ] = None,
+    cxx: Annotated[
+        str | None, typer.Option("--cxx", help="C++ compiler (default: $CXX, g++, clang++).")
+    ] = None,
+    flags: Annotated[
+        list[str] | None,
+        typer.Option("-X", "--compiler-flag", help="Extra compiler flag (e.g. -X -DN=4)."),
+    ] = None,
+) -> None:
+    """Compile the device code of .cu sources for the CPU: the kernels the sim runs for a program
+    built by nvcc (docs/SIM.md "Programs built by nvcc")."""
+    from crac_py.kernels.build import KernelsError, build
+
+    out = output or Path(f"{sources[0].stem}.kernels.so")
+    try:
+        kernels = build(sources, out, cxx=cxx, extra=list(flags or []))
+    except KernelsError as exc:
+        _error(str(exc), 1)
+    for k in kernels:
+        if k.expr is None:
+            print(
+                f"crac: warning: kernel {k.pretty} cannot be named from outside its source "
+                "(anonymous namespace?): launching it will fail",
+                file=sys.stderr,
+            )
+    usable = sum(1 for k in kernels if k.expr is not None)
+    print(f"crac: {out}: {usable} kernel{'s' if usable != 1 else ''}")
+
+
 def main() -> None:
     """Runs the CLI. Every error is one `crac: error:` line on stderr with exit status 2 (usage
     errors included, which click would draw in a box), and Ctrl-C ends quietly with 130."""

@@ -364,6 +364,139 @@ SPEC: tuple[Func, ...] = (
         declared=False,
         sticky_exempt=True,
     ),
+
+    # --- nvcc-built programs (CUDA 13): launches, __device__/__constant__/__managed__ variables,
+    # symbols, and the --default-stream per-thread variants. Kernels come from a kernels library
+    # built by `crac kernels` (docs/SIM.md "Programs built by nvcc"). ---
+    F(
+        "cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)",
+        upper="local",
+        declared=False,
+        hostFun="func",
+        sticky_exempt=True,
+        doc="the kernel handle is the host function's address (stable across a restart)",
+    ),
+    F(
+        "cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, "
+        "void **args, size_t sharedMem, cudaStream_t stream)",
+        declared=False,
+        kernel="func",
+        args="args",
+    ),
+    F(
+        "cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, "
+        "void **args, size_t sharedMem, cudaStream_t stream)",
+        declared=False,
+        kernel="func",
+        args="args",
+    ),
+    F(
+        "char __cudaInitModule(void **fatCubinHandle)",
+        upper="local",
+        declared=False,
+        fatCubinHandle="module",
+        sticky_exempt=True,
+        doc="managed variables are bound at registration: nothing left to do",
+    ),
+    F(
+        "void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress, "
+        "const char *deviceName, int ext, size_t size, int constant, int global)",
+        upper="custom",
+        native="custom",
+        declared=False,
+        fatCubinHandle="module",
+        hostVar="host_ptr",
+        deviceAddress="host_ptr",
+        deviceName="host_ptr",
+        extras=CRAC_ADDR,
+        doc="the variable lives in device memory crac assigns (saved at a checkpoint)",
+    ),
+    F(
+        "void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress, "
+        "char *deviceAddress, const char *deviceName, int ext, size_t size, int constant, "
+        "int global)",
+        upper="custom",
+        native="custom",
+        declared=False,
+        fatCubinHandle="module",
+        hostVarPtrAddress="out",
+        deviceAddress="host_ptr",
+        deviceName="host_ptr",
+        extras=CRAC_ADDR,
+    ),
+    F(
+        "cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, "
+        "size_t offset, enum cudaMemcpyKind kind)",
+        symbol="host_ptr",
+        src="dev_ptr",
+    ),
+    F(
+        "cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, "
+        "size_t offset, enum cudaMemcpyKind kind)",
+        dst="dev_ptr",
+        symbol="host_ptr",
+    ),
+    F(
+        "cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count, "
+        "size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream)",
+        symbol="host_ptr",
+        src="dev_ptr",
+    ),
+    F(
+        "cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, "
+        "size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream)",
+        dst="dev_ptr",
+        symbol="host_ptr",
+    ),
+    F("cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)", symbol="host_ptr"),
+    F("cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol)", symbol="host_ptr"),
+    F(
+        "cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, "
+        "void **args, size_t sharedMem, cudaStream_t stream)",
+        declared=False,
+        func="func",
+        args="args",
+    ),
+    F(
+        "cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, "
+        "enum cudaMemcpyKind kind)",
+        declared=False,
+        dst="dev_ptr",
+        src="dev_ptr",
+    ),
+    F(
+        "cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, "
+        "enum cudaMemcpyKind kind, cudaStream_t stream)",
+        declared=False,
+        dst="dev_ptr",
+        src="dev_ptr",
+    ),
+    F(
+        "cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count)",
+        declared=False,
+        devPtr="dev_ptr",
+    ),
+    F(
+        "cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, "
+        "cudaStream_t stream)",
+        declared=False,
+        devPtr="dev_ptr",
+    ),
+    F(
+        "cudaError_t cudaMemcpyToSymbol_ptds(const void *symbol, const void *src, size_t count, "
+        "size_t offset, enum cudaMemcpyKind kind)",
+        declared=False,
+        symbol="host_ptr",
+        src="dev_ptr",
+    ),
+    F(
+        "cudaError_t cudaMemcpyFromSymbol_ptds(void *dst, const void *symbol, size_t count, "
+        "size_t offset, enum cudaMemcpyKind kind)",
+        declared=False,
+        dst="dev_ptr",
+        symbol="host_ptr",
+    ),
+    F("cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)", declared=False),
 )
 
 BY_NAME: dict[str, Func] = {f.name: f for f in SPEC}

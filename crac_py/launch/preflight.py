@@ -183,7 +183,16 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
     if static_cudart:
         raise PreflightError(
             f"{program}: has the CUDA runtime linked in statically; "
-            "rebuild with `nvcc -cudart shared`"
+            "rebuild with `nvcc -cudart shared` (then `crac kernels` builds its kernels for the "
+            "sim: docs/SIM.md)"
+        )
+    old_cudart = [n for n in needed if n.startswith("libcudart.so.") and n != "libcudart.so.13"]
+    if old_cudart:
+        # crac's runtime (the shim, the sim) is CUDA 13's libcudart.so.13: another major
+        # version's runtime would be loaded into the program beside it (docs/SIM.md).
+        raise PreflightError(
+            f"{program}: needs {old_cudart[0]}, but crac provides CUDA 13's libcudart.so.13; "
+            "rebuild it with CUDA 13 (`nvcc -cudart shared`)"
         )
     unsupported = [name for name in cuda_imports if name not in supported]
     if unsupported:
@@ -194,7 +203,9 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
         why = "crac supports none yet" if not supported else f"crac supports {len(supported)}"
         raise PreflightError(
             f"{program}: imports CUDA functions crac does not support: {listed}{more}; "
-            f"{why} (see crac_py/codegen/cuda_spec.py): remove those calls"
+            f"{why} (listed in docs/SIM.md and crac_py/codegen/cuda_spec.py): rewrite those "
+            "calls with supported functions (or drop the CUDA feature that makes nvcc generate "
+            "them: textures, surfaces, cooperative launches), or run the program without crac"
         )
     return ProgramInfo(
         path=os.path.abspath(path),

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* From libcrac-upper.so (preloaded first under crac). Weak, so that the shim still loads (and
@@ -31,6 +32,14 @@ static inline void shim_gate_leave(void)
 
 /* The lower-half entry called name, or NULL (not under crac, or not exported). */
 void *shim_resolve(const char *name);
+
+/* ---- nvcc's variables and kernels library (shim_mem.c, shim_fatbin.c) ---- */
+uint64_t shim_dev_alloc(size_t size, int managed); /* a D address, or 0 */
+void shim_dev_free(uint64_t addr);
+/* Tell the lower half where the kernels library is (before registering a fat binary). */
+void shim_kernels_announce(void);
+/* A restart: register the variables of module handle again (after its functions). */
+void shim_vars_restore(uint64_t module, void **backend);
 
 /* A cached lookup that a restart invalidates (a new lower half has new addresses). */
 struct shim_entry_cache {
