@@ -292,3 +292,22 @@ def test_two_sources_templates_namespaces(tmp_path):
     assert native_done(exe, []) == "OK\n"
     cp = run([*crac_cmd(), "launch", *sim(2), "-c", str(tmp_path), "--", str(exe)])
     assert cp.returncode == 0 and cp.stdout == "OK\n", cp.stderr
+
+
+@needs_nvcc
+def test_native_sim_via_ld_library_path(programs, tmp_path):
+    """The binary exactly as `nvcc -cudart shared` makes it (no rpath) runs on the native sim when
+    LD_LIBRARY_PATH names it; the kernels library is found next to it."""
+    assert NVCC is not None
+    exe = tmp_path / "vector_add"
+    res = run([str(NVCC), "-cudart", "shared", "-o", str(exe), str(EXAMPLES / "vector_add.cu")])
+    assert res.returncode == 0, res.stderr
+    shutil.copyfile(
+        programs["vector_add"].with_name("vector_add.kernels.so"),
+        tmp_path / "vector_add.kernels.so",
+    )
+    env = {**os.environ, "LD_LIBRARY_PATH": str(native_sim_dir())}
+    assert str(native_sim_dir()) in run(["ldd", str(exe)], env=env).stdout
+    cp = run([str(exe), "6"], env=env)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == native_done(programs["vector_add"], ["6"])

@@ -38,6 +38,7 @@ uint64_t shim_dev_alloc(size_t size, int managed); /* a D address, or 0 */
 void shim_dev_free(uint64_t addr);
 /* Tell the lower half where the kernels library is (before registering a fat binary). */
 void shim_kernels_announce(void);
+void shim_kernels_resend(void); /* from the restart hook: no waiting on other threads */
 /* A restart: register the variables of module handle again (after its functions). */
 void shim_vars_restore(uint64_t module, void **backend);
 

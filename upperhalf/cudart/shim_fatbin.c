@@ -35,13 +35,26 @@ static void decide_path(void)
     free(abs);
 }
 
+static void send_path(void)
+{
+    /* shim_cross, not shim_resolve + cross_call: a thread that waits at the gate across a
+     * checkpoint must look the entry up again in the restarted lower half. */
+    static struct shim_entry_cache cache;
+    int found;
+    shim_cross(&cache, "crac_lh_kernels_path", (uint64_t)(uintptr_t)kernels_path, 0, 0, &found);
+}
+
 void shim_kernels_announce(void)
 {
     pthread_once(&kernels_once, decide_path);
-    void *fn = shim_resolve("crac_lh_kernels_path");
-    if (fn)
-        cross_call(fn, (uint64_t)(uintptr_t)kernels_path, 0, 0);
+    send_path();
 }
+
+/* The restart hook runs while the program's threads are parked wherever the checkpoint found
+ * them, possibly inside decide_path: waiting on the once-control there would never end. The
+ * path as saved is sent; a thread that was deciding it sends the finished one when it resumes
+ * (the sim starts over when the path changes). */
+void shim_kernels_resend(void) { send_path(); }
 
 /* ---- variables ---- */
 

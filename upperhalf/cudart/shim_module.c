@@ -65,7 +65,7 @@ static int reregister(struct shim_vh_view *v, void *ctx)
 
 int shim_modules_restore(void)
 {
-    shim_kernels_announce();
+    shim_kernels_resend();
     return shim_vh_foreach(SHIM_VH_MODULE, reregister, NULL);
 }
 
