@@ -21,6 +21,7 @@ from crac_py.cli.options import (
     CoordPortOpt,
     CoordTokenFileOpt,
     CoordTokenOpt,
+    CudaRuntimeOpt,
     ExitAfterOpt,
     IntervalOpt,
     JoinOpt,
@@ -168,6 +169,7 @@ def launch(
         ),
     ] = None,
     sim_version: SimVersionOpt = None,
+    cuda_runtime: CudaRuntimeOpt = None,
     ckptdir: CkptDirOpt = None,
     interval: IntervalOpt = None,
     ckpt_signal: Annotated[
@@ -199,6 +201,7 @@ def launch(
         dev = devices.resolve_device(
             config.resolve("device", device).value, uses_cuda=bool(info.cuda_imports)
         )
+        runtime = str(devices.find_cuda_runtime(cuda_runtime)) if dev == "cuda" else None
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
         ckpt.verbose = verbose
         loader = str(paths.loader())
@@ -221,7 +224,7 @@ def launch(
         CoordError,
     ) as exc:
         _error(str(exc))
-    dev_opts = runner.DeviceOptions(dev, sim_version)
+    dev_opts = runner.DeviceOptions(dev, sim_version, cuda_runtime=runtime)
     argv = [loader, *dev_opts.loader_args(), "--argv0", program, *ckpt.loader_args()]
     argv += coord_args
     argv += ["--", info.path, *(args or [])]
@@ -245,6 +248,7 @@ def restart(
         typer.Option("--device", metavar="sim|cuda|none", help="Backend (default: the image's)."),
     ] = None,
     sim_version: SimVersionOpt = None,
+    cuda_runtime: CudaRuntimeOpt = None,
     no_truncate: Annotated[
         bool,
         typer.Option("--no-truncate", help="Keep files written after the checkpoint as they are."),
@@ -282,6 +286,7 @@ def restart(
             passthrough = ["--keep", str(keep)]
             passthrough += [] if device is None else ["--device", device]
             passthrough += [] if sim_version is None else ["--sim-version", str(sim_version)]
+            passthrough += [] if cuda_runtime is None else ["--cuda-runtime", cuda_runtime]
             passthrough += ["--no-truncate"] if no_truncate else []
             passthrough += ["--force"] if force else []
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
@@ -304,6 +309,7 @@ def restart(
                 file=sys.stderr,
             )
         dev = gen.backend if device is None else devices.resolve_device(device)
+        runtime = str(devices.find_cuda_runtime(cuda_runtime)) if dev == "cuda" else None
         ckpt = runner.CheckpointOptions(
             ckpt_dir=None,
             interval=_int_option("checkpoint_interval", interval, 0, 1 << 30),
@@ -322,7 +328,10 @@ def restart(
         CoordError,
     ) as exc:
         _error(str(exc))
-    argv = [str(loader), *runner.DeviceOptions(dev, sim_version).loader_args()]
+    argv = [
+        str(loader),
+        *runner.DeviceOptions(dev, sim_version, cuda_runtime=runtime).loader_args(),
+    ]
     argv += ["--restart", str(gen.path), "--core-size", str(core_size)]
     argv += ["--header-crc", str(header_crc), *ckpt.loader_args()]
     if no_truncate:

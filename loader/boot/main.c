@@ -47,7 +47,8 @@ void die(const char *fmt, ...)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: crac-loader [--device sim|none] [--sim-version N] [--argv0 NAME]\n"
+            "usage: crac-loader [--device sim|cuda|none] [--sim-version N] [--cuda-runtime PATH]\n"
+            "                   [--argv0 NAME]\n"
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
             "                   [--exit-after-checkpoint] [--crac-cmd CMD]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
@@ -65,6 +66,17 @@ static int int_arg(const char *name, const char *v, int lo, int hi)
     if (*v == '\0' || *end != '\0' || x < lo || x > hi)
         die("%s: '%s' is not a number in [%d, %d]", name, v, lo, hi);
     return (int)x;
+}
+
+/* Which build of the backend: the sim's version, or the CUDA runtime's major version read from
+ * its soname (libcudart.so.13 -> libcrac-cuda13.so). */
+static int device_version(const struct options *o)
+{
+    if (strcmp(o->device, "cuda") != 0)
+        return o->sim_version;
+    const char *so = strstr(o->cuda_runtime, ".so.");
+    int major = so ? atoi(so + 4) : 0;
+    return major > 0 ? major : 13;
 }
 
 static struct options parse_args(int argc, char **argv)
@@ -102,6 +114,8 @@ static struct options parse_args(int argc, char **argv)
             o.device = v;
         else if (strcmp(a, "--sim-version") == 0)
             o.sim_version = int_arg(a, v, 1, 99);
+        else if (strcmp(a, "--cuda-runtime") == 0)
+            o.cuda_runtime = v;
         else if (strcmp(a, "--argv0") == 0)
             o.argv0 = v;
         else if (strcmp(a, "--ckpt-signal") == 0)
@@ -131,8 +145,11 @@ static struct options parse_args(int argc, char **argv)
     }
     if (i >= argc)
         usage();
-    if (strcmp(o.device, "sim") != 0 && strcmp(o.device, "none") != 0)
-        die("device '%s' is not available in this build; use --device sim", o.device);
+    if (strcmp(o.device, "sim") != 0 && strcmp(o.device, "cuda") != 0 &&
+        strcmp(o.device, "none") != 0)
+        die("unknown device '%s'; use --device sim, cuda or none", o.device);
+    if (strcmp(o.device, "cuda") == 0 && !o.cuda_runtime)
+        die("--device cuda needs --cuda-runtime PATH (NVIDIA's libcudart.so.12 or .13)");
     int s = o.ckpt_signal;
     if (s == SIGKILL || s == SIGSTOP || s == SIGSYS || s == CRAC_SIG_SUSPEND || s == 32 || s == 33)
         die("signal %d cannot be the checkpoint signal", s);
@@ -319,7 +336,8 @@ int main(int argc, char **argv)
         die("cannot start lower-half threads: %s", strerror(-e));
     const struct crac_backend_info *backend = NULL;
     if (strcmp(opt.device, "none") != 0 &&
-        !(backend = backend_load(opt.native_dir, opt.device, opt.sim_version, err, sizeof(err))))
+        !(backend = backend_load(opt.native_dir, opt.device, device_version(&opt), opt.cuda_runtime,
+                                 err, sizeof(err))))
         die("%s", err);
     ckpt_backend = backend;
     const struct crac_lh_api *api = lh_api_table(backend, fsgsbase);
