@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cuda_mem_resolve(void *runtime);
-
 static uint64_t lh_dev_map(uint64_t addr, uint64_t size, uint64_t kind)
 {
     if (kind == CUDA_BK_DEVICE)
@@ -54,7 +52,10 @@ static int bk_quiesce(void)
 {
     if (cuda_bk_context() != cudaSuccess)
         return 0; /* no usable device: nothing can be in flight */
-    return (int)cuda_real.cudaDeviceSynchronize();
+    cudaError_t e = cuda_real.cudaDeviceSynchronize();
+    if (e == cudaSuccess && cuda_vars_to_shadows() != 0)
+        e = cudaErrorUnknown;
+    return (int)e;
 }
 
 static int bk_map(uint64_t addr, uint64_t size, int kind)
@@ -67,7 +68,14 @@ static int bk_map(uint64_t addr, uint64_t size, int kind)
 
 static int bk_read(uint64_t addr, void *dst, uint64_t len)
 {
-    if (cuda_vmm_kind_of(addr) == CUDA_BK_MANAGED) {
+    int kind = cuda_vmm_kind_of(addr);
+    if (!kind && cuda_bk_context() != cudaSuccess) {
+        /* No device here: the shim's allocations never got memory (every call failed as it does
+         * natively); what is saved for them is empty. */
+        memset(dst, 0, len);
+        return 0;
+    }
+    if (kind == CUDA_BK_MANAGED) {
         memcpy(dst, (const void *)(uintptr_t)addr, len);
         return 0;
     }
@@ -123,6 +131,7 @@ crac_backend_init(const struct crac_backend_host *host)
     if (n_missing && getenv("CRAC_DEBUG"))
         fprintf(stderr, "crac: debug: %s lacks %d function(s): %s\n", path, n_missing, missing);
     cuda_mem_resolve(runtime);
+    cuda_vars_resolve(runtime);
     char why[256];
     if (cuda_vmm_load(why, sizeof(why)) != 0 && getenv("CRAC_DEBUG"))
         fprintf(stderr, "crac: debug: no device memory under crac: %s\n", why);

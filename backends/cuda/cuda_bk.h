@@ -27,6 +27,12 @@ void cuda_vmm_reset(void);
  * cudaErrorInsufficientDriver without a driver) as a native program would see it. */
 cudaError_t cuda_bk_context(void);
 
+/* nvcc's device variables (cuda_vars.c): their values into the shadows in D before a checkpoint
+ * saves D; the number that failed. */
+void cuda_vars_resolve(void *runtime);
+int cuda_vars_to_shadows(void);
+void cuda_mem_resolve(void *runtime);
+
 /* The error the upper shim reports (crac_sim_record_error) for this thread, merged into
  * cudaGetLastError/cudaPeekAtLastError. */
 void cuda_bk_record_error(cudaError_t e);

@@ -26,7 +26,9 @@ HEADER = (
 )
 
 # Hand-written in backends/cuda/ beyond those with an `extra` argument: the backend owns the
-# device window's mappings (free, reset) and the errors the upper shim reports (last error).
+# device window's mappings (free, reset), the errors the upper shim reports (last error), the
+# shadows of nvcc's device variables (module end and unregistration), and launches by host
+# function (the shim's kernel handle is the host function, not the runtime's cudaKernel_t).
 HAND_WRITTEN = frozenset(
     {
         "cudaFree",
@@ -34,6 +36,10 @@ HAND_WRITTEN = frozenset(
         "cudaDeviceReset",
         "cudaGetLastError",
         "cudaPeekAtLastError",
+        "__cudaRegisterFatBinaryEnd",
+        "__cudaUnregisterFatBinary",
+        "__cudaLaunchKernel",
+        "__cudaLaunchKernel_ptsz",
     }
 )
 

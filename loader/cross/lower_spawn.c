@@ -41,8 +41,8 @@ static void *trampoline(void *p)
     return s.fn(s.arg);
 }
 
-/* The new thread starts with every signal blocked, as the loader's own lower threads run: the
- * program's signals must never run its handlers on a thread with the lower half's fs, and the
+/* The new thread starts with every asynchronous signal blocked, as the loader's own lower threads
+ * run: the program's signals must never run its handlers on a thread with the lower half's fs, and the
  * suspend signal a checkpoint may send before the thread registered stays pending (the checkpoint
  * stops waiting for a thread once it is registered, loader/ckpt/ckpt_suspend.c). A library that
  * sets its thread's mask itself afterwards is trusted to know what it does. */
@@ -59,6 +59,11 @@ pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *
     s->arg = arg;
     sigset_t all, old;
     sigfillset(&all);
+    /* Faults stay deliverable, and SIGSYS: the loader's own threads run upper code at times
+     * (restart hooks), whose trapped calls the SIGSYS handler emulates. */
+    static const int synchronous[] = {SIGSYS, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP};
+    for (unsigned i = 0; i < sizeof(synchronous) / sizeof(synchronous[0]); i++)
+        sigdelset(&all, synchronous[i]);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int r = libc_create(thread, attr, trampoline, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
