@@ -11,6 +11,7 @@
 #include "manager.h"
 #include "probe.h"
 #include "restart.h"
+#include "tree.h"
 #include "upper_alloc.h"
 #include "window.h"
 
@@ -332,6 +333,7 @@ int main(int argc, char **argv)
                  opt.coord_token ? opt.coord_token : "");
     }
     ckpt_config_done();
+    confine_lower_fork = tree_fork_lower; /* every forked child is a split process too */
     if (opt.restart_dir)
         restart_run(&opt, &img, api);
     launch_run(&opt, api, environ);

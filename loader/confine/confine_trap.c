@@ -9,6 +9,9 @@
 #include "upper_alloc.h"
 #include "signal_wrap.h"
 
+#include "fsgsbase.h"
+#include "shadow_pool.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mman.h>
@@ -691,6 +694,53 @@ static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5
     return -ENOSYS;
 }
 
+long (*confine_lower_fork)(void);
+
+/* fs:0 is the TCB's own address in glibc (both halves). */
+static inline uint64_t current_fs(void)
+{
+    uint64_t self;
+    __asm__ volatile("mov %%fs:0, %0" : "=r"(self));
+    return self;
+}
+
+static inline void set_fs(uint64_t fs)
+{
+    if (crac_fsgsbase)
+        __asm__ volatile("wrfsbase %0" : : "r"(fs) : "memory");
+    else
+        raw_syscall2(SYS_arch_prctl, 0x1002 /* ARCH_SET_FS */, fs);
+}
+
+/* The lower libc's fork, on a borrowed shadow TCB as a crossing would (docs/DECISIONS.md
+ * "Process trees"). noinline: nothing between the two switches may be cached across them. */
+__attribute__((noinline)) static long lower_fork(void)
+{
+    uint64_t lower = shadow_pool_borrow();
+    if (!lower)
+        return -EAGAIN;
+    uint64_t upper = current_fs();
+    set_fs(lower);
+    long r = confine_lower_fork();
+    set_fs(upper);
+    if (r != 0)
+        shadow_pool_return(lower); /* the child's copy of the pool was reset: nothing to return */
+    return r;
+}
+
+#define TREE_CLONE_FLAGS (CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | CLONE_PARENT_SETTID)
+
+/* A fork the child of which is a split process of the job: fork, or a clone of a new process
+ * with only the flags libc's fork uses, and SIGCHLD. Others (a new stack, namespaces, another
+ * exit signal) are the kernel's plain fork of this process, as before. */
+static int tree_forkable(long nr, long flags, long stack)
+{
+    if (!confine_lower_fork)
+        return 0;
+    return nr == SYS_fork ||
+           (!stack && (flags & 0xff) == SIGCHLD && !(flags & ~(TREE_CLONE_FLAGS | 0xffL)));
+}
+
 /* fork and fork-like clone, done with the allocator lock held so the child never inherits it
  * locked. The child returns through this handler's frame on its copy of the stack. */
 static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid, long ctid,
@@ -698,9 +748,11 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
 {
     struct crac_ctrl *c = crac_ctrl();
     int32_t forking_tid = (int32_t)raw_syscall0(SYS_gettid);
+    int tree = tree_forkable(nr, flags, stack);
     raw_lock(&c->lock);
-    long r = nr == SYS_fork ? raw_syscall0(SYS_fork)
-                            : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
+    long r = tree                ? lower_fork()
+             : nr == SYS_fork    ? raw_syscall0(SYS_fork)
+                                 : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
     if (r == 0) {
         c->pid = (int32_t)raw_syscall0(SYS_getpid);
         c->lock = 0;
@@ -712,8 +764,18 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         vmask_set(c, c->pid, vmask_get(c, forking_tid)); /* the child's only thread inherits */
         if (stack)
             uc->uc_mcontext.gregs[REG_RSP] = stack;
+        if (tree && nr == SYS_clone) {
+            /* What the kernel does for the upper libc's flags; the lower libc's fork used its
+             * own. */
+            if (flags & CLONE_CHILD_SETTID)
+                *(int32_t *)ctid = c->pid;
+            if (flags & CLONE_CHILD_CLEARTID)
+                raw_syscall1(SYS_set_tid_address, ctid);
+        }
     } else {
         raw_unlock(&c->lock);
+        if (r > 0 && tree && nr == SYS_clone && (flags & CLONE_PARENT_SETTID))
+            to_user((void *)ptid, &r, 4);
     }
     return r;
 }

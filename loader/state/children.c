@@ -1,12 +1,29 @@
-/* children.c — child processes are not checkpointed yet: a checkpoint names each one (losses.c)
- * instead of a restart losing it silently. No note, nothing to restore. */
+/* children.c — child processes are not part of this process's image: a checkpoint names each one
+ * (losses.c) unless it is a split process of the same job, checkpointed with it. No note. */
 #include "state.h"
+
+#include "ckpt.h"
+#include "tree.h"
 
 #include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* A child forked as a split process that still runs crac's loader (it has not exec'd another
+ * program outside crac). */
+static int crac_child(int pid)
+{
+    char path[64], mine[PATH_MAX], its[PATH_MAX];
+    if (!tree_is_forked_child(pid))
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+    ssize_t a = readlink("/proc/self/exe", mine, sizeof(mine) - 1);
+    ssize_t b = readlink(path, its, sizeof(its) - 1);
+    return a > 0 && a == b && memcmp(mine, its, (size_t)a) == 0;
+}
 
 static void name_children(const char *task)
 {
@@ -24,6 +41,15 @@ static void name_children(const char *task)
         if (c)
             fclose(c);
         comm[strcspn(comm, "\n")] = '\0';
+        int member = crac_child(pid);
+        if (member && ckpt_cfg.coord_fd >= 0)
+            continue; /* a worker of the coordinator's job: in the same job checkpoint */
+        if (member) {
+            state_loss("child process %d (%s) is checkpointed on its own (no coordinator): a "
+                       "restart of this process does not bring it back",
+                       pid, comm);
+            continue;
+        }
         state_loss("child process %d (%s) is not checkpointed: a restart does not bring it back",
                    pid, comm);
     }
