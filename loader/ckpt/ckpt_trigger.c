@@ -63,6 +63,11 @@ void ckpt_trigger_after_fork(void)
     wake_fd = -1;
 }
 
+void ckpt_manager_wake(void)
+{
+    raw_syscall6(SYS_futex, (long)&requested, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
+}
+
 void ckpt_set_ready(void)
 {
     __atomic_store_n(&program_ready, 1, __ATOMIC_RELEASE);

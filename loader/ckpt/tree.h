@@ -11,5 +11,9 @@
 long tree_fork_lower(void);
 /* Whether pid is a child this process forked as a split process. */
 int tree_is_forked_child(int32_t pid);
+/* Before the first fork of a process that has no coordinator: start one (`crac coordinator
+ * --daemon --exit-on-last`, on a free loopback port, with a random token) and join it, so the
+ * tree is one job. Says why once when it cannot. */
+void tree_coord_ensure(void);
 
 #endif

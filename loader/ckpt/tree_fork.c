@@ -99,6 +99,7 @@ static void child_restart_lower_half(void)
 
 long tree_fork_lower(void)
 {
+    tree_coord_ensure();
     pid_t pid = fork(); /* the lower libc's: its atfork handlers keep its locks sane */
     if (pid < 0)
         return -errno;
