@@ -6,6 +6,9 @@ that is itself a split process of the same job, checkpointed with it.
   script brings both back and each one's output equals an uninterrupted run's; twice.
 * A launch without a coordinator starts one at its first fork: the checkpoint signal to the root
   checkpoints the whole tree; then the same two cycles.
+* A fork-and-wait loop (tests/apps/tree_forkwait.c): restarted, the child is again the child of
+  its restarted parent (getppid, waitpid's pid and status), whether the checkpoint found it
+  running (its own image) or ended and not yet waited for (the parent's image keeps its status).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ckpt_harness import (
     Segment,
     base_env,
     complete_generations,
+    latest_complete,
     process_dirs,
     tree,
     wait_exit,
@@ -41,11 +45,14 @@ STEPS = 300
 TAGS = ["T.p", "T.c"]  # tree_counter's parent and child
 
 
-def _launch(apps, tmp: Path, *opts: str) -> tuple[CracProc, Output]:
+def _launch(
+    apps, tmp: Path, *opts: str, app: str = "tree_counter", ms: int = 20
+) -> tuple[CracProc, Output]:
     require_native()
     argv = [*crac_cmd(), "launch", *opts, "-c", str(tmp / "ckpt")]
+    tag = "T" if app == "tree_counter" else "F"
     root = CracProc(
-        [*argv, "--", str(apps["tree_counter"]), "T", str(STEPS), "20"],
+        [*argv, "--", str(apps[app]), tag, str(STEPS), str(ms)],
         out_dir=tmp / "logs",
         label="launch",
         env=base_env(),
@@ -54,16 +61,28 @@ def _launch(apps, tmp: Path, *opts: str) -> tuple[CracProc, Output]:
 
 
 def _kill_tree(ckptdir: Path) -> None:
-    """SIGKILL every process that has an image directory (a forked child is no child of ours)."""
+    """SIGKILL every process of the tree still running (a forked child is no child of ours): the
+    pids of its image directories that still run one of the tree programs."""
     for d in process_dirs(ckptdir):
+        pid = int(d.name.rsplit("-", 1)[1])
         try:
-            os.kill(int(d.name.rsplit("-", 1)[1]), signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"tree_counter" in cmdline or b"tree_forkwait" in cmdline:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _restart_twice(
-    script: Path, port: int, tmp: Path, chains: dict[str, list[Segment]], runs: list[ScriptRun]
+    script: Path,
+    port: int,
+    tmp: Path,
+    chains: dict[str, list[Segment]],
+    runs: list[ScriptRun],
+    tags: list[str] = TAGS,
 ) -> None:
     """Restart the tree with SCRIPT (its coordinator on PORT), `-bc`, SIGKILL everything, restart
     again and run to the end; every process's output over the three runs is the uninterrupted
@@ -71,22 +90,25 @@ def _restart_twice(
     logs, ckptdir = tmp / "logs", tmp / "ckpt"
     run1 = ScriptRun(script, logs, "restart1", "-p", str(port))
     runs.append(run1)
-    wait_steps(run1.out, TAGS, 1, run1.proc, extra=run1.report())
-    first = {t: run1.out.last_step(t) for t in TAGS}
-    wait_steps(run1.out, TAGS, max(first.values()) + 20, run1.proc, extra=run1.report())
-    before = {t: run1.out.last_step(t) for t in TAGS}
+    wait_steps(run1.out, tags, 1, run1.proc, extra=run1.report())
+    first = {t: run1.out.last_step(t) for t in tags}
+    wait_steps(run1.out, tags, max(first.values()) + 20, run1.proc, extra=run1.report())
+    before = {t: run1.out.last_step(t) for t in tags}
     assert bcheckpoint(port) == script
-    after = {t: run1.out.last_step(t) for t in TAGS}
-    assert all(g.name == "gen-000002" for g in listed_generations(script)), tree(ckptdir)
-    wait_steps(run1.out, TAGS, max(after.values()) + 2, run1.proc, extra=run1.report())
+    after = {t: run1.out.last_step(t) for t in tags}
+    # Every process's new generation (a child forked since the restart has its first).
+    gens = listed_generations(script)
+    assert gens and all(latest_complete(g.parent) == g for g in gens), tree(ckptdir)
+    assert any(g.name == "gen-000002" for g in gens), tree(ckptdir)
+    wait_steps(run1.out, tags, max(after.values()) + 2, run1.proc, extra=run1.report())
     kill_job(port, run1)
-    for t, seg in segments_of(run1.out, TAGS, before, after).items():
+    for t, seg in segments_of(run1.out, tags, before, after).items():
         chains[t].append(seg)
 
     run2 = ScriptRun(script, logs, "restart2", "-p", str(port))
     runs.append(run2)
     assert run2.wait() == 0, run2.report()
-    for t, seg in segments_of(run2.out, TAGS, None, None).items():
+    for t, seg in segments_of(run2.out, tags, None, None).items():
         chains[t].append(seg)
     check_chain(chains, STEPS, ckptdir)
 
@@ -152,3 +174,35 @@ def test_signal_to_the_root_checkpoints_the_tree(apps, tmp_path):
             r.kill()
         _kill_tree(ckptdir)
         root.stop()
+
+
+def test_fork_and_wait_loop_restarts_as_a_tree(apps, tmp_path):
+    ckptdir, tags = tmp_path / "ckpt", ["F"]
+    root, out = _launch(apps, tmp_path, app="tree_forkwait", ms=60)
+    runs: list[ScriptRun] = []
+    try:
+        wait_steps(out, tags, 10, root)
+        before = {t: out.last_step(t) for t in tags}
+        os.kill(root.pid, signal.SIGUSR2)
+        script = ckptdir / "crac_restart_script.sh"
+        wait_until(script.exists, "the restart script")
+        after = {t: out.last_step(t) for t in tags}
+        wait_steps(out, tags, max(after.values()) + 2, root)
+        _kill_tree(ckptdir)
+        kill9_if_running(root)
+        chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
+        _restart_twice(script, free_port(), tmp_path, chains, runs, tags)
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        _kill_tree(ckptdir)
+        root.stop()
+
+
+def kill9_if_running(proc: CracProc) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    wait_exit(proc)

@@ -16,4 +16,26 @@ int tree_is_forked_child(int32_t pid);
  * tree is one job. Says why once when it cannot. */
 void tree_coord_ensure(void);
 
+/* Restart of a tree (crac_py/launch/tree.py forks the processes): a child of this process, its
+ * pid as the program knows it and the kernel's now (--child-pid V:R); this process's parent as
+ * the program knows it (--parent-pid V). 0, or -1 for a malformed value. */
+int tree_restart_child(const char *spec);
+int tree_restart_parent(const char *vpid);
+/* After the ids of the image are mapped (restart_threads.c): add the children's and the
+ * parent's. */
+void tree_restart_remap(void);
+/* getppid() as the program sees it (for the manifest). */
+int32_t tree_program_ppid(void);
+
+/* Children that had ended but were not waited for at the checkpoint (children.c fills it while
+ * the threads are parked; the manifest lists it): the pid the program knows, and the status its
+ * wait will get. */
+struct tree_zombie {
+    int32_t vpid;
+    int wstatus;
+};
+void tree_zombies_clear(void);
+void tree_zombie_add(int32_t pid, int wstatus);
+int tree_zombies(const struct tree_zombie **out);
+
 #endif

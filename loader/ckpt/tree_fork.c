@@ -7,12 +7,14 @@
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
 
+#include "lh_api.h"
 #include "lower_fds.h"
 #include "lower_threads.h"
 #include "manager.h"
 #include "shadow_pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -64,6 +66,7 @@ static void child_join_job(void)
         close(ckpt_cfg.coord_fd);
         ckpt_cfg.coord_fd = -1;
         char err[512];
+        coord_tree_child = 1;
         int fd = coord_connect(ckpt_cfg.coord_host, ckpt_cfg.coord_port, ckpt_cfg.coord_token, 0,
                                getpid(), err, sizeof(err));
         if (fd < 0)
@@ -79,6 +82,10 @@ static void child_join_job(void)
 static void child_restart_lower_half(void)
 {
     lower_threads_reset();
+    /* Threads the parent had inside a crossing (its hook thread, say) do not exist here: a
+     * checkpoint would wait for them to leave forever. */
+    __atomic_store_n(lh_gate_inside(), 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(lh_gate_pending(), 0, __ATOMIC_SEQ_CST);
     shadow_pool_reset(CHILD_SHADOWS);
     ckpt_trigger_after_fork();
     __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
@@ -90,23 +97,102 @@ static void child_restart_lower_half(void)
         __atomic_add_fetch(&r->lower_epoch, 1, __ATOMIC_SEQ_CST);
     }
     child_join_job();
+    ckpt_config_done(); /* before the manager starts: it picks what to serve from it */
     int e = manager_start(ckpt_cfg.ckpt_signal);
     if (e != 0)
         fprintf(stderr, "crac: warning: forked process %d cannot be checkpointed: %s\n", getpid(),
                 strerror(-e));
-    ckpt_config_done();
 }
 
 long tree_fork_lower(void)
 {
     tree_coord_ensure();
+    /* The parent goes on once the child is a worker of the job: a job checkpoint that saves the
+     * parent after the fork then saves the child too. */
+    int joined[2];
+    if (pipe2(joined, O_CLOEXEC) != 0)
+        joined[0] = joined[1] = -1;
     pid_t pid = fork(); /* the lower libc's: its atfork handlers keep its locks sane */
-    if (pid < 0)
-        return -errno;
+    if (pid < 0) {
+        int e = errno;
+        close(joined[0]);
+        close(joined[1]);
+        return -e;
+    }
     if (pid > 0) {
         remember_child(pid);
+        close(joined[1]);
+        char b;
+        while (joined[0] >= 0 && read(joined[0], &b, 1) < 0 && errno == EINTR)
+            ;
+        close(joined[0]);
         return pid;
     }
+    close(joined[0]);
     child_restart_lower_half();
+    close(joined[1]); /* EOF: joined (or given up) */
     return 0;
+}
+
+#define MAX_RESTART_CHILDREN 1024
+static struct crac_vid restart_children[MAX_RESTART_CHILDREN];
+static int n_restart_children;
+static int32_t restart_parent;
+
+int tree_restart_child(const char *spec)
+{
+    int v, r, n = 0;
+    if (sscanf(spec, "%d:%d%n", &v, &r, &n) != 2 || spec[n] || v <= 0 || r <= 0 ||
+        n_restart_children >= MAX_RESTART_CHILDREN)
+        return -1;
+    restart_children[n_restart_children++] = (struct crac_vid){v, r};
+    return 0;
+}
+
+int tree_restart_parent(const char *vpid)
+{
+    int v, n = 0;
+    if (sscanf(vpid, "%d%n", &v, &n) != 1 || vpid[n] || v <= 0)
+        return -1;
+    restart_parent = v;
+    coord_tree_child = 1;
+    return 0;
+}
+
+void tree_restart_remap(void)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    for (int i = 0; i < n_restart_children && c->n_vids < CRAC_MAX_VIDS; i++) {
+        remember_child(restart_children[i].real);
+        if (restart_children[i].virt != restart_children[i].real)
+            c->vids[c->n_vids++] = restart_children[i];
+    }
+    /* The process that restarted us is the parent the program knew; without one (the root of
+     * a tree, a lone process) getppid is the kernel's. */
+    c->vppid = restart_parent;
+    c->real_ppid = restart_parent ? getppid() : 0;
+}
+
+static struct tree_zombie zombies[MAX_TREE_CHILDREN];
+static int n_zombies;
+
+void tree_zombies_clear(void) { n_zombies = 0; }
+
+void tree_zombie_add(int32_t pid, int wstatus)
+{
+    if (n_zombies < MAX_TREE_CHILDREN)
+        zombies[n_zombies++] = (struct tree_zombie){vid_from_real(crac_ctrl(), pid), wstatus};
+}
+
+int tree_zombies(const struct tree_zombie **out)
+{
+    *out = zombies;
+    return n_zombies;
+}
+
+int32_t tree_program_ppid(void)
+{
+    const struct crac_ctrl *c = crac_ctrl();
+    int32_t real = getppid();
+    return c->vppid && real == c->real_ppid ? c->vppid : real;
 }

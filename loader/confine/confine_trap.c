@@ -23,6 +23,7 @@
 #include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
 
@@ -754,6 +755,8 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
              : nr == SYS_fork    ? raw_syscall0(SYS_fork)
                                  : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
     if (r == 0) {
+        c->vppid = c->vpid ? c->vpid : c->pid; /* the parent, as the program knows it */
+        c->real_ppid = c->pid;
         c->pid = (int32_t)raw_syscall0(SYS_getpid);
         c->lock = 0;
         c->vpid = 0;         /* a new process: its ids are the kernel's */
@@ -784,7 +787,8 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
 static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
 {
     const struct crac_ctrl *c = crac_ctrl();
-    if (nr != SYS_getpid && nr != SYS_gettid && self_ckpt_target(c, nr, a1, a2, a3)) {
+    if (nr != SYS_getpid && nr != SYS_gettid && nr != SYS_getppid &&
+        self_ckpt_target(c, nr, a1, a2, a3)) {
         const siginfo_t *queued = nr == SYS_rt_sigqueueinfo     ? (const siginfo_t *)a3
                                   : nr == SYS_rt_tgsigqueueinfo ? (const siginfo_t *)a4
                                                                 : 0;
@@ -794,6 +798,10 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
         return self_ckpt_signal(uc, nr == SYS_kill ? SI_USER : SI_TKILL, queued ? &copy : 0);
     }
     switch (nr) {
+    case SYS_getppid: {
+        int32_t real = (int32_t)raw_syscall0(SYS_getppid);
+        return c->vppid && real == c->real_ppid ? c->vppid : real; /* else: reparented */
+    }
     case SYS_getpid: return vid_from_real(c, (int32_t)raw_syscall0(SYS_getpid));
     case SYS_gettid: return vid_from_real(c, (int32_t)raw_syscall0(SYS_gettid));
     case SYS_tgkill:
@@ -801,11 +809,10 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
                             a3);
     case SYS_tkill: return raw_syscall2(SYS_tkill, vid_to_real(c, (int32_t)a1), a2);
     case SYS_kill:
-        /* Only our own pid is translated: other pids (children, peers) are the kernel's. */
-        if (c->vpid && a1 == c->vpid)
-            a1 = c->pid;
-        else if (c->vpid && a1 == -c->vpid)
-            a1 = -c->pid;
+        /* Our own pid, and our children's in a restarted tree (and their groups); other pids
+         * are the kernel's. 0 and -1 are not ids. */
+        if (a1 > 0 || a1 < -1)
+            a1 = a1 > 0 ? vid_to_real(c, (int32_t)a1) : -vid_to_real(c, (int32_t)-a1);
         return raw_syscall2(SYS_kill, a1, a2);
     case SYS_rt_sigqueueinfo:
         return raw_syscall3(nr, c->vpid && a1 == c->vpid ? c->pid : a1, a2, a3);
@@ -813,6 +820,41 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
         return raw_syscall4(nr, vid_to_real(c, (int32_t)a1), vid_to_real(c, (int32_t)a2), a3, a4);
     }
     return -ENOSYS;
+}
+
+/* wait4 and waitid name children (and groups) by the ids the program knows and answer with them
+ * (a restarted tree: children have new kernel pids). They may block: they wait under the
+ * program's mask, so its handlers and crac's suspension can interrupt them. A checkpoint taken
+ * during the wait resumes it, after a restart, with the old kernel pid in its registers: ECHILD
+ * then, and c->pid changed; the ids are translated again and the wait re-issued. */
+static long emu_wait(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    long r;
+    for (;;) {
+        long id = a1, arg2 = a2;
+        if (nr == SYS_wait4 && (a1 > 0 || a1 < -1))
+            id = a1 > 0 ? vid_to_real(c, (int32_t)a1) : -vid_to_real(c, (int32_t)-a1);
+        if (nr == SYS_waitid && (a1 == P_PID || a1 == P_PGID) && a2 > 0)
+            arg2 = vid_to_real(c, (int32_t)a2);
+        int32_t before = __atomic_load_n(&c->pid, __ATOMIC_ACQUIRE);
+        uint64_t during = upper_mask(c, *(uint64_t *)&uc->uc_sigmask), saved;
+        raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &during, &saved, 8);
+        r = raw_syscall6(nr, id, arg2, a3, a4, a5, 0);
+        raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+        if (r != -ECHILD || __atomic_load_n(&c->pid, __ATOMIC_ACQUIRE) == before)
+            break;
+    }
+    if (nr == SYS_wait4 && r > 0)
+        return vid_from_real(c, (int32_t)r);
+    if (nr == SYS_waitid && r == 0 && a3) {
+        siginfo_t si; /* written by the kernel just now (or left as the program had it) */
+        if (from_user(&si, (const void *)a3, sizeof(si)) == 0 && si.si_pid > 0) {
+            si.si_pid = vid_from_real(c, si.si_pid);
+            to_user((void *)a3, &si, sizeof(si));
+        }
+    }
+    return r;
 }
 
 /* The process's own CPU-time clock, as the program reads it (CLOCK_PROCESS_CPUTIME_ID is the
@@ -1044,6 +1086,9 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_readlinkat: r = emu_readlink(nr, a1, a2, a3, a4); break;
     case SYS_execve:
     case SYS_execveat: r = emu_execve((uint64_t *)&uc->uc_sigmask, nr, a1, a2, a3, a4, a5); break;
+    case SYS_wait4:
+    case SYS_waitid: r = emu_wait(uc, nr, a1, a2, a3, a4, a5); break;
+    case SYS_getppid:
     case SYS_getpid:
     case SYS_gettid:
     case SYS_tgkill:
