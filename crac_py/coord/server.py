@@ -398,12 +398,15 @@ class Coordinator:
         still in the fork, which returns once the child is welcomed): it is part of that
         checkpoint, or the parent's image would name a child no image holds."""
         ck = self.current
-        if not peer.tree_child or ck is None or ck.answer != "suspended" or ck.failure is not None:
+        if not peer.tree_child or ck is None or ck.failure is not None:
             return
-        ck.participants[peer.id] = peer
-        ck.waiting.add(peer.id)
-        peer.state = _PHASE_STATE[ck.phase]
-        peer.send({"type": "checkpoint", "exit_after": ck.exit_after})
+        if ck.answer == "":  # the first phase has not begun: it goes to every participant
+            ck.participants[peer.id] = peer
+        elif ck.answer == "suspended":
+            ck.participants[peer.id] = peer
+            ck.waiting.add(peer.id)
+            peer.state = _PHASE_STATE[ck.phase]
+            peer.send({"type": "checkpoint", "exit_after": ck.exit_after})
 
     def _on_disconnect(self, peer: Peer) -> None:
         self.peers.pop(peer.id, None)

@@ -4,6 +4,7 @@
 
 #include "ckpt.h"
 #include "coord_client.h"
+#include "crac_hooks.h"
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
 
@@ -91,6 +92,11 @@ static void child_restart_lower_half(void)
     __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
     struct crac_registry *r = ckpt_registry;
     if (r) {
+        /* No hook thread here (the upper runtime's atfork handler says so too, but only once the
+         * fork has returned to it; a checkpoint may come before). */
+        struct crac_hook_ctl *hooks = (struct crac_hook_ctl *)r->hooks;
+        if (hooks)
+            hooks->events &= ~(1u << CRAC_EV_PRE_SUSPEND);
         r->generation = 0; /* a new computation: its images start at gen-000001 */
         r->parked = 0;
         /* Upper threads re-borrow: the TCB they cached belongs to a thread that is gone. */
