@@ -13,7 +13,7 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crac_py.image.generation import resolve_generation
+from crac_py.image.generation import ImageError, resolve_generation
 
 
 class TreeError(Exception):
@@ -30,7 +30,10 @@ class Member:
 
 def member(gen: str | Path) -> Member:
     """A generation's process and parent ids as the program knew them (its MANIFEST.json)."""
-    path = resolve_generation(str(gen))
+    try:
+        path = resolve_generation(str(gen))
+    except ImageError as exc:
+        raise TreeError(str(exc)) from exc
     try:
         proc = json.loads((path / "MANIFEST.json").read_text())["process"]
         vpid, vppid = int(proc["vpid"]), int(proc["vppid"])
