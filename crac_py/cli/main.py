@@ -34,7 +34,7 @@ from crac_py.cli.options import (
 from crac_py.coord import client as coord_client
 from crac_py.coord.client import CoordError
 from crac_py.image import generation as image
-from crac_py.launch import devices, job, runner
+from crac_py.launch import devices, job, runner, tree
 from crac_py.launch.preflight import PreflightError, preflight
 
 # Exit status of `crac launch` when it refuses its input or cannot start the program.
@@ -268,6 +268,15 @@ def restart(
     new_coordinator: NewCoordOpt = False,
     any_coordinator: AnyCoordOpt = False,
     no_coordinator: NoCoordOpt = False,
+    tree_member: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tree-member",
+            metavar="GEN",
+            help="A descendant's generation: restarted as a child of its restarted parent "
+            "(the restart script gives them).",
+        ),
+    ] = None,
 ) -> None:
     """Restart a checkpointed program where it stopped (a job directory: every process)."""
     try:
@@ -295,6 +304,14 @@ def restart(
             raise typer.Exit(status)
     except (config.ConfigError, CoordError, image.ImageError) as exc:
         _error(str(exc))
+    # Its descendants (--tree-member) and its children that had ended unwaited-for are forked
+    # first, so each is the child of this process (launch/tree.py).
+    tree_args: list[str] = []
+    try:
+        path, tree_args = tree.fork_tree(path, tree_member or [])
+    except (tree.TreeError, image.ImageError, OSError) as exc:
+        if tree_member:
+            _error(str(exc))
     try:
         gen = image.open_generation(path)
         loader = paths.loader()
@@ -337,7 +354,7 @@ def restart(
     if no_truncate:
         argv.append("--no-truncate")
     argv += coord_args
-    argv += ["--", *gen.argv]
+    argv += [*tree_args, "--", *gen.argv]
     try:
         runner.exec_loader(str(loader), argv)
     except OSError as exc:

@@ -11,6 +11,7 @@
 #include "manager.h"
 #include "probe.h"
 #include "restart.h"
+#include "tree.h"
 #include "upper_alloc.h"
 #include "window.h"
 
@@ -51,6 +52,7 @@ static void usage(void)
             "                   [--argv0 NAME]\n"
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
             "                   [--exit-after-checkpoint] [--crac-cmd CMD]\n"
+            "                   [--child-pid VPID:PID ...] [--parent-pid VPID]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
             "                   -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
@@ -138,7 +140,13 @@ static struct options parse_args(int argc, char **argv)
             o.restart_dir = v;
         else if (strcmp(a, "--core-size") == 0)
             o.core_size = strtoull(v, NULL, 10);
-        else if (strcmp(a, "--header-crc") == 0)
+        else if (strcmp(a, "--child-pid") == 0) {
+            if (tree_restart_child(v) != 0)
+                die("--child-pid: '%s' is not VPID:PID", v);
+        } else if (strcmp(a, "--parent-pid") == 0) {
+            if (tree_restart_parent(v) != 0)
+                die("--parent-pid: '%s' is not a pid", v);
+        } else if (strcmp(a, "--header-crc") == 0)
             o.header_crc = (uint32_t)strtoul(v, NULL, 10);
         else
             usage();
@@ -364,6 +372,7 @@ int main(int argc, char **argv)
                  opt.coord_token ? opt.coord_token : "");
     }
     ckpt_config_done();
+    confine_lower_fork = tree_fork_lower; /* every forked child is a split process too */
     if (opt.restart_dir)
         restart_run(&opt, &img, api);
     launch_run(&opt, api, environ);
