@@ -161,7 +161,8 @@ def apps(tmp_path_factory) -> dict[str, Path]:
     return {
         src.stem: _build(src, out_dir)
         for src in sorted(APPS_DIR.glob("*.c"))
-        if not src.stem.startswith("sim_")  # CUDA programs: the sim_apps fixture (sim_build.py)
+        # CUDA programs: the sim_apps fixture (sim_build.py), test_cuda_backend.py's own build
+        if not src.stem.startswith(("sim_", "cuda_"))
     }
 
 
