@@ -215,7 +215,11 @@ def verify_files(gen: Path, manifest: dict[str, Any], full: bool) -> None:
 
 def check_program(manifest: dict[str, Any], force: bool) -> None:
     program = Path(manifest["process"]["program"])
-    if not program.is_file():
+    try:
+        exists = program.is_file()
+    except OSError as exc:
+        raise ImageError(f"the checkpointed program {program}: {exc.strerror}") from None
+    if not exists:
         raise ImageError(f"the checkpointed program {program} no longer exists")
     if not force and digest.sha256_file(program) != manifest["process"]["program_sha256"]:
         raise ImageError(
@@ -248,18 +252,61 @@ def check_writable(gen: Generation, force: bool) -> None:
 
 
 def _check_fields(gen: Generation) -> None:
-    """Every field a restart uses is present and of the right type."""
+    """Every field a restart uses is present and of the right type and range."""
     try:
         _ = (gen.number, gen.program, gen.argv, gen.backend, gen.ckpt_signal, gen.core_check)
         _ = str(gen.manifest["process"]["program_sha256"])
-    except (KeyError, TypeError, ValueError) as exc:
+        _check_shapes(gen.manifest)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ImageError(
             f"image corrupted: {gen.path / MANIFEST} lacks or garbles a field ({exc})"
         ) from None
 
 
+def _is_int(v: object, lo: int, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _check_shapes(m: dict[str, Any]) -> None:
+    """The types and ranges the code reading a manifest relies on (a manifest that passes its
+    checksum may still have been written by hand: docs/TRUST.md)."""
+    proc = m["process"]
+    if not _is_int(proc["ckpt_signal"], 1, 64):
+        raise ValueError("process.ckpt_signal")
+    argv = proc["argv"]
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise ValueError("process.argv")
+    program = proc["program"]
+    if not isinstance(program, str) or not program.startswith("/") or len(program) > 4095:
+        raise ValueError("process.program")
+    core = m["upper_core"]
+    if not _is_int(core["size"], 0, 1 << 62) or not _is_int(core["header_crc32c"], 0, 2**32 - 1):
+        raise ValueError("upper_core")
+    if not _is_int(m["generation"], 0, 2**31 - 1):
+        raise ValueError("generation")
+    files = m["files"]
+    if not isinstance(files, dict):
+        raise ValueError("files")
+    for rel, meta in files.items():
+        parts = Path(rel).parts
+        if not isinstance(meta, dict) or not _is_int(meta.get("size"), 0, 1 << 62):
+            raise ValueError(f"files.{rel}")
+        if Path(rel).is_absolute() or ".." in parts or not parts:
+            raise ValueError(f"files.{rel}")
+        if not isinstance(meta.get("sha256", meta.get("sha256_pages")), str):
+            raise ValueError(f"files.{rel}")
+    lost = m.get("not_saved", [])
+    if not isinstance(lost, list) or not all(isinstance(x, str) for x in lost):
+        raise ValueError("not_saved")
+    if not isinstance(m.get("backend"), dict) or not isinstance(m["backend"].get("name"), str):
+        raise ValueError("backend.name")
+
+
 def open_generation(arg: str, *, full: bool = False) -> Generation:
+    from crac_py.image import trust
+
     path = resolve_generation(arg)
+    trust.check(path)  # before a byte of it is read (docs/TRUST.md)
     manifest = load_manifest(path)
     gen = Generation(path, manifest)
     _check_fields(gen)
