@@ -153,6 +153,17 @@ def _rlimits(blob: bytes) -> list[dict[str, Any]]:
     return [{"resource": i} | r for i, r in enumerate(_array(rec, blob, 0, len(blob) // rec.size))]
 
 
+def _file_ids(blob: bytes) -> list[dict[str, Any]]:
+    rec = fmt.RECORD["crac_file_id_rec"]
+    out = []
+    for f, off in _sized(blob, rec):
+        path_at = off + rec.size
+        f["path"] = _cstr(blob[path_at : path_at + f["path_len"]])
+        f["sha256"] = str(f["sha256"]) if f["hashed"] else ""
+        out.append(f)
+    return out
+
+
 # One decoder per note type of the spec (tests check that none is missing).
 DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_PROCESS": _process,
@@ -163,6 +174,7 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_TIMERS": _timers,
     "CRAC_NT_PENDING": _pending,
     "CRAC_NT_RLIMITS": _rlimits,
+    "CRAC_NT_FILE_IDS": _file_ids,
 }
 
 
