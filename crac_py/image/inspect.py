@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from elftools.common.exceptions import ELFError
+from elftools.construct.core import ConstructError
 from elftools.elf.elffile import ELFFile
 
 from crac_py.image import format as fmt
@@ -58,7 +59,7 @@ def _crac_notes(core: Path) -> dict[int, bytes]:
                         notes[int(note["n_type"])] = (
                             desc if isinstance(desc, bytes) else bytes(desc, "latin-1")
                         )
-    except (ELFError, OSError, struct.error, ValueError) as exc:
+    except (ELFError, ConstructError, OSError, struct.error, ValueError) as exc:
         raise ImageError(f"cannot read {core}: {exc}") from None
     return notes
 

@@ -126,13 +126,16 @@ int file_ids_capture(const struct state_capture *c, void **out, size_t *out_len)
 
 /* How the file at PATH differs from R, or NULL if it does not (lstat: a link now in its place is
  * a change; the restart's open does not follow one either, fd_regular.c). */
-static const char *changed(const struct crac_file_id_rec *r, const char *path)
+static const char *changed(const struct crac_file_id_rec *r, const char *path, int *fatal)
 {
     struct stat st;
+    *fatal = 0;
     if (lstat(path, &st) != 0)
         return NULL; /* gone: fd_regular.c says so (or recreates it from a saved copy) */
-    if (!S_ISREG(st.st_mode))
-        return "it is no longer a regular file";
+    if (!S_ISREG(st.st_mode)) { /* never reopened (fd_regular.c), allowed or not */
+        *fatal = 1;
+        return S_ISLNK(st.st_mode) ? "a symbolic link" : "a special file";
+    }
     if (st.st_ino != r->ino)
         return "it is another file now (inode)";
     if ((uint64_t)st.st_size != r->file_size)
@@ -166,7 +169,13 @@ int file_ids_hold(const struct state_restore *rs, const void *note, size_t len)
             return -1;
         }
         const char *path = (const char *)p + off + sizeof(r);
-        const char *why = changed(&r, path);
+        int fatal;
+        const char *why = changed(&r, path, &fatal);
+        if (why && fatal) {
+            snprintf(rs->err, rs->errlen, "fd %d: %s is no longer a regular file (%s); not reopened",
+                     r.fd, path, why);
+            return -1;
+        }
         if (why && !rs->allow_changed) {
             snprintf(rs->err, rs->errlen,
                      "fd %d: %s changed since the checkpoint (%s); the program would go on "
