@@ -18,7 +18,11 @@ a hang is a timeout. Both must be zero. Semantic contents the program itself cho
 and handlers, timer values, limits, memory protections) are not mutated: an image with a
 different but well-formed value there restarts a different, valid program.
 
-    python bench/fuzz_image.py [-n 10000] [-j JOBS] [--seed-image GEN] [--rng 1] [--json]
+    python bench/fuzz_image.py [-n 10000] [-j JOBS] [--seed-image GEN] [--rng 1] [--start K]
+                               [--json]
+
+Case i is the same mutation in every run with the same --rng: `--start K -n N` runs cases
+K..K+N-1, so a long run can be split into parts that add up to it.
 """
 
 from __future__ import annotations
@@ -457,7 +461,7 @@ class Summary:
 
 
 def fuzz(n: int, jobs: int, seed_gen: Path, rng_seed: int, base: Path,
-         progress: Callable[[int], None] | None = None) -> Summary:  # fmt: skip
+         progress: Callable[[int], None] | None = None, start: int = 0) -> Summary:  # fmt: skip
     seed = parse_seed(seed_gen)
     core = seed.manifest["upper_core"]
     outcome, detail = _run_check(str(paths.loader()), seed_gen, core["size"], core["header_crc32c"])
@@ -467,7 +471,8 @@ def fuzz(n: int, jobs: int, seed_gen: Path, rng_seed: int, base: Path,
     with ProcessPoolExecutor(
         jobs, initializer=_worker_init, initargs=(str(seed_gen), str(base))
     ) as ex:
-        for res in ex.map(run_case, [(i, rng_seed) for i in range(n)], chunksize=8):
+        cases = [(i, rng_seed) for i in range(start, start + n)]
+        for res in ex.map(run_case, cases, chunksize=8):
             summary.cases += 1
             summary.outcomes[res.outcome] += 1
             if res.outcome in ("crash", "hang", "python-error", "unclean"):
@@ -483,13 +488,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-j", "--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     ap.add_argument("--seed-image", type=Path, help="a generation to start from")
     ap.add_argument("--rng", type=int, default=1)
+    ap.add_argument("--start", type=int, default=0, help="first case number")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="crac-fuzz-"))
     try:
         gen = args.seed_image.resolve() if args.seed_image else make_seed(base)
         t0 = time.monotonic()
-        s = fuzz(args.n, args.jobs, gen, args.rng, base)
+
+        def progress(done: int) -> None:
+            if done % 500 == 0:
+                print(f"fuzz_image: {done} of {args.n} cases", file=sys.stderr, flush=True)
+
+        s = fuzz(args.n, args.jobs, gen, args.rng, base, progress, args.start)
         took = time.monotonic() - t0
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -512,7 +523,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {s.cases} | {counts} | {took:.0f} |")
         for r in sorted(s.bad, key=lambda r: r.outcome == "unclean")[:50]:
             print(f"case {r.case}: {r.outcome}: {r.what}: {r.detail.strip()[:300]}")
-        print(f"command: python bench/fuzz_image.py -n {args.n} -j {args.jobs} --rng {args.rng}")
+        print(
+            f"command: python bench/fuzz_image.py -n {args.n} -j {args.jobs} --rng {args.rng} "
+            f"--start {args.start}"
+        )
     return 1 if report["crashes"] or report["hangs"] else 0
 
 

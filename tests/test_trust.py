@@ -8,6 +8,7 @@ recompute every checksum (bench/fuzz_image.py's write_case), so only the structu
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -264,6 +265,88 @@ def resign(img: Image, attack: Callable[[fuzz_image.Seed, bytearray], None]) -> 
     fuzz_image.write_case(img.gen, seed, bytes(h), seed.manifest, recompute=True)
 
 
+def grow_threads(img: Image, n: int) -> None:
+    """Rewrites upper.core with a THREADS note of N records (the first one's copies, tids made
+    distinct): the notes grow, so the region data moves by whole pages and every offset to it
+    with it; then every checksum is recomputed."""
+    seed = fuzz_image.parse_seed(img.gen)
+    h = seed.header
+    phoff, phnum = struct.unpack_from("<Q", h, 32)[0], struct.unpack_from("<H", h, 56)[0]
+    note_off, note_size = (
+        struct.unpack_from("<Q", h, phoff + 8)[0],
+        struct.unpack_from("<Q", h, phoff + 32)[0],
+    )
+    old_start = len(h)
+    notes = bytearray()
+    off = note_off
+    regions_at = -1
+    while off < note_off + note_size:
+        namesz, descsz, ntype = fuzz_image.NHDR.unpack_from(h, off)
+        desc = off + 12 + ((namesz + 3) & ~3)
+        end = desc + ((descsz + 3) & ~3)
+        is_crac = h[off + 12 : off + 17] == b"CRAC\0"
+        if is_crac and ntype == NT_THREADS:
+            one = bytearray(h[desc : desc + 24])
+            body = bytearray()
+            for i in range(n):
+                struct.pack_into("<i", one, 0, 1_000_000 + i)
+                body += one
+            notes += fuzz_image.NHDR.pack(namesz, len(body), ntype) + h[off + 12 : desc] + body
+        else:
+            if is_crac and ntype == NT_REGIONS:
+                regions_at = len(notes) + (desc - off)
+            notes += h[off:end]
+        off = end
+    new_start = (note_off + len(notes) + 4095) & ~4095
+    delta = new_start - old_start
+    head = bytearray(h[:note_off]) + notes + bytes(new_start - note_off - len(notes))
+    struct.pack_into("<Q", head, phoff + 32, len(notes))
+    struct.pack_into("<Q", head, phoff + 40, len(notes))
+    for i in range(1, phnum):
+        at = phoff + i * 56 + 8
+        p_off = struct.unpack_from("<Q", head, at)[0]
+        if p_off >= old_start:
+            struct.pack_into("<Q", head, at, p_off + delta)
+    regions = _note(seed, NT_REGIONS)
+    rec = fuzz_image.fmt.RECORD["crac_region_rec"]
+    r = 0
+    while r + rec.size <= regions.size:
+        at = note_off + regions_at + r + rec.offsets["core_offset"]
+        core_off = struct.unpack_from("<Q", head, at)[0]
+        if core_off:
+            struct.pack_into("<Q", head, at, core_off + delta)
+        r += struct.unpack_from("<I", head, note_off + regions_at + r)[0]
+    old, new = img.core, img.core.with_name("upper.core.new")
+    size = old.stat().st_size
+    with old.open("rb") as src, new.open("wb") as dst:
+        dst.write(head)
+        dst.truncate(size + delta)
+        pos = old_start
+        while pos < size:
+            try:
+                data = os.lseek(src.fileno(), pos, os.SEEK_DATA)
+            except OSError:
+                break
+            hole = os.lseek(src.fileno(), data, os.SEEK_HOLE)
+            src.seek(data)
+            dst.seek(data + delta)
+            dst.write(src.read(hole - data))
+            pos = hole
+    os.chmod(new, 0o600)
+    os.replace(new, old)
+    manifest = json.loads(json.dumps(seed.manifest))
+    manifest["upper_core"]["size"] = size + delta
+    manifest["files"]["upper.core"]["size"] = size + delta
+    fuzz_image.write_case(img.gen, seed, bytes(head), manifest, recompute=True)
+
+
+def test_more_threads_than_supported(image, tmp_path):
+    img = copy(image, tmp_path / "c")
+    grow_threads(img, 4097)
+    for line in all_refuse(img.gen, "4097 threads"):
+        assert "more threads than crac supports" in line, line
+
+
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.__name__ for a in ATTACKS])
 def test_structural_attack(image, tmp_path, attack):
     img = copy(image, tmp_path / "c")
@@ -345,3 +428,23 @@ def test_untouched_image_restarts(image, tmp_path):
     assert res.returncode == 0, describe(res)
     res = run_restart(img.gen, timeout=120)
     assert res.returncode == 0 and f"DONE steps={STEPS}".encode() in res.stdout, describe(res)
+
+
+# ---------------------------------------------------------------------------------------------
+# The program's own protections survive a restart
+
+
+def test_prctl_state_survives(tmp_path):
+    """Undumpable, no_new_privs, child subreaper and timer slack, set by the program, hold after
+    two restarts (the program checks them at every step)."""
+    from ckpt_harness import run_cycles
+
+    exe = tmp_path / "ckpt_prctl"
+    res = subprocess.run(
+        ["gcc", *CFLAGS, "-o", str(exe), str(APPS_DIR / "ckpt_prctl.c")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    run_cycles(exe, [], tmp_path, cycles=2)

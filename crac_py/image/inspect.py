@@ -160,7 +160,8 @@ def _file_ids(blob: bytes) -> list[dict[str, Any]]:
     for f, off in _sized(blob, rec):
         path_at = off + rec.size
         f["path"] = _cstr(blob[path_at : path_at + f["path_len"]])
-        f["sha256"] = str(f["sha256"]) if f["hashed"] else ""
+        # _rec writes byte arrays in hex: the field holds the digest's hex characters
+        f["sha256"] = bytes.fromhex(f["sha256"]).decode("ascii", "replace") if f["hashed"] else ""
         out.append(f)
     return out
 
@@ -176,6 +177,7 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_PENDING": _pending,
     "CRAC_NT_RLIMITS": _rlimits,
     "CRAC_NT_FILE_IDS": _file_ids,
+    "CRAC_NT_PRCTL": lambda blob: _rec(fmt.RECORD["crac_prctl_rec"], blob, 0),
 }
 
 

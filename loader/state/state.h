@@ -94,5 +94,7 @@ int rlimits_capture(const struct state_capture *c, void **blob, size_t *len); /*
 int rlimits_restore(const struct state_restore *r, const void *note, size_t len);
 int file_ids_capture(const struct state_capture *c, void **blob, size_t *len); /* file_ids.c */
 int file_ids_hold(const struct state_restore *r, const void *note, size_t len);
+int prctl_capture(const struct state_capture *c, void **blob, size_t *len); /* prctl_state.c */
+int prctl_restore(const struct state_restore *r, const void *note, size_t len);
 
 #endif
