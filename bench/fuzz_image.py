@@ -336,6 +336,8 @@ def _run_restart(argv: list[str], work: Path) -> tuple[str, str]:
             return "restarted", ""
         return "hang", f"restart timed out: {err.strip()[:200]}"
     err = (errs + proc.stderr.read()).decode(errors="replace")
+    # It may have printed its line and ended before the loop above read it.
+    back = back or "\nstep " in "\n" + err or b"step " in proc.stdout.read()
     rc = proc.returncode
     if rc < 0 and back:
         # After its own line: the program's code ran and died (SIGPIPE on a pipe end the image

@@ -276,8 +276,15 @@ def _check_shapes(m: dict[str, Any]) -> None:
     argv = proc["argv"]
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
         raise ValueError("process.argv")
+    if not argv[0] or any("\0" in a for a in argv):  # what execve refuses
+        raise ValueError("process.argv")
     program = proc["program"]
-    if not isinstance(program, str) or not program.startswith("/") or len(program) > 4095:
+    if (
+        not isinstance(program, str)
+        or not program.startswith("/")
+        or len(program) > 4095
+        or "\0" in program
+    ):
         raise ValueError("process.program")
     core = m["upper_core"]
     if not _is_int(core["size"], 0, 1 << 62) or not _is_int(core["header_crc32c"], 0, 2**32 - 1):
