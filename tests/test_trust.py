@@ -240,6 +240,20 @@ def region_size_hides_next(seed, h):
     struct.pack_into("<I", h, at, size + 8)
 
 
+def region_start_moved(seed, h):
+    """One page more at the front of a region after a gap: the saved pages would land a page
+    too low (found by the fuzzer: a segfault once the program ran)."""
+    regs = fuzz_image._records(seed, _note(seed, NT_REGIONS))
+    start_at = _field("crac_region_rec", "start")
+    for prev, cur in zip(regs, regs[1:], strict=False):
+        prev_end = struct.unpack_from("<Q", h, prev + start_at + 8)[0]
+        start = struct.unpack_from("<Q", h, cur + start_at)[0]
+        if start - 4096 >= prev_end:
+            struct.pack_into("<Q", h, cur + start_at, start - 4096)
+            return
+    raise AssertionError("no region after a gap")
+
+
 def duplicate_note(seed, h):
     struct.pack_into("<I", h, _note(seed, NT_TIMERS).hdr + 8, NT_FDS)
 
@@ -254,6 +268,7 @@ ATTACKS: list[Callable[[fuzz_image.Seed, bytearray], None]] = [
     registry_pointer,
     timer_count,
     region_size_hides_next,
+    region_start_moved,
     duplicate_note,
 ]
 

@@ -148,6 +148,12 @@ int restart_read_image(const char *gen_dir, uint64_t core_size, uint32_t header_
         return -1;
     }
     int rc = parse_notes(img, head + note.p_offset, note.p_filesz, err, errlen);
+    /* The PT_LOAD headers after the PT_NOTE: restart_check.c holds the region records to them. */
+    img->n_loads = eh.e_phnum - 1;
+    img->loads = malloc((size_t)img->n_loads * sizeof(Elf64_Phdr) + 1);
+    if (img->loads)
+        memcpy(img->loads, head + eh.e_phoff + sizeof(Elf64_Phdr),
+               (size_t)img->n_loads * sizeof(Elf64_Phdr));
     free(head);
     if (rc != 0)
         return -1;

@@ -8,6 +8,7 @@
 #include "launch.h"
 #include "state.h"
 
+#include <elf.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,8 @@ struct restart_image {
     size_t threads_len;
     int n_threads;
     int duplicate_note; /* a crac note seen twice: refused (restart_check.c) */
+    Elf64_Phdr *loads;  /* the PT_LOAD headers, one per region in order (restart_check.c) */
+    int n_loads;
     /* The notes of the other kinds of state, by their index in state_kinds[] (state.h). */
     struct state_note notes[STATE_KINDS_MAX];
 };

@@ -138,6 +138,15 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
         else if (r.kind == CRAC_REGION_FILE_PRIVATE &&
                  r.file_offset >= ((r.file_size + PAGE - 1) & ~(PAGE - 1)) && r.file_size)
             why = "starts beyond the end of its file";
+        /* The region's PT_LOAD header (image_core.c writes one per region, in order) says the
+         * same: a record moved or resized alone would map the saved pages at the wrong place. */
+        const Elf64_Phdr *ph = n - 1 < img->n_loads && img->loads ? &img->loads[n - 1] : NULL;
+        unsigned flags = ((r.prot & PROT_READ) ? PF_R : 0) | ((r.prot & PROT_WRITE) ? PF_W : 0) |
+                         ((r.prot & PROT_EXEC) ? PF_X : 0);
+        if (!why && (!ph || ph->p_type != PT_LOAD || ph->p_vaddr != r.start ||
+                     ph->p_memsz != len || ph->p_offset != r.core_offset ||
+                     ph->p_filesz != (r.core_offset ? len : 0) || ph->p_flags != flags))
+            why = "does not match its program header";
         if (why) {
             snprintf(what + w, sizeof(what) - w, "%s", why);
             return bad(err, errlen, what);
@@ -148,6 +157,8 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
         return bad(err, errlen, "bad region record");
     if (n == 0)
         return bad(err, errlen, "no regions");
+    if (n != img->n_loads)
+        return bad(err, errlen, "the regions and the program headers differ in number");
     return 0;
 }
 
