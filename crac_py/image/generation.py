@@ -8,6 +8,7 @@ loader checks upper.core itself (size, header and per-region CRC-32C) while it r
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -166,14 +167,36 @@ def resolve_generations(arg: str) -> list[Path]:
     return [resolve_generation(arg)]
 
 
+def _read_regular(path: Path) -> bytes:
+    """PATH's bytes if it is a regular file: never through a link, never blocking on a FIFO or
+    reading a device (docs/TRUST.md), whichever code path reads a manifest first."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            from crac_py.image.trust import _kind
+
+            kind = _kind(os.fstat(fd).st_mode)
+            raise ImageError(f"untrusted image: {path} is {kind} where a regular file belongs")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
 def load_manifest(gen: Path) -> dict[str, Any]:
     """Parse MANIFEST.json and check its own checksum and format version."""
     mpath = gen / MANIFEST
     try:
-        raw = mpath.read_bytes()
+        raw = _read_regular(mpath)
     except FileNotFoundError:
         raise ImageError(f"{gen} is incomplete: {MANIFEST} is missing") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ImageError(
+                f"untrusted image: {mpath} is a symbolic link where a regular file belongs"
+            ) from None
         raise ImageError(f"cannot read {mpath}: {exc.strerror}") from None
     match = _DIGEST_RE.search(raw)
     if not match:
