@@ -15,6 +15,7 @@ import typer
 import crac_py
 from crac_py import config, paths
 from crac_py.cli.options import (
+    AllowChangedOpt,
     AnyCoordOpt,
     CkptDirOpt,
     CoordHostOpt,
@@ -256,6 +257,7 @@ def restart(
     force: Annotated[
         bool, typer.Option("--force", help="Restart even if the program or crac changed.")
     ] = False,
+    allow_changed_files: AllowChangedOpt = False,
     interval: IntervalOpt = None,
     keep: KeepOpt = 2,
     exit_after: ExitAfterOpt = False,
@@ -298,6 +300,7 @@ def restart(
             passthrough += [] if cuda_runtime is None else ["--cuda-runtime", cuda_runtime]
             passthrough += ["--no-truncate"] if no_truncate else []
             passthrough += ["--force"] if force else []
+            passthrough += ["--allow-changed-files"] if allow_changed_files else []
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
             passthrough += ["--verbose"] if verbose else []
             status = job.restart_job(Path(path), procs, choice, passthrough)
@@ -353,6 +356,8 @@ def restart(
     argv += ["--header-crc", str(header_crc), *ckpt.loader_args()]
     if no_truncate:
         argv.append("--no-truncate")
+    if allow_changed_files:
+        argv.append("--allow-changed-files")
     argv += coord_args
     argv += [*tree_args, "--", *gen.argv]
     try:
@@ -551,7 +556,11 @@ def inspect_cmd(
     from crac_py.image import inspect as inspect_image
 
     try:
-        info = inspect_image.describe(image.open_generation(path))
+        from crac_py.image import trust
+
+        gen = image.open_generation(path)
+        trust.check_structure(gen.path, *gen.core_check)  # what a restart would refuse
+        info = inspect_image.describe(gen)
     except image.ImageError as exc:
         _error(str(exc))
     if as_json:

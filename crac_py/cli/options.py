@@ -79,6 +79,14 @@ AnyCoordOpt = Annotated[
     bool,
     typer.Option("--any-coordinator", help="Join the coordinator at host:port, else start one."),
 ]
+# restart only: a file the program reads that changed since the checkpoint (docs/TRUST.md).
+AllowChangedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-changed-files",
+        help="Go on when a file the program reads changed since the checkpoint (a warning each).",
+    ),
+]
 NoCoordOpt = Annotated[
     bool, typer.Option("--no-coordinator", help="Run alone (the default without coord options).")
 ]

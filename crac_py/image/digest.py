@@ -99,3 +99,26 @@ def matches(path: Path, meta: dict[str, Any], advance: Advance = _ignore) -> boo
     if "sha256_pages" in meta:
         return sha256_pages(path, advance) == meta["sha256_pages"]
     return sha256_file(path, advance) == meta.get("sha256")
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    """CRC-32C (Castagnoli) as loader/image/crc32c.c computes it: the manifest's
+    upper_core.header_crc32c (tools that rewrite an image's headers, bench/fuzz_image.py)."""
+    c = crc ^ 0xFFFFFFFF
+    table = _CRC32C
+    for b in data:
+        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF

@@ -190,6 +190,14 @@ NOTES: tuple[Note, ...] = (
         "16 crac_rlimit_rec, RLIMIT_CPU .. RLIMIT_RTTIME",
         optional=True,
     ),  # fmt: skip
+    Note(
+        "CRAC_NT_FILE_IDS",
+        0x43520020,
+        "per regular file open read-only (fds 3 and up): crac_file_id_rec, its path (path_len "
+        "bytes); `size` is the whole; checked at restart (docs/TRUST.md)",
+        optional=True,
+    ),  # fmt: skip
+    Note("CRAC_NT_PRCTL", 0x43520021, "one crac_prctl_rec", optional=True),
 )
 NOTE_TYPES = {n.type: n for n in NOTES}
 
@@ -316,6 +324,24 @@ RECORDS: tuple[Record, ...] = (
     )),
     Record("crac_rlimit_rec", 16, "RLIMITS note: one resource limit as getrlimit gives it", (
         F("cur", "u64"), F("max", "u64"),
+    )),
+    Record("crac_file_id_rec", 112, "FILE_IDS note: what a file the program reads was at "
+           "checkpoint time, so a restart notices it changed", (
+        F("size", "u32", "of this record and its path"),
+        F("fd", "i32"),
+        F("dev", "u64"), F("ino", "u64"),
+        F("file_size", "u64"), F("mtime_ns", "i64"),
+        F("hashed", "u32", "1: sha256 holds the contents' SHA-256 (files up to 64 KiB)"),
+        F("path_len", "u32", "NUL-terminated path follows, padded to 8"),
+        F("sha256", "char", "hex, no NUL", (64,)),
+    )),
+    Record("crac_prctl_rec", 24, "PRCTL note: process attributes the program set with prctl, "
+           "restored before its threads", (
+        F("dumpable", "i32", "PR_GET_DUMPABLE"),
+        F("no_new_privs", "i32", "the main thread's (NoNewPrivs in /proc)"),
+        F("child_subreaper", "i32", "PR_GET_CHILD_SUBREAPER"),
+        F("pad", "i32"),
+        F("timerslack_ns", "u64", "the main thread's timer slack"),
     )),
     Record("crac_mq_file", 24, "files/mq-<fd>: this header, then per message (highest priority "
            "first, FIFO within one) a crac_mq_msg and its bytes padded to 8", (

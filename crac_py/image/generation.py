@@ -8,6 +8,7 @@ loader checks upper.core itself (size, header and per-region CRC-32C) while it r
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -166,14 +167,36 @@ def resolve_generations(arg: str) -> list[Path]:
     return [resolve_generation(arg)]
 
 
+def _read_regular(path: Path) -> bytes:
+    """PATH's bytes if it is a regular file: never through a link, never blocking on a FIFO or
+    reading a device (docs/TRUST.md), whichever code path reads a manifest first."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            from crac_py.image.trust import _kind
+
+            kind = _kind(os.fstat(fd).st_mode)
+            raise ImageError(f"untrusted image: {path} is {kind} where a regular file belongs")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
 def load_manifest(gen: Path) -> dict[str, Any]:
     """Parse MANIFEST.json and check its own checksum and format version."""
     mpath = gen / MANIFEST
     try:
-        raw = mpath.read_bytes()
+        raw = _read_regular(mpath)
     except FileNotFoundError:
         raise ImageError(f"{gen} is incomplete: {MANIFEST} is missing") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ImageError(
+                f"untrusted image: {mpath} is a symbolic link where a regular file belongs"
+            ) from None
         raise ImageError(f"cannot read {mpath}: {exc.strerror}") from None
     match = _DIGEST_RE.search(raw)
     if not match:
@@ -325,7 +348,11 @@ def verify_files(gen: Path, manifest: dict[str, Any], full: bool) -> None:
 
 def check_program(manifest: dict[str, Any], force: bool) -> None:
     program = Path(manifest["process"]["program"])
-    if not program.is_file():
+    try:
+        exists = program.is_file()
+    except OSError as exc:
+        raise ImageError(f"the checkpointed program {program}: {exc.strerror}") from None
+    if not exists:
         raise ImageError(f"the checkpointed program {program} no longer exists")
     if not force and digest.sha256_file(program) != manifest["process"]["program_sha256"]:
         raise ImageError(
@@ -358,18 +385,68 @@ def check_writable(gen: Generation, force: bool) -> None:
 
 
 def _check_fields(gen: Generation) -> None:
-    """Every field a restart uses is present and of the right type."""
+    """Every field a restart uses is present and of the right type and range."""
     try:
         _ = (gen.number, gen.program, gen.argv, gen.backend, gen.ckpt_signal, gen.core_check)
         _ = str(gen.manifest["process"]["program_sha256"])
-    except (KeyError, TypeError, ValueError) as exc:
+        _check_shapes(gen.manifest)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ImageError(
             f"image corrupted: {gen.path / MANIFEST} lacks or garbles a field ({exc})"
         ) from None
 
 
+def _is_int(v: object, lo: int, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _check_shapes(m: dict[str, Any]) -> None:
+    """The types and ranges the code reading a manifest relies on (a manifest that passes its
+    checksum may still have been written by hand: docs/TRUST.md)."""
+    proc = m["process"]
+    if not _is_int(proc["ckpt_signal"], 1, 64):
+        raise ValueError("process.ckpt_signal")
+    argv = proc["argv"]
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise ValueError("process.argv")
+    if not argv[0] or any("\0" in a for a in argv):  # what execve refuses
+        raise ValueError("process.argv")
+    program = proc["program"]
+    if (
+        not isinstance(program, str)
+        or not program.startswith("/")
+        or len(program) > 4095
+        or "\0" in program
+    ):
+        raise ValueError("process.program")
+    core = m["upper_core"]
+    if not _is_int(core["size"], 0, 1 << 62) or not _is_int(core["header_crc32c"], 0, 2**32 - 1):
+        raise ValueError("upper_core")
+    if not _is_int(m["generation"], 0, 2**31 - 1):
+        raise ValueError("generation")
+    files = m["files"]
+    if not isinstance(files, dict):
+        raise ValueError("files")
+    for rel, meta in files.items():
+        parts = Path(rel).parts
+        if not isinstance(meta, dict) or not _is_int(meta.get("size"), 0, 1 << 62):
+            raise ValueError(f"files.{rel}")
+        if Path(rel).is_absolute() or ".." in parts or not parts:
+            raise ValueError(f"files.{rel}")
+        if not isinstance(meta.get("sha256", meta.get("sha256_pages")), str):
+            raise ValueError(f"files.{rel}")
+    lost = m.get("not_saved", [])
+    if not isinstance(lost, list) or not all(isinstance(x, str) for x in lost):
+        raise ValueError("not_saved")
+    if not isinstance(m.get("backend"), dict) or not isinstance(m["backend"].get("name"), str):
+        raise ValueError("backend.name")
+
+
 def open_generation(arg: str, *, full: bool = False) -> Generation:
+    from crac_py.image import trust
+
     path = resolve_generation(arg)
+    trust.check(path)  # before a byte of it is read (docs/TRUST.md)
     manifest = load_manifest(path)
     gen = Generation(path, manifest)
     _check_fields(gen)

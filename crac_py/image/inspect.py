@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from elftools.common.exceptions import ELFError
+from elftools.construct.core import ConstructError
 from elftools.elf.elffile import ELFFile
 
 from crac_py.image import format as fmt
@@ -58,7 +59,7 @@ def _crac_notes(core: Path) -> dict[int, bytes]:
                         notes[int(note["n_type"])] = (
                             desc if isinstance(desc, bytes) else bytes(desc, "latin-1")
                         )
-    except (ELFError, OSError, struct.error, ValueError) as exc:
+    except (ELFError, ConstructError, OSError, struct.error, ValueError) as exc:
         raise ImageError(f"cannot read {core}: {exc}") from None
     return notes
 
@@ -153,6 +154,18 @@ def _rlimits(blob: bytes) -> list[dict[str, Any]]:
     return [{"resource": i} | r for i, r in enumerate(_array(rec, blob, 0, len(blob) // rec.size))]
 
 
+def _file_ids(blob: bytes) -> list[dict[str, Any]]:
+    rec = fmt.RECORD["crac_file_id_rec"]
+    out = []
+    for f, off in _sized(blob, rec):
+        path_at = off + rec.size
+        f["path"] = _cstr(blob[path_at : path_at + f["path_len"]])
+        # _rec writes byte arrays in hex: the field holds the digest's hex characters
+        f["sha256"] = bytes.fromhex(f["sha256"]).decode("ascii", "replace") if f["hashed"] else ""
+        out.append(f)
+    return out
+
+
 # One decoder per note type of the spec (tests check that none is missing).
 DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_PROCESS": _process,
@@ -163,6 +176,8 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_TIMERS": _timers,
     "CRAC_NT_PENDING": _pending,
     "CRAC_NT_RLIMITS": _rlimits,
+    "CRAC_NT_FILE_IDS": _file_ids,
+    "CRAC_NT_PRCTL": lambda blob: _rec(fmt.RECORD["crac_prctl_rec"], blob, 0),
 }
 
 

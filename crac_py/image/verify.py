@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from crac_py import paths
-from crac_py.image import digest
+from crac_py.image import digest, trust
 from crac_py.image import generation as image
 
 OK, FAIL, WARN = "OK", "FAIL", "WARN"
@@ -60,6 +60,7 @@ class Report:
 def total_bytes(gen: Path) -> int:
     """Bytes verify will hash in GEN (for a progress bar); 0 if unknown."""
     try:
+        trust.check(gen)  # a FIFO in place of the manifest would hang the read
         files = image.load_manifest(gen).get("files") or {}
         return sum(int(m.get("size") or 0) for m in files.values())
     except (image.ImageError, AttributeError, TypeError, ValueError):
@@ -88,9 +89,22 @@ def _files(gen: Path, manifest: dict[str, Any], advance: Callable[[int], None]) 
     return checks
 
 
+def _structure(info: image.Generation) -> Check:
+    """The structural checks a restart runs first (one implementation: the loader's)."""
+    try:
+        trust.check_structure(info.path, *info.core_check)
+    except image.ImageError as exc:
+        return Check("structure", FAIL, str(exc))
+    return Check("structure", OK, "regions, threads, fds and notes within bounds")
+
+
 def _program(manifest: dict[str, Any]) -> Check:
     program = Path(manifest["process"]["program"])
-    if not program.is_file():
+    try:
+        exists = program.is_file()
+    except OSError as exc:
+        return Check("program", FAIL, f"{program}: {exc.strerror}")
+    if not exists:
         return Check("program", FAIL, f"{program} no longer exists")
     if digest.sha256_file(program) != manifest["process"]["program_sha256"]:
         return Check("program", FAIL, f"{program} changed since the checkpoint")
@@ -115,6 +129,11 @@ def _loader(manifest: dict[str, Any]) -> Check:
 def verify_generation(gen: Path, target: str, advance: Callable[[int], None]) -> Report:
     report = Report(target, gen)
     try:
+        trust.check(gen)  # docs/TRUST.md: nothing of an untrusted image is read
+    except image.ImageError as exc:
+        report.checks.append(Check("trust", FAIL, str(exc)))
+        return report
+    try:
         manifest = image.load_manifest(gen)
         report.checks.append(
             Check(image.MANIFEST, OK, f"checksum and format {image.FORMAT_VERSION}")
@@ -128,6 +147,7 @@ def verify_generation(gen: Path, target: str, advance: Callable[[int], None]) ->
         Check("generation", OK, f"{info.number} of {info.program} ({info.backend} backend)")
     )
     report.checks += _files(gen, manifest, advance)
+    report.checks.append(_structure(info))
     report.checks.append(_program(manifest))
     report.checks.append(_loader(manifest))
     # What the checkpoint could not save: the image is intact, but a restart lacks these.

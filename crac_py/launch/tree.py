@@ -32,6 +32,9 @@ def member(gen: str | Path) -> Member:
     """A generation's process and parent ids as the program knew them (its MANIFEST.json)."""
     try:
         path = resolve_generation(str(gen))
+        from crac_py.image import trust
+
+        trust.check(path)  # before a byte of it is read: a FIFO there would hang (docs/TRUST.md)
     except ImageError as exc:
         raise TreeError(str(exc)) from exc
     try:

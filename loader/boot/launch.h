@@ -17,6 +17,7 @@ struct options {
     int ckpt_signal;
     const char *ckpt_dir;
     int keep, interval, exit_after, no_truncate, verbose;
+    int allow_changed_files; /* restart: go on when a file the program reads changed */
     const char *crac_cmd;
     const char *coord_host, *coord_port, *coord_token; /* host NULL: no coordinator */
     const char *restart_dir;                           /* restart mode: the generation directory */

@@ -56,7 +56,9 @@ static void usage(void)
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
             "                   -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
+            "                   [--allow-changed-files]\n"
             "                   [options above] -- PROGRAM [ARGS...]\n"
+            "       crac-loader --check-image GEN_DIR CORE_SIZE HEADER_CRC\n"
             "       crac-loader --probe\n");
     exit(EXIT_REFUSED);
 }
@@ -107,6 +109,10 @@ static struct options parse_args(int argc, char **argv)
         }
         if (strcmp(a, "--no-truncate") == 0) {
             o.no_truncate = 1;
+            continue;
+        }
+        if (strcmp(a, "--allow-changed-files") == 0) {
+            o.allow_changed_files = 1;
             continue;
         }
         if (i + 1 >= argc)
@@ -292,6 +298,8 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--probe") == 0)
         return probe_main();
+    if (argc >= 2 && strcmp(argv[1], "--check-image") == 0)
+        return restart_check_main(argc, argv);
     options_from_fd(&argc, &argv);
     /* `crac launch`/`crac restart` exec us with the checkpoint signal blocked (the `crac` command
      * blocks it at its entry point, front/crac_front.c); block it here too for a loader started

@@ -8,6 +8,7 @@
 #include "launch.h"
 #include "state.h"
 
+#include <elf.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,7 +20,11 @@ struct restart_image {
     unsigned char *regions;
     size_t regions_len;
     struct crac_thread_note *threads;
+    size_t threads_len;
     int n_threads;
+    int duplicate_note; /* a crac note seen twice: refused (restart_check.c) */
+    Elf64_Phdr *loads;  /* the PT_LOAD headers, one per region in order (restart_check.c) */
+    int n_loads;
     /* The notes of the other kinds of state, by their index in state_kinds[] (state.h). */
     struct state_note notes[STATE_KINDS_MAX];
 };
@@ -30,6 +35,19 @@ int restart_open_image(const struct options *o, struct restart_image *img, char 
                        size_t errlen);
 __attribute__((noreturn)) void restart_run(const struct options *o, struct restart_image *img,
                                            const struct crac_lh_api *api);
+
+/* Read and check upper.core without acting on it (crac-loader --check-image). */
+int restart_read_image(const char *gen_dir, uint64_t core_size, uint32_t header_crc,
+                       struct restart_image *img, char *err, size_t errlen);
+/* restart_check.c: the structural checks (docs/TRUST.md); 0, or -1 with a one-line reason. */
+int restart_check_image(const struct restart_image *img, uint64_t core_size, char *err,
+                        size_t errlen);
+/* Whether [addr, addr+len) lies in one region of W restored with at least PROT. */
+int restart_addr_ok(const struct restart_image *img, uint64_t addr, uint64_t len, int prot);
+int restart_check_thread_rec(const struct restart_image *img, const struct crac_thread_rec *rec,
+                             int32_t tid, char *err, size_t errlen);
+/* `crac-loader --check-image GEN_DIR CORE_SIZE HEADER_CRC`: exit 0, or 2 with one line. */
+int restart_check_main(int argc, char **argv);
 
 /* restart_memory.c */
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen);

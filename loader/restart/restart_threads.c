@@ -168,8 +168,9 @@ void restart_threads(struct crac_registry *r, struct restart_image *img,
     pthread_detach(t);
     for (int i = 0; i < img->n_threads; i++) {
         struct crac_thread_rec *rec = (struct crac_thread_rec *)img->threads[i].rec;
-        if (rec->state != CRAC_SLOT_PARKED)
-            die("image corrupted: thread %d has no parked record", img->threads[i].tid);
+        char why[256];
+        if (restart_check_thread_rec(img, rec, img->threads[i].tid, why, sizeof(why)) != 0)
+            die("%s", why);
         tid_map_old[tid_map_n] = img->threads[i].tid;
         if (!hook_fs || img->threads[i].is_main)
             hook_fs = rec->fsbase;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int chardev_recognise(int fd, const struct fd_entry *e, const struct stat *st)
 {
@@ -14,9 +15,32 @@ static int chardev_recognise(int fd, const struct fd_entry *e, const struct stat
     return S_ISCHR(st->st_mode);
 }
 
+/* Which devices a restart opens again (docs/TRUST.md): those that hold nothing (null, zero, full,
+ * the random sources, the controlling terminal) and terminals the restarting user owns. Opening
+ * any other device node (a disk, a tape that rewinds on open) could do what the program never
+ * did: it is refused with its path named. */
+static int harmless_device(const char *path)
+{
+    static const char *const ok[] = {"/dev/null",   "/dev/zero", "/dev/full",
+                                     "/dev/random", "/dev/urandom", "/dev/tty"};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+        if (strcmp(path, ok[i]) == 0)
+            return 1;
+    struct stat st;
+    int tty = strncmp(path, "/dev/pts/", 9) == 0 || strncmp(path, "/dev/tty", 8) == 0;
+    return tty && lstat(path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_uid == geteuid();
+}
+
 static int chardev_reopen(const struct fd_restore *r, const struct fd_view *v)
 {
     const struct crac_fd_rec *rec = &v->rec;
+    if (strncmp(v->path, "/proc/", 6) != 0 && !harmless_device(v->path)) {
+        snprintf(r->err, r->errlen,
+                 "fd %d: %s is a device crac does not reopen (only /dev/null, zero, full, random, "
+                 "urandom, tty and terminals you own)",
+                 rec->fd, v->path);
+        return -1;
+    }
     int fd =
         open(v->path, (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
     if (fd < 0)

@@ -92,7 +92,7 @@ static int removed_copy(const char *path, const char *gen_dir, const char *saved
             close(w);
             return -1;
         }
-        fchmod(w, mode & 07777);
+        fchmod(w, mode & 01777); /* never setuid/setgid (docs/TRUST.md) */
         return w;
     }
     return -1;
@@ -109,6 +109,36 @@ static void make_parents(const char *path)
         mkdir(p, 0755);
         *s = '/';
     }
+}
+
+/* The program's file again, and nothing else (docs/TRUST.md): the recorded path is the kernel's
+ * resolved name, never a link, so a link there now was put there since (O_NOFOLLOW); a FIFO or a
+ * device node in its place is refused before it is opened (opening either can block or act). -1
+ * with errno: cannot be opened (the caller says so); -2: refused, with err. /proc paths are the
+ * kernel's own links, opened as they are. */
+static int open_regular(const struct fd_view *v, int flags, char *err, size_t errlen)
+{
+    if (strncmp(v->path, "/proc/", 6) == 0)
+        return open(v->path, flags);
+    struct stat before, after;
+    if (lstat(v->path, &before) != 0)
+        return -1;
+    if (!S_ISREG(before.st_mode)) {
+        snprintf(err, errlen, "fd %d: %s is no longer a regular file (%s); not reopened",
+                 v->rec.fd, v->path, S_ISLNK(before.st_mode) ? "a symbolic link" : "a special file");
+        return -2;
+    }
+    int fd = open(v->path, flags | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &after) != 0 || !S_ISREG(after.st_mode) || after.st_ino != before.st_ino ||
+        after.st_dev != before.st_dev) {
+        close(fd);
+        snprintf(err, errlen, "fd %d: %s was replaced while it was reopened; not reopened",
+                 v->rec.fd, v->path);
+        return -2;
+    }
+    return fd; /* O_NONBLOCK goes with the recorded flags (fd_install) */
 }
 
 static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
@@ -148,19 +178,22 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
         } else {
             /* A file moved away (or its directory removed) since the checkpoint: at its path. */
             make_parents(v->path);
-            w = open(v->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, rec->mode & 07777);
+            /* O_EXCL: never through a link put there since; never setuid/setgid. */
+            w = open(v->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, rec->mode & 01777);
             if (w < 0 || fd_copy_file(saved, w) != 0) {
                 snprintf(err, errlen, "fd %d: cannot recreate %s: %s", rec->fd, v->path,
                          strerror(errno));
                 return -1;
             }
-            fchmod(w, rec->mode & 07777);
+            fchmod(w, rec->mode & 01777);
             close(w);
-            fd = open(v->path, flags);
+            fd = open_regular(v, flags, err, errlen);
         }
     } else {
-        fd = open(v->path, flags);
+        fd = open_regular(v, flags, err, errlen);
     }
+    if (fd == -2)
+        return -1;
     if (fd < 0)
         fd = fd_proc_gone(v);
     if (fd < 0) {

@@ -29,6 +29,11 @@ const struct state_kind state_kinds[] = {
     {"pending", CRAC_NT_PENDING, 0, 0, STATE_WITH_THREADS, pending_capture, NULL, pending_restore},
     /* Last: it may lower limits the restore of the others needed. */
     {"rlimits", CRAC_NT_RLIMITS, 0, 0, STATE_WITH_THREADS, rlimits_capture, NULL, rlimits_restore},
+    /* Checked, not restored: a file the program reads that changed stops the restart. */
+    {"file ids", CRAC_NT_FILE_IDS, 0, 0, STATE_WITH_MEMORY, file_ids_capture, file_ids_hold, NULL},
+    /* Before the threads are cloned: they inherit it. */
+    {"prctl state", CRAC_NT_PRCTL, sizeof(struct crac_prctl_rec), 0, STATE_WITH_MEMORY,
+     prctl_capture, NULL, prctl_restore},
 };
 const int n_state_kinds = (int)(sizeof(state_kinds) / sizeof(state_kinds[0]));
 _Static_assert(sizeof(state_kinds) / sizeof(state_kinds[0]) <= STATE_KINDS_MAX,

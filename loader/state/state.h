@@ -40,6 +40,7 @@ struct state_restore {
     tid_map_fn map_tid;  /* old tid -> new one; NULL in STATE_WITH_MEMORY and for hold */
     char *err;           /* restore fails with a one-line reason here */
     size_t errlen;
+    int allow_changed; /* --allow-changed-files (file_ids.c) */
 };
 
 struct state_kind {
@@ -91,5 +92,9 @@ int pending_capture(const struct state_capture *c, void **blob, size_t *len); /*
 int pending_restore(const struct state_restore *r, const void *note, size_t len);
 int rlimits_capture(const struct state_capture *c, void **blob, size_t *len); /* rlimits.c */
 int rlimits_restore(const struct state_restore *r, const void *note, size_t len);
+int file_ids_capture(const struct state_capture *c, void **blob, size_t *len); /* file_ids.c */
+int file_ids_hold(const struct state_restore *r, const void *note, size_t len);
+int prctl_capture(const struct state_capture *c, void **blob, size_t *len); /* prctl_state.c */
+int prctl_restore(const struct state_restore *r, const void *note, size_t len);
 
 #endif
