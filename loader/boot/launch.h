@@ -16,6 +16,7 @@ struct options {
     int ckpt_signal;
     const char *ckpt_dir;
     int keep, interval, exit_after, no_truncate, verbose;
+    int no_fork_writer; /* --no-fork-writer (ckpt_writer.c) */
     const char *crac_cmd;
     const char *coord_host, *coord_port, *coord_token; /* host NULL: no coordinator */
     const char *restart_dir;                           /* restart mode: the generation directory */

@@ -48,7 +48,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: crac-loader [--device sim|none] [--sim-version N] [--argv0 NAME]\n"
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
-            "                   [--exit-after-checkpoint] [--crac-cmd CMD]\n"
+            "                   [--exit-after-checkpoint] [--no-fork-writer] [--crac-cmd CMD]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
             "                   -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
@@ -88,6 +88,10 @@ static struct options parse_args(int argc, char **argv)
         }
         if (strcmp(a, "--verbose") == 0) {
             o.verbose = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-fork-writer") == 0) {
+            o.no_fork_writer = 1;
             continue;
         }
         if (strcmp(a, "--no-truncate") == 0) {
@@ -185,6 +189,9 @@ static void fill_ckpt_config(const struct options *o, const struct crac_backend_
     c->interval = o->interval;
     c->exit_after = o->exit_after;
     c->verbose = o->verbose;
+    /* CRAC_NO_FORK_WRITER=1 too: a job's processes are launched by scripts crac does not own. */
+    c->no_fork_writer = o->no_fork_writer || (getenv("CRAC_NO_FORK_WRITER") &&
+                                              strcmp(getenv("CRAC_NO_FORK_WRITER"), "0") != 0);
     c->ckpt_signal = o->ckpt_signal;
     c->argc = o->program_argc;
     c->argv = o->program_argv;

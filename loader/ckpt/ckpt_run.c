@@ -219,17 +219,32 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     uint64_t core_size = 0;
     struct image_digests digests = {NULL, NULL};
     r->generation = generation;
-    /* Every kind of state beside memory (loader/state/kinds.c), then memory and threads into
-     * upper.core with their notes, then the device. */
+    /* Every kind of state beside memory (loader/state/kinds.c), then the device (its memory
+     * copied to the host: device.img), then memory and threads into upper.core with their
+     * notes: by a forked copy-on-write child while the program runs on, unless the program
+     * exits after this checkpoint anyway or the fork is off or refused (ckpt_writer.c). */
     const struct state_capture cap = {threads, n, files};
     int rc = state_capture_all(&cap, notes) != 0 ||
-                     core_write(core, threads, n, generation, notes, &header_crc, &core_size,
-                                &digests.core) != 0 ||
                      device_image_write(tmp, r, derr, sizeof(derr), &digests.device) != 0
                  ? -1
                  : 0;
     if (derr[0])
         fprintf(stderr, "crac: error: %s\n", derr);
+    pid_t writer = -1;
+    if (rc == 0 && !exit_after && !ckpt_cfg.no_fork_writer) {
+        const struct ckpt_write_job job = {core, threads, n, generation, notes};
+        int err = ckpt_writer_start(&job, &writer);
+        if (err != 0) {
+            fprintf(stderr,
+                    "crac: warning: cannot fork the checkpoint writer (%s): writing with the "
+                    "program paused; --no-fork-writer says so once and for all\n",
+                    strerror(-err));
+            writer = -1;
+        }
+    }
+    if (rc == 0 && writer < 0)
+        rc = core_write(core, threads, n, generation, notes, &header_crc, &core_size,
+                        &digests.core);
     state_notes_free(notes);
     if (rc != 0) {
         image_digests_cancel(&digests);
@@ -242,8 +257,11 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     if (!exit_after)
         upper_hook_run(r, CRAC_EV_PRE_RESUME, hook_fs);
     hook_fs = 0;
-    /* Barrier: every process has written its image before any resumes. */
+    /* Barrier: every process has its image captured (written, or being written by its forked
+     * writer) before any resumes. A job's checkpoint is done at `published`: on disk. */
     if (b && b->written(b->ctx, generation) != 0) {
+        if (writer > 0)
+            ckpt_writer_cancel(writer);
         image_digests_cancel(&digests);
         abandon(r, tmp, generation, 1, "the coordinator called it off");
         return -1;
@@ -256,10 +274,20 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
             b->published(b->ctx, rc == 0 ? generation : -1, final);
         raw_syscall1(SYS_exit_group, rc == 0 ? 0 : 2);
     }
+    /* Publishing (and the forked writer) goes on after the release: a program that exits now
+     * waits for it (confine_trap.c). */
     __atomic_store_n(&ckpt_publishing, 1, __ATOMIC_SEQ_CST);
     ckpt_release_all();
     t[3] = now_ms();
-    rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
+    if (writer > 0 && ckpt_writer_wait(writer, &header_crc, &core_size) != 0) {
+        image_digests_cancel(&digests);
+        fprintf(stderr, "crac: error: checkpoint %d abandoned: cannot write %s; the previous one "
+                        "stays valid\n",
+                generation, core);
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
     __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
     raw_syscall6(SYS_futex, (long)&ckpt_publishing, 129, 0x7fffffff, 0, 0, 0);
     t[4] = now_ms();

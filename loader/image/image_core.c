@@ -73,6 +73,11 @@ static int put_note(struct buf *b, const char *name, uint32_t type, const void *
            pad(b, 4);
 }
 
+/* The checkpointed process's pid: not getpid() in the forked writer, a process of its own. */
+pid_t core_owner_pid;
+
+static pid_t core_pid(void) { return core_owner_pid ? core_owner_pid : getpid(); }
+
 static int is_outside_w(uint64_t start) { return start < CRAC_W_START || start >= CRAC_W_END; }
 
 static int wanted(uint64_t start, uint64_t end)
@@ -467,7 +472,7 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
     mode_t mask = umask(0);
     umask(mask);
     struct crac_process_rec pr = {CRAC_IMAGE_FORMAT,
-                                  (uint32_t)vid_from_real(crac_ctrl(), getpid()),
+                                  (uint32_t)vid_from_real(crac_ctrl(), core_pid()),
                                   (uint64_t)ckpt_registry,
                                   CRAC_W_START,
                                   CRAC_W_END,
@@ -503,7 +508,7 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
 
     struct crac_thread_note *tn = calloc((size_t)nt + 1, sizeof(*tn));
     for (int i = 0; i < nt; i++)
-        tn[i] = (struct crac_thread_note){ts[i].rec->tid, ts[i].tid, ts[i].tid == getpid(), 0,
+        tn[i] = (struct crac_thread_note){ts[i].rec->tid, ts[i].tid, ts[i].tid == core_pid(), 0,
                                           (uint64_t)ts[i].rec};
     rc = put_note(b, CRAC_NOTE_NAME, CRAC_NT_THREADS, tn, (size_t)nt * sizeof(*tn));
     free(tn);
@@ -549,7 +554,9 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     w.core = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (w.core < 0)
         goto out;
-    w.digest = page_digest_start(path, base, offset > base ? offset : base);
+    /* digest NULL: the forked writer (ckpt_writer.c), which starts no thread of its own. */
+    if (digest)
+        w.digest = page_digest_start(path, base, offset > base ? offset : base);
     for (int i = 0; i < nr; i++)
         if (rs[i].rec.core_offset && write_region(&w, &rs[i]) != 0)
             goto out;
@@ -611,12 +618,13 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
 out:
     if (rc != 0)
         fprintf(stderr, "crac: error: cannot write %s: %s\n", path, strerror(errno));
-    if (rc == 0) {
+    if (rc == 0 && digest) {
         page_digest_written(w.digest, 1);
         *digest = w.digest;
     } else {
         page_digest_cancel(w.digest);
-        *digest = NULL;
+        if (digest)
+            *digest = NULL;
     }
     for (int i = 0; i < nr; i++)
         free(rs[i].bitmap);
