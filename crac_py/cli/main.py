@@ -26,6 +26,7 @@ from crac_py.cli.options import (
     KeepOpt,
     NewCoordOpt,
     NoCoordOpt,
+    NoForkWriterOpt,
     SimVersionOpt,
     VerboseOpt,
 )
@@ -178,6 +179,7 @@ def launch(
     keep: KeepOpt = 2,
     exit_after: ExitAfterOpt = False,
     verbose: VerboseOpt = False,
+    no_fork_writer: NoForkWriterOpt = False,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -199,6 +201,7 @@ def launch(
         )
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
         ckpt.verbose = verbose
+        ckpt.no_fork_writer = no_fork_writer
         loader = str(paths.loader())
         choice = _coord_choice(
             join_coordinator,
@@ -253,6 +256,7 @@ def restart(
     keep: KeepOpt = 2,
     exit_after: ExitAfterOpt = False,
     verbose: VerboseOpt = False,
+    no_fork_writer: NoForkWriterOpt = False,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -281,6 +285,7 @@ def restart(
             passthrough += ["--force"] if force else []
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
             passthrough += ["--verbose"] if verbose else []
+            passthrough += ["--no-fork-writer"] if no_fork_writer else []
             status = job.restart_job(Path(path), procs, choice, passthrough)
             raise typer.Exit(status)
     except (config.ConfigError, CoordError, image.ImageError) as exc:
@@ -306,6 +311,7 @@ def restart(
             keep=keep,
             exit_after=exit_after,
             verbose=verbose,
+            no_fork_writer=no_fork_writer,
         )
         core_size, header_crc = gen.core_check
         coord_args = job.connect(choice, ckpt.interval, interval is not None)
