@@ -20,7 +20,7 @@ from typing import Any
 from crac_py.image import digest
 
 FORMAT = "crac-image"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # crac_py/image/format.py CRAC_IMAGE_FORMAT
 MANIFEST = "MANIFEST.json"
 CORE = "upper.core"
 _DIGEST_RE = re.compile(rb'"manifest_sha256": "([0-9a-f]{64})"')
@@ -209,8 +209,10 @@ def verify_files(gen: Path, manifest: dict[str, Any], full: bool) -> None:
             raise ImageError(
                 f"image corrupted: {fpath} is {size} bytes, the manifest says {meta.get('size')}"
             )
-        if (full or rel not in _LOADER_CHECKED) and not digest.matches(fpath, meta):
-            raise ImageError(f"image corrupted: {fpath} fails its SHA-256 checksum")
+        if (full or rel not in _LOADER_CHECKED) and not digest.matches(
+            fpath, meta, manifest=manifest
+        ):
+            raise ImageError(f"image corrupted: {fpath} fails its checksum")
 
 
 def check_program(manifest: dict[str, Any], force: bool) -> None:

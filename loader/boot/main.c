@@ -7,6 +7,7 @@
 #include "crac_layout.h"
 #include "elf_load.h"
 #include "image_device.h"
+#include "image_check.h"
 #include "launch.h"
 #include "manager.h"
 #include "probe.h"
@@ -53,7 +54,8 @@ static void usage(void)
             "                   -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
             "                   [options above] -- PROGRAM [ARGS...]\n"
-            "       crac-loader --probe\n");
+            "       crac-loader --probe\n"
+            "       crac-loader --check-core PATH HEADER_CRC CORE_SIZE\n");
     exit(EXIT_REFUSED);
 }
 
@@ -273,6 +275,8 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--probe") == 0)
         return probe_main();
+    if (argc >= 2 && strcmp(argv[1], "--check-core") == 0)
+        return image_check_main(argc, argv);
     options_from_fd(&argc, &argv);
     /* `crac launch`/`crac restart` exec us with the checkpoint signal blocked (the `crac` command
      * blocks it at its entry point, front/crac_front.c); block it here too for a loader started

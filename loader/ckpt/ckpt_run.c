@@ -246,8 +246,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
             writer = -1;
     }
     if (rc == 0 && writer < 0)
-        rc = core_write(core, threads, n, generation, notes, &header_crc, &core_size,
-                        &digests.core);
+        rc = core_write(core, threads, n, generation, notes, &header_crc, &core_size, NULL);
     state_notes_free(notes);
     if (rc != 0) {
         image_digests_cancel(&digests);

@@ -263,8 +263,13 @@ static int collect_regions(struct region *rs, int max, int pagemap)
     return n;
 }
 
+/* Written-back in steps of this many bytes (sync_file_range): the disk works while the writer
+ * goes on, and the final fsync finds little left to write. */
+#define WRITEBACK_STEP (32UL << 20)
+
 struct writer {
     int core, mem, pagemap;
+    uint64_t kicked; /* file offsets below this were handed to write-back */
     unsigned char *bounce;      /* for regions we cannot read directly (PROT_NONE, write-only) */
     struct page_digest *digest; /* hashes behind us */
 };
@@ -406,7 +411,13 @@ static int write_region(struct writer *w, struct region *r)
                 run_len = 0;
             }
         }
-        page_digest_progress(w->digest, r->rec.core_offset + (a - r->rec.start) + n * PAGE);
+        uint64_t below = r->rec.core_offset + (a - r->rec.start) + n * PAGE;
+        page_digest_progress(w->digest, below);
+        if (below >= w->kicked + WRITEBACK_STEP) {
+            sync_file_range(w->core, (off_t)w->kicked, (off_t)(below - w->kicked),
+                            SYNC_FILE_RANGE_WRITE);
+            w->kicked = below;
+        }
     }
     r->rec.crc32c = crc;
     return 0;
@@ -527,7 +538,7 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
                struct page_digest **digest)
 {
     static struct region rs[MAX_REGIONS];
-    struct writer w = {-1, -1, -1, NULL, NULL};
+    struct writer w = {-1, -1, -1, 0, NULL, NULL};
     int rc = -1, nr = 0;
     struct buf notes = {0};
     w.pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
