@@ -14,9 +14,9 @@ under DIR (default /var/tmp: a real disk, not /dev/shm) and, REPS times, interle
 2. the program's normal tick rate over the second before the checkpoint;
 3. checkpoint: SIGUSR2, timed until the new generation's `latest/MANIFEST.json` exists (crac
    publishes only what is on disk); the pause is crac's timing line's; the checkpoint's CPU time
-   is the CPU the process's threads that are not the program's workers (told apart by their CPU
-   in step 2) used, plus its reaped children's (the forked writer); the tick rate from the end of
-   the pause to the publish, against step 2's.
+   is the process's CPU (its ended threads and reaped children, the forked writer, included) less
+   that of the program's workers (told apart by their CPU in step 2); the tick rate from the end
+   of the pause to the publish, against step 2's.
 
 Reports medians: pause, pause / dd time (target <= 5 %), durable / dd (target <= 1.1), CPU of
 the checkpoint and of dd, tick rate during the write / normal (target >= 0.9). --crac CMD runs
@@ -119,9 +119,11 @@ def thread_cpu(pid: int) -> dict[int, float]:
     return out
 
 
-def children_cpu(pid: int) -> float:
+def process_cpu(pid: int) -> float:
+    """CPU seconds of PID: every thread's, those that ended included, and its reaped children's
+    (the forked writer)."""
     f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(f[13]) + int(f[14])) / CLK
+    return sum(int(x) for x in f[11:15]) / CLK
 
 
 def make_source(path: Path, mib: int) -> None:
@@ -174,10 +176,11 @@ def one_case(args, crac: list[str], app: Path, src: Path, mib: int, threads: int
             time.sleep(1.0)
             t1 = time.perf_counter()
             cpu1 = thread_cpu(prog.p.pid)
-            workers = {t for t in cpu1 if cpu1[t] - cpu0.get(t, 0.0) > 0.1 * (t1 - t0)}
+            # Lower-half threads idle between checkpoints; the workers never do.
+            workers = {t for t in cpu1 if cpu1[t] - cpu0.get(t, 0.0) > 0.02 * (t1 - t0)}
             normal = prog.rate(t0, t1)
             base = thread_cpu(prog.p.pid)
-            base_children = children_cpu(prog.p.pid)
+            base_total = process_cpu(prog.p.pid)
             n_err = len(prog.err)
             start = time.perf_counter()
             os.kill(prog.p.pid, signal.SIGUSR2)
@@ -188,8 +191,8 @@ def one_case(args, crac: list[str], app: Path, src: Path, mib: int, threads: int
                 time.sleep(0.001)
             durable = time.perf_counter() - start
             end_cpu = thread_cpu(prog.p.pid)
-            ckpt_cpu = sum(v - base.get(t, 0.0) for t, v in end_cpu.items() if t not in workers) + (
-                children_cpu(prog.p.pid) - base_children
+            ckpt_cpu = (process_cpu(prog.p.pid) - base_total) - sum(
+                end_cpu[t] - base.get(t, 0.0) for t in workers if t in end_cpu
             )
             prog.wait(lambda: any(TIMING_RE.match(x) for x in prog.err[n_err:]), "the timing line")
             m = next(m for x in prog.err[n_err:] if (m := TIMING_RE.match(x)))
