@@ -106,7 +106,7 @@ static void report_verbose(int generation, const double *t, const char *final)
 
 /* CRAC_TIMING=1: one line per checkpoint with the time each phase took (docs/PERFORMANCE.md). */
 static void report_timing(int generation, const double *t, int n_threads, uint64_t core_size,
-                          int forked)
+                          double fork_ms, int forked)
 {
     static int enabled = -1;
     if (enabled < 0)
@@ -114,9 +114,9 @@ static void report_timing(int generation, const double *t, int n_threads, uint64
     if (enabled)
         fprintf(stderr,
                 "crac: timing: generation %d: suspend %.2f ms, write %.2f ms, pause %.2f ms, "
-                "publish %.2f ms, threads %d, core %llu bytes, writer %s\n",
+                "publish %.2f ms, threads %d, core %llu bytes, fork %.2f ms, writer %s\n",
                 generation, t[1] - t[0], t[2] - t[1], t[3] - t[0], t[4] - t[3], n_threads,
-                (unsigned long long)core_size, forked ? "forked" : "paused");
+                (unsigned long long)core_size, fork_ms, forked ? "forked" : "paused");
 }
 
 static void finish_attempt(struct crac_registry *r, int failed)
@@ -232,6 +232,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     if (derr[0])
         fprintf(stderr, "crac: error: %s\n", derr);
     pid_t writer = -1;
+    double tc = now_ms(); /* the fork: copying the page tables is most of the pause */
     if (rc == 0 && !exit_after && !ckpt_cfg.no_fork_writer) {
         const struct ckpt_write_job job = {core, threads, n, generation, notes};
         static int warned; /* one line per process: it would be refused each time */
@@ -245,6 +246,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         if (err != 0)
             writer = -1;
     }
+    double fork_ms = now_ms() - tc;
     if (rc == 0 && writer < 0)
         rc = core_write(core, threads, n, generation, notes, &header_crc, &core_size, NULL);
     state_notes_free(notes);
@@ -274,7 +276,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
         t[3] = t[2];
         t[4] = now_ms();
-        report_timing(generation, t, n, core_size, 0);
+        report_timing(generation, t, n, core_size, 0, 0);
         if (b)
             b->published(b->ctx, rc == 0 ? generation : -1, final);
         raw_syscall1(SYS_exit_group, rc == 0 ? 0 : 2);
@@ -296,7 +298,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
     raw_syscall6(SYS_futex, (long)&ckpt_publishing, 129, 0x7fffffff, 0, 0, 0);
     t[4] = now_ms();
-    report_timing(generation, t, n, core_size, writer > 0);
+    report_timing(generation, t, n, core_size, fork_ms, writer > 0);
     if (rc != 0) {
         r->generation = generation - 1;
         remove_tree(tmp);
