@@ -271,7 +271,7 @@ TARGETS: dict[str, Target] = {
 
 # The simulated CUDA device (docs/SIM.md): two lower-half backend versions, the upper libcudart
 # shim, and the same sim as a plain libcudart (the native baseline).
-_SIM_BACKEND_EXCLUDE = ("backends/sim/sim_native.c",)
+_SIM_BACKEND_EXCLUDE = ("backends/sim/sim_native.c", "backends/sim/sim_native_vars.c")
 _SIM_NATIVE_EXCLUDE = ("backends/sim/sim_backend.c",)
 for _v in (1, 2):
     TARGETS[f"libcrac-sim{_v}.so"] = Target(
@@ -296,7 +296,12 @@ TARGETS["shim/libcudart.so.13"] = Target(
 )
 TARGETS["native/libcudart.so.13"] = Target(
     output="native/libcudart.so.13",
-    source_globs=("backends/sim/*.c", "upperhalf/cudart/dalloc.c"),
+    source_globs=(
+        "backends/sim/*.c",
+        "upperhalf/cudart/dalloc.c",
+        "upperhalf/cudart/rt_compose.c",
+        "upperhalf/cudart/rt_pool.c",
+    ),
     cflags=(*COMMON_CFLAGS, "-fPIC", "-DCRAC_SIM_VERSION=1", "-Iupperhalf/cudart"),
     ldflags=("-shared", "-Wl,-z,defs"),
     libs=("-lpthread",),
@@ -441,6 +446,9 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
         # The sim kernel header, for programs built against an installed crac (sim_toolchain).
         (out_dir / "include").mkdir(exist_ok=True)
         shutil.copyfile(root / "include" / "crac_sim.h", out_dir / "include" / "crac_sim.h")
+        # crac kernels (crac_py/kernels): the header its CPU compilation of .cu sources needs.
+        for h in ("crac_cuda_kernel.h", "crac_kernels_abi.h"):
+            shutil.copyfile(root / "include" / h, out_dir / "include" / h)
     return [out_dir / t.output for _, t, _ in plan]
 
 

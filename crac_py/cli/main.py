@@ -19,6 +19,7 @@ from crac_py.cli.options import (
     CkptDirOpt,
     CoordHostOpt,
     CoordPortOpt,
+    CoordTokenFileOpt,
     CoordTokenOpt,
     ExitAfterOpt,
     IntervalOpt,
@@ -183,6 +184,7 @@ def launch(
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
+    coord_token_file: CoordTokenFileOpt = None,
     join_coordinator: JoinOpt = False,
     new_coordinator: NewCoordOpt = False,
     any_coordinator: AnyCoordOpt = False,
@@ -203,6 +205,7 @@ def launch(
         ckpt.verbose = verbose
         ckpt.no_fork_writer = no_fork_writer
         loader = str(paths.loader())
+        coord_token = coord_client.token_option(coord_token, coord_token_file)
         choice = _coord_choice(
             join_coordinator,
             new_coordinator,
@@ -260,6 +263,7 @@ def restart(
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
+    coord_token_file: CoordTokenFileOpt = None,
     join_coordinator: JoinOpt = False,
     new_coordinator: NewCoordOpt = False,
     any_coordinator: AnyCoordOpt = False,
@@ -267,6 +271,7 @@ def restart(
 ) -> None:
     """Restart a checkpointed program where it stopped (a job directory: every process)."""
     try:
+        coord_token = coord_client.token_option(coord_token, coord_token_file)
         choice = _coord_choice(
             join_coordinator,
             new_coordinator,
@@ -421,6 +426,19 @@ def coordinator_cmd(
         str | None,
         typer.Option("--token", help="Shared secret clients must present (env CRAC_COORD_TOKEN)."),
     ] = None,
+    token_file: Annotated[
+        str | None,
+        typer.Option("--token-file", help="Read the shared secret from this file."),
+    ] = None,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--idle-timeout",
+            min=0.1,
+            help="Drop a connection silent this long (s) before its first message or between "
+            "commands.",
+        ),
+    ] = 30.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log only problems.")] = False,
 ) -> None:
     """Run a job's coordinator (crac launch/restart processes join it; crac command asks it)."""
@@ -433,7 +451,10 @@ def coordinator_cmd(
         opts = coord_run.RunOptions(
             port=coord_client.parse_port(resolved.value, where),
             host=host,
-            token=config.resolve("coord_token", token).value or None,
+            token=config.resolve(
+                "coord_token", coord_client.token_option(token, token_file, "--token")
+            ).value
+            or None,
             port_file=port_file,
             status_file=status_file,
             log_file=log_file,
@@ -443,6 +464,7 @@ def coordinator_cmd(
             phase_timeout=phase_timeout,
             stale_timeout=stale_timeout,
             quiet=quiet,
+            idle_timeout=idle_timeout,
         )
         status = coord_run.run(opts)
     except (config.ConfigError, coord_run.CoordStartError) as exc:
@@ -591,6 +613,51 @@ def verify_cmd(
         for r in bad:
             print(f"crac: error: {r.generation or r.target}: {r.reason}", file=sys.stderr)
         raise typer.Exit(EXIT_REFUSED)
+
+
+@app.command(
+    "kernels",
+    epilog="Example: crac kernels app.cu -o app.kernels.so   (next to the nvcc-built ./app)",
+)
+def kernels_cmd(
+    sources: Annotated[
+        list[Path], typer.Argument(help="The program's CUDA C++ sources (.cu).", show_default=False)
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="The library to write (default: FIRST_SOURCE_STEM.kernels.so here). The sim "
+            "finds PROGRAM.kernels.so next to the program, or the path in $CRAC_KERNELS.",
+        ),
+    ] = None,
+    cxx: Annotated[
+        str | None, typer.Option("--cxx", help="C++ compiler (default: $CXX, g++, clang++).")
+    ] = None,
+    flags: Annotated[
+        list[str] | None,
+        typer.Option("-X", "--compiler-flag", help="Extra compiler flag (e.g. -X -DN=4)."),
+    ] = None,
+) -> None:
+    """Compile the device code of .cu sources for the CPU: the kernels the sim runs for a program
+    built by nvcc (docs/SIM.md "Programs built by nvcc")."""
+    from crac_py.kernels.build import KernelsError, build
+
+    out = output or Path(f"{sources[0].stem}.kernels.so")
+    try:
+        kernels = build(sources, out, cxx=cxx, extra=list(flags or []))
+    except KernelsError as exc:
+        _error(str(exc), 1)
+    for k in kernels:
+        if k.expr is None:
+            print(
+                f"crac: warning: kernel {k.pretty} cannot be named from outside its source "
+                "(anonymous namespace?): launching it will fail",
+                file=sys.stderr,
+            )
+    usable = sum(1 for k in kernels if k.expr is not None)
+    print(f"crac: {out}: {usable} kernel{'s' if usable != 1 else ''}")
 
 
 def main() -> None:

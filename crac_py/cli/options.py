@@ -60,6 +60,13 @@ CoordTokenOpt = Annotated[
     str | None,
     typer.Option("--coord-token", help="The coordinator's shared secret (env CRAC_COORD_TOKEN)."),
 ]
+CoordTokenFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--coord-token-file",
+        help="Read the shared secret from this file (env CRAC_COORD_TOKEN_FILE).",
+    ),
+]
 JoinOpt = Annotated[
     bool,
     typer.Option("--join-coordinator", "--join", "-j", help="Join a running coordinator."),

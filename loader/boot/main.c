@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -314,9 +315,17 @@ int main(int argc, char **argv)
         die("cannot install the checkpoint signal handler: %s", strerror(-e));
 
     int fsgsbase = (getauxval(AT_HWCAP2) & 2) != 0;
+    /* The lower-half threads are made with every signal blocked (they inherit this mask): a
+     * signal sent to the process that all the program's threads block would otherwise go to one
+     * of them and kill the process, instead of staying pending for the program's sigwait or
+     * signalfd. */
+    sigset_t all, before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &before);
     e = shadow_pool_start(SHADOW_INITIAL);
     if (e == 0)
         e = manager_start(ckpt_sig);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
     if (e != 0)
         die("cannot start lower-half threads: %s", strerror(-e));
     const struct crac_backend_info *backend = NULL;
@@ -328,6 +337,11 @@ int main(int argc, char **argv)
     if (!api)
         die("out of memory building the lower-half API table");
     fill_ckpt_config(&opt, backend);
+    /* A restart continues its image's lineage unless a running process writes it (the original
+     * still running, or another restart of the same image): then one of its own, before the
+     * coordinator hears where this process writes. */
+    if (opt.restart_dir && image_lineage_claim(0) != 0)
+        die("cannot lock %s: %s", ckpt_cfg.proc_dir, strerror(errno));
     ckpt_cfg.coord_fd = -1;
     if (opt.coord_host) {
         int vpid = opt.restart_dir ? (int)img.proc.pid : getpid();

@@ -59,6 +59,10 @@ long ckpt_pid_entry(long dir, long pid);
 long ckpt_coord_status_entry(int *peers, int *running);
 int ckpt_install_suspend_handler(const struct crac_registry *r);
 int remove_tree(const char *path);
+/* Take the one-writer lock on ckpt_cfg.proc_dir, or move ckpt_cfg.proc_dir to a lineage of this
+ * process's own when another holds it (image_lineage.c). FRESH: a launch, whose directory must not
+ * hold generations yet. 0, or -1 with errno. */
+int image_lineage_claim(int fresh);
 
 /* What a coordinated checkpoint waits for between its phases (coord_client.c). Each returns 0
  * to go on, non-zero to abandon the checkpoint. NULL: a checkpoint of this process alone. */

@@ -161,8 +161,8 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     struct crac_registry *r = ckpt_registry;
     int generation = r->generation + 1, n = 0;
     char tmp[PATH_MAX + 64], files[PATH_MAX + 80], core[PATH_MAX + 80], final[PATH_MAX + 64];
-    if (mkdirs(ckpt_cfg.proc_dir) != 0) {
-        fprintf(stderr, "crac: error: checkpoint abandoned: cannot create %s: %s\n",
+    if (mkdirs(ckpt_cfg.proc_dir) != 0 || image_lineage_claim(r->generation == 0) != 0) {
+        fprintf(stderr, "crac: error: checkpoint abandoned: cannot create or lock %s: %s\n",
                 ckpt_cfg.proc_dir, strerror(errno));
         if (b)
             b->failed(b->ctx, "cannot create the checkpoint directory");

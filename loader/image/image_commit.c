@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -334,14 +335,43 @@ static void rotate(int keep)
     }
 }
 
+/* Writes crac_restart_script.sh without ever following a planted link: the checkpoint directory
+ * must be the user's own (in another's, such as /tmp, the owner could swap the script), the
+ * script is created under a fresh random name with O_EXCL|O_NOFOLLOW, then renamed over the old
+ * one (rename replaces a link planted at the final name, never writes through it). */
 static int write_restart_script(void)
 {
-    char path[PATH_MAX + 64], tmp[PATH_MAX + 128];
-    snprintf(path, sizeof(path), "%s/crac_restart_script.sh", ckpt_cfg.ckpt_dir);
-    snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, getpid());
-    FILE *f = fopen(tmp, "we");
-    if (!f)
+    static const char name[] = "crac_restart_script.sh";
+    int dfd = open(ckpt_cfg.ckpt_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
         return -1;
+    struct stat st;
+    if (fstat(dfd, &st) != 0 || st.st_uid != geteuid()) {
+        close(dfd);
+        return -2; /* not the user's own directory: others could plant or swap files */
+    }
+    char tmp[64];
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 16; tries++) {
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+            r = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ (uint64_t)tries;
+        snprintf(tmp, sizeof(tmp), ".%.24s.tmp-%016llx", name, (unsigned long long)r);
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlinkat(dfd, tmp, 0);
+        }
+        close(dfd);
+        errno = e;
+        return -1;
+    }
     const char *proc = strrchr(ckpt_cfg.proc_dir, '/') + 1;
     fprintf(f, "#!/bin/sh\n"
                "# Written by crac after each checkpoint: restarts the job from its latest images.\n"
@@ -349,6 +379,7 @@ static int write_restart_script(void)
                "# `crac restart`.\n"
                "dir=");
     sh_quote(f, ckpt_cfg.ckpt_dir);
+    /* `--` before the image: a --ckptdir starting with '-' stays a path. */
     fprintf(f,
             "\n"
             "while [ $# -gt 0 ]; do\n"
@@ -359,16 +390,20 @@ static int write_restart_script(void)
             "    *) break ;;\n"
             "  esac\n"
             "done\n"
-            "exec %s restart \"$@\" \"$dir\"/",
+            "exec %s restart \"$@\" -- \"$dir\"/",
             ckpt_cfg.crac_cmd); /* crac_cmd is shell words already (crac_py/launch/runner.py) */
     sh_quote(f, proc);
     fputc('\n', f);
-    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int ok = fflush(f) == 0 && fchmod(fd, 0700) == 0 && fsync(fd) == 0;
     fclose(f);
-    if (!ok || chmod(tmp, 0700) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
+    if (!ok || renameat(dfd, tmp, dfd, name) != 0) {
+        int e = errno;
+        unlinkat(dfd, tmp, 0);
+        close(dfd);
+        errno = e;
         return -1;
     }
+    close(dfd);
     return 0;
 }
 
@@ -400,7 +435,12 @@ int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc, 
     }
     rotate(ckpt_cfg.keep);
     /* Under a coordinator, the coordinator writes the job's restart script. */
-    if (ckpt_cfg.coord_fd < 0 && write_restart_script() != 0)
+    static int warned_owner;
+    int script = ckpt_cfg.coord_fd < 0 ? write_restart_script() : 0;
+    if (script == -2 && !warned_owner++)
+        fprintf(stderr, "crac: warning: no crac_restart_script.sh: %s belongs to another user\n",
+                ckpt_cfg.ckpt_dir);
+    else if (script == -1)
         fprintf(stderr, "crac: warning: cannot write %s/crac_restart_script.sh: %s\n",
                 ckpt_cfg.ckpt_dir, strerror(errno));
     return 0;
