@@ -296,10 +296,15 @@ def schema_problem(manifest: dict[str, Any]) -> str | None:
             return f"field files names {rel!r}, not a path inside the generation"
         keys = ("sha256", "sha256_pages")
         digests = [meta.get(k) for k in keys] if isinstance(meta, dict) else []
+        # upper.core (format 2): checked by its CRC-32C, no digest (docs/IMAGE.md "Checksums").
+        crc_checked = rel == CORE and isinstance(meta, dict) and meta.get("crc32c_regions") is True
         if (
             not isinstance(meta, dict)
             or _bad_value(meta.get("size"), int, _U63)
-            or not any(isinstance(d, str) and re.fullmatch("[0-9a-f]{64}", d) for d in digests)
+            or not (
+                crc_checked
+                or any(isinstance(d, str) and re.fullmatch("[0-9a-f]{64}", d) for d in digests)
+            )
         ):
             return f"field files.{rel} is not {{size, sha256}}"
     return None
