@@ -233,7 +233,10 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         fprintf(stderr, "crac: error: %s\n", derr);
     pid_t writer = -1;
     double tc = now_ms(); /* the fork: copying the page tables is most of the pause */
-    if (rc == 0 && !exit_after && !ckpt_cfg.no_fork_writer) {
+    /* Not under a coordinator (b): the job's processes publish each on its own once written,
+     * so a process killed while the others' writers run would leave the job's generations
+     * mixed; forking there needs a job-wide barrier after every writer is durable. */
+    if (rc == 0 && !exit_after && !b && !ckpt_cfg.no_fork_writer) {
         const struct ckpt_write_job job = {core, threads, n, generation, notes};
         static int warned; /* one line per process: it would be refused each time */
         int err = ckpt_writer_start(&job, &writer);
