@@ -248,7 +248,13 @@ TARGETS: dict[str, Target] = {
         output="crac-loader",
         source_globs=("loader/*/*.c",),
         cflags=(*COMMON_CFLAGS, "-fno-pie", *LOADER_INCLUDES, f'-DCRAC_VERSION="{VERSION}"'),
-        ldflags=("-no-pie", "-Wl,-Ttext-segment=0x10000000"),
+        # pthread_create is exported so every thread a lower-half library starts is registered
+        # as lower (loader/cross/lower_spawn.c).
+        ldflags=(
+            "-no-pie",
+            "-Wl,-Ttext-segment=0x10000000",
+            "-Wl,--dynamic-list=loader/cross/lower_exports.list",
+        ),
         libs=("-lpthread", "-ldl"),
         tls_free=(
             "loader/confine/confine_exe.c",
@@ -284,6 +290,17 @@ for _v in (1, 2):
         generated=("cudart_lower_gen.c",),
         uses_cuda=True,
     )
+# The real CUDA runtime as a backend (docs/CUDA.md): built against the CUDA 13 headers; it loads
+# NVIDIA's libcudart.so.13 and the driver at run time, so it builds on machines without either.
+TARGETS["libcrac-cuda13.so"] = Target(
+    output="libcrac-cuda13.so",
+    source_globs=("backends/cuda/*.c",),
+    cflags=(*COMMON_CFLAGS, "-fPIC", "-fvisibility=hidden", "-Ibackends/cuda"),
+    ldflags=("-shared", "-Wl,-z,defs"),
+    libs=("-lpthread", "-ldl"),
+    generated=("cudart_cuda_gen.c",),
+    uses_cuda=True,
+)
 TARGETS["shim/libcudart.so.13"] = Target(
     output="shim/libcudart.so.13",
     source_globs=("upperhalf/cudart/*.c", "backends/sim/sim_errstr.c"),
@@ -323,8 +340,11 @@ def generate(root: Path = ROOT) -> GenResult:
     from crac_py.codegen.cudart_locate import CudaNotFoundError
     from crac_py.codegen.generate import CodegenError, generate
 
+    from crac_py.codegen import cuda_backend
+
     try:
         gen = generate(root / GEN_DIR.relative_to(ROOT))
+        cuda_backend.write(root / GEN_DIR.relative_to(ROOT))
     except (CudaNotFoundError, CodegenError) as exc:
         raise NativeBuildError(f"cannot generate the CUDA runtime glue: {exc}") from None
     print(f"build_native: CUDA headers from {gen.cuda.include_dir} ({gen.cuda.source})")

@@ -155,7 +155,7 @@ cudaError_t sim_cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config)
 {
     SIM_ENTER();
     return sim_ret((unsigned)config > cudaSharedMemBankSizeEightByte ? cudaErrorInvalidValue
-                                                                      : cudaSuccess);
+                                                                     : cudaSuccess);
 }
 
 cudaError_t sim_cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
@@ -363,8 +363,10 @@ static cudaError_t no_entry_point(const char *symbol, void **funcPtr,
     *funcPtr = NULL;
     if (driverStatus)
         *driverStatus = cudaDriverEntryPointSymbolNotFound;
-    fprintf(stderr, "crac sim: cudaGetDriverEntryPoint(\"%.64s\"): the simulated device has no "
-                    "driver API\n", symbol);
+    fprintf(stderr,
+            "crac sim: cudaGetDriverEntryPoint(\"%.64s\"): the simulated device has no "
+            "driver API\n",
+            symbol);
     return sim_ret(cudaErrorNotSupported);
 }
 
@@ -378,8 +380,7 @@ cudaError_t sim_cudaGetDriverEntryPoint(const char *symbol, void **funcPtr,
 }
 
 cudaError_t sim_cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
-                                                 unsigned int cudaVersion,
-                                                 unsigned long long flags,
+                                                 unsigned int cudaVersion, unsigned long long flags,
                                                  enum cudaDriverEntryPointQueryResult *driverStatus)
 {
     SIM_ENTER();
@@ -516,18 +517,14 @@ static cudaError_t occupancy(int *numBlocks, const void *func, int blockSize, si
 }
 
 cudaError_t sim_cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
-                                                              int blockSize,
-                                                              size_t dynamicSMemSize)
+                                                              int blockSize, size_t dynamicSMemSize)
 {
     SIM_ENTER();
     return sim_ret(occupancy(numBlocks, func, blockSize, dynamicSMemSize));
 }
 
-cudaError_t sim_cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
-                                                                       const void *func,
-                                                                       int blockSize,
-                                                                       size_t dynamicSMemSize,
-                                                                       unsigned int flags)
+cudaError_t sim_cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize, unsigned int flags)
 {
     SIM_ENTER();
     if (flags & ~(unsigned)cudaOccupancyDisableCachingOverride)
@@ -535,9 +532,8 @@ cudaError_t sim_cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numB
     return sim_ret(occupancy(numBlocks, func, blockSize, dynamicSMemSize));
 }
 
-cudaError_t sim_cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize,
-                                                          const void *func, int numBlocks,
-                                                          int blockSize)
+cudaError_t sim_cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, const void *func,
+                                                          int numBlocks, int blockSize)
 {
     SIM_ENTER();
     if (!dynamicSmemSize || numBlocks <= 0 || blockSize <= 0 || blockSize > 1024)
@@ -691,8 +687,7 @@ cudaError_t sim_cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size
                                          unsigned int flags)
 {
     SIM_ENTER();
-    if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost &&
-        flags != cudaMemAttachSingle)
+    if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost && flags != cudaMemAttachSingle)
         return sim_ret(cudaErrorInvalidValue);
     struct sim_stream *s = stream_locked(stream);
     if (!s)
@@ -757,8 +752,8 @@ cudaError_t sim_cudaMemPrefetchAsync(const void *devPtr, size_t count,
 }
 
 cudaError_t sim_cudaMemRangeGetAttribute(void *data, size_t dataSize,
-                                         enum cudaMemRangeAttribute attribute,
-                                         const void *devPtr, size_t count)
+                                         enum cudaMemRangeAttribute attribute, const void *devPtr,
+                                         size_t count)
 {
     SIM_ENTER();
     if (!data || dataSize < 4)
@@ -858,10 +853,10 @@ cudaError_t sim_cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const voi
     if (!clusterSize || !launchConfig)
         return sim_ret(cudaErrorInvalidValue);
     int blocks = 0;
-    cudaError_t e = occupancy(&blocks, func,
-                              (int)(launchConfig->blockDim.x * launchConfig->blockDim.y *
-                                    launchConfig->blockDim.z),
-                              launchConfig->dynamicSmemBytes);
+    cudaError_t e = occupancy(
+        &blocks, func,
+        (int)(launchConfig->blockDim.x * launchConfig->blockDim.y * launchConfig->blockDim.z),
+        launchConfig->dynamicSmemBytes);
     if (e != cudaSuccess)
         return sim_ret(e);
     *clusterSize = blocks < 8 ? blocks : 8; /* 8: the portable cluster size limit */
@@ -875,10 +870,10 @@ cudaError_t sim_cudaOccupancyMaxActiveClusters(int *numClusters, const void *fun
     if (!numClusters || !launchConfig)
         return sim_ret(cudaErrorInvalidValue);
     int blocks = 0;
-    cudaError_t e = occupancy(&blocks, func,
-                              (int)(launchConfig->blockDim.x * launchConfig->blockDim.y *
-                                    launchConfig->blockDim.z),
-                              launchConfig->dynamicSmemBytes);
+    cudaError_t e = occupancy(
+        &blocks, func,
+        (int)(launchConfig->blockDim.x * launchConfig->blockDim.y * launchConfig->blockDim.z),
+        launchConfig->dynamicSmemBytes);
     if (e != cudaSuccess)
         return sim_ret(e);
     unsigned size = cluster_size_of(launchConfig);

@@ -9,10 +9,10 @@
  * program can declare points at an earlier node, so insertion order is a valid order (less
  * concurrent than a GPU, never wrong). */
 struct sim_gnode {
-    uint64_t id;       /* global: node handles are NODE_TAG | id and survive a restart */
-    int type;          /* enum cudaGraphNodeType */
-    uint32_t n_deps;   /* as declared (only counted: root nodes are those with none) */
-    const void *func;  /* kernel nodes: the host function */
+    uint64_t id;      /* global: node handles are NODE_TAG | id and survive a restart */
+    int type;         /* enum cudaGraphNodeType */
+    uint32_t n_deps;  /* as declared (only counted: root nodes are those with none) */
+    const void *func; /* kernel nodes: the host function */
     struct cudaMemsetParams mset;
     struct sim_op *ops; /* chained through op->next; NULL for an empty node */
 };
@@ -573,8 +573,7 @@ static cudaError_t kernel_op(const struct cudaKernelNodeParams *p, struct sim_op
 }
 
 cudaError_t sim_cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                       const cudaGraphNode_t *pDependencies,
-                                       size_t numDependencies,
+                                       const cudaGraphNode_t *pDependencies, size_t numDependencies,
                                        const struct cudaKernelNodeParams *pNodeParams)
 {
     SIM_ENTER();
@@ -623,8 +622,9 @@ cudaError_t sim_cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_
         e = cudaErrorInvalidValue;
     struct sim_gnode *nd = NULL;
     struct sim_op *op = NULL;
-    if (e == cudaSuccess && (!(op = sim_op_new(OP_COPY)) ||
-                             !(nd = node_add(g, cudaGraphNodeTypeMemcpy, (uint32_t)numDependencies))))
+    if (e == cudaSuccess &&
+        (!(op = sim_op_new(OP_COPY)) ||
+         !(nd = node_add(g, cudaGraphNodeTypeMemcpy, (uint32_t)numDependencies))))
         e = cudaErrorMemoryAllocation;
     if (e == cudaSuccess) {
         op->u.copy.dst = dst;
@@ -638,8 +638,7 @@ cudaError_t sim_cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_
 }
 
 cudaError_t sim_cudaGraphAddMemsetNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                       const cudaGraphNode_t *pDependencies,
-                                       size_t numDependencies,
+                                       const cudaGraphNode_t *pDependencies, size_t numDependencies,
                                        const struct cudaMemsetParams *p)
 {
     SIM_ENTER();
@@ -819,8 +818,8 @@ cudaError_t sim_cudaGraphKernelNodeGetParams(cudaGraphNode_t node,
     if (ok) {
         const struct sim_kernel_launch *k = &nd->ops->u.kernel;
         /* kernelParams points at the node's own copy, valid while the node lives. */
-        *pNodeParams = (struct cudaKernelNodeParams){(void *)nd->func, k->grid, k->block,
-                                                     (unsigned)k->shared, (void **)k->argv, NULL};
+        *pNodeParams = (struct cudaKernelNodeParams){
+            (void *)nd->func, k->grid, k->block, (unsigned)k->shared, (void **)k->argv, NULL};
     }
     pthread_mutex_unlock(&sim_lock);
     return sim_ret(ok ? cudaSuccess : cudaErrorInvalidValue);
@@ -941,7 +940,8 @@ uint64_t sim_graph_export(uint64_t handle, void *buf, uint64_t cap)
                     bo.u.kernel.block = k->block;
                     bo.u.kernel.shared = k->shared;
                     for (uint32_t a = 0; a < k->desc->n_params; a++)
-                        bo.u.kernel.argv_off[a] = (uint32_t)((unsigned char *)k->argv[a] - k->argbuf);
+                        bo.u.kernel.argv_off[a] =
+                            (uint32_t)((unsigned char *)k->argv[a] - k->argbuf);
                 }
                 put(&w, &bo, sizeof(bo));
                 if (op->type == OP_KERNEL)
@@ -1066,8 +1066,7 @@ static struct sim_gnode *node_in(struct sim_graph *g, cudaGraphNode_t node, uint
  * program can add between nodes it added in dependency order does). */
 cudaError_t sim_cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
                                          const cudaGraphNode_t *to,
-                                         const cudaGraphEdgeData *edgeData,
-                                         size_t numDependencies)
+                                         const cudaGraphEdgeData *edgeData, size_t numDependencies)
 {
     SIM_ENTER();
     if (numDependencies && (!from || !to))
@@ -1198,15 +1197,14 @@ cudaError_t sim_cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cuda
         return sim_ret(cudaErrorInvalidValue);
     cudaError_t e = sim_cudaGraphInstantiate(pGraphExec, graph, instantiateParams->flags);
     instantiateParams->errNode_out = NULL;
-    instantiateParams->result_out = e == cudaSuccess ? cudaGraphInstantiateSuccess
-                                                     : cudaGraphInstantiateError;
+    instantiateParams->result_out =
+        e == cudaSuccess ? cudaGraphInstantiateSuccess : cudaGraphInstantiateError;
     return e;
 }
 
 /* A 3D copy between linear memory, as one copy operation per row. */
 cudaError_t sim_cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                       const cudaGraphNode_t *pDependencies,
-                                       size_t numDependencies,
+                                       const cudaGraphNode_t *pDependencies, size_t numDependencies,
                                        const struct cudaMemcpy3DParms *p)
 {
     SIM_ENTER();
@@ -1235,7 +1233,8 @@ cudaError_t sim_cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t 
                               (p->srcPos.y + y) * p->srcPtr.pitch + p->srcPos.x;
             char *dst = (char *)p->dstPtr.ptr + (p->dstPos.z + z) * d_slice +
                         (p->dstPos.y + y) * p->dstPtr.pitch + p->dstPos.x;
-            if ((want_dst && !in_device(dst, x->width)) || (want_src && !in_device(src, x->width))) {
+            if ((want_dst && !in_device(dst, x->width)) ||
+                (want_src && !in_device(src, x->width))) {
                 e = cudaErrorInvalidValue;
                 break;
             }

@@ -21,6 +21,7 @@ from crac_py.cli.options import (
     CoordPortOpt,
     CoordTokenFileOpt,
     CoordTokenOpt,
+    CudaRuntimeOpt,
     ExitAfterOpt,
     IntervalOpt,
     JoinOpt,
@@ -34,7 +35,7 @@ from crac_py.cli.options import (
 from crac_py.coord import client as coord_client
 from crac_py.coord.client import CoordError
 from crac_py.image import generation as image
-from crac_py.launch import devices, job, runner
+from crac_py.launch import devices, job, runner, tree
 from crac_py.launch.preflight import PreflightError, preflight
 
 # Exit status of `crac launch` when it refuses its input or cannot start the program.
@@ -169,6 +170,7 @@ def launch(
         ),
     ] = None,
     sim_version: SimVersionOpt = None,
+    cuda_runtime: CudaRuntimeOpt = None,
     ckptdir: CkptDirOpt = None,
     interval: IntervalOpt = None,
     ckpt_signal: Annotated[
@@ -201,6 +203,7 @@ def launch(
         dev = devices.resolve_device(
             config.resolve("device", device).value, uses_cuda=bool(info.cuda_imports)
         )
+        runtime = str(devices.find_cuda_runtime(cuda_runtime)) if dev == "cuda" else None
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
         ckpt.verbose = verbose
         ckpt.no_fork_writer = no_fork_writer
@@ -224,7 +227,7 @@ def launch(
         CoordError,
     ) as exc:
         _error(str(exc))
-    dev_opts = runner.DeviceOptions(dev, sim_version)
+    dev_opts = runner.DeviceOptions(dev, sim_version, cuda_runtime=runtime)
     argv = [loader, *dev_opts.loader_args(), "--argv0", program, *ckpt.loader_args()]
     argv += coord_args
     argv += ["--", info.path, *(args or [])]
@@ -248,6 +251,7 @@ def restart(
         typer.Option("--device", metavar="sim|cuda|none", help="Backend (default: the image's)."),
     ] = None,
     sim_version: SimVersionOpt = None,
+    cuda_runtime: CudaRuntimeOpt = None,
     no_truncate: Annotated[
         bool,
         typer.Option("--no-truncate", help="Keep files written after the checkpoint as they are."),
@@ -268,6 +272,15 @@ def restart(
     new_coordinator: NewCoordOpt = False,
     any_coordinator: AnyCoordOpt = False,
     no_coordinator: NoCoordOpt = False,
+    tree_member: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tree-member",
+            metavar="GEN",
+            help="A descendant's generation: restarted as a child of its restarted parent "
+            "(the restart script gives them).",
+        ),
+    ] = None,
 ) -> None:
     """Restart a checkpointed program where it stopped (a job directory: every process)."""
     try:
@@ -286,6 +299,7 @@ def restart(
             passthrough = ["--keep", str(keep)]
             passthrough += [] if device is None else ["--device", device]
             passthrough += [] if sim_version is None else ["--sim-version", str(sim_version)]
+            passthrough += [] if cuda_runtime is None else ["--cuda-runtime", cuda_runtime]
             passthrough += ["--no-truncate"] if no_truncate else []
             passthrough += ["--force"] if force else []
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
@@ -295,6 +309,14 @@ def restart(
             raise typer.Exit(status)
     except (config.ConfigError, CoordError, image.ImageError) as exc:
         _error(str(exc))
+    # Its descendants (--tree-member) and its children that had ended unwaited-for are forked
+    # first, so each is the child of this process (launch/tree.py).
+    tree_args: list[str] = []
+    try:
+        path, tree_args = tree.fork_tree(path, tree_member or [])
+    except (tree.TreeError, image.ImageError, OSError) as exc:
+        if tree_member:
+            _error(str(exc))
     try:
         gen = image.open_generation(path)
         loader = paths.loader()
@@ -309,6 +331,7 @@ def restart(
                 file=sys.stderr,
             )
         dev = gen.backend if device is None else devices.resolve_device(device)
+        runtime = str(devices.find_cuda_runtime(cuda_runtime)) if dev == "cuda" else None
         ckpt = runner.CheckpointOptions(
             ckpt_dir=None,
             interval=_int_option("checkpoint_interval", interval, 0, 1 << 30),
@@ -328,13 +351,16 @@ def restart(
         CoordError,
     ) as exc:
         _error(str(exc))
-    argv = [str(loader), *runner.DeviceOptions(dev, sim_version).loader_args()]
+    argv = [
+        str(loader),
+        *runner.DeviceOptions(dev, sim_version, cuda_runtime=runtime).loader_args(),
+    ]
     argv += ["--restart", str(gen.path), "--core-size", str(core_size)]
     argv += ["--header-crc", str(header_crc), *ckpt.loader_args()]
     if no_truncate:
         argv.append("--no-truncate")
     argv += coord_args
-    argv += ["--", *gen.argv]
+    argv += [*tree_args, "--", *gen.argv]
     try:
         runner.exec_loader(str(loader), argv)
     except OSError as exc:

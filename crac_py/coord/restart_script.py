@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from crac_py.launch.tree import roots_and_members
+
 SCRIPT_NAME = "crac_restart_script.sh"
 PROCESS_MARK = "# crac-job-process: "
 
@@ -102,14 +104,17 @@ def render(job: ScriptJob) -> str:
         "fi",
         f'crac_cmd command -h "$host" -p "$port" expect {n} >/dev/null 2>&1',
     ]
-    for i, gen in enumerate(job.gen_dirs, 1):
+    # A process tree is restarted by its root, which forks its descendants (launch/tree.py).
+    roots = roots_and_members(job.gen_dirs)
+    for i, (gen, members) in enumerate(roots, 1):
+        tree_words = "".join(f" --tree-member {_gen_word(job.job_dir, m)}" for m in members)
         lines.append(
             'crac_cmd restart --join-coordinator --coord-host "$host" --coord-port "$port" '
-            f'"$@" -- {_gen_word(job.job_dir, gen)} &'
+            f'"$@"{tree_words} -- {_gen_word(job.job_dir, gen)} &'
         )
         lines.append(f"pid{i}=$!")
     lines.append("rc=0")
-    for i in range(1, n + 1):
+    for i in range(1, len(roots) + 1):
         lines.append(f'wait "$pid{i}"; s=$?; [ "$rc" -eq 0 ] && rc=$s')
     # A coordinator started here that no process joined (every restart failed) goes too.
     lines.append('if [ -n "$started" ] &&')

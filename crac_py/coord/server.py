@@ -94,6 +94,9 @@ class Peer:
     # Answers still to come for checkpoints abandoned before this peer answered their phase:
     # they are dropped, never counted for a later checkpoint.
     stale: int = 0
+    # A forked process of a tree (docs/PROTOCOL.md): one that ends before it is suspended is left
+    # out of the checkpoint (its parent's image keeps its exit status), not a failure.
+    tree_child: bool = False
 
     @property
     def label(self) -> str:
@@ -414,6 +417,7 @@ class Coordinator:
             proc_dir=Path(hello["proc_dir"]),
             restarted=bool(hello.get("restarted")),
             writer=writer,
+            tree_child=bool(hello.get("tree_child")),
         )
         self.peers[peer.id] = peer
         self.ever_connected = True
@@ -421,6 +425,7 @@ class Coordinator:
             self.restarted_joins += 1
             self._wake.set()
         peer.send({"type": "welcome", "id": peer.id, "interval": self.cfg.interval})
+        self._join_tree_child(peer)
         how = "restarted" if peer.restarted else "launched"
         self.log(f"{peer.label} joined ({how}, {peer.proc_dir}); {len(self.peers)} connected")
         try:
@@ -498,12 +503,39 @@ class Coordinator:
         if not ck.waiting and ck.barrier is not None and not ck.barrier.done():
             ck.barrier.set_result(None)
 
+    def _join_tree_child(self, peer: Peer) -> None:
+        """A process forked while its parent's checkpoint waits for `suspended` (the parent is
+        still in the fork, which returns once the child is welcomed): it is part of that
+        checkpoint, or the parent's image would name a child no image holds."""
+        ck = self.current
+        if not peer.tree_child or ck is None or ck.failure is not None:
+            return
+        if ck.answer == "":  # the first phase has not begun: it goes to every participant
+            ck.participants[peer.id] = peer
+        elif ck.answer == "suspended":
+            ck.participants[peer.id] = peer
+            ck.waiting.add(peer.id)
+            peer.state = _PHASE_STATE[ck.phase]
+            peer.send({"type": "checkpoint", "exit_after": ck.exit_after})
+
     def _on_disconnect(self, peer: Peer) -> None:
         self.peers.pop(peer.id, None)
         if not self.peers:
             self.idle_since = time.monotonic()
         ck = self.current
-        if ck is not None and peer.id in ck.participants:
+        if (
+            ck is not None
+            and peer.tree_child
+            and ck.answer == "suspended"
+            and peer.id in ck.waiting
+            and ck.failure is None
+        ):
+            # A child of a tree that exited before it was suspended: not part of this checkpoint.
+            ck.participants.pop(peer.id, None)
+            ck.waiting.discard(peer.id)
+            if not ck.waiting and ck.barrier is not None and not ck.barrier.done():
+                ck.barrier.set_result(None)
+        elif ck is not None and peer.id in ck.participants:
             ck.gone.add(peer.id)
             finished = ck.phase == "resume" and peer.id in ck.published
             if not finished:

@@ -367,6 +367,13 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("process.ckpt_signal", "integer", "the checkpoint signal"),
     ("process.coordinated", "boolean", "one process of a job (ran under a coordinator: `crac "
      "restart` of the directory restarts them all), or a run of its own"),
+    ("process.vpid", "integer", "its pid as the program knows it (process trees: "
+     "crac_py/launch/tree.py)"),
+    ("process.vppid", "integer", "its parent's pid as the program knows it (getppid)"),
+    ("process.zombies", "list of objects", "children that had ended and were not waited for: a "
+     "restart recreates each, ended the same way"),
+    ("process.zombies[].vpid", "integer", "the child's pid as the program knows it"),
+    ("process.zombies[].status", "integer", "the status its wait gets (as waitpid's)"),
     ("backend", "object", "the device backend the process ran with"),
     ("backend.name", "string", 'e.g. `"sim"`; `"none"` without a device backend'),
     ("backend.version", "string", "the backend's version string"),

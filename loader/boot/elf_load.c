@@ -84,8 +84,10 @@ int elf_read_interp(const char *path, char *buf, size_t buflen, char *err, size_
         return -1;
     }
     if (is_shared_library(fd, &eh, ph)) {
-        snprintf(err, errlen, "%s is a shared library, not a program; launch the program that "
-                 "uses it", path);
+        snprintf(err, errlen,
+                 "%s is a shared library, not a program; launch the program that "
+                 "uses it",
+                 path);
         close(fd);
         return -1;
     }

@@ -12,6 +12,7 @@
 struct options {
     const char *device;
     int sim_version;
+    const char *cuda_runtime; /* --device cuda: NVIDIA's libcudart the backend loads */
     const char *argv0;
     int ckpt_signal;
     const char *ckpt_dir;

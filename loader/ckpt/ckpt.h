@@ -49,6 +49,10 @@ int ckpt_wait_ready(int timeout_ms);
 /* ckpt_cfg is complete (coordinator connected or not): the manager may start serving. */
 void ckpt_config_done(void);
 void ckpt_request(int exit_after);
+/* In a forked child: drop the parent's pending requests and its wake-up descriptor. */
+void ckpt_trigger_after_fork(void);
+/* Wake the manager without a request (it has just been given a coordinator to serve). */
+void ckpt_manager_wake(void);
 /* The manager's loop: wait for a request or the interval, then checkpoint. Never returns. */
 void ckpt_serve(void);
 

@@ -298,8 +298,6 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     }
     if (rc == 0)
         rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
-    __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
-    raw_syscall6(SYS_futex, (long)&ckpt_publishing, 129, 0x7fffffff, 0, 0, 0);
     t[4] = now_ms();
     report_timing(generation, t, n, core_size, fork_ms, writer > 0);
     if (rc != 0) {
@@ -310,6 +308,10 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     }
     if (b)
         b->published(b->ctx, rc == 0 ? generation : -1, final);
+    /* Only now may the program end (emu_exit_group waits): a process of a job that ended before
+     * its `published` left the coordinator thinking it died mid-checkpoint. */
+    __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
+    raw_syscall6(SYS_futex, (long)&ckpt_publishing, 129, 0x7fffffff, 0, 0, 0);
     finish_attempt(r, rc != 0);
     return rc;
 }

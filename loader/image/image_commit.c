@@ -2,6 +2,8 @@
  * checksums, fsync, rename to gen-NNNNNN, the `latest` link, rotation of old generations and the
  * restart script. Until the rename, the previous generation is the one a restart finds. */
 #include "ckpt.h"
+#include "tree.h"
+#include "upper_alloc.h"
 #include "state.h"
 
 #include "crac_version.h"
@@ -243,7 +245,10 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     jraw(&j, ", \"hostid\": \"%08lx\", \"kernel\": ", (unsigned long)gethostid() & 0xffffffffUL);
     jstr(&j, u.release);
     jraw(&j, ", \"glibc\": \"%s\"},\n", gnu_get_libc_version());
-    jraw(&j, "  \"process\": {\"pid\": %d, \"program\": ", getpid());
+    /* vpid, vppid: the process and its parent as the program knows them (crac restart rebuilds
+     * a tree from them: crac_py/launch/tree.py). */
+    jraw(&j, "  \"process\": {\"pid\": %d, \"vpid\": %d, \"vppid\": %d, \"program\": ", getpid(),
+         (int)vid_from_real(crac_ctrl(), getpid()), (int)tree_program_ppid());
     jstr(&j, ckpt_cfg.program);
     jraw(&j, ", \"program_sha256\": \"%s\", \"argv\": [", prog_hash);
     for (int i = 0; i < ckpt_cfg.argc; i++) {
@@ -252,8 +257,13 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     }
     /* "coordinated": one process of a job (crac restart of its directory restarts them all);
      * otherwise a run of its own, one of possibly several lineages in one directory. */
-    jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s},\n", n_threads,
-         ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false");
+    jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"zombies\": [",
+         n_threads, ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false");
+    const struct tree_zombie *zs;
+    int n_zombies = tree_zombies(&zs);
+    for (int i = 0; i < n_zombies; i++)
+        jraw(&j, "%s{\"vpid\": %d, \"status\": %d}", i ? ", " : "", (int)zs[i].vpid, zs[i].wstatus);
+    jraw(&j, "]},\n");
     jraw(&j, "  \"backend\": {\"name\": ");
     jstr(&j, ckpt_cfg.backend_name);
     jraw(&j, ", \"version\": ");

@@ -75,8 +75,8 @@ int image_lineage_claim(int fresh)
     for (int n = 1; n < 100; n++) {
         int len = n == 1 ? snprintf(dir, sizeof(dir), "%s/ckpt_%.64s_%s-%d", ckpt_cfg.ckpt_dir,
                                     prog, host, getpid())
-                         : snprintf(dir, sizeof(dir), "%s/ckpt_%.64s_%s.%d-%d",
-                                    ckpt_cfg.ckpt_dir, prog, host, n, getpid());
+                         : snprintf(dir, sizeof(dir), "%s/ckpt_%.64s_%s.%d-%d", ckpt_cfg.ckpt_dir,
+                                    prog, host, n, getpid());
         if (len < 0 || (size_t)len >= sizeof(dir)) {
             errno = ENAMETOOLONG;
             return -1;

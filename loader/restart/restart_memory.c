@@ -223,11 +223,11 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
         flags = MAP_SHARED | MAP_ANONYMOUS;
         if (r->ino && !outside) {
             int id = sysv_segment(img, r, path);
-            void *at = id < 0 ? (void *)-1
-                              : shmat(id, (void *)r->start,
-                                      SHM_REMAP | ((r->prot & PROT_WRITE) || r->core_offset
-                                                       ? 0
-                                                       : SHM_RDONLY));
+            void *at = id < 0
+                           ? (void *)-1
+                           : shmat(id, (void *)r->start,
+                                   SHM_REMAP |
+                                       ((r->prot & PROT_WRITE) || r->core_offset ? 0 : SHM_RDONLY));
             if (at == (void *)r->start)
                 goto mapped;
         }

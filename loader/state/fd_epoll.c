@@ -20,8 +20,7 @@ static int epoll_recognise(int fd, const struct fd_entry *e, const struct stat *
  * N is the number the file was registered under; the registration lives as long as that file
  * does, so when N was closed (or now names another file: its inode differs) the registration
  * cannot be made again by number: a loss line, and it is left out. */
-static int epoll_save(struct fd_entry *e, const struct fd_entry *all, int n,
-                      const char *files_dir)
+static int epoll_save(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir)
 {
     (void)all, (void)n;
     char *info = fd_fdinfo(e->rec.fd);
@@ -36,8 +35,7 @@ static int epoll_save(struct fd_entry *e, const struct fd_entry *all, int n,
         return -1;
     }
     text[0] = '\0';
-    for (const char *line = fd_info_field(info, "tfd:"); line;
-         line = fd_info_field(line, "tfd:")) {
+    for (const char *line = fd_info_field(info, "tfd:"); line; line = fd_info_field(line, "tfd:")) {
         int tfd;
         unsigned events;
         unsigned long long data, ino;

@@ -122,8 +122,9 @@ static int inotify_save(struct fd_entry *e, const struct fd_entry *all, int n,
         int wd, type;
         unsigned sdev, mask, bytes;
         char hex[2 * MAX_HANDLE_SZ + 1], path[PATH_MAX];
-        if (sscanf(line, "wd:%x ino:%*x sdev:%x mask:%x ignored_mask:%*x fhandle-bytes:%x "
-                         "fhandle-type:%x f_handle:%256s",
+        if (sscanf(line,
+                   "wd:%x ino:%*x sdev:%x mask:%x ignored_mask:%*x fhandle-bytes:%x "
+                   "fhandle-type:%x f_handle:%256s",
                    &wd, &sdev, &mask, &bytes, &type, hex) != 6 ||
             !watch_path(sdev, hex, bytes, type, path, sizeof(path))) {
             state_loss("inotify fd %d: watch %d cannot be saved (its path cannot be found)",
@@ -161,8 +162,8 @@ static int inotify_save(struct fd_entry *e, const struct fd_entry *all, int n,
     free(w);
     int queued = 0;
     if (ioctl(e->rec.fd, FIONREAD, &queued) == 0 && queued > 0)
-        state_loss("inotify fd %d: %d bytes of events queued at the checkpoint are lost",
-                   e->rec.fd, queued);
+        state_loss("inotify fd %d: %d bytes of events queued at the checkpoint are lost", e->rec.fd,
+                   queued);
     rc = text ? fd_save_text(e, files_dir, "inotify", text) : -1;
     free(text);
     return rc;
@@ -226,8 +227,7 @@ static int inotify_reopen(const struct fd_restore *r, const struct fd_view *v)
         uint32_t flags = IN_ALL_EVENTS | IN_ONESHOT | IN_EXCL_UNLINK | IN_ONLYDIR;
         int got = next == wd ? inotify_add_watch(fd, path, (mask & flags) | IN_DONT_FOLLOW) : -1;
         if (got != wd)
-            fprintf(stderr,
-                    "crac: warning: inotify fd %d: watch %d on %s cannot be made again%s\n",
+            fprintf(stderr, "crac: warning: inotify fd %d: watch %d on %s cannot be made again%s\n",
                     v->rec.fd, wd, path, got < 0 ? " (the file is gone)" : "");
         if (got >= next)
             next = got + 1;

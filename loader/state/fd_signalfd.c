@@ -48,8 +48,7 @@ static int signalfd_reopen(const struct fd_restore *r, const struct fd_view *v)
     int ok = sscanf(text, "mask %" SCNx64, &mask) == 1;
     free(text);
     if (!ok) {
-        snprintf(r->err, r->errlen, "fd %d (signalfd): image corrupted: bad saved mask",
-                 v->rec.fd);
+        snprintf(r->err, r->errlen, "fd %d (signalfd): image corrupted: bad saved mask", v->rec.fd);
         return -1;
     }
     mask &= ~crac_ctrl()->reserved_sigs;

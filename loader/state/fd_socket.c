@@ -91,10 +91,14 @@ static uint64_t unix_peer_ino(uint64_t ino)
     struct {
         struct nlmsghdr h;
         struct unix_diag_req r;
-    } req = {.h = {.nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+    } req = {.h = {.nlmsg_len = sizeof(req),
+                   .nlmsg_type = SOCK_DIAG_BY_FAMILY,
                    .nlmsg_flags = NLM_F_REQUEST},
-             .r = {.sdiag_family = AF_UNIX, .udiag_states = ~0u, .udiag_ino = (uint32_t)ino,
-                   .udiag_show = UDIAG_SHOW_PEER, .udiag_cookie = {~0u, ~0u}}};
+             .r = {.sdiag_family = AF_UNIX,
+                   .udiag_states = ~0u,
+                   .udiag_ino = (uint32_t)ino,
+                   .udiag_show = UDIAG_SHOW_PEER,
+                   .udiag_cookie = {~0u, ~0u}}};
     uint64_t peer = 0;
     char buf[8192] __attribute__((aligned(8)));
     if (send(nl, &req, sizeof(req), 0) == (ssize_t)sizeof(req)) {
@@ -103,8 +107,7 @@ static uint64_t unix_peer_ino(uint64_t ino)
         if (n > 0 && NLMSG_OK(h, (size_t)n) && h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
             struct unix_diag_msg *m = NLMSG_DATA(h);
             int len = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-            for (struct rtattr *a = (struct rtattr *)(m + 1); RTA_OK(a, len);
-                 a = RTA_NEXT(a, len))
+            for (struct rtattr *a = (struct rtattr *)(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len))
                 if (a->rta_type == UNIX_DIAG_PEER)
                     peer = *(uint32_t *)RTA_DATA(a);
         }
@@ -227,8 +230,8 @@ static int save_named_dgrams(struct fd_entry *e, const struct sock *s, const str
     int rc = 0, lost = 0;
     for (;;) {
         if (len + 8 + 65536 > cap) {
-            char *more = len + 8 + 65536 <= QUEUE_MAX ? realloc(q, cap = cap ? 2 * cap : 131072)
-                                                      : NULL;
+            char *more =
+                len + 8 + 65536 <= QUEUE_MAX ? realloc(q, cap = cap ? 2 * cap : 131072) : NULL;
             if (!more) {
                 if (len + 8 + 65536 > QUEUE_MAX) {
                     state_loss("socket fd %d: datagrams past %u queued bytes are not saved",
@@ -242,8 +245,8 @@ static int save_named_dgrams(struct fd_entry *e, const struct sock *s, const str
         }
         struct sockaddr_storage from;
         socklen_t flen = sizeof(from);
-        ssize_t got = recvfrom(e->rec.fd, q + len + 8, 65536, MSG_DONTWAIT,
-                               (struct sockaddr *)&from, &flen);
+        ssize_t got =
+            recvfrom(e->rec.fd, q + len + 8, 65536, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
         if (got < 0)
             break;
         int32_t sender = -1;
@@ -300,8 +303,8 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
     s.partner = -1;
     /* A connected socket's peer name reads back (for an unnamed Unix peer: the family only).
      * UDP is not connected in the sense here: connect() again at restart is all it needs. */
-    int connected = s.plen > 0 && s.role != R_LISTEN &&
-                    !(s.domain != AF_UNIX && s.type == SOCK_DGRAM);
+    int connected =
+        s.plen > 0 && s.role != R_LISTEN && !(s.domain != AF_UNIX && s.type == SOCK_DGRAM);
     if (connected) {
         uint64_t peer = s.domain == AF_UNIX ? unix_peer_ino(e->rec.ino) : 0;
         s.role = R_OUTSIDE;
@@ -310,11 +313,11 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
                 continue;
             /* Unix: the kernel's peer inode, both ways (a datagram socket may be many's peer);
              * IP: the two names crossed. */
-            if (s.domain == AF_UNIX ? peer && all[k].rec.ino == peer &&
-                                          unix_peer_ino(all[k].rec.ino) == e->rec.ino
-                                    : sock_read(all[k].rec.fd, &o) == 0 && o.role != R_LISTEN &&
-                                          same_addr(&o.local, o.llen, &s.peer, s.plen) &&
-                                          same_addr(&o.peer, o.plen, &s.local, s.llen)) {
+            if (s.domain == AF_UNIX
+                    ? peer && all[k].rec.ino == peer && unix_peer_ino(all[k].rec.ino) == e->rec.ino
+                    : sock_read(all[k].rec.fd, &o) == 0 && o.role != R_LISTEN &&
+                          same_addr(&o.local, o.llen, &s.peer, s.plen) &&
+                          same_addr(&o.peer, o.plen, &s.local, s.llen)) {
                 s.role = R_PAIR;
                 s.partner = all[k].rec.fd;
             }
@@ -399,8 +402,7 @@ static int sock_load(const struct fd_restore *r, const struct fd_view *v, struct
              s->role <= R_OUTSIDE;
     free(text);
     if (!ok)
-        snprintf(r->err, r->errlen, "fd %d (socket): image corrupted: bad saved socket",
-                 v->rec.fd);
+        snprintf(r->err, r->errlen, "fd %d (socket): image corrupted: bad saved socket", v->rec.fd);
     return ok ? 0 : -1;
 }
 
@@ -591,8 +593,8 @@ static int find_listener(const struct fd_restore *r, int type, const struct sock
     while (fd_next(r->note, r->len, &off, &o) > 0) {
         struct sock l;
         int q;
-        if (o.rec.kind == CRAC_FD_SOCKET && sock_load(r, &o, &l, &q) == 0 &&
-            l.role == R_LISTEN && l.type == type && listens_on(&l, addr, alen))
+        if (o.rec.kind == CRAC_FD_SOCKET && sock_load(r, &o, &l, &q) == 0 && l.role == R_LISTEN &&
+            l.type == type && listens_on(&l, addr, alen))
             return o.rec.fd;
     }
     r->err[0] = '\0';
@@ -670,8 +672,7 @@ static int sock_finish(const struct fd_restore *r, const struct fd_view *v)
     /* Named datagram sockets' queues first: their senders are all back (made at reopen). */
     off = 0;
     while (fd_next(r->note, r->len, &off, &o) > 0)
-        if (o.rec.kind == CRAC_FD_SOCKET && sock_load(r, &o, &s, &q) == 0 && s.role == R_PLAIN &&
-            q)
+        if (o.rec.kind == CRAC_FD_SOCKET && sock_load(r, &o, &s, &q) == 0 && s.role == R_PLAIN && q)
             refill_named(r, o.rec.fd, &s);
     for (int round = R_PAIR; round <= R_OUTSIDE; round++) {
         off = 0;
@@ -704,10 +705,10 @@ static int sock_finish(const struct fd_restore *r, const struct fd_view *v)
                     /* The end on a listener's port is the accepted one. */
                     int l = find_listener(r, t.type, &t.local, t.llen);
                     int swap = l < 0 && find_listener(r, s.type, &s.local, s.llen) >= 0;
-                    int rc = swap ? tcp_connect_pair(&t, &s, find_listener(r, s.type, &s.local,
-                                                                           s.llen),
-                                                     &fb, &fa)
-                                  : tcp_connect_pair(&s, &t, l, &fa, &fb);
+                    int rc =
+                        swap ? tcp_connect_pair(&t, &s, find_listener(r, s.type, &s.local, s.llen),
+                                                &fb, &fa)
+                             : tcp_connect_pair(&s, &t, l, &fa, &fb);
                     if (rc != 0) {
                         /* Its addresses are taken: both ends fail as a dropped connection. */
                         fprintf(stderr,

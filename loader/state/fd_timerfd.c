@@ -56,12 +56,10 @@ static int timerfd_reopen(const struct fd_restore *r, const struct fd_view *v)
     long vns, ins;
     int ok = sscanf(text, "clock %d ticks %" SCNu64 " value %lld %ld interval %lld %ld", &clock,
                     &ticks, &vs, &vns, &is, &ins) == 6 &&
-             vs >= 0 && is >= 0 && vns >= 0 && vns < 1000000000L && ins >= 0 &&
-             ins < 1000000000L;
+             vs >= 0 && is >= 0 && vns >= 0 && vns < 1000000000L && ins >= 0 && ins < 1000000000L;
     free(text);
     if (!ok) {
-        snprintf(r->err, r->errlen, "fd %d (timerfd): image corrupted: bad saved timer",
-                 v->rec.fd);
+        snprintf(r->err, r->errlen, "fd %d (timerfd): image corrupted: bad saved timer", v->rec.fd);
         return -1;
     }
     int fd = timerfd_create(clock, TFD_CLOEXEC);

@@ -86,16 +86,14 @@ int main(int argc, char **argv)
         wd_start(&w);
         while (!(seen_ev && seen_sig && seen_tm && seen_et)) {
             if (wd_expired(&w, 60))
-                fail("step %ld: epoll saw ev=%d sig=%d timer=%d pipe=%d only", k, seen_ev,
-                     seen_sig, seen_tm, seen_et);
+                fail("step %ld: epoll saw ev=%d sig=%d timer=%d pipe=%d only", k, seen_ev, seen_sig,
+                     seen_tm, seen_et);
             n = epoll_wait(ep, got, 8, 1000);
             if (n < 0 && errno != EINTR)
                 fail("step %ld: epoll_wait: %s", k, strerror(errno));
             for (int i = 0; i < n; i++) {
                 switch (got[i].data.u64) {
-                case D_EVENT:
-                    seen_ev = 1;
-                    break;
+                case D_EVENT: seen_ev = 1; break;
                 case D_SIGNAL: {
                     struct signalfd_siginfo si;
                     if (read(sig, &si, sizeof si) != (ssize_t)sizeof si || si.ssi_signo != SIGUSR1)

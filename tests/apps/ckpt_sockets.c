@@ -150,8 +150,8 @@ static void run_unix(const char *dir, long steps)
     struct sockaddr_un path = {.sun_family = AF_UNIX}, abs = {.sun_family = AF_UNIX};
     snprintf(path.sun_path, sizeof path.sun_path, "%s/listen.sock", dir);
     snprintf(abs.sun_path + 1, sizeof abs.sun_path - 1, "ckpt_sockets-%d", (int)getpid());
-    socklen_t abs_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                                    strlen(abs.sun_path + 1));
+    socklen_t abs_len =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(abs.sun_path + 1));
     int lp = listen_on((struct sockaddr *)&path, sizeof path, SOCK_STREAM);
     int la = listen_on((struct sockaddr *)&abs, abs_len, SOCK_STREAM);
     /* A long-lived connection through the path listener, and one left waiting on the other. */
@@ -289,7 +289,8 @@ static void run_tcp(long steps)
 
 static int dial(int port, long k)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
                             .sin_port = htons((uint16_t)port)};
     return connect_to((struct sockaddr *)&a, sizeof a, SOCK_STREAM, k);
 }
@@ -300,8 +301,8 @@ static void run_outside(int port, long steps)
     unsigned long sum = 0;
     for (long k = 1; k <= steps; k++) {
         char b[64], want[64], got[64];
-        int len = snprintf(b, sizeof b, "ping %ld\n", k), wl = snprintf(want, sizeof want,
-                                                                        "pong %ld\n", k);
+        int len = snprintf(b, sizeof b, "ping %ld\n", k),
+            wl = snprintf(want, sizeof want, "pong %ld\n", k);
         for (int attempt = 0;; attempt++) {
             ssize_t n = send(c, b, (size_t)len, MSG_NOSIGNAL), r = 0;
             int err = n == len ? 0 : errno;

@@ -15,7 +15,7 @@
     do {                                                                                           \
         cudaError_t ck_ = (call);                                                                  \
         if (ck_ != cudaSuccess)                                                                    \
-            fail("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorName(ck_));              \
+            fail("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorName(ck_));               \
     } while (0)
 
 /* A call that must fail with exactly `want` (its error is then cleared). */

@@ -47,9 +47,8 @@ cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct 
 
 /* Copies `rows` rows of `width` bytes, each queued on stream as one copy (a capturing stream
  * records each as a node); sync: cudaMemcpy's semantics, done when it returns. */
-static cudaError_t copy_rows(char *dst, size_t dpitch, const char *src, size_t spitch,
-                             size_t width, size_t rows, enum cudaMemcpyKind kind,
-                             cudaStream_t stream, int sync)
+static cudaError_t copy_rows(char *dst, size_t dpitch, const char *src, size_t spitch, size_t width,
+                             size_t rows, enum cudaMemcpyKind kind, cudaStream_t stream, int sync)
 {
     if (!width || !rows)
         return cudaSuccess;
@@ -59,8 +58,8 @@ static cudaError_t copy_rows(char *dst, size_t dpitch, const char *src, size_t s
         return sync ? cudaMemcpy(dst, src, width * rows, kind)
                     : cudaMemcpyAsync(dst, src, width * rows, kind, stream);
     for (size_t r = 0; r < rows; r++) {
-        cudaError_t e = cudaMemcpyAsync(dst + r * dpitch, src + r * spitch, width, kind,
-                                        sync ? NULL : stream);
+        cudaError_t e =
+            cudaMemcpyAsync(dst + r * dpitch, src + r * spitch, width, kind, sync ? NULL : stream);
         if (e != cudaSuccess)
             return e;
     }
@@ -96,10 +95,10 @@ static cudaError_t copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t strea
     for (size_t z = 0; z < x->depth; z++) {
         const char *src = (const char *)s->ptr + (p->srcPos.z + z) * s_slice +
                           p->srcPos.y * s->pitch + p->srcPos.x;
-        char *dst = (char *)d->ptr + (p->dstPos.z + z) * d_slice + p->dstPos.y * d->pitch +
-                    p->dstPos.x;
-        cudaError_t e = copy_rows(dst, d->pitch, src, s->pitch, x->width, x->height, p->kind,
-                                  stream, 0);
+        char *dst =
+            (char *)d->ptr + (p->dstPos.z + z) * d_slice + p->dstPos.y * d->pitch + p->dstPos.x;
+        cudaError_t e =
+            copy_rows(dst, d->pitch, src, s->pitch, x->width, x->height, p->kind, stream, 0);
         if (e != cudaSuccess)
             return e;
     }
@@ -153,8 +152,8 @@ static cudaError_t set_3d(struct cudaPitchedPtr p, int value, struct cudaExtent 
         return cudaSuccess;
     size_t slice = p.pitch * (p.ysize ? p.ysize : x.height);
     for (size_t z = 0; z < x.depth; z++) {
-        cudaError_t e = set_rows((char *)p.ptr + z * slice, p.pitch, value, x.width, x.height,
-                                 stream, 0);
+        cudaError_t e =
+            set_rows((char *)p.ptr + z * slice, p.pitch, value, x.width, x.height, stream, 0);
         if (e != cudaSuccess)
             return e;
     }
@@ -182,8 +181,8 @@ cudaError_t CUDARTAPI cudaMemcpyPeer(void *dst, int dstDevice, const void *src, 
     return cudaMemcpy(dst, src, count, cudaMemcpyDeviceToDevice);
 }
 
-cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src,
-                                          int srcDevice, size_t count, cudaStream_t stream)
+cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+                                          size_t count, cudaStream_t stream)
 {
     if (dstDevice != 0 || srcDevice != 0)
         return rt_fail(cudaErrorInvalidDevice);
@@ -252,8 +251,8 @@ cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *config, cons
             config->gridDim.z % z)
             return rt_fail(cudaErrorInvalidClusterSize);
     }
-    return cudaLaunchKernel(func, config->gridDim, config->blockDim, args,
-                            config->dynamicSmemBytes, config->stream);
+    return cudaLaunchKernel(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                            config->stream);
 }
 
 cudaError_t CUDARTAPI cudaMemRangeGetAttributes(void **data, size_t *dataSizes,
@@ -279,8 +278,8 @@ static cudaError_t copy_3d_peer(const struct cudaMemcpy3DPeerParms *p, cudaStrea
         return rt_fail(cudaErrorInvalidValue);
     if (p->srcDevice != 0 || p->dstDevice != 0)
         return rt_fail(cudaErrorInvalidDevice);
-    struct cudaMemcpy3DParms q = {p->srcArray, p->srcPos, p->srcPtr, p->dstArray, p->dstPos,
-                                  p->dstPtr,   p->extent, cudaMemcpyDeviceToDevice};
+    struct cudaMemcpy3DParms q = {p->srcArray, p->srcPos, p->srcPtr, p->dstArray,
+                                  p->dstPos,   p->dstPtr, p->extent, cudaMemcpyDeviceToDevice};
     return copy_3d(&q, stream, sync);
 }
 

@@ -59,7 +59,13 @@ uint64_t shim_cross(struct shim_entry_cache *cache, const char *name, uint64_t a
 cudaError_t shim_fail(cudaError_t e);
 
 /* ---- virtual handles (vhandle.c) ---- */
-enum { SHIM_VH_STREAM = 1, SHIM_VH_EVENT = 2, SHIM_VH_MODULE = 3, SHIM_VH_GRAPH = 4, SHIM_VH_GEXEC = 5 };
+enum {
+    SHIM_VH_STREAM = 1,
+    SHIM_VH_EVENT = 2,
+    SHIM_VH_MODULE = 3,
+    SHIM_VH_GRAPH = 4,
+    SHIM_VH_GEXEC = 5
+};
 /* A value no backend accepts as a handle: what an unknown virtual handle translates to, so the
  * backend answers cudaErrorInvalidResourceHandle (and records it) itself. */
 #define SHIM_BAD_HANDLE 0xbadbadbadbad0000ULL
