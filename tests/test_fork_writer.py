@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,10 +42,25 @@ from ckpt_harness import (
     wait_exit,
     wait_for_step,
 )
+from conftest import APPS_DIR, CFLAGS
 from coord_harness import command_bg, finish
 from job_harness import Job
 
-COWRITE_ARGS = ["1500", "64", "2"]  # steps, MiB rewritten per step, ms asleep per step
+COWRITE_ARGS = ["1500", "64", "2"]
+
+
+@pytest.fixture(scope="module")
+def apps(tmp_path_factory) -> dict[str, Path]:
+    """The three programs these tests run, built alone (not every program of tests/apps/)."""
+    out = tmp_path_factory.mktemp("fork_writer_apps")
+    built = {}
+    for name in ("ckpt_cowrite", "deny_cow_fork", "coord_counter"):
+        exe = out / name
+        cmd = ["gcc", *CFLAGS, "-o", str(exe), str(APPS_DIR / f"{name}.c")]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, f"cannot build {name}: {res.stderr}"
+        built[name] = exe
+    return built  # steps, MiB rewritten per step, ms asleep per step
 
 
 @pytest.fixture(autouse=True)
