@@ -561,7 +561,7 @@ def test_verify_job_images(counter, tmp_path):
             env=base_env(),
         )
         assert wait_exit(bad, WAIT_TIMEOUT) == 2, bad.report()
-        assert "upper.core" in bad.stderr_text() and "SHA-256" in bad.stderr_text()
+        assert "upper.core" in bad.stderr_text() and "checksum" in bad.stderr_text()
         finish_launched(job)
     finally:
         job.stop()

@@ -29,6 +29,7 @@ from crac_py.cli.options import (
     KeepOpt,
     NewCoordOpt,
     NoCoordOpt,
+    NoForkWriterOpt,
     SimVersionOpt,
     VerboseOpt,
 )
@@ -182,6 +183,7 @@ def launch(
     keep: KeepOpt = 2,
     exit_after: ExitAfterOpt = False,
     verbose: VerboseOpt = False,
+    no_fork_writer: NoForkWriterOpt = False,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -205,6 +207,7 @@ def launch(
         runtime = str(devices.find_cuda_runtime(cuda_runtime)) if dev == "cuda" else None
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
         ckpt.verbose = verbose
+        ckpt.no_fork_writer = no_fork_writer
         loader = str(paths.loader())
         coord_token = coord_client.token_option(coord_token, coord_token_file)
         choice = _coord_choice(
@@ -262,6 +265,7 @@ def restart(
     keep: KeepOpt = 2,
     exit_after: ExitAfterOpt = False,
     verbose: VerboseOpt = False,
+    no_fork_writer: NoForkWriterOpt = False,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -303,6 +307,7 @@ def restart(
             passthrough += ["--allow-changed-files"] if allow_changed_files else []
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
             passthrough += ["--verbose"] if verbose else []
+            passthrough += ["--no-fork-writer"] if no_fork_writer else []
             status = job.restart_job(Path(path), procs, choice, passthrough)
             raise typer.Exit(status)
     except (config.ConfigError, CoordError, image.ImageError) as exc:
@@ -337,6 +342,7 @@ def restart(
             keep=keep,
             exit_after=exit_after,
             verbose=verbose,
+            no_fork_writer=no_fork_writer,
         )
         core_size, header_crc = gen.core_check
         coord_args = job.connect(choice, ckpt.interval, interval is not None)

@@ -30,6 +30,14 @@ VerboseOpt = Annotated[
         "--verbose", "-v", help="One line per checkpoint (generation, size, pause, time)."
     ),
 ]
+NoForkWriterOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-fork-writer",
+        help="Write each image with the program paused, not by a forked copy-on-write writer "
+        "(env CRAC_NO_FORK_WRITER=1).",
+    ),
+]
 SimVersionOpt = Annotated[
     int | None,
     typer.Option("--sim-version", min=1, max=2, help="Version of the sim device to load."),

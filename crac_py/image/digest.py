@@ -1,6 +1,6 @@
-"""The checksums MANIFEST.json records (docs/IMAGE.md, "Checksums"): plain SHA-256 of a file, and
-the page digest of upper.core and device.img, which skips their holes instead of hashing them as
-zeros."""
+"""The checksums MANIFEST.json records (docs/IMAGE.md, "Checksums"): plain SHA-256 of a file, the
+page digest of device.img, which skips its holes instead of hashing them as zeros, and upper.core's
+CRC-32C checks."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import errno
 import hashlib
 import os
 import struct
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,10 +93,36 @@ def sha256_pages(path: Path, advance: Advance = _ignore) -> str:
     return hashlib.sha256(digests).hexdigest()
 
 
-def matches(path: Path, meta: dict[str, Any], advance: Advance = _ignore) -> bool:
-    """Whether the file has the digest its MANIFEST.json entry records."""
+def core_crcs_match(path: Path, size: int, header_crc: int) -> bool:
+    """Whether upper.core passes the checks a restart makes of it: the CRC-32C of its headers and
+    of each region's saved pages (`crac-loader --check-core`, loader/image/image_check.c: native,
+    as the CRC-32C instruction is)."""
+    from crac_py import paths
+
+    cp = subprocess.run(
+        [str(paths.loader()), "--check-core", str(path), str(header_crc), str(size)],
+        capture_output=True,
+        text=True,
+    )
+    return cp.returncode == 0
+
+
+def matches(
+    path: Path, meta: dict[str, Any], advance: Advance = _ignore, manifest: Any = None
+) -> bool:
+    """Whether the file has the digest its MANIFEST.json entry records (MANIFEST: the whole
+    manifest, for upper.core's CRC-32C checks)."""
     if not isinstance(meta, dict):
         return False
+    if meta.get("crc32c_regions") is True:
+        try:
+            core = manifest["upper_core"]
+            size, header_crc = int(core["size"]), int(core["header_crc32c"])
+        except (KeyError, TypeError, ValueError):
+            return False
+        ok = core_crcs_match(path, size, header_crc)
+        advance(size)
+        return ok
     if "sha256_pages" in meta:
         return sha256_pages(path, advance) == meta["sha256_pages"]
     return sha256_file(path, advance) == meta.get("sha256")

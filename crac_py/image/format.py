@@ -122,7 +122,7 @@ class Note:
     optional: bool = False
 
 
-CRAC_IMAGE_FORMAT = 1
+CRAC_IMAGE_FORMAT = 2  # 2: upper.core checked by its CRC-32C only (crc32c_regions)
 NOTE_NAME = "CRAC"
 DEV_MAGIC = b"CRACDEV1"
 DEV_VERSION = 1
@@ -374,7 +374,7 @@ RECORD = {r.name: r for r in RECORDS}
 # The test harness checks every key of every manifest the tests make against this list.
 MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("format", "string", '`"crac-image"`'),
-    ("format_version", "integer", "CRAC_IMAGE_FORMAT (1)"),
+    ("format_version", "integer", "CRAC_IMAGE_FORMAT (2)"),
     ("crac_version", "string", "the crac that wrote the image"),
     ("generation", "integer", "N of gen-N (also in the PROCESS note)"),
     ("created", "string", "UTC time, `YYYY-MM-DDTHH:MM:SSZ`"),
@@ -424,7 +424,9 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("files.<path>", "object", "one file"),
     ("files.<path>.size", "integer", "bytes"),
     ("files.<path>.sha256", "string", "SHA-256 of its bytes (all files but the two below)"),
-    ("files.<path>.sha256_pages", "string", "upper.core and device.img: their page digest"),
+    ("files.<path>.sha256_pages", "string", "device.img: its page digest"),
+    ("files.<path>.crc32c_regions", "boolean", "upper.core: `true`, checked by "
+     "upper_core.header_crc32c and the REGIONS note's CRC-32C of each region"),
     ("manifest_sha256", "string", "SHA-256 of this file with this value written as 64 zeros"),
 )  # fmt: skip
 

@@ -21,7 +21,7 @@ from typing import Any
 from crac_py.image import digest
 
 FORMAT = "crac-image"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # crac_py/image/format.py CRAC_IMAGE_FORMAT
 MANIFEST = "MANIFEST.json"
 CORE = "upper.core"
 _DIGEST_RE = re.compile(rb'"manifest_sha256": "([0-9a-f]{64})"')
@@ -319,10 +319,15 @@ def schema_problem(manifest: dict[str, Any]) -> str | None:
             return f"field files names {rel!r}, not a path inside the generation"
         keys = ("sha256", "sha256_pages")
         digests = [meta.get(k) for k in keys] if isinstance(meta, dict) else []
+        # upper.core (format 2): checked by its CRC-32C, no digest (docs/IMAGE.md "Checksums").
+        crc_checked = rel == CORE and isinstance(meta, dict) and meta.get("crc32c_regions") is True
         if (
             not isinstance(meta, dict)
             or _bad_value(meta.get("size"), int, _U63)
-            or not any(isinstance(d, str) and re.fullmatch("[0-9a-f]{64}", d) for d in digests)
+            or not (
+                crc_checked
+                or any(isinstance(d, str) and re.fullmatch("[0-9a-f]{64}", d) for d in digests)
+            )
         ):
             return f"field files.{rel} is not {{size, sha256}}"
     return None
@@ -342,8 +347,10 @@ def verify_files(gen: Path, manifest: dict[str, Any], full: bool) -> None:
             raise ImageError(
                 f"image corrupted: {fpath} is {size} bytes, the manifest says {meta.get('size')}"
             )
-        if (full or rel not in _LOADER_CHECKED) and not digest.matches(fpath, meta):
-            raise ImageError(f"image corrupted: {fpath} fails its SHA-256 checksum")
+        if (full or rel not in _LOADER_CHECKED) and not digest.matches(
+            fpath, meta, manifest=manifest
+        ):
+            raise ImageError(f"image corrupted: {fpath} fails its checksum")
 
 
 def check_program(manifest: dict[str, Any], force: bool) -> None:

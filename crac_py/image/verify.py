@@ -1,7 +1,7 @@
 """`crac verify`: everything about an image that can be checked without restarting it.
 
 MANIFEST.json's own SHA-256 and format version, the fields a restart reads, every file's size and
-SHA-256 (upper.core included, which `crac restart` leaves to the loader's CRC checks), and the
+SHA-256 (upper.core: the CRC-32C checks `crac restart` makes, run by the loader), and the
 program binary (still there, same SHA-256). A different build of the loader is a warning: the
 image is intact, but only that build (or `crac restart --force`) restarts it.
 """
@@ -82,8 +82,9 @@ def _files(gen: Path, manifest: dict[str, Any], advance: Callable[[int], None]) 
         if size != want:
             checks.append(Check(rel, FAIL, f"{size} bytes, the manifest says {want}"))
             continue
-        if not digest.matches(path, meta, advance):
-            checks.append(Check(rel, FAIL, "fails its SHA-256 checksum"))
+        if not digest.matches(path, meta, advance, manifest):
+            kind = "CRC-32C" if meta.get("crc32c_regions") is True else "SHA-256"
+            checks.append(Check(rel, FAIL, f"fails its {kind} checksum"))
             continue
         checks.append(Check(rel, OK, f"{size} bytes, checksum matches"))
     return checks

@@ -20,6 +20,7 @@ class CheckpointOptions:
     keep: int = 2
     exit_after: bool = False
     verbose: bool = False
+    no_fork_writer: bool = False
 
     def loader_args(self) -> list[str]:
         args = [] if self.ckpt_dir is None else ["--ckpt-dir", self.ckpt_dir]
@@ -33,6 +34,8 @@ class CheckpointOptions:
             args.append("--exit-after-checkpoint")
         if self.verbose:
             args.append("--verbose")
+        if self.no_fork_writer:
+            args.append("--no-fork-writer")
         return args
 
 

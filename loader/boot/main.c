@@ -7,6 +7,7 @@
 #include "crac_layout.h"
 #include "elf_load.h"
 #include "image_device.h"
+#include "image_check.h"
 #include "launch.h"
 #include "manager.h"
 #include "probe.h"
@@ -51,7 +52,7 @@ static void usage(void)
             "usage: crac-loader [--device sim|cuda|none] [--sim-version N] [--cuda-runtime PATH]\n"
             "                   [--argv0 NAME]\n"
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
-            "                   [--exit-after-checkpoint] [--crac-cmd CMD]\n"
+            "                   [--exit-after-checkpoint] [--no-fork-writer] [--crac-cmd CMD]\n"
             "                   [--child-pid VPID:PID ...] [--parent-pid VPID]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
             "                   -- PROGRAM [ARGS...]\n"
@@ -59,6 +60,7 @@ static void usage(void)
             "                   [--allow-changed-files]\n"
             "                   [options above] -- PROGRAM [ARGS...]\n"
             "       crac-loader --check-image GEN_DIR CORE_SIZE HEADER_CRC\n"
+            "       crac-loader --check-core PATH HEADER_CRC CORE_SIZE\n"
             "       crac-loader --probe\n");
     exit(EXIT_REFUSED);
 }
@@ -105,6 +107,10 @@ static struct options parse_args(int argc, char **argv)
         }
         if (strcmp(a, "--verbose") == 0) {
             o.verbose = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-fork-writer") == 0) {
+            o.no_fork_writer = 1;
             continue;
         }
         if (strcmp(a, "--no-truncate") == 0) {
@@ -217,6 +223,9 @@ static void fill_ckpt_config(const struct options *o, const struct crac_backend_
     c->interval = o->interval;
     c->exit_after = o->exit_after;
     c->verbose = o->verbose;
+    /* CRAC_NO_FORK_WRITER=1 too: a job's processes are launched by scripts crac does not own. */
+    c->no_fork_writer = o->no_fork_writer || (getenv("CRAC_NO_FORK_WRITER") &&
+                                              strcmp(getenv("CRAC_NO_FORK_WRITER"), "0") != 0);
     c->ckpt_signal = o->ckpt_signal;
     c->argc = o->program_argc;
     c->argv = o->program_argv;
@@ -300,6 +309,8 @@ int main(int argc, char **argv)
         return probe_main();
     if (argc >= 2 && strcmp(argv[1], "--check-image") == 0)
         return restart_check_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "--check-core") == 0)
+        return image_check_main(argc, argv);
     options_from_fd(&argc, &argv);
     /* `crac launch`/`crac restart` exec us with the checkpoint signal blocked (the `crac` command
      * blocks it at its entry point, front/crac_front.c); block it here too for a loader started

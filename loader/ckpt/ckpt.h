@@ -23,6 +23,7 @@ struct ckpt_config {
     int interval;   /* seconds, 0 = none */
     int exit_after; /* exit after the next checkpoint is written */
     int verbose;    /* --verbose: one line per checkpoint on stderr */
+    int no_fork_writer; /* --no-fork-writer: write with the program paused (ckpt_writer.c) */
     int ckpt_signal;
     int argc;
     char **argv;  /* the program's argv, for the manifest */
@@ -108,5 +109,22 @@ int core_write(const char *path, const struct parked_thread *threads, int n_thre
 int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc, uint64_t core_size,
                       int n_threads, struct image_digests digests);
 typedef int32_t (*tid_map_fn)(int32_t old_tid);
+
+/* The forked writer (ckpt_writer.c): upper.core written and flushed by a copy-on-write child
+ * while the program runs on. */
+struct ckpt_write_job {
+    const char *core; /* path of upper.core */
+    const struct parked_thread *threads;
+    int n_threads, generation;
+    const struct state_note *notes;
+};
+/* The pid core_write records as the process's (0: getpid()); the forked writer sets it. */
+extern pid_t core_owner_pid;
+/* 0 and the child's pid, or -errno (the clone was refused: write in-process instead). */
+int ckpt_writer_start(const struct ckpt_write_job *job, pid_t *pid);
+/* Waits for the child; 0 with its results once upper.core is written and on disk, else -1. */
+int ckpt_writer_wait(pid_t pid, uint32_t *header_crc, uint64_t *core_size);
+/* Kills and reaps it (the checkpoint was called off). */
+void ckpt_writer_cancel(pid_t pid);
 
 #endif

@@ -105,7 +105,8 @@ static void report_verbose(int generation, const double *t, const char *final)
 }
 
 /* CRAC_TIMING=1: one line per checkpoint with the time each phase took (docs/PERFORMANCE.md). */
-static void report_timing(int generation, const double *t, int n_threads, uint64_t core_size)
+static void report_timing(int generation, const double *t, int n_threads, uint64_t core_size,
+                          double fork_ms, int forked)
 {
     static int enabled = -1;
     if (enabled < 0)
@@ -113,9 +114,9 @@ static void report_timing(int generation, const double *t, int n_threads, uint64
     if (enabled)
         fprintf(stderr,
                 "crac: timing: generation %d: suspend %.2f ms, write %.2f ms, pause %.2f ms, "
-                "publish %.2f ms, threads %d, core %llu bytes\n",
+                "publish %.2f ms, threads %d, core %llu bytes, fork %.2f ms, writer %s\n",
                 generation, t[1] - t[0], t[2] - t[1], t[3] - t[0], t[4] - t[3], n_threads,
-                (unsigned long long)core_size);
+                (unsigned long long)core_size, fork_ms, forked ? "forked" : "paused");
 }
 
 static void finish_attempt(struct crac_registry *r, int failed)
@@ -219,17 +220,38 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     uint64_t core_size = 0;
     struct image_digests digests = {NULL, NULL};
     r->generation = generation;
-    /* Every kind of state beside memory (loader/state/kinds.c), then memory and threads into
-     * upper.core with their notes, then the device. */
+    /* Every kind of state beside memory (loader/state/kinds.c), then the device (its memory
+     * copied to the host: device.img), then memory and threads into upper.core with their
+     * notes: by a forked copy-on-write child while the program runs on, unless the program
+     * exits after this checkpoint anyway or the fork is off or refused (ckpt_writer.c). */
     const struct state_capture cap = {threads, n, files};
     int rc = state_capture_all(&cap, notes) != 0 ||
-                     core_write(core, threads, n, generation, notes, &header_crc, &core_size,
-                                &digests.core) != 0 ||
                      device_image_write(tmp, r, derr, sizeof(derr), &digests.device) != 0
                  ? -1
                  : 0;
     if (derr[0])
         fprintf(stderr, "crac: error: %s\n", derr);
+    pid_t writer = -1;
+    double tc = now_ms(); /* the fork: copying the page tables is most of the pause */
+    /* Not under a coordinator (b): the job's processes publish each on its own once written,
+     * so a process killed while the others' writers run would leave the job's generations
+     * mixed; forking there needs a job-wide barrier after every writer is durable. */
+    if (rc == 0 && !exit_after && !b && !ckpt_cfg.no_fork_writer) {
+        const struct ckpt_write_job job = {core, threads, n, generation, notes};
+        static int warned; /* one line per process: it would be refused each time */
+        int err = ckpt_writer_start(&job, &writer);
+        if (err != 0 && !warned++) {
+            fprintf(stderr,
+                    "crac: warning: cannot fork the checkpoint writer (%s): writing with the "
+                    "program paused; --no-fork-writer says so once and for all\n",
+                    strerror(-err));
+        }
+        if (err != 0)
+            writer = -1;
+    }
+    double fork_ms = now_ms() - tc;
+    if (rc == 0 && writer < 0)
+        rc = core_write(core, threads, n, generation, notes, &header_crc, &core_size, NULL);
     state_notes_free(notes);
     if (rc != 0) {
         image_digests_cancel(&digests);
@@ -242,8 +264,11 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     if (!exit_after)
         upper_hook_run(r, CRAC_EV_PRE_RESUME, hook_fs);
     hook_fs = 0;
-    /* Barrier: every process has written its image before any resumes. */
+    /* Barrier: every process has its image captured (written, or being written by its forked
+     * writer) before any resumes. A job's checkpoint is done at `published`: on disk. */
     if (b && b->written(b->ctx, generation) != 0) {
+        if (writer > 0)
+            ckpt_writer_cancel(writer);
         image_digests_cancel(&digests);
         abandon(r, tmp, generation, 1, "the coordinator called it off");
         return -1;
@@ -252,16 +277,29 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     if (exit_after) {
         /* Checkpoint-then-exit: publish while everything is still parked, then leave. */
         rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
+        t[3] = t[2];
+        t[4] = now_ms();
+        report_timing(generation, t, n, core_size, 0, 0);
         if (b)
             b->published(b->ctx, rc == 0 ? generation : -1, final);
         raw_syscall1(SYS_exit_group, rc == 0 ? 0 : 2);
     }
+    /* Publishing (and the forked writer) goes on after the release: a program that exits now
+     * waits for it (confine_trap.c). */
     __atomic_store_n(&ckpt_publishing, 1, __ATOMIC_SEQ_CST);
     ckpt_release_all();
     t[3] = now_ms();
-    rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
+    if (writer > 0 && ckpt_writer_wait(writer, &header_crc, &core_size) != 0) {
+        image_digests_cancel(&digests);
+        fprintf(stderr, "crac: error: checkpoint %d abandoned: cannot write %s; the previous one "
+                        "stays valid\n",
+                generation, core);
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
     t[4] = now_ms();
-    report_timing(generation, t, n, core_size);
+    report_timing(generation, t, n, core_size, fork_ms, writer > 0);
     if (rc != 0) {
         r->generation = generation - 1;
         remove_tree(tmp);

@@ -74,6 +74,11 @@ static int put_note(struct buf *b, const char *name, uint32_t type, const void *
            pad(b, 4);
 }
 
+/* The checkpointed process's pid: not getpid() in the forked writer, a process of its own. */
+pid_t core_owner_pid;
+
+static pid_t core_pid(void) { return core_owner_pid ? core_owner_pid : getpid(); }
+
 static int is_outside_w(uint64_t start) { return start < CRAC_W_START || start >= CRAC_W_END; }
 
 static int wanted(uint64_t start, uint64_t end)
@@ -287,8 +292,13 @@ static void mark_aliases(struct region *rs, int n)
     }
 }
 
+/* Written-back in steps of this many bytes (sync_file_range): the disk works while the writer
+ * goes on, and the final fsync finds little left to write. */
+#define WRITEBACK_STEP (32UL << 20)
+
 struct writer {
     int core, mem, pagemap;
+    uint64_t kicked; /* file offsets below this were handed to write-back */
     unsigned char *bounce;      /* for regions we cannot read directly (PROT_NONE, write-only) */
     struct page_digest *digest; /* hashes behind us */
 };
@@ -430,7 +440,13 @@ static int write_region(struct writer *w, struct region *r)
                 run_len = 0;
             }
         }
-        page_digest_progress(w->digest, r->rec.core_offset + (a - r->rec.start) + n * PAGE);
+        uint64_t below = r->rec.core_offset + (a - r->rec.start) + n * PAGE;
+        page_digest_progress(w->digest, below);
+        if (below >= w->kicked + WRITEBACK_STEP) {
+            sync_file_range(w->core, (off_t)w->kicked, (off_t)(below - w->kicked),
+                            SYNC_FILE_RANGE_WRITE);
+            w->kicked = below;
+        }
     }
     r->rec.crc32c = crc;
     return 0;
@@ -496,7 +512,7 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
     mode_t mask = umask(0);
     umask(mask);
     struct crac_process_rec pr = {CRAC_IMAGE_FORMAT,
-                                  (uint32_t)vid_from_real(crac_ctrl(), getpid()),
+                                  (uint32_t)vid_from_real(crac_ctrl(), core_pid()),
                                   (uint64_t)ckpt_registry,
                                   CRAC_W_START,
                                   CRAC_W_END,
@@ -532,7 +548,7 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
 
     struct crac_thread_note *tn = calloc((size_t)nt + 1, sizeof(*tn));
     for (int i = 0; i < nt; i++)
-        tn[i] = (struct crac_thread_note){ts[i].rec->tid, ts[i].tid, ts[i].tid == getpid(), 0,
+        tn[i] = (struct crac_thread_note){ts[i].rec->tid, ts[i].tid, ts[i].tid == core_pid(), 0,
                                           (uint64_t)ts[i].rec};
     rc = put_note(b, CRAC_NOTE_NAME, CRAC_NT_THREADS, tn, (size_t)nt * sizeof(*tn));
     free(tn);
@@ -551,7 +567,7 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
                struct page_digest **digest)
 {
     static struct region rs[MAX_REGIONS];
-    struct writer w = {-1, -1, -1, NULL, NULL};
+    struct writer w = {-1, -1, -1, 0, NULL, NULL};
     int rc = -1, nr = 0;
     struct buf notes = {0};
     w.pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
@@ -580,7 +596,9 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     w.core = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (w.core < 0)
         goto out;
-    w.digest = page_digest_start(path, base, offset > base ? offset : base);
+    /* digest NULL: the forked writer (ckpt_writer.c), which starts no thread of its own. */
+    if (digest)
+        w.digest = page_digest_start(path, base, offset > base ? offset : base);
     for (int i = 0; i < nr; i++)
         if (rs[i].rec.core_offset && write_region(&w, &rs[i]) != 0)
             goto out;
@@ -642,12 +660,13 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
 out:
     if (rc != 0)
         fprintf(stderr, "crac: error: cannot write %s: %s\n", path, strerror(errno));
-    if (rc == 0) {
+    if (rc == 0 && digest) {
         page_digest_written(w.digest, 1);
         *digest = w.digest;
     } else {
         page_digest_cancel(w.digest);
-        *digest = NULL;
+        if (digest)
+            *digest = NULL;
     }
     for (int i = 0; i < nr; i++)
         free(rs[i].bitmap);

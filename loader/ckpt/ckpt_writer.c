@@ -1,0 +1,124 @@
+/* ckpt_writer.c — the forked checkpoint writer: a copy-on-write child of the manager that writes
+ * upper.core and flushes it to disk while the program runs on (docs/ARCHITECTURE.md "Checkpoint"). */
+
+/* Why a raw clone and not fork(): fork() would run the program's atfork handlers (the upper
+ * libc's are not ours to call, the lower libc's take locks the child never needs) and send
+ * SIGCHLD. The child is made with exit signal 0, so a program's wait(-1)/waitpid(-1) (without
+ * __WALL/__WCLONE) never sees it and no SIGCHLD reaches the program. A program that waits with
+ * __WALL may reap it: the result travels in a shared page, not in the exit status. The child
+ * holds the whole address space copy-on-write: what the program writes after the release is a
+ * private copy of the page, the child still sees the checkpoint's bytes. */
+#include "ckpt.h"
+
+#include "crac_rawsys.h"
+#include "state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* What the child hands back; a page shared with it (MAP_SHARED survives the clone). */
+struct writer_shared {
+    volatile int32_t done; /* 1: rc and the rest are set */
+    int32_t rc;
+    uint32_t header_crc;
+    uint32_t pad;
+    uint64_t core_size;
+};
+
+static struct writer_shared *shared;
+
+static int fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+__attribute__((noreturn)) static void child_main(const struct ckpt_write_job *job, pid_t parent)
+{
+    /* No signal of the program's (a Ctrl-C to the process group, a timer) may run an upper
+     * handler in this copy; SIGKILL still ends it. The parent's death ends it too: a generation
+     * nobody will publish is not worth finishing. */
+    uint64_t all = ~0UL;
+    raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &all, 0, 8);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        raw_syscall1(SYS_exit_group, 3);
+    core_owner_pid = parent;
+    uint32_t crc = 0;
+    uint64_t size = 0;
+    int rc = core_write(job->core, job->threads, job->n_threads, job->generation, job->notes, &crc,
+                        &size, NULL);
+    /* Durable before the manager publishes: the fsync of publish then finds nothing to do. */
+    if (rc == 0 && fsync_path(job->core) != 0) {
+        fprintf(stderr, "crac: error: cannot flush %s: %s\n", job->core, strerror(errno));
+        rc = -1;
+    }
+    shared->rc = rc;
+    shared->header_crc = crc;
+    shared->core_size = size;
+    __atomic_store_n(&shared->done, 1, __ATOMIC_RELEASE);
+    raw_syscall1(SYS_exit_group, rc == 0 ? 0 : 2);
+    __builtin_unreachable();
+}
+
+int ckpt_writer_start(const struct ckpt_write_job *job, pid_t *pid)
+{
+    if (!shared) {
+        void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return -errno;
+        shared = p;
+    }
+    memset(shared, 0, sizeof(*shared));
+    pid_t parent = getpid();
+    fflush(NULL); /* nothing buffered is written twice */
+    /* Flags 0: a new process (no CLONE_VM: copy-on-write), exit signal 0, same stack (a copy). */
+    long r = raw_syscall6(SYS_clone, 0, 0, 0, 0, 0, 0);
+    if (r == 0)
+        child_main(job, parent);
+    if (raw_is_err(r))
+        return (int)r;
+    *pid = (pid_t)r;
+    return 0;
+}
+
+int ckpt_writer_wait(pid_t pid, uint32_t *header_crc, uint64_t *core_size)
+{
+    int status = 0;
+    long r;
+    do
+        r = waitpid(pid, &status, __WALL);
+    while (r < 0 && errno == EINTR);
+    /* ECHILD: the program reaped it (a wait with __WALL); its result is in the shared page. */
+    if (!__atomic_load_n(&shared->done, __ATOMIC_ACQUIRE)) {
+        if (r == pid && WIFSIGNALED(status))
+            fprintf(stderr, "crac: error: the checkpoint writer was killed by signal %d\n",
+                    WTERMSIG(status));
+        else
+            fprintf(stderr, "crac: error: the checkpoint writer ended without writing the image\n");
+        return -1;
+    }
+    *header_crc = shared->header_crc;
+    *core_size = shared->core_size;
+    return shared->rc;
+}
+
+void ckpt_writer_cancel(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    int status;
+    while (waitpid(pid, &status, __WALL) < 0 && errno == EINTR)
+        ;
+}

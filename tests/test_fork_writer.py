@@ -1,0 +1,287 @@
+"""The forked checkpoint writer (loader/ckpt/ckpt_writer.c, docs/ARCHITECTURE.md "Checkpoint"): the
+program runs on as soon as its state is captured while a copy-on-write child writes upper.core;
+the generation becomes `latest` only once the image is on disk.
+
+* Two checkpoint -> SIGKILL -> restart cycles of a program that rewrites all its memory at every
+  step (tests/apps/ckpt_cowrite.c), so the program's stores race the writer; each checkpoint says
+  it was written by the forked writer.
+* The writer held stopped: the program goes on, `latest` stays the previous generation; a SIGKILL
+  of the program then ends the writer too and the previous generation restarts.
+* `crac command -bc` returns once the image is on disk, `-kc` exits after it; under a
+  coordinator the image is written with the program paused (no forked writer yet).
+* The fallback: --no-fork-writer, and a refused fork (tests/apps/deny_cow_fork.c), with one
+  warning line.
+
+Which writer wrote a checkpoint is read from the CRAC_TIMING=1 line. No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from ckpt_harness import (
+    WAIT_TIMEOUT,
+    CracProc,
+    checkpoint,
+    complete_generations,
+    crac_launch_argv,
+    kill9,
+    latest_complete,
+    launch,
+    native_reference,
+    process_dirs,
+    restart,
+    run_cycles,
+    tree,
+    wait_exit,
+    wait_for_step,
+)
+from conftest import APPS_DIR, CFLAGS
+from coord_harness import command_bg, finish
+from job_harness import Job
+
+COWRITE_ARGS = ["1500", "64", "2"]
+
+
+@pytest.fixture(scope="module")
+def apps(tmp_path_factory) -> dict[str, Path]:
+    """The three programs these tests run, built alone (not every program of tests/apps/)."""
+    out = tmp_path_factory.mktemp("fork_writer_apps")
+    built = {}
+    for name in ("ckpt_cowrite", "deny_cow_fork", "coord_counter"):
+        exe = out / name
+        cmd = ["gcc", *CFLAGS, "-o", str(exe), str(APPS_DIR / f"{name}.c")]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, f"cannot build {name}: {res.stderr}"
+        built[name] = exe
+    return built  # steps, MiB rewritten per step, ms asleep per step
+
+
+@pytest.fixture(autouse=True)
+def _timing(monkeypatch):
+    """Every crac process of these tests prints its CRAC_TIMING line (it names the writer)."""
+    monkeypatch.setenv("CRAC_TIMING", "1")
+    monkeypatch.delenv("CRAC_NO_FORK_WRITER", raising=False)
+
+
+def writers(log: Path) -> list[str]:
+    """The writer of each checkpoint a process's stderr reports: "forked" or "paused"."""
+    return [
+        line.rsplit(" ", 1)[-1]
+        for line in log.read_text().splitlines()
+        if line.startswith("crac: timing: ")
+    ]
+
+
+def wait_writers(log: Path, n: int) -> list[str]:
+    """writers(log) once it names N checkpoints (the line follows the publish)."""
+    deadline = time.monotonic() + WAIT_TIMEOUT
+    while len(found := writers(log)) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return found
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of every thread of PID."""
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                out += [
+                    int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+                ]
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def catch_writer(pid: int, start: Callable[[], None], done: Callable[[], bool]) -> int:
+    """Starts a checkpoint and stops its forked writer (SIGSTOP) as soon as it appears; returns
+    its pid. When the writer finished before it was seen (a small image, a fast disk), tries
+    again with the next checkpoint, a few times."""
+    for _ in range(5):
+        start()
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while time.monotonic() < deadline:
+            kids = children(pid)
+            if kids:
+                os.kill(kids[0], signal.SIGSTOP)
+                return kids[0]
+            if done():
+                break
+            time.sleep(0.0005)
+        else:
+            pytest.fail("no checkpoint writer appeared and the checkpoint did not end")
+    pytest.fail("five checkpoints ended without a forked writer being seen")
+
+
+def test_cow_two_cycles(apps, tmp_path):
+    """The program rewrites every page of 64 MiB at each step while its image is written: two
+    cycles restart at the checkpointed step with intact memory (the program checks every page
+    against its step) and end as the uninterrupted run; each checkpoint used the forked writer."""
+    run_cycles(apps["ckpt_cowrite"], COWRITE_ARGS, tmp_path)
+    # (A line may be lost: the harness kills the process right after `latest` switched.)
+    found = [
+        w for label in ("launch", "restart1") for w in writers(tmp_path / "logs" / f"{label}.err")
+    ]
+    assert found and set(found) == {"forked"}, found
+
+
+def test_writer_stopped_then_program_killed(apps, tmp_path):
+    """While the writer of generation 2 is held stopped the program goes on and `latest` stays
+    generation 1; SIGKILL of the program ends the writer too (it must not finish a generation
+    nobody publishes), and generation 1 restarts and runs to the uninterrupted run's end."""
+    app = apps["ckpt_cowrite"]
+    ref = native_reference(app, COWRITE_ARGS, tmp_path / "ref", tmp_path / "ref_cwd")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckptdir.mkdir()
+    logs.mkdir()
+    proc = launch(app, COWRITE_ARGS, ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 20)
+        proc.send_signal(signal.SIGUSR2)
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while not complete_generations(ckptdir) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        procdir = process_dirs(ckptdir)[0]
+        first = latest_complete(procdir)
+        assert first is not None, tree(ckptdir)
+        known = complete_generations(ckptdir)
+        writer = catch_writer(
+            proc.pid,
+            lambda: proc.send_signal(signal.SIGUSR2),
+            lambda: complete_generations(ckptdir) != known,
+        )
+        latest = latest_complete(procdir)
+        # The program runs on while its image is still being written ...
+        wait_for_step(proc, proc.last_step() + 3)
+        # ... and the generation being written is not the latest.
+        assert latest_complete(procdir) == latest, tree(ckptdir)
+        assert list(procdir.glob("gen-*.tmp")), tree(ckptdir)
+        kill9(proc)
+        # Let it run: stopped before it armed PR_SET_PDEATHSIG, it finds its parent gone.
+        os.kill(writer, signal.SIGCONT)
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while not gone(writer) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gone(writer), "the writer outlived the program it was writing"
+        assert latest_complete(procdir) == latest, tree(ckptdir)
+    except BaseException:
+        proc.stop()
+        raise
+    again = restart(ckptdir, out_dir=logs, label="restart")
+    assert wait_exit(again) == 0, again.report()
+    assert again.lines()[-1] == ref.done, again.report()
+
+
+@pytest.fixture
+def one_job(apps, tmp_path):
+    job = Job(apps["coord_counter"], tmp_path, ["w1"], steps=3000, ms=5, dirty_mib=96)
+    yield job
+    job.stop()
+
+
+def test_bcheckpoint_returns_when_durable(one_job):
+    """`crac command -bc` of a job: it returns once the image is complete and `latest`. Under a
+    coordinator the image is written with the process paused (no forked writer yet: a job needs
+    a barrier after every writer is durable, docs/DECISIONS.md)."""
+    job = one_job
+    job.wait_steps(5)
+    rc, out, err = finish(command_bg(job.coord.port, "bc"))
+    assert rc == 0, (out, err)
+    gen = int(out.splitlines()[0].removeprefix("GENERATION="))
+    latest = latest_complete(process_dirs(job.ckptdir)[0])
+    assert latest is not None and latest.name == f"gen-{gen:06d}", tree(job.ckptdir)
+    assert (latest / "MANIFEST.json").is_file()
+    assert writers(job.procs["w1"].err_path) == ["paused"]
+
+
+def test_kcheckpoint_writes_paused(one_job):
+    """`crac command -kc`: the process exits after its image is written, so the image is
+    written with it paused (no writer is forked) and is complete when the command returns."""
+    job = one_job
+    job.wait_steps(5)
+    rc, out, err = finish(command_bg(job.coord.port, "kc"))
+    assert rc == 0, (out, err)
+    proc = job.procs["w1"]
+    assert wait_exit(proc) == 0, proc.report()
+    latest = latest_complete(process_dirs(job.ckptdir)[0])
+    assert latest is not None and (latest / "MANIFEST.json").is_file(), tree(job.ckptdir)
+    assert writers(proc.err_path) == ["paused"]
+
+
+def test_no_fork_writer_option(apps, tmp_path, monkeypatch):
+    """--no-fork-writer (crac launch), then CRAC_NO_FORK_WRITER=1 (crac restart): each
+    checkpoint is written with the program paused, without a warning; the images restart."""
+    app = apps["ckpt_cowrite"]
+    args = ["3000", "16", "2"]
+    ref = native_reference(app, args, tmp_path / "ref", tmp_path / "ref_cwd")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckptdir.mkdir()
+    logs.mkdir()
+    proc = launch(app, args, ckptdir, out_dir=logs, opts=["--no-fork-writer"])
+    for label in ("launch", "restart1"):
+        try:
+            wait_for_step(proc, proc.last_step() + 10 if proc.lines() else 10)
+            checkpoint(proc, ckptdir)
+            found = wait_writers(proc.err_path, 1)
+            kill9(proc)
+        except BaseException:
+            proc.stop()
+            raise
+        assert found == ["paused"], proc.report()
+        assert "cannot fork" not in proc.err_path.read_text()
+        monkeypatch.setenv("CRAC_NO_FORK_WRITER", "1")
+        proc = restart(ckptdir, out_dir=logs, label=label + "-restart")
+    assert wait_exit(proc) == 0, proc.report()
+    assert proc.lines()[-1] == ref.done, proc.report()
+
+
+def test_refused_fork_falls_back(apps, tmp_path):
+    """A process whose forks are refused (as strict overcommit refuses a big one): each
+    checkpoint is written with the program paused, one warning line says so, and the image
+    restarts."""
+    app = apps["ckpt_cowrite"]
+    args = ["3000", "16", "2"]
+    ref = native_reference(app, args, tmp_path / "ref", tmp_path / "ref_cwd")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckptdir.mkdir()
+    logs.mkdir()
+    argv = [str(apps["deny_cow_fork"]), *crac_launch_argv(app, args, ckptdir, ())]
+    proc = CracProc(argv, out_dir=logs, label="launch", cwd=logs)
+    try:
+        wait_for_step(proc, 10)
+        for _ in range(2):
+            known = complete_generations(ckptdir)
+            proc.send_signal(signal.SIGUSR2)
+            deadline = time.monotonic() + WAIT_TIMEOUT
+            while complete_generations(ckptdir) == known and time.monotonic() < deadline:
+                time.sleep(0.01)
+        found = wait_writers(proc.err_path, 2)
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    assert found == ["paused", "paused"], proc.report()
+    err = proc.err_path.read_text()
+    warnings = [line for line in err.splitlines() if "cannot fork the checkpoint writer" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("crac: warning: "), err
+    again = restart(ckptdir, out_dir=logs, label="restart")
+    assert wait_exit(again) == 0, again.report()
+    assert again.lines()[-1] == ref.done, again.report()
