@@ -33,6 +33,7 @@ from crac_py.coord import client as coord_client
 from crac_py.coord.client import CoordError
 from crac_py.image import generation as image
 from crac_py.launch import devices, job, runner
+from crac_py.launch import mpi as mpi_launch
 from crac_py.launch.preflight import PreflightError, preflight
 
 # Exit status of `crac launch` when it refuses its input or cannot start the program.
@@ -221,6 +222,7 @@ def launch(
     dev_opts = runner.DeviceOptions(dev, sim_version)
     argv = [loader, *dev_opts.loader_args(), "--argv0", program, *ckpt.loader_args()]
     argv += coord_args
+    argv += mpi_launch.shim_args(info.needed)
     argv += ["--", info.path, *(args or [])]
     try:
         runner.exec_loader(loader, argv)
@@ -272,6 +274,10 @@ def restart(
             coord_port,
             coord_token,
         )
+        rank = mpi_launch.launcher_rank()
+        rank_dir = mpi_launch.rank_process_dir(path, rank) if rank is not None else None
+        if rank_dir is not None:  # one rank of an MPI job, started by mpirun/srun
+            path = str(rank_dir)
         procs = job.job_process_dirs(path)
         if procs:
             passthrough = ["--keep", str(keep)]

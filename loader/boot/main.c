@@ -123,6 +123,8 @@ static struct options parse_args(int argc, char **argv)
             o.restart_dir = v;
         else if (strcmp(a, "--core-size") == 0)
             o.core_size = strtoull(v, NULL, 10);
+        else if (strcmp(a, "--mpi-shim") == 0)
+            o.mpi_shim = v;
         else if (strcmp(a, "--header-crc") == 0)
             o.header_crc = (uint32_t)strtoul(v, NULL, 10);
         else

@@ -1,0 +1,252 @@
+/* mpi_lower.c — the shim's way into the real MPI library in the lower half (docs/MPI.md): load and
+ * initialise it (at the program's MPI_Init and again, fresh, at every restart), resolve its
+ * functions and predefined objects by name, rebuild the program's communicators and datatypes. */
+#include "mpi_shim.h"
+
+#include "crac_registry.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* From libcrac-upper.so (preloaded first under crac). */
+extern void *upper_lookup(const char *name) __attribute__((weak));
+extern uint64_t cross_call_entered(void *fn, uint64_t a0, uint64_t a1, uint64_t a2)
+    __attribute__((weak));
+extern void cross_gate_enter(void) __attribute__((weak));
+extern void cross_gate_leave(void) __attribute__((weak));
+extern struct crac_registry crac_registry __attribute__((weak));
+
+int mpi_inited, mpi_finalized, mpi_world_rank, mpi_world_size;
+void *mpi_ctl_comm;
+
+void mpi_die(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "crac: error: %s\n", buf);
+    fflush(stderr);
+    _exit(1);
+}
+
+static int32_t epoch_now(void)
+{
+    return &crac_registry ? __atomic_load_n(&crac_registry.lower_epoch, __ATOMIC_ACQUIRE) : 0;
+}
+
+/* A loader entry, cached per lower half. */
+static void *loader_entry(struct lcache *c, const char *name)
+{
+    int32_t e = epoch_now();
+    void *fn = __atomic_load_n(&c->fn, __ATOMIC_ACQUIRE);
+    if (fn && __atomic_load_n(&c->epoch, __ATOMIC_RELAXED) == e)
+        return fn;
+    fn = upper_lookup ? upper_lookup(name) : NULL;
+    if (!fn)
+        mpi_die("the MPI shim runs only under crac (lower-half entry %s missing)", name);
+    __atomic_store_n(&c->epoch, e, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->fn, fn, __ATOMIC_RELEASE);
+    return fn;
+}
+
+static uint64_t cross3(struct lcache *c, const char *entry, uint64_t a0, uint64_t a1, uint64_t a2)
+{
+    cross_gate_enter();
+    uint64_t r = cross_call_entered(loader_entry(c, entry), a0, a1, a2);
+    cross_gate_leave();
+    return r;
+}
+
+uint64_t mpi_lcall(struct lcache *c, const char *name, const uint64_t *args, int n)
+{
+    static struct lcache sym_c, callv_c;
+    cross_gate_enter();
+    /* Looked up after the gate: a thread that waited there may be on a new lower half. */
+    int32_t e = epoch_now();
+    void *fn = __atomic_load_n(&c->fn, __ATOMIC_ACQUIRE);
+    if (!fn || __atomic_load_n(&c->epoch, __ATOMIC_RELAXED) != e) {
+        fn = (void *)cross_call_entered(loader_entry(&sym_c, "crac_lh_mpi_sym"), U(name), 0, 0);
+        if (!fn)
+            mpi_die("the MPI library in the lower half has no %s", name);
+        __atomic_store_n(&c->epoch, e, __ATOMIC_RELAXED);
+        __atomic_store_n(&c->fn, fn, __ATOMIC_RELEASE);
+    }
+    uint64_t r = cross_call_entered(loader_entry(&callv_c, "crac_lh_mpi_callv"), U(fn), U(args),
+                                    (uint64_t)n);
+    cross_gate_leave();
+    return r;
+}
+
+/* ---- predefined objects ---- */
+
+static struct mpi_predef **by_upper; /* sorted by upper address */
+
+static int cmp_upper(const void *a, const void *b)
+{
+    const struct mpi_predef *x = *(struct mpi_predef *const *)a,
+                            *y = *(struct mpi_predef *const *)b;
+    return x->upper < y->upper ? -1 : x->upper > y->upper;
+}
+
+static struct mpi_predef *find_upper(const void *p)
+{
+    int lo = 0, hi = mpi_n_predefs - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        struct mpi_predef *d = by_upper[mid];
+        if (p < d->upper)
+            hi = mid - 1;
+        else if ((const char *)p >= (const char *)d->upper + (d->size ? d->size : 1))
+            lo = mid + 1;
+        else
+            return p == d->upper ? d : NULL;
+    }
+    return NULL;
+}
+
+void *predef_lower(const void *upper)
+{
+    if (!by_upper)
+        return NULL;
+    struct mpi_predef *d = find_upper(upper);
+    return d ? d->lower : NULL;
+}
+
+void *predef_upper_of_lower(const void *lower)
+{
+    for (int i = 0; i < mpi_n_predefs; i++)
+        if (mpi_predefs[i].lower == lower)
+            return mpi_predefs[i].upper;
+    return NULL;
+}
+
+void *lower_named(const char *name)
+{
+    for (int i = 0; i < mpi_n_predefs; i++)
+        if (strcmp(mpi_predefs[i].name, name) == 0)
+            return mpi_predefs[i].lower;
+    return NULL;
+}
+
+static int resolve_predefs(void)
+{
+    static struct lcache sym_c;
+    if (!by_upper) {
+        by_upper = malloc(sizeof(*by_upper) * (size_t)mpi_n_predefs);
+        if (!by_upper)
+            return -1;
+        for (int i = 0; i < mpi_n_predefs; i++)
+            by_upper[i] = &mpi_predefs[i];
+        qsort(by_upper, (size_t)mpi_n_predefs, sizeof(*by_upper), cmp_upper);
+    }
+    for (int i = 0; i < mpi_n_predefs; i++) {
+        mpi_predefs[i].lower =
+            (void *)cross3(&sym_c, "crac_lh_mpi_sym", U(mpi_predefs[i].name), 0, 0);
+        if (!mpi_predefs[i].lower)
+            mpi_die("the MPI library in the lower half has no %s", mpi_predefs[i].name);
+    }
+    return 0;
+}
+
+/* ---- start ---- */
+
+static void init_lower(void)
+{
+    static struct lcache load_c, err_c, begin_c, end_c;
+    if (!cross3(&load_c, "crac_lh_mpi_load", 0, 0, 0)) {
+        char err[256] = "";
+        cross3(&err_c, "crac_lh_mpi_error", U(err), sizeof(err), 0);
+        mpi_die("%s", err);
+    }
+    resolve_predefs();
+    cross3(&begin_c, "crac_lh_mpi_init_begin", 0, 0, 0);
+    int provided = 0;
+    /* Always MPI_THREAD_MULTIPLE below: the checkpoint's drain runs on crac's hook thread while
+     * program threads may be inside a collective (docs/MPI.md, "The cut"). */
+    int rc = L("MPI_Init_thread", 0, 0, MPI_THREAD_MULTIPLE, U(&provided));
+    if (rc != MPI_SUCCESS)
+        mpi_die("MPI_Init_thread failed in the lower half (error %d)", rc);
+    cross3(&end_c, "crac_lh_mpi_init_end", (uint64_t)syscall(SYS_gettid), 0, 0);
+    if (provided < MPI_THREAD_MULTIPLE)
+        fprintf(stderr,
+                "crac: warning: the MPI library gives thread level %d, not "
+                "MPI_THREAD_MULTIPLE; a checkpoint during a collective may hang\n",
+                provided);
+    void *world = lower_named("ompi_mpi_comm_world");
+    L("MPI_Comm_rank", U(world), U(&mpi_world_rank));
+    L("MPI_Comm_size", U(world), U(&mpi_world_size));
+    void *ctl = NULL;
+    L("MPI_Comm_dup", U(world), U(&ctl));
+    mpi_ctl_comm = ctl;
+}
+
+int mpi_lower_start(void)
+{
+    init_lower();
+    mpi_sent_to = calloc((size_t)mpi_world_size, sizeof(*mpi_sent_to));
+    vcomm_world = vcomm_wrap(lower_named("ompi_mpi_comm_world"));
+    vcomm_self = vcomm_wrap(lower_named("ompi_mpi_comm_self"));
+    if (!mpi_sent_to || !vcomm_world || !vcomm_self)
+        mpi_die("out of memory in the MPI shim");
+    return 0;
+}
+
+/* At restart (the RESTART hook): a fresh library, then every live object again, from its
+ * implementation-neutral description, in creation order. */
+int mpi_lower_rebuild(void)
+{
+    int old_rank = mpi_world_rank, old_size = mpi_world_size;
+    init_lower();
+    if (mpi_world_rank != old_rank || mpi_world_size != old_size)
+        mpi_die("restarted as MPI rank %d of %d, but the image is rank %d of %d", mpi_world_rank,
+                mpi_world_size, old_rank, old_size);
+    void *world = lower_named("ompi_mpi_comm_world");
+    void *wgroup = NULL;
+    L("MPI_Comm_group", U(world), U(&wgroup));
+    int tag = 1000;
+    for (struct vcomm *c = vcomm_list; c; c = c->next) {
+        tag++;
+        if (c == vcomm_world) {
+            c->real = world;
+            continue;
+        }
+        if (c == vcomm_self) {
+            c->real = lower_named("ompi_mpi_comm_self");
+            continue;
+        }
+        if (c->freed)
+            continue;
+        void *g = NULL, *nc = NULL;
+        L("MPI_Group_incl", U(wgroup), (uint64_t)c->size, U(c->world_ranks), U(&g));
+        /* Only the members take part, keyed by a tag every member computes alike. */
+        L("MPI_Comm_create_group", U(world), U(g), (uint64_t)(c->key & 0x3fffffff), U(&nc));
+        L("MPI_Group_free", U(&g));
+        c->real = nc;
+    }
+    (void)tag;
+    L("MPI_Group_free", U(&wgroup));
+    for (struct vtype *t = vtype_list; t; t = t->next) {
+        void *nt = NULL;
+        if (t->ctor == VT_CONTIG)
+            L("MPI_Type_contiguous", (uint64_t)t->count, U(type_real(t->old)), U(&nt));
+        else
+            L("MPI_Type_vector", (uint64_t)t->count, (uint64_t)t->blocklen, (uint64_t)t->stride,
+              U(type_real(t->old)), U(&nt));
+        if (t->committed)
+            L("MPI_Type_commit", U(&nt));
+        t->real = nt;
+    }
+    /* Freed types were kept only as bases of live ones: free them again now. */
+    for (struct vtype *t = vtype_list; t; t = t->next)
+        if (t->freed && t->real) {
+            void *r = t->real;
+            L("MPI_Type_free", U(&r));
+        }
+    return 0;
+}

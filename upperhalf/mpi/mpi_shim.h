@@ -1,0 +1,105 @@
+/* mpi_shim.h — internals of the upper MPI shim (libmpi.so.40, docs/MPI.md): crossings into the
+ * real library in the lower half, virtual handles, the consistent-cut state. All upper memory. */
+#ifndef CRAC_MPI_SHIM_H
+#define CRAC_MPI_SHIM_H
+
+#include <mpi.h>
+
+#include "mpi_predef.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* ---- crossing (mpi_lower.c) ---- */
+struct lcache {
+    void *fn;
+    int32_t epoch;
+};
+/* Calls the real library's function NAME with N integer/pointer arguments. */
+uint64_t mpi_lcall(struct lcache *c, const char *name, const uint64_t *args, int n);
+#define L(name, ...)                                                                               \
+    ({                                                                                             \
+        static struct lcache lc_;                                                                  \
+        uint64_t la_[] = {__VA_ARGS__};                                                            \
+        (int)mpi_lcall(&lc_, name, la_, (int)(sizeof(la_) / sizeof(la_[0])));                      \
+    })
+#define U(x) ((uint64_t)(uintptr_t)(x))
+
+__attribute__((noreturn, format(printf, 1, 2))) void mpi_die(const char *fmt, ...);
+
+/* ---- virtual handles (mpi_objects.c) ---- */
+#define VMAGIC 0x4d50495643524143ULL
+
+struct vcomm {
+    uint64_t magic;
+    void *real;
+    int size, rank;
+    int *world_ranks; /* world rank of each member, in this communicator's rank order */
+    uint64_t key;     /* the same on every member: hash of world_ranks and creation ordinal */
+    int freed;
+    uint64_t seq, target; /* collectives started here; where the cut stops them */
+    int inflight;         /* collectives started, not yet completed */
+    struct vcomm *next;   /* creation order */
+};
+
+enum { VT_CONTIG = 1, VT_VECTOR = 2 };
+struct vtype {
+    uint64_t magic;
+    void *real;
+    int ctor, count, blocklen, stride;
+    MPI_Datatype old; /* the program's handle */
+    int committed, freed;
+    struct vtype *next;
+};
+
+enum { VR_ACTIVE = 1, VR_DONE = 2, VR_UNPOSTED = 3 };
+struct vreq {
+    uint64_t magic;
+    void *real;
+    int state, is_recv, is_coll;
+    void *buf;
+    int count, peer, tag;
+    MPI_Datatype type;
+    struct vcomm *comm;
+    MPI_Status status;
+    struct vreq *next, *prev;
+};
+
+extern struct vcomm *vcomm_world, *vcomm_self, *vcomm_list;
+extern struct vtype *vtype_list;
+extern struct vreq *vreq_list;
+
+struct vcomm *comm_v(MPI_Comm c); /* NULL for MPI_COMM_NULL or garbage */
+void *type_real(MPI_Datatype t);  /* lower handle */
+void *op_real(MPI_Op o);
+void *predef_lower(const void *upper); /* NULL unless a predefined object */
+void *predef_upper_of_lower(const void *lower);
+void *lower_named(const char *name); /* the lower object of a predefined name */
+struct vcomm *vcomm_wrap(void *real);
+int vcomm_describe(struct vcomm *c); /* fills size, rank, world_ranks, key */
+struct vreq *vreq_new(void);
+void vreq_free(struct vreq *r);
+struct vtype *vtype_new(void);
+
+/* ---- the library's life (mpi_lower.c) ---- */
+extern int mpi_inited, mpi_finalized, mpi_world_rank, mpi_world_size;
+extern void *mpi_ctl_comm;   /* the shim's own duplicate of the world (lower handle) */
+int mpi_lower_start(void);   /* load, MPI_Init_thread, predefined handles, ctl comm */
+int mpi_lower_rebuild(void); /* at restart: communicators and datatypes again */
+
+/* ---- the consistent cut (mpi_cut.c) ---- */
+extern pthread_mutex_t mpi_mu;
+extern int64_t *mpi_sent_to; /* messages started to each world rank */
+extern int64_t mpi_received; /* messages received (completed receives and drained ones) */
+/* A communicating section: may wait (outside the lower half) while a checkpoint cuts. COMM and
+ * IS_COLL: a collective on COMM is starting (counted, or held at the cut's target). */
+void mpi_enter(struct vcomm *comm, int is_coll);
+void mpi_leave(struct vcomm *comm, int coll_done);
+void mpi_backoff(unsigned *spins);
+/* A message drained at a checkpoint that matches (comm, source, tag): copied into the receive,
+ * which is then complete. 1 if one matched. Call under mpi_mu. */
+int mpi_drained_match(struct vreq *r);
+int mpi_post_recv(struct vreq *r); /* drained match, else the real Irecv */
+void mpi_register_hooks(void);
+
+#endif
