@@ -29,7 +29,11 @@ from ckpt_harness import (
 from conftest import APPS_DIR, crac_cmd, describe, native_dir, require_native
 
 MPI_APPS = APPS_DIR / "mpi"
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+MPI_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "CRAC_MPIRUN_ARGS": "--oversubscribe --bind-to none",  # for the restart script's mpirun
+}
 
 
 def _require_openmpi() -> tuple[str, str]:
@@ -84,7 +88,7 @@ def run_mpi_cycles(
     mpicc, mpirun = _require_openmpi()
     require_native()
     exe = _build(name, tmp_path, mpicc)
-    env = base_env(MPI_ENV)
+    env = base_env({**MPI_ENV, "CRAC_MPIRUN": mpirun})
     native = subprocess.run(
         [*_mpirun(mpirun, ranks), str(exe), *args],
         capture_output=True,
@@ -127,7 +131,11 @@ def run_mpi_cycles(
             check_steps_contiguous(seg.lines, seg.label)
             segments.append(seg)
             port = ports[i + 1]
-            argv = [*_mpirun(mpirun, ranks), *crac_cmd(), "restart", "-p", str(port), str(ckptdir)]
+            if i == 0:  # the way MPI users restart
+                argv = [*_mpirun(mpirun, ranks), *crac_cmd(), "restart", "-p", str(port)]
+                argv.append(str(ckptdir))
+            else:  # the restart script the coordinator wrote, which runs mpirun the same way
+                argv = ["/bin/sh", str(ckptdir / "crac_restart_script.sh"), "-p", str(port)]
             proc = CracProc(argv, out_dir=logs, label=f"restart{i + 1}", env=env, cwd=tmp_path)
             wait_for_step(proc, 1)
             check_resume_point(Segment(proc.label, proc.lines()), seg)
