@@ -184,3 +184,10 @@ def test_mpi_launcher_rank() -> None:
     assert mpi.launcher_rank({}) is None
     assert mpi.launcher_rank({"PMI_RANK": "3"}) == 3
     assert mpi.launcher_rank({"OMPI_COMM_WORLD_RANK": "1", "PMI_RANK": "3"}) == 1
+
+
+def test_mpi_jacobi_split_types_four_ranks(tmp_path: Path) -> None:
+    """Halo exchange with MPI_Irecv posted before uneven work and MPI_Isend/MPI_Waitall after it,
+    derived datatypes, MPI_Comm_split with collectives on the halves, on 4 ranks: checkpoints
+    land while ranks wait in different calls, with receives pending; two cycles."""
+    run_mpi_cycles("mpi_jacobi", ["60", "15"], tmp_path, ranks=4)

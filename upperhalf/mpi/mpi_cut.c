@@ -328,6 +328,18 @@ static int cut_p2p(void)
         }
     }
     __atomic_store_n(&repost, 1, __ATOMIC_SEQ_CST);
+    if (getenv("CRAC_DEBUG") && *getenv("CRAC_DEBUG") == '1') {
+        int n_drained = 0, n_cancelled = 0;
+        for (struct drained *d = drained_head; d; d = d->next)
+            n_drained++;
+        for (struct vreq *r = vreq_list; r; r = r->next)
+            n_cancelled += r->state == VR_UNPOSTED;
+        fprintf(stderr,
+                "crac: debug: mpi rank %d cut: %lld received of %lld sent to it, %d drained, %d "
+                "receives to post again\n",
+                mpi_world_rank, (long long)mpi_received, (long long)expected, n_drained,
+                n_cancelled);
+    }
     return 0;
 }
 

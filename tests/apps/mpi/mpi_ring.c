@@ -1,6 +1,6 @@
 /* mpi_ring.c — a self-checking MPI program: each step passes a token around a ring with
-   MPI_Sendrecv, then an MPI_Allreduce and an MPI_Bcast; every rank checks every value. Rank 0
-   prints `step N` per step and a DONE line with a checksum of everything it received. */
+   MPI_Sendrecv, runs an MPI_Allreduce and an MPI_Bcast, and sends a message received only after
+   a pause; every rank checks every value. Rank 0 prints `step N` and a DONE line (checksum). */
 #define PROG "mpi_ring"
 #define USAGE "[STEPS [MS_PER_STEP]]"
 #include "../ckpt_common.h"
@@ -64,11 +64,17 @@ int main(int argc, char **argv)
         h = mix(mix(mix(h, (uint64_t)in[N - 1]), (uint64_t)sum), (uint64_t)b[3]);
         if (rank == 0)
             step_line(k);
+        /* Sent now, received after the pause: a checkpoint in the pause finds it in flight. */
+        long late = k * 3 + rank, got_late = -1;
+        MPI_Send(&late, 1, MPI_LONG, right, 5000, MPI_COMM_WORLD);
         if (ms) {
             struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
             while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
             }
         }
+        MPI_Recv(&got_late, 1, MPI_LONG, MPI_ANY_SOURCE, 5000, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_LONG, &got);
+        check(got_late == k * 3 + left && st.MPI_SOURCE == left && got == 1, "late message", k);
     }
     uint64_t all = 0;
     MPI_Reduce(&h, &all, 1, MPI_UINT64_T, MPI_BXOR, 0, MPI_COMM_WORLD);
