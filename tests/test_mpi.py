@@ -191,3 +191,20 @@ def test_mpi_jacobi_split_types_four_ranks(tmp_path: Path) -> None:
     derived datatypes, MPI_Comm_split with collectives on the halves, on 4 ranks: checkpoints
     land while ranks wait in different calls, with receives pending; two cycles."""
     run_mpi_cycles("mpi_jacobi", ["60", "15"], tmp_path, ranks=4)
+
+
+def test_mpi_unsupported_function_refused(tmp_path: Path) -> None:
+    """A program calling an MPI function the shim lacks is refused at launch, by name."""
+    mpicc, _ = _require_openmpi()
+    exe = _build("mpi_unsupported", tmp_path, mpicc)
+    cp = subprocess.run(
+        [*crac_cmd(), "launch", "--no-coordinator", str(exe)],
+        capture_output=True,
+        text=True,
+        env=base_env(MPI_ENV),
+        cwd=tmp_path,
+        timeout=WAIT_TIMEOUT,
+    )
+    assert cp.returncode != 0
+    assert cp.stderr.startswith("crac: error: ") and "MPI_Comm_create" in cp.stderr, cp.stderr
+    assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr

@@ -222,7 +222,13 @@ def launch(
     dev_opts = runner.DeviceOptions(dev, sim_version)
     argv = [loader, *dev_opts.loader_args(), "--argv0", program, *ckpt.loader_args()]
     argv += coord_args
-    argv += mpi_launch.shim_args(info.needed)
+    mpi_args = mpi_launch.shim_args(info.needed)
+    if mpi_args:
+        try:
+            mpi_launch.check_supported(Path(info.path), paths.native_dir() / "shim" / mpi_args[1])
+        except (mpi_launch.MpiUnsupported, OSError) as exc:
+            _error(str(exc))
+    argv += mpi_args
     argv += ["--", info.path, *(args or [])]
     try:
         runner.exec_loader(loader, argv)

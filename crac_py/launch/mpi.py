@@ -27,6 +27,41 @@ def shim_args(needed: Sequence[str]) -> list[str]:
     return []
 
 
+class MpiUnsupported(Exception):
+    """The program calls MPI functions the shim does not have: it would die at the first call."""
+
+
+def _dynsyms(path: Path, undefined: bool) -> set[str]:
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    with open(path, "rb") as fh:
+        dynsym = ELFFile(fh).get_section_by_name(".dynsym")
+        if not isinstance(dynsym, SymbolTableSection):
+            return set()
+        return {
+            s.name
+            for s in dynsym.iter_symbols()
+            if s.name and (s["st_shndx"] == "SHN_UNDEF") == undefined
+        }
+
+
+def check_supported(program: Path, shim: Path) -> None:
+    """MpiUnsupported naming the MPI functions and objects PROGRAM imports that SHIM lacks."""
+    wanted = {
+        n for n in _dynsyms(program, True) if n.startswith(("MPI_", "PMPI_", "ompi_", "MPIX_"))
+    }
+    missing = sorted(wanted - _dynsyms(shim, False))
+    if missing:
+        shown = ", ".join(missing[:8]) + (
+            f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+        )
+        raise MpiUnsupported(
+            f"{program.name} uses MPI functions crac's MPI shim does not have yet: {shown} "
+            f"(docs/MPI.md, what works)"
+        )
+
+
 def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
     """This process's MPI rank as its launcher gave it, or None outside an MPI launcher."""
     env = os.environ if environ is None else environ
