@@ -184,6 +184,10 @@ def test_mpi_launcher_rank() -> None:
     assert mpi.launcher_rank({}) is None
     assert mpi.launcher_rank({"PMI_RANK": "3"}) == 3
     assert mpi.launcher_rank({"OMPI_COMM_WORLD_RANK": "1", "PMI_RANK": "3"}) == 1
+    # Only an MPI program under a launcher joins a coordinator by default.
+    assert mpi.is_rank(["libc.so.6", "libmpi.so.40"], {"PMIX_RANK": "0"})
+    assert not mpi.is_rank(["libc.so.6"], {"PMIX_RANK": "0"})
+    assert not mpi.is_rank(["libmpi.so.40"], {})
 
 
 def test_mpi_jacobi_split_types_four_ranks(tmp_path: Path) -> None:

@@ -210,6 +210,9 @@ def launch(
             coord_port,
             coord_token,
         )
+        if choice.mode == "none" and not no_coordinator and mpi_launch.is_rank(info.needed):
+            # A rank of an MPI job: the job is checkpointed whole, through one coordinator.
+            choice = job.CoordChoice("any", coord_client.endpoint(None, None, None))
         coord_args = job.connect(choice, ckpt.interval, interval is not None)
     except (
         PreflightError,
@@ -284,6 +287,8 @@ def restart(
         rank_dir = mpi_launch.rank_process_dir(path, rank) if rank is not None else None
         if rank_dir is not None:  # one rank of an MPI job, started by mpirun/srun
             path = str(rank_dir)
+            if choice.mode == "none" and not no_coordinator:
+                choice = job.CoordChoice("any", coord_client.endpoint(None, None, None))
         procs = job.job_process_dirs(path)
         if procs:
             passthrough = ["--keep", str(keep)]

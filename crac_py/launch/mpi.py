@@ -72,6 +72,11 @@ def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
     return None
 
 
+def is_rank(needed: Sequence[str], environ: Mapping[str, str] | None = None) -> bool:
+    """A program linking an MPI library crac stands in for, started by an MPI launcher."""
+    return bool(shim_args(needed)) and launcher_rank(environ) is not None
+
+
 def recorded_rank(proc_dir: Path) -> int | None:
     try:
         return int((proc_dir / RANK_FILE).read_text().split()[0])
