@@ -54,7 +54,8 @@ def _free_port() -> int:
 
 def _build(name: str, out_dir: Path, mpicc: str) -> Path:
     exe = out_dir / name
-    cmd = [mpicc, "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(MPI_APPS / f"{name}.c")]
+    cmd = [mpicc, "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(exe)]
+    cmd.append(str(MPI_APPS / f"{name}.c"))
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if res.returncode != 0:
         pytest.fail(f"cannot build {name}:\n{' '.join(cmd)}\n{res.stderr}")
@@ -212,3 +213,9 @@ def test_mpi_unsupported_function_refused(tmp_path: Path) -> None:
     assert cp.returncode != 0
     assert cp.stderr.startswith("crac: error: ") and "MPI_Comm_create" in cp.stderr, cp.stderr
     assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+
+
+def test_mpi_thread_multiple(tmp_path: Path) -> None:
+    """MPI_THREAD_MULTIPLE: two threads per rank communicate at once on their own communicators;
+    checkpoints cut both (each thread held in its own call), two cycles."""
+    run_mpi_cycles("mpi_threads", ["50", "20"], tmp_path)
