@@ -320,8 +320,20 @@ def _mpi_shim_target() -> None:
         return
     TARGETS[f"shim/{flavour.soname}"] = Target(
         output=f"shim/{flavour.soname}",
-        source_globs=("upperhalf/mpi/*.c", "build/crac_gen/mpi_predef_gen.c"),
-        cflags=(*COMMON_CFLAGS, "-fPIC", "-Iupperhalf/mpi", f"-I{header.parent}"),
+        source_globs=(
+            "upperhalf/mpi/*.c",
+            "build/crac_gen/mpi_predef_gen.c",
+            "build/crac_gen/mpi_mpich_gen.c",
+        ),
+        # Open MPI's headers first (the shim's ABI); MPICH's after, for mpi_mpich_gen.c's
+        # <mpi_proto.h> (it names MPICH's mpi.h by path).
+        cflags=(
+            *COMMON_CFLAGS,
+            "-fPIC",
+            "-Iupperhalf/mpi",
+            f"-I{header.parent}",
+            f"-I{mpi_spec.MPICH_HEADER.parent}",
+        ),
         ldflags=("-shared", f"-Wl,-soname,{flavour.soname}"),
         libs=("-lpthread",),
     )

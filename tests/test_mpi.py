@@ -66,6 +66,13 @@ def _mpirun(mpirun: str, n: int) -> list[str]:
     return [mpirun, "-np", str(n), "--oversubscribe", "--bind-to", "none"]
 
 
+def _mpiexec_mpich(n: int) -> list[str]:
+    mpiexec = shutil.which("mpiexec.mpich")
+    if not mpiexec:
+        pytest.skip("MPICH is not installed (apt-get install mpich libmpich-dev)")
+    return [mpiexec, "-n", str(n)]
+
+
 def _coord(port: int, *verb: str, timeout: float = WAIT_TIMEOUT) -> subprocess.CompletedProcess:
     return subprocess.run(
         [*crac_cmd(), "command", "-p", str(port), *verb],
@@ -84,8 +91,17 @@ def _stop(proc: CracProc, port: int) -> None:
 
 
 def run_mpi_cycles(
-    name: str, args: Sequence[str], tmp_path: Path, *, ranks: int = 2, cycles: int = 2
+    name: str,
+    args: Sequence[str],
+    tmp_path: Path,
+    *,
+    ranks: int = 2,
+    restarts: Sequence[str] = ("mpirun", "script"),
 ) -> None:
+    """Launch under Open MPI's mpirun, then per entry of RESTARTS: checkpoint the job, SIGKILL
+    every rank, restart with "mpirun" (Open MPI's), "mpich" (MPICH's mpiexec: MPICH in the lower
+    half) or "script" (the restart script the coordinator wrote)."""
+    cycles = len(restarts)
     mpicc, mpirun = _require_openmpi()
     require_native()
     exe = _build(name, tmp_path, mpicc)
@@ -132,11 +148,12 @@ def run_mpi_cycles(
             check_steps_contiguous(seg.lines, seg.label)
             segments.append(seg)
             port = ports[i + 1]
-            if i == 0:  # the way MPI users restart
-                argv = [*_mpirun(mpirun, ranks), *crac_cmd(), "restart", "-p", str(port)]
-                argv.append(str(ckptdir))
-            else:  # the restart script the coordinator wrote, which runs mpirun the same way
+            if restarts[i] == "script":  # the coordinator's script runs mpirun the same way
                 argv = ["/bin/sh", str(ckptdir / "crac_restart_script.sh"), "-p", str(port)]
+            else:  # the way MPI users restart
+                launcher = _mpiexec_mpich(ranks) if restarts[i] == "mpich" else None
+                argv = [*(launcher or _mpirun(mpirun, ranks)), *crac_cmd(), "restart"]
+                argv += ["-p", str(port), str(ckptdir)]
             proc = CracProc(argv, out_dir=logs, label=f"restart{i + 1}", env=env, cwd=tmp_path)
             wait_for_step(proc, 1)
             check_resume_point(Segment(proc.label, proc.lines()), seg)
@@ -219,3 +236,11 @@ def test_mpi_thread_multiple(tmp_path: Path) -> None:
     """MPI_THREAD_MULTIPLE: two threads per rank communicate at once on their own communicators;
     checkpoints cut both (each thread held in its own call), two cycles."""
     run_mpi_cycles("mpi_threads", ["50", "20"], tmp_path)
+
+
+def test_mpi_open_mpi_job_restarts_on_mpich(tmp_path: Path) -> None:
+    """The headline: an Open MPI job (Comm_split, derived types, pending receives) checkpointed,
+    restarted under MPICH's mpiexec with MPICH in the lower half (the shim keeps the program's
+    Open MPI ABI and translates), checkpointed there, and restarted on Open MPI again."""
+    _mpiexec_mpich(2)
+    run_mpi_cycles("mpi_jacobi", ["60", "15"], tmp_path, ranks=2, restarts=("mpich", "mpirun"))

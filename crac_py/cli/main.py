@@ -105,9 +105,10 @@ def _checkpoint_options(
 ) -> runner.CheckpointOptions:
     directory = Path(config.resolve("checkpoint_dir", ckptdir).value)
     if not directory.exists() and not directory.is_symlink():
-        # As DMTCP creates its --ckptdir: private (images hold the program's memory).
+        # As DMTCP creates its --ckptdir: private (images hold the program's memory). The ranks
+        # of an MPI job start at once: another one may create it first.
         try:
-            directory.mkdir(mode=0o700, parents=True)
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise config.ConfigError(
                 f"cannot create checkpoint directory {directory}: {exc.strerror}"

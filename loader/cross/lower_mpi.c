@@ -8,10 +8,12 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_SEEN 1024
@@ -45,16 +47,28 @@ static int in_list(const int *list, int n, int v)
     return 0;
 }
 
-/* Loads the MPI library named by CRAC_MPI_LIB (the launcher's environment, so a restart may
- * bring another one), else libmpi.so.40. RTLD_GLOBAL: Open MPI's components find its symbols
- * that way. Returns the dlopen handle, or 0 with crac_lh_mpi_error() set. */
+/* The library of the launcher that started this process (its environment, so a restart may
+ * bring another one than the launch had): Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE, MPICH's
+ * Hydra PMI_FD or PMI_PORT. */
+static const char *launcher_library(void)
+{
+    if (getenv("OMPI_COMM_WORLD_SIZE"))
+        return "libmpi.so.40";
+    if (getenv("PMI_FD") || getenv("PMI_PORT"))
+        return "libmpich.so.12";
+    return "libmpi.so.40";
+}
+
+/* Loads the MPI library named by CRAC_MPI_LIB, else the launcher's. RTLD_GLOBAL: Open MPI's
+ * components find its symbols that way. Returns the dlopen handle, or 0 with
+ * crac_lh_mpi_error() set. */
 static uint64_t lh_mpi_load(void)
 {
     if (mpi_lib)
         return (uint64_t)mpi_lib;
     const char *path = getenv("CRAC_MPI_LIB");
     if (!path || !*path)
-        path = "libmpi.so.40";
+        path = launcher_library();
     mpi_lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
     if (!mpi_lib)
         snprintf(mpi_err, sizeof(mpi_err), "cannot load the MPI library %s: %s", path, dlerror());
@@ -77,7 +91,32 @@ static uint64_t lh_mpi_init_begin(void)
 {
     n_fds_before = list_dir_numbers("/proc/self/fd", fds_before, MAX_SEEN);
     n_tids_before = list_dir_numbers("/proc/self/task", tids_before, MAX_SEEN);
+    /* MPICH's Hydra hands each process its PMI connection as an inherited descriptor. */
+    const char *pmi = getenv("PMI_FD");
+    if (pmi && *pmi) {
+        int fd = atoi(pmi);
+        if (fd > 2 && fcntl(fd, F_GETFD) >= 0 && !lower_fd_is_ours(fd))
+            lower_fd_record(fd);
+    }
     return 0;
+}
+
+/* At a checkpoint: every socket is MPI's or its launcher's (connections MPI opened lazily, to a
+ * peer; sockets a launcher such as MPICH's Hydra leaves open in each rank). A program's own
+ * socket is taken for one too (docs/MPI.md, "Not yet"); crac cannot restore sockets anyway.
+ * Returns how many were adopted. */
+static uint64_t lh_mpi_adopt_sockets(void)
+{
+    int now[MAX_SEEN];
+    int n = list_dir_numbers("/proc/self/fd", now, MAX_SEEN), adopted = 0;
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (lower_fd_is_ours(now[i]) || fstat(now[i], &st) != 0 || !S_ISSOCK(st.st_mode))
+            continue;
+        lower_fd_record(now[i]);
+        adopted++;
+    }
+    return (uint64_t)adopted;
 }
 
 /* After MPI_Init: every new descriptor and thread is the library's. CALLER is the upper thread
@@ -119,4 +158,5 @@ const struct crac_lh_entry lower_mpi_entries[LOWER_MPI_N_ENTRIES] = {
     {"crac_lh_mpi_init_begin", (void *)lh_mpi_init_begin},
     {"crac_lh_mpi_init_end", (void *)lh_mpi_init_end},
     {"crac_lh_mpi_callv", (void *)lh_mpi_callv},
+    {"crac_lh_mpi_adopt_sockets", (void *)lh_mpi_adopt_sockets},
 };

@@ -161,8 +161,8 @@ static struct vreq *post_send(const void *buf, int count, MPI_Datatype t, int de
     r->tag = tag;
     r->comm = c;
     void *real = NULL;
-    *rc = L("MPI_Isend", U(buf), (uint64_t)count, U(type_real(t)), (uint64_t)dest, (uint64_t)tag,
-            U(c->real), U(&real));
+    *rc = L("MPI_Isend", U(buf), (uint64_t)count, U(type_real(t)), (uint64_t)rank_down(dest),
+            (uint64_t)tag, U(c->real), U(&real));
     r->real = real;
     r->state = VR_ACTIVE;
     if (dest != MPI_PROC_NULL && dest >= 0 && dest < c->size)
@@ -199,8 +199,10 @@ static int vreq_test(struct vreq *r)
     if (r->state == VR_ACTIVE) {
         int flag = 0;
         void *real = r->real;
-        L("MPI_Test", U(&real), U(&flag), U(&r->status));
+        lstatus ls;
+        L("MPI_Test", U(&real), U(&flag), U(&ls));
         if (flag) {
+            status_up(&r->status, &ls);
             r->real = real;
             r->state = VR_DONE;
             if (r->is_recv)
@@ -349,7 +351,9 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
 
 int MPI_Get_count(const MPI_Status *st, MPI_Datatype t, int *count)
 {
-    return L("MPI_Get_count", U(st), U(type_real(t)), U(count));
+    lstatus ls;
+    status_down(&ls, st);
+    return L("MPI_Get_count", U(&ls), U(type_real(t)), U(count));
 }
 
 /* ---- collectives: nonblocking below, counted on the communicator ---- */
@@ -365,7 +369,8 @@ static int coll_wait(struct vcomm *c, void *real, int rc)
     for (;;) {
         int flag = 0;
         mpi_enter(NULL, 0);
-        L("MPI_Test", U(&real), U(&flag), 0);
+        lstatus ls;
+        L("MPI_Test", U(&real), U(&flag), U(&ls));
         mpi_leave(c, flag);
         if (flag)
             return MPI_SUCCESS;
@@ -399,16 +404,16 @@ int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op o
                MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Ireduce", U(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)), U(op_real(op)),
-               (uint64_t)root, U(c->real), U(&real));
+    int rc = L("MPI_Ireduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+               U(op_real(op)), (uint64_t)root, U(c->real), U(&real));
     return coll_wait(c, real, rc);
 }
 
 int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Iallreduce", U(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)), U(op_real(op)),
-               U(c->real), U(&real));
+    int rc = L("MPI_Iallreduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+               U(op_real(op)), U(c->real), U(&real));
     return coll_wait(c, real, rc);
 }
 
@@ -416,7 +421,7 @@ int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, i
                  MPI_Datatype rtype, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Ialltoall", U(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+    int rc = L("MPI_Ialltoall", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
                (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
     return coll_wait(c, real, rc);
 }
@@ -425,7 +430,7 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
                   MPI_Datatype rtype, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Iallgather", U(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+    int rc = L("MPI_Iallgather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
                (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
     return coll_wait(c, real, rc);
 }
@@ -434,7 +439,7 @@ int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int
                MPI_Datatype rtype, int root, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Igather", U(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+    int rc = L("MPI_Igather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
                (uint64_t)rcount, U(type_real(rtype)), (uint64_t)root, U(c->real), U(&real));
     return coll_wait(c, real, rc);
 }
@@ -443,7 +448,7 @@ int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, in
                 MPI_Datatype rtype, int root, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Iscatter", U(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+    int rc = L("MPI_Iscatter", U(sbuf), (uint64_t)scount, U(type_real(stype)), buf_down(rbuf),
                (uint64_t)rcount, U(type_real(rtype)), (uint64_t)root, U(c->real), U(&real));
     return coll_wait(c, real, rc);
 }

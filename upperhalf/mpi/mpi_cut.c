@@ -149,8 +149,8 @@ int mpi_post_recv(struct vreq *r)
     if (mpi_drained_match(r))
         return 0;
     void *real = NULL;
-    int rc = L("MPI_Irecv", U(r->buf), (uint64_t)r->count, U(type_real(r->type)), (uint64_t)r->peer,
-               (uint64_t)r->tag, U(r->comm->real), U(&real));
+    int rc = L("MPI_Irecv", U(r->buf), (uint64_t)r->count, U(type_real(r->type)),
+               (uint64_t)rank_down(r->peer), (uint64_t)r->tag, U(r->comm->real), U(&real));
     r->real = real;
     r->state = VR_ACTIVE;
     return rc;
@@ -190,7 +190,7 @@ static int cut_collectives(void)
         int k = 0;
         pthread_mutex_lock(&mpi_mu);
         for (struct vcomm *c = vcomm_list; c && k < MAX_KEYS; c = c->next)
-            if (!c->freed && c->size > 1)
+            if (!c->freed) /* size 1 too: a collective there may be in progress */
                 mine[k++] = (struct seq_rec){c->key, c->seq, (uint64_t)c->inflight};
         pthread_mutex_unlock(&mpi_mu);
         ctl_allgather(mine, MAX_KEYS * (int)sizeof(*mine), all);
@@ -239,8 +239,10 @@ static void test_all(void)
             continue;
         int flag = 0;
         void *real = r->real;
-        L("MPI_Test", U(&real), U(&flag), U(&r->status));
+        lstatus ls;
+        L("MPI_Test", U(&real), U(&flag), U(&ls));
         if (flag) {
+            status_up(&r->status, &ls);
             r->real = real;
             r->state = VR_DONE;
             if (r->is_recv && r->status.MPI_SOURCE != MPI_PROC_NULL)
@@ -254,13 +256,15 @@ static void drain_one_comm(struct vcomm *c)
     for (;;) {
         int flag = 0;
         MPI_Status st;
-        L("MPI_Iprobe", (uint64_t)MPI_ANY_SOURCE, (uint64_t)MPI_ANY_TAG, U(c->real), U(&flag),
-          U(&st));
+        lstatus ls;
+        L("MPI_Iprobe", (uint64_t)rank_down(MPI_ANY_SOURCE), (uint64_t)MPI_ANY_TAG, U(c->real),
+          U(&flag), U(&ls));
         if (!flag)
             return;
         int len = 0;
         void *byte = lower_named("ompi_mpi_byte");
-        L("MPI_Get_count", U(&st), U(byte), U(&len));
+        L("MPI_Get_count", U(&ls), U(byte), U(&len));
+        status_up(&st, &ls);
         struct drained *d = calloc(1, sizeof(*d));
         if (!d || !(d->data = malloc(len > 0 ? (size_t)len : 1)))
             mpi_die("out of memory draining MPI messages");
@@ -268,8 +272,8 @@ static void drain_one_comm(struct vcomm *c)
         d->source = st.MPI_SOURCE;
         d->tag = st.MPI_TAG;
         d->len = len;
-        L("MPI_Recv", U(d->data), (uint64_t)len, U(byte), (uint64_t)st.MPI_SOURCE,
-          (uint64_t)st.MPI_TAG, U(c->real), 0);
+        L("MPI_Recv", U(d->data), (uint64_t)len, U(byte), (uint64_t)rank_down(st.MPI_SOURCE),
+          (uint64_t)st.MPI_TAG, U(c->real), U(&ls));
         *drained_tail = d;
         drained_tail = &d->next;
         mpi_received++;
@@ -316,8 +320,10 @@ static int cut_p2p(void)
         MPI_Status st;
         int cancelled = 0;
         L("MPI_Cancel", U(&real));
-        L("MPI_Wait", U(&real), U(&st));
-        L("MPI_Test_cancelled", U(&st), U(&cancelled));
+        lstatus ls;
+        L("MPI_Wait", U(&real), U(&ls));
+        L("MPI_Test_cancelled", U(&ls), U(&cancelled));
+        status_up(&st, &ls);
         if (cancelled) {
             r->state = VR_UNPOSTED;
             r->real = NULL;
@@ -328,6 +334,7 @@ static int cut_p2p(void)
         }
     }
     __atomic_store_n(&repost, 1, __ATOMIC_SEQ_CST);
+    mpi_adopt_sockets();
     if (getenv("CRAC_DEBUG") && *getenv("CRAC_DEBUG") == '1') {
         int n_drained = 0, n_cancelled = 0;
         for (struct drained *d = drained_head; d; d = d->next)

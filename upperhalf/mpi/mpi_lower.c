@@ -22,6 +22,67 @@ extern struct crac_registry crac_registry __attribute__((weak));
 
 int mpi_inited, mpi_finalized, mpi_world_rank, mpi_world_size;
 void *mpi_ctl_comm;
+struct lower_abi mpi_abi;
+
+/* mpi_mpich_gen.c: MPICH's value of each predefined object, in mpi_predefs' order. */
+extern const int mpi_mpich_available;
+extern const int64_t mpi_mpich_values[];
+
+/* MPICH's MPI_Status (mpi.h): count_lo, count_hi_and_cancelled, MPI_SOURCE, MPI_TAG, MPI_ERROR. */
+struct mpich_status {
+    int count_lo, count_hi_and_cancelled, source, tag, error;
+};
+
+int rank_down(int r)
+{
+    if (!mpi_abi.mpich)
+        return r;
+    return r == MPI_ANY_SOURCE  ? mpi_abi.any_source
+           : r == MPI_PROC_NULL ? mpi_abi.proc_null
+           : r == MPI_ROOT      ? mpi_abi.root
+                                : r;
+}
+
+int rank_up(int r)
+{
+    if (!mpi_abi.mpich)
+        return r;
+    return r == mpi_abi.any_source  ? MPI_ANY_SOURCE
+           : r == mpi_abi.proc_null ? MPI_PROC_NULL
+           : r == mpi_abi.root      ? MPI_ROOT
+                                    : r;
+}
+
+void status_up(MPI_Status *up, const lstatus *low)
+{
+    if (!mpi_abi.mpich) {
+        memcpy(up, low, sizeof(*up));
+        return;
+    }
+    const struct mpich_status *m = (const struct mpich_status *)low;
+    memset(up, 0, sizeof(*up));
+    up->MPI_SOURCE = rank_up(m->source);
+    up->MPI_TAG = m->tag;
+    up->MPI_ERROR = m->error;
+    up->_cancelled = m->count_hi_and_cancelled & 1;
+    up->_ucount =
+        ((size_t)((unsigned)m->count_hi_and_cancelled >> 1) << 32) + (unsigned)m->count_lo;
+}
+
+void status_down(lstatus *low, const MPI_Status *up)
+{
+    memset(low, 0, sizeof(*low));
+    if (!mpi_abi.mpich) {
+        memcpy(low, up, sizeof(*up));
+        return;
+    }
+    struct mpich_status *m = (struct mpich_status *)low;
+    m->count_lo = (int)up->_ucount;
+    m->count_hi_and_cancelled = (int)((up->_ucount >> 32) << 1) | (up->_cancelled & 1);
+    m->source = rank_down(up->MPI_SOURCE);
+    m->tag = up->MPI_TAG;
+    m->error = up->MPI_ERROR;
+}
 
 void mpi_die(const char *fmt, ...)
 {
@@ -145,7 +206,21 @@ static int resolve_predefs(void)
             by_upper[i] = &mpi_predefs[i];
         qsort(by_upper, (size_t)mpi_n_predefs, sizeof(*by_upper), cmp_upper);
     }
+    /* Open MPI's objects are symbols; MPICH's handles are the constants of its mpi.h. */
+    mpi_abi.mpich = !cross3(&sym_c, "crac_lh_mpi_sym", U("ompi_mpi_comm_world"), 0, 0);
+    if (mpi_abi.mpich && !mpi_mpich_available)
+        mpi_die("the MPI library in the lower half is not Open MPI, and crac was built without "
+                "MPICH's headers (apt-get install libmpich-dev, then reinstall crac-py)");
+    mpi_abi.any_source = mpi_abi.mpich ? -2 : MPI_ANY_SOURCE;
+    mpi_abi.proc_null = mpi_abi.mpich ? -1 : MPI_PROC_NULL;
+    mpi_abi.root = mpi_abi.mpich ? -3 : MPI_ROOT;
+    mpi_abi.in_place = mpi_abi.mpich ? (uint64_t)-1 : U(MPI_IN_PLACE);
     for (int i = 0; i < mpi_n_predefs; i++) {
+        if (mpi_abi.mpich) {
+            /* 0: MPICH has no such object; a handle the program passes goes down as it is. */
+            mpi_predefs[i].lower = (void *)(uintptr_t)mpi_mpich_values[i];
+            continue;
+        }
         mpi_predefs[i].lower =
             (void *)cross3(&sym_c, "crac_lh_mpi_sym", U(mpi_predefs[i].name), 0, 0);
         if (!mpi_predefs[i].lower)
@@ -184,6 +259,16 @@ static void init_lower(void)
     void *ctl = NULL;
     L("MPI_Comm_dup", U(world), U(&ctl));
     mpi_ctl_comm = ctl;
+    const char *debug = getenv("CRAC_DEBUG");
+    if (debug && *debug == '1')
+        fprintf(stderr, "crac: debug: mpi rank %d of %d: %s in the lower half\n", mpi_world_rank,
+                mpi_world_size, mpi_abi.mpich ? "MPICH" : "Open MPI");
+}
+
+void mpi_adopt_sockets(void)
+{
+    static struct lcache c;
+    cross3(&c, "crac_lh_mpi_adopt_sockets", 0, 0, 0);
 }
 
 int mpi_lower_start(void)
@@ -209,9 +294,7 @@ int mpi_lower_rebuild(void)
     void *world = lower_named("ompi_mpi_comm_world");
     void *wgroup = NULL;
     L("MPI_Comm_group", U(world), U(&wgroup));
-    int tag = 1000;
     for (struct vcomm *c = vcomm_list; c; c = c->next) {
-        tag++;
         if (c == vcomm_world) {
             c->real = world;
             continue;
@@ -224,12 +307,12 @@ int mpi_lower_rebuild(void)
             continue;
         void *g = NULL, *nc = NULL;
         L("MPI_Group_incl", U(wgroup), (uint64_t)c->size, U(c->world_ranks), U(&g));
-        /* Only the members take part, keyed by a tag every member computes alike. */
-        L("MPI_Comm_create_group", U(world), U(g), (uint64_t)(c->key & 0x3fffffff), U(&nc));
+        /* Only the members take part, with a tag every member computes alike (under 32768,
+         * the least MPI_TAG_UB a library may have). */
+        L("MPI_Comm_create_group", U(world), U(g), (uint64_t)(c->key % 32768), U(&nc));
         L("MPI_Group_free", U(&g));
         c->real = nc;
     }
-    (void)tag;
     L("MPI_Group_free", U(&wgroup));
     for (struct vtype *t = vtype_list; t; t = t->next) {
         void *nt = NULL;

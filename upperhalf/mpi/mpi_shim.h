@@ -27,6 +27,26 @@ uint64_t mpi_lcall(struct lcache *c, const char *name, const uint64_t *args, int
 
 __attribute__((noreturn, format(printf, 1, 2))) void mpi_die(const char *fmt, ...);
 
+/* ---- the library below (mpi_lower.c): Open MPI, or MPICH at a restart ---- */
+struct lower_abi {
+    int mpich; /* integer handles, its own constants and MPI_Status layout */
+    int any_source, proc_null, root;
+    uint64_t in_place;
+};
+extern struct lower_abi mpi_abi;
+/* Big enough for either library's MPI_Status; converted to and from the program's. */
+typedef struct {
+    uint64_t w[4];
+} lstatus;
+void status_up(MPI_Status *up, const lstatus *low);
+void status_down(lstatus *low, const MPI_Status *up);
+int rank_down(int r); /* a rank argument (MPI_ANY_SOURCE, MPI_PROC_NULL ...) for the library */
+int rank_up(int r);
+static inline uint64_t buf_down(const void *p)
+{
+    return p == MPI_IN_PLACE ? mpi_abi.in_place : U(p);
+}
+
 /* ---- virtual handles (mpi_objects.c) ---- */
 #define VMAGIC 0x4d50495643524143ULL
 
@@ -83,9 +103,10 @@ struct vtype *vtype_new(void);
 
 /* ---- the library's life (mpi_lower.c) ---- */
 extern int mpi_inited, mpi_finalized, mpi_world_rank, mpi_world_size;
-extern void *mpi_ctl_comm;   /* the shim's own duplicate of the world (lower handle) */
-int mpi_lower_start(void);   /* load, MPI_Init_thread, predefined handles, ctl comm */
-int mpi_lower_rebuild(void); /* at restart: communicators and datatypes again */
+extern void *mpi_ctl_comm;    /* the shim's own duplicate of the world (lower handle) */
+int mpi_lower_start(void);    /* load, MPI_Init_thread, predefined handles, ctl comm */
+int mpi_lower_rebuild(void);  /* at restart: communicators and datatypes again */
+void mpi_adopt_sockets(void); /* sockets MPI opened since MPI_Init are the lower half's */
 
 /* ---- the consistent cut (mpi_cut.c) ---- */
 extern pthread_mutex_t mpi_mu;
