@@ -172,7 +172,7 @@ def run_mpi_cycles(
 def test_mpi_ring_allreduce_two_cycles(tmp_path: Path) -> None:
     """A ring with MPI_Sendrecv and an MPI_Allreduce/MPI_Bcast loop on 2 ranks: checkpointed
     twice (the whole job, through the coordinator), SIGKILLed, restarted with mpirun each time."""
-    run_mpi_cycles("mpi_ring", ["40", "40"], tmp_path)
+    run_mpi_cycles("mpi_ring", ["150", "40"], tmp_path)
 
 
 def test_mpi_restart_wrong_rank_count(tmp_path: Path) -> None:
@@ -212,7 +212,7 @@ def test_mpi_jacobi_split_types_four_ranks(tmp_path: Path) -> None:
     """Halo exchange with MPI_Irecv posted before uneven work and MPI_Isend/MPI_Waitall after it,
     derived datatypes, MPI_Comm_split with collectives on the halves, on 4 ranks: checkpoints
     land while ranks wait in different calls, with receives pending; two cycles."""
-    run_mpi_cycles("mpi_jacobi", ["60", "15"], tmp_path, ranks=4)
+    run_mpi_cycles("mpi_jacobi", ["120", "20"], tmp_path, ranks=4)
 
 
 def test_mpi_unsupported_function_refused(tmp_path: Path) -> None:
@@ -235,7 +235,7 @@ def test_mpi_unsupported_function_refused(tmp_path: Path) -> None:
 def test_mpi_thread_multiple(tmp_path: Path) -> None:
     """MPI_THREAD_MULTIPLE: two threads per rank communicate at once on their own communicators;
     checkpoints cut both (each thread held in its own call), two cycles."""
-    run_mpi_cycles("mpi_threads", ["50", "20"], tmp_path)
+    run_mpi_cycles("mpi_threads", ["150", "30"], tmp_path)
 
 
 def test_mpi_open_mpi_job_restarts_on_mpich(tmp_path: Path) -> None:
@@ -243,4 +243,4 @@ def test_mpi_open_mpi_job_restarts_on_mpich(tmp_path: Path) -> None:
     restarted under MPICH's mpiexec with MPICH in the lower half (the shim keeps the program's
     Open MPI ABI and translates), checkpointed there, and restarted on Open MPI again."""
     _mpiexec_mpich(2)
-    run_mpi_cycles("mpi_jacobi", ["60", "15"], tmp_path, ranks=2, restarts=("mpich", "mpirun"))
+    run_mpi_cycles("mpi_jacobi", ["120", "20"], tmp_path, ranks=2, restarts=("mpich", "mpirun"))

@@ -102,17 +102,32 @@ static int32_t epoch_now(void)
 }
 
 /* A loader entry, cached per lower half. */
+#define LC_ADDR_MASK ((1ULL << 48) - 1)
+
+static void *lcache_get(struct lcache *c, int32_t e)
+{
+    uint64_t w = __atomic_load_n(&c->word, __ATOMIC_ACQUIRE);
+    if (!w || (w >> 48) != ((uint64_t)e & 0xffff))
+        return NULL;
+    return (void *)(uintptr_t)(w & LC_ADDR_MASK);
+}
+
+static void lcache_put(struct lcache *c, int32_t e, void *fn)
+{
+    uint64_t w = ((uint64_t)(uintptr_t)fn & LC_ADDR_MASK) | (((uint64_t)e & 0xffff) << 48);
+    __atomic_store_n(&c->word, w, __ATOMIC_RELEASE);
+}
+
 static void *loader_entry(struct lcache *c, const char *name)
 {
     int32_t e = epoch_now();
-    void *fn = __atomic_load_n(&c->fn, __ATOMIC_ACQUIRE);
-    if (fn && __atomic_load_n(&c->epoch, __ATOMIC_RELAXED) == e)
+    void *fn = lcache_get(c, e);
+    if (fn)
         return fn;
     fn = upper_lookup ? upper_lookup(name) : NULL;
     if (!fn)
         mpi_die("the MPI shim runs only under crac (lower-half entry %s missing)", name);
-    __atomic_store_n(&c->epoch, e, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->fn, fn, __ATOMIC_RELEASE);
+    lcache_put(c, e, fn);
     return fn;
 }
 
@@ -130,13 +145,12 @@ uint64_t mpi_lcall(struct lcache *c, const char *name, const uint64_t *args, int
     cross_gate_enter();
     /* Looked up after the gate: a thread that waited there may be on a new lower half. */
     int32_t e = epoch_now();
-    void *fn = __atomic_load_n(&c->fn, __ATOMIC_ACQUIRE);
-    if (!fn || __atomic_load_n(&c->epoch, __ATOMIC_RELAXED) != e) {
+    void *fn = lcache_get(c, e);
+    if (!fn) {
         fn = (void *)cross_call_entered(loader_entry(&sym_c, "crac_lh_mpi_sym"), U(name), 0, 0);
         if (!fn)
             mpi_die("the MPI library in the lower half has no %s", name);
-        __atomic_store_n(&c->epoch, e, __ATOMIC_RELAXED);
-        __atomic_store_n(&c->fn, fn, __ATOMIC_RELEASE);
+        lcache_put(c, e, fn);
     }
     uint64_t r = cross_call_entered(loader_entry(&callv_c, "crac_lh_mpi_callv"), U(fn), U(args),
                                     (uint64_t)n);

@@ -11,9 +11,11 @@
 #include <stdint.h>
 
 /* ---- crossing (mpi_lower.c) ---- */
+/* A function of the current lower half: its address and the restart epoch it was looked up in,
+ * in one word (address in the low 48 bits), so a thread never pairs a new epoch with an old
+ * address while another thread refreshes it. */
 struct lcache {
-    void *fn;
-    int32_t epoch;
+    uint64_t word;
 };
 /* Calls the real library's function NAME with N integer/pointer arguments. */
 uint64_t mpi_lcall(struct lcache *c, const char *name, const uint64_t *args, int n);
