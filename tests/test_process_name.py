@@ -44,7 +44,9 @@ def test_name_and_command_line_after_launch_and_restart(counter, tmp_path):
         assert token.encode() not in b"\0".join(a.encode() for a in argv) + environ
         checkpoint(proc, ckptdir)
         kill9(proc)
-        proc = restart(ckptdir, out_dir=logs, label="restart", opts=["--new-coordinator", "-p", port])
+        proc = restart(
+            ckptdir, out_dir=logs, label="restart", opts=["--new-coordinator", "-p", port]
+        )
         wait_for_step(proc, 1)
         comm, argv = shown(proc.pid)
         assert comm == "ckpt_counter", comm
