@@ -94,12 +94,6 @@ int MPI_Finalize(void)
     return L("MPI_Finalize", 0);
 }
 
-int MPI_Abort(MPI_Comm comm, int code)
-{
-    struct vcomm *c = comm_v(comm);
-    return L("MPI_Abort", U(c ? c->real : vcomm_world->real), (uint64_t)code);
-}
-
 double MPI_Wtime(void)
 {
     struct timespec ts;
@@ -108,11 +102,6 @@ double MPI_Wtime(void)
 }
 
 double MPI_Wtick(void) { return 1e-9; }
-
-int MPI_Get_processor_name(char *name, int *len)
-{
-    return L("MPI_Get_processor_name", U(name), U(len));
-}
 
 int MPI_Comm_rank(MPI_Comm comm, int *rank)
 {
@@ -349,13 +338,6 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
     return MPI_SUCCESS;
 }
 
-int MPI_Get_count(const MPI_Status *st, MPI_Datatype t, int *count)
-{
-    lstatus ls;
-    status_down(&ls, st);
-    return L("MPI_Get_count", U(&ls), U(type_real(t)), U(count));
-}
-
 /* ---- collectives: nonblocking below, counted on the communicator ---- */
 
 static int coll_wait(struct vcomm *c, void *real, int rc)
@@ -562,9 +544,4 @@ int MPI_Type_free(MPI_Datatype *type)
     t->freed = 1; /* kept: a live type built on it is rebuilt from it at restart */
     *type = MPI_DATATYPE_NULL;
     return rc;
-}
-
-int MPI_Type_size(MPI_Datatype t, int *size)
-{
-    return L("MPI_Type_size", U(type_real(t)), U(size));
 }

@@ -56,6 +56,14 @@ int main(int argc, char **argv)
     MPI_Type_commit(&halo);
     MPI_Type_vector(4, 1, 2, MPI_LONG, &strided);
     MPI_Type_commit(&strided);
+    int tsize, ver, subver;
+    MPI_Aint lb, extent;
+    MPI_Type_size(halo, &tsize);
+    MPI_Type_get_extent(strided, &lb, &extent);
+    MPI_Get_version(&ver, &subver);
+    check(tsize == 2 * (int)sizeof(long) && lb == 0 && extent == 7 * (MPI_Aint)sizeof(long) &&
+              ver >= 3,
+          "datatype queries", 0);
     int left = rank > 0 ? rank - 1 : MPI_PROC_NULL,
         right = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
     long u[N + 4], v[N + 4];
