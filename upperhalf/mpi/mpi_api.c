@@ -288,6 +288,46 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int
     return vreq_wait(rr, st);
 }
 
+/* Drained messages first: they were sent before anything the library holds now. */
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *st)
+{
+    struct vcomm *c = comm_v(comm);
+    if (!c)
+        return MPI_ERR_COMM;
+    if (source == MPI_PROC_NULL) {
+        *flag = 1;
+        null_status(st);
+        return MPI_SUCCESS;
+    }
+    mpi_enter(c, 0);
+    pthread_mutex_lock(&mpi_mu);
+    int rc = MPI_SUCCESS;
+    *flag = mpi_drained_peek(c, source, tag, st);
+    if (!*flag) {
+        lstatus ls;
+        rc = L("MPI_Iprobe", (uint64_t)rank_down(source), (uint64_t)tag, U(c->real), U(flag),
+               U(&ls));
+        if (*flag && st != MPI_STATUS_IGNORE)
+            status_up(st, &ls);
+    }
+    pthread_mutex_unlock(&mpi_mu);
+    mpi_leave(c, 0);
+    return rc;
+}
+
+/* A loop of MPI_Iprobe in upper code, so a checkpoint can cut between the probes. */
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
+{
+    unsigned spins = 0;
+    for (;;) {
+        int flag = 0;
+        int rc = MPI_Iprobe(source, tag, comm, &flag, st);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        mpi_backoff(&spins);
+    }
+}
+
 static struct vreq *req_v(MPI_Request r)
 {
     if ((void *)r == (void *)&ompi_request_null || !r)

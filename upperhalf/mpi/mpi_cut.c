@@ -144,6 +144,23 @@ int mpi_drained_match(struct vreq *r)
     return 0;
 }
 
+int mpi_drained_peek(struct vcomm *c, int source, int tag, MPI_Status *st)
+{
+    for (struct drained *d = drained_head; d; d = d->next) {
+        if (d->comm != c || (source != MPI_ANY_SOURCE && source != d->source) ||
+            (tag != MPI_ANY_TAG && tag != d->tag))
+            continue;
+        if (st != MPI_STATUS_IGNORE) {
+            memset(st, 0, sizeof(*st));
+            st->MPI_SOURCE = d->source;
+            st->MPI_TAG = d->tag;
+            st->_ucount = (size_t)d->len;
+        }
+        return 1;
+    }
+    return 0;
+}
+
 int mpi_post_recv(struct vreq *r)
 {
     if (mpi_drained_match(r))

@@ -123,6 +123,9 @@ void mpi_backoff(unsigned *spins);
  * which is then complete. 1 if one matched. Call under mpi_mu. */
 int mpi_drained_match(struct vreq *r);
 int mpi_post_recv(struct vreq *r); /* drained match, else the real Irecv */
+/* 1 when a drained message matches (source and tag as the program gives them); its envelope in
+ * *st. Call under mpi_mu. */
+int mpi_drained_peek(struct vcomm *c, int source, int tag, MPI_Status *st);
 void mpi_register_hooks(void);
 
 #endif
