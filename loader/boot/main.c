@@ -50,7 +50,7 @@ static void usage(void)
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
             "                   [--exit-after-checkpoint] [--crac-cmd CMD]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
-            "                   -- PROGRAM [ARGS...]\n"
+            "                   [--mpi-shim SONAME] -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
             "                   [options above] -- PROGRAM [ARGS...]\n"
             "       crac-loader --probe\n");
