@@ -235,7 +235,7 @@ def test_mpi_unsupported_function_refused(tmp_path: Path) -> None:
 def test_mpi_thread_multiple(tmp_path: Path) -> None:
     """MPI_THREAD_MULTIPLE: two threads per rank communicate at once on their own communicators;
     checkpoints cut both (each thread held in its own call), two cycles."""
-    run_mpi_cycles("mpi_threads", ["150", "30"], tmp_path)
+    run_mpi_cycles("mpi_threads", ["300", "30"], tmp_path)
 
 
 def test_mpi_open_mpi_job_restarts_on_mpich(tmp_path: Path) -> None:

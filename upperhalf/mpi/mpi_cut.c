@@ -303,19 +303,20 @@ static int cut_p2p(void)
 {
     __atomic_store_n(&stop_p2p, 1, __ATOMIC_SEQ_CST);
     unsigned spins = 0;
-    for (;;) {
-        pthread_mutex_lock(&mpi_mu);
-        int busy = active;
+    pthread_mutex_lock(&mpi_mu);
+    while (active) {
         pthread_mutex_unlock(&mpi_mu);
-        if (!busy)
-            break;
         mpi_backoff(&spins);
+        pthread_mutex_lock(&mpi_mu);
     }
-    /* From here on this thread alone uses the program's requests. */
+    /* From here on this thread alone uses the program's requests, and holds mpi_mu to the end:
+     * a program thread may still free a completed request (outside any section). */
     size_t n = (size_t)mpi_world_size;
     int64_t *total = calloc(n, sizeof(*total));
-    if (!total)
+    if (!total) {
+        pthread_mutex_unlock(&mpi_mu);
         return -1;
+    }
     L("MPI_Allreduce", U(mpi_sent_to), U(total), (uint64_t)n, U(lower_named("ompi_mpi_int64_t")),
       U(lower_named("ompi_mpi_op_sum")), U(mpi_ctl_comm));
     int64_t expected = total[mpi_world_rank];
@@ -364,6 +365,7 @@ static int cut_p2p(void)
                 mpi_world_rank, (long long)mpi_received, (long long)expected, n_drained,
                 n_cancelled);
     }
+    pthread_mutex_unlock(&mpi_mu);
     return 0;
 }
 
