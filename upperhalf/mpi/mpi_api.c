@@ -45,11 +45,10 @@ static int start(int required, int *provided)
 {
     if (mpi_inited)
         return MPI_ERR_OTHER;
-    mpi_lower_start();
+    mpi_lower_start(); /* sets mpi_inited */
     thread_level = required;
     if (provided)
         *provided = required > MPI_THREAD_MULTIPLE ? MPI_THREAD_MULTIPLE : required;
-    mpi_inited = 1;
     record_rank();
     return MPI_SUCCESS;
 }

@@ -82,7 +82,6 @@ void mpi_enter(struct vcomm *comm, int is_coll)
 {
     pthread_mutex_lock(&mpi_mu);
     for (;;) {
-        do_repost();
         int32_t w = __atomic_load_n(&wake_word, __ATOMIC_SEQ_CST);
         int hold = __atomic_load_n(&stop_p2p, __ATOMIC_SEQ_CST) ||
                    (is_coll && comm && __atomic_load_n(&stop_coll, __ATOMIC_SEQ_CST) &&
@@ -93,6 +92,9 @@ void mpi_enter(struct vcomm *comm, int is_coll)
         futex_wait(&wake_word, w);
         pthread_mutex_lock(&mpi_mu);
     }
+    /* Only once not held: receives posted while a cut holds the threads would be live in the
+     * library the image is cut from, and stale after a restart. */
+    do_repost();
     active++;
     if (is_coll && comm) {
         comm->seq++;
@@ -372,6 +374,12 @@ static int cut_p2p(void)
 static int on_event(enum crac_event ev, void *arg)
 {
     (void)arg;
+    if (ev == CRAC_EV_PRE_SUSPEND) {
+        /* Program threads still run: one may be inside MPI_Init, which every rank's cut needs. */
+        unsigned spins = 0;
+        while (__atomic_load_n(&mpi_initing, __ATOMIC_SEQ_CST))
+            mpi_backoff(&spins);
+    }
     if (!mpi_inited || mpi_finalized)
         return 0;
     switch (ev) {

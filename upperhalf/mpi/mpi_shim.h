@@ -105,10 +105,11 @@ struct vtype *vtype_new(void);
 
 /* ---- the library's life (mpi_lower.c) ---- */
 extern int mpi_inited, mpi_finalized, mpi_world_rank, mpi_world_size;
-extern void *mpi_ctl_comm;    /* the shim's own duplicate of the world (lower handle) */
-int mpi_lower_start(void);    /* load, MPI_Init_thread, predefined handles, ctl comm */
-int mpi_lower_rebuild(void);  /* at restart: communicators and datatypes again */
-void mpi_adopt_sockets(void); /* sockets MPI opened since MPI_Init are the lower half's */
+extern void *mpi_ctl_comm;           /* the shim's own duplicate of the world (lower handle) */
+extern volatile int32_t mpi_initing; /* mpi_lower_start runs */
+int mpi_lower_start(void);           /* load, MPI_Init_thread, predefined handles, ctl comm */
+int mpi_lower_rebuild(void);         /* at restart: communicators and datatypes again */
+void mpi_adopt_sockets(void);        /* sockets MPI opened since MPI_Init are the lower half's */
 
 /* ---- the consistent cut (mpi_cut.c) ---- */
 extern pthread_mutex_t mpi_mu;
