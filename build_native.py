@@ -248,7 +248,13 @@ TARGETS: dict[str, Target] = {
         output="crac-loader",
         source_globs=("loader/*/*.c",),
         cflags=(*COMMON_CFLAGS, "-fno-pie", *LOADER_INCLUDES, f'-DCRAC_VERSION="{VERSION}"'),
-        ldflags=("-no-pie", "-Wl,-Ttext-segment=0x10000000"),
+        # pthread_create is exported so every thread a lower-half library starts is registered
+        # as lower (loader/cross/lower_spawn.c).
+        ldflags=(
+            "-no-pie",
+            "-Wl,-Ttext-segment=0x10000000",
+            "-Wl,--dynamic-list=loader/cross/lower_exports.list",
+        ),
         libs=("-lpthread", "-ldl"),
         tls_free=(
             "loader/confine/confine_exe.c",
@@ -271,7 +277,7 @@ TARGETS: dict[str, Target] = {
 
 # The simulated CUDA device (docs/SIM.md): two lower-half backend versions, the upper libcudart
 # shim, and the same sim as a plain libcudart (the native baseline).
-_SIM_BACKEND_EXCLUDE = ("backends/sim/sim_native.c",)
+_SIM_BACKEND_EXCLUDE = ("backends/sim/sim_native.c", "backends/sim/sim_native_vars.c")
 _SIM_NATIVE_EXCLUDE = ("backends/sim/sim_backend.c",)
 for _v in (1, 2):
     TARGETS[f"libcrac-sim{_v}.so"] = Target(
@@ -284,6 +290,17 @@ for _v in (1, 2):
         generated=("cudart_lower_gen.c",),
         uses_cuda=True,
     )
+# The real CUDA runtime as a backend (docs/CUDA.md): built against the CUDA 13 headers; it loads
+# NVIDIA's libcudart.so.13 and the driver at run time, so it builds on machines without either.
+TARGETS["libcrac-cuda13.so"] = Target(
+    output="libcrac-cuda13.so",
+    source_globs=("backends/cuda/*.c",),
+    cflags=(*COMMON_CFLAGS, "-fPIC", "-fvisibility=hidden", "-Ibackends/cuda"),
+    ldflags=("-shared", "-Wl,-z,defs"),
+    libs=("-lpthread", "-ldl"),
+    generated=("cudart_cuda_gen.c",),
+    uses_cuda=True,
+)
 TARGETS["shim/libcudart.so.13"] = Target(
     output="shim/libcudart.so.13",
     source_globs=("upperhalf/cudart/*.c", "backends/sim/sim_errstr.c"),
@@ -296,7 +313,12 @@ TARGETS["shim/libcudart.so.13"] = Target(
 )
 TARGETS["native/libcudart.so.13"] = Target(
     output="native/libcudart.so.13",
-    source_globs=("backends/sim/*.c", "upperhalf/cudart/dalloc.c"),
+    source_globs=(
+        "backends/sim/*.c",
+        "upperhalf/cudart/dalloc.c",
+        "upperhalf/cudart/rt_compose.c",
+        "upperhalf/cudart/rt_pool.c",
+    ),
     cflags=(*COMMON_CFLAGS, "-fPIC", "-DCRAC_SIM_VERSION=1", "-Iupperhalf/cudart"),
     ldflags=("-shared", "-Wl,-z,defs"),
     libs=("-lpthread",),
@@ -366,8 +388,11 @@ def generate(root: Path = ROOT) -> GenResult:
     from crac_py.codegen.cudart_locate import CudaNotFoundError
     from crac_py.codegen.generate import CodegenError, generate
 
+    from crac_py.codegen import cuda_backend
+
     try:
         gen = generate(root / GEN_DIR.relative_to(ROOT))
+        cuda_backend.write(root / GEN_DIR.relative_to(ROOT))
     except (CudaNotFoundError, CodegenError) as exc:
         raise NativeBuildError(f"cannot generate the CUDA runtime glue: {exc}") from None
     print(f"build_native: CUDA headers from {gen.cuda.include_dir} ({gen.cuda.source})")
@@ -490,6 +515,9 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
         # The sim kernel header, for programs built against an installed crac (sim_toolchain).
         (out_dir / "include").mkdir(exist_ok=True)
         shutil.copyfile(root / "include" / "crac_sim.h", out_dir / "include" / "crac_sim.h")
+        # crac kernels (crac_py/kernels): the header its CPU compilation of .cu sources needs.
+        for h in ("crac_cuda_kernel.h", "crac_kernels_abi.h"):
+            shutil.copyfile(root / "include" / h, out_dir / "include" / h)
     return [out_dir / t.output for _, t, _ in plan]
 
 

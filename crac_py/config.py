@@ -56,7 +56,7 @@ OPTIONS: dict[str, Option] = {
     "coord_host": Option("--coord-host", _twins("COORD_HOST", "DMTCP_HOST"), "localhost"),
     "coord_port": Option("--coord-port", _twins("COORD_PORT", "DMTCP_PORT"), "7779"),
     # crac's own (DMTCP has no shared secret): required by a coordinator on another interface.
-    "coord_token": Option("--coord-token", ("CRAC_COORD_TOKEN",), ""),
+    "coord_token": Option("--coord-token", ("CRAC_COORD_TOKEN", "DMTCP_COORD_TOKEN"), ""),
     "checkpoint_dir": Option("--ckptdir", _twins("CHECKPOINT_DIR"), "."),
     "checkpoint_interval": Option("--interval", _twins("CHECKPOINT_INTERVAL"), "0"),
     "sigckpt": Option("--ckpt-signal", _twins("SIGCKPT"), "12"),

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CRAC_BACKEND_ABI 2
+#define CRAC_BACKEND_ABI 3
 
 struct crac_backend_host {
     uint64_t device_window_start; /* D: device virtual addresses are assigned here by crac */
@@ -17,6 +17,8 @@ struct crac_backend_host {
      * every thread that is not a registered lower-half thread. */
     void (*register_lower_thread)(pid_t tid);
     void (*unregister_lower_thread)(pid_t tid);
+    /* The device library the backend drives (cuda: NVIDIA's libcudart); NULL for the sim. */
+    const char *runtime_path;
 };
 
 struct crac_backend_info {

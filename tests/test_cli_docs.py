@@ -37,7 +37,7 @@ def help_options(command: str) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "command", ["launch", "restart", "coordinator", "verify", "inspect", "doctor"]
+    "command", ["launch", "restart", "coordinator", "verify", "inspect", "doctor", "kernels"]
 )
 def test_every_help_option_is_documented(command):
     text = CLI_MD.read_text()

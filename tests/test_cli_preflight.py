@@ -312,12 +312,14 @@ def test_bad_device_value(fake_native: dict[str, str]) -> None:
     assert_refused(run_crac("launch", "true", env=env), "CRAC_DEVICE")
 
 
-@pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="this machine has a CUDA driver")
-def test_device_cuda_without_gpu(fake_native: dict[str, str]) -> None:
-    assert_refused(
-        run_crac("launch", "--device", "cuda", "true", env=fake_native),
-        "no CUDA driver/GPU found; use --device sim",
-    )
+def test_device_cuda_loads_nvidias_runtime(fake_native: dict[str, str]) -> None:
+    """--device cuda is honoured with or without a GPU (without one, NVIDIA's runtime answers the
+    program as it does natively): the loader gets the runtime's path."""
+    proc = run_crac("launch", "--device", "cuda", "true", env=fake_native)
+    options, _ = split_loader_argv(proc)
+    assert options[:2] == ["--device", "cuda"], proc.stdout
+    runtime = options[options.index("--cuda-runtime") + 1]
+    assert Path(runtime).name == "libcudart.so.13" and Path(runtime).is_file(), runtime
 
 
 def test_missing_native_parts(tmp_path: Path) -> None:

@@ -441,8 +441,10 @@ def test_wrong_secret_refused(counter, tmp_path):
         bad = CracProc(argv, out_dir=logs, label="wrong", env=base_env(), cwd=tmp_path)
         procs.append(bad)
         assert wait_exit(bad, WAIT_TIMEOUT) == 2, bad.report()
+        # A token on the command line is warned about (ps shows it), then refused.
         err = [ln for ln in bad.stderr_text().splitlines() if ln.strip()]
-        assert len(err) == 1 and err[0].startswith("crac: error: ") and "token" in err[0]
+        assert len(err) == 2 and err[0].startswith("crac: warning: --coord-token"), err
+        assert err[1].startswith("crac: error: ") and "token" in err[1], err
         assert bad.stdout_text() == ""
         assert request(coord.port, "status", token="right")["num_peers"] == 0
         env = base_env({"CRAC_COORD_TOKEN": "right"})

@@ -99,11 +99,14 @@ struct sim_dep {
 
 #define SIM_INLINE_DEPS 4
 
+struct crac_kernel_entry;
+
 struct sim_kernel_launch {
-    const struct crac_sim_kernel_desc *desc;
+    const struct crac_sim_kernel_desc *desc; /* a CRAC_SIM_KERNEL kernel, or NULL */
+    const struct crac_kernel_entry *kentry;  /* a kernel from a kernels library, or NULL */
     dim3 grid, block;
     size_t shared;
-    void *argv[CRAC_SIM_MAX_PARAMS];
+    void *argv[32]; /* max(CRAC_SIM_MAX_PARAMS, CRAC_KERNEL_MAX_PARAMS) */
     unsigned char *argbuf;
     size_t argbuf_size;
 };
@@ -167,10 +170,28 @@ void sim_events_reset(void);
 void sim_kernel_run(struct sim_kernel_launch *k); /* on a worker; may set the sticky error */
 void sim_kernel_free(struct sim_kernel_launch *k);
 
+/* ---- cudaapi: more of the runtime (sim_attr.c, sim_graph.c) ---- */
+/* The kernel registered for host_fun (caller holds sim_lock); *desc NULL for GPU code. */
+cudaError_t sim_kernel_lookup(const void *host_fun, const struct crac_sim_kernel_desc **desc);
+unsigned sim_stream_flags(const struct sim_stream *s);
+void sim_op_free(struct sim_op *op); /* an op never queued (or a graph's) */
+/* What sim_stream_enqueue returns for an operation a capturing stream put into its graph. */
+#define SIM_SEQ_CAPTURED UINT64_MAX
+/* Called by sim_stream_enqueue (sim_lock held): 1 when s is capturing and took op, 0 when s is
+ * not capturing, -1 when capturing failed (op not taken). */
+int sim_graph_capture_op(struct sim_stream *s, struct sim_op *op);
+/* cudaStreamWaitEvent on an event recorded during a capture: s joins that capture (1), or the
+ * event was not recorded in a capture (0). Caller holds sim_lock. */
+int sim_graph_event_join(uint32_t ev_index, uint32_t ev_gen, struct sim_stream *s);
+/* Checkpoint and restart of graphs (lower entries crac_lh_graph_export/import). */
+uint64_t sim_graph_export(uint64_t handle, void *buf, uint64_t cap);
+uint64_t sim_graph_import(const void *buf, uint64_t len);
+void sim_graphs_reset(void); /* cudaDeviceReset: sim_lock held */
+
 /* ---- handle encodings (sim_handle.c): the values differ between sim versions ----
  * Objects live in arrays of elem-sized slots. sim1 hands out the slot's address (as drivers hand
  * out pointers); sim2 an encoded integer (kind, generation, index). */
-enum { SIM_H_STREAM = 1, SIM_H_EVENT = 2, SIM_H_MODULE = 3 };
+enum { SIM_H_STREAM = 1, SIM_H_EVENT = 2, SIM_H_MODULE = 3, SIM_H_GRAPH = 4 };
 #define SIM_GEN_ANY UINT32_MAX
 uint64_t sim_handle_encode(int kind, const void *base, size_t elem, uint32_t index, uint32_t gen);
 /* The slot index h names, or -1; *gen: the encoded generation (masked), or SIM_GEN_ANY. */
@@ -183,5 +204,22 @@ int64_t sim_now_ns(void);
 
 /* ---- lower-half only (sim_backend.c): block until a signal handler ran (debug entry) ---- */
 long sim_block_until_signal(long timeout_ms);
+
+/* ---- kernels libraries of nvcc-built programs (sim_kernels_lib.c); sim_lock held ---- */
+struct crac_kernel_block;
+void sim_kernels_set_path(const char *path);
+const char *sim_kernels_path(void);
+const struct crac_kernel_entry *sim_kernels_find(const char *device_name);
+int sim_kernels_run_block(const struct crac_kernel_entry *k, void **args,
+                          const struct crac_kernel_block *b); /* CRAC_KERNEL_*, no lock */
+void sim_kernels_report_missing(const char *device_name);
+void sim_kernels_bind_var(const char *name, uint64_t addr, uint64_t size, int init);
+
+/* ---- nvcc's device variables (sim_vars.c) ---- */
+int sim_vars_init(void);
+void sim_vars_drop_module(uint32_t module_index); /* sim_lock held */
+/* The module index behind a module handle, or -1 (sim_lock held). */
+long sim_module_index(void **handle);
+uint64_t sim_lh_kernels_path(uint64_t path, uint64_t a1, uint64_t a2); /* lower entry */
 
 #endif

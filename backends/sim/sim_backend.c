@@ -101,7 +101,21 @@ static int bk_write(uint64_t addr, const void *src, uint64_t len)
     return 0;
 }
 
+/* cudaapi: graphs as bytes for checkpoints, and back (sim_graph.c). */
+static uint64_t lh_graph_export(uint64_t h, uint64_t buf, uint64_t cap)
+{
+    return sim_graph_export(h, (void *)(uintptr_t)buf, cap);
+}
+
+static uint64_t lh_graph_import(uint64_t buf, uint64_t len, uint64_t a2)
+{
+    (void)a2;
+    return sim_graph_import((const void *)(uintptr_t)buf, len);
+}
+
 static const struct crac_lh_entry own_entries[] = {
+    {"crac_lh_graph_export", (void *)lh_graph_export},
+    {"crac_lh_graph_import", (void *)lh_graph_import},
     {"crac_lh_event_timestamp", (void *)lh_event_timestamp},
     {"crac_lh_event_restore", (void *)lh_event_restore},
     {"crac_lh_dev_map", (void *)lh_dev_map},
@@ -110,6 +124,7 @@ static const struct crac_lh_entry own_entries[] = {
     {"crac_sim_debug_block_signal", (void *)lh_debug_block_signal},
     {"crac_sim_version", (void *)lh_sim_version},
     {"crac_sim_record_error", (void *)lh_record_error},
+    {"crac_lh_kernels_path", (void *)sim_lh_kernels_path},
 };
 
 #define N_OWN (sizeof(own_entries) / sizeof(own_entries[0]))

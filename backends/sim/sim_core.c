@@ -173,6 +173,7 @@ cudaError_t sim_cudaDeviceReset(void)
     sim_wait_all_idle();
     sim_streams_reset();
     sim_events_reset();
+    sim_graphs_reset();
     sim_mem_reset();
     __atomic_store_n(&sticky_error, cudaSuccess, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&sim_lock);

@@ -125,7 +125,9 @@ cudaError_t sim_cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
             op->u.record.gen = e->gen;
             op->u.record.record_id = ++e->record_id;
             uint64_t seq = sim_stream_enqueue(s, op, NULL);
-            if (seq) {
+            if (seq == SIM_SEQ_CAPTURED) {
+                r = cudaSuccess; /* a node of the capture: the event itself is unchanged */
+            } else if (seq) {
                 sim_stream_ident(s, &e->rec.index, &e->rec.gen);
                 e->rec.seq = seq;
                 e->recorded = 1;
@@ -194,7 +196,9 @@ cudaError_t sim_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsi
     cudaError_t r = cudaErrorInvalidResourceHandle;
     if (e && s) {
         r = cudaSuccess;
-        if (e->recorded) {
+        if (sim_graph_event_join(e->index, e->gen, s)) {
+            /* the event was recorded in a capture: s now captures into the same graph */
+        } else if (e->recorded) {
             struct sim_op *op = sim_op_new(OP_WAIT);
             struct sim_dep d = e->rec;
             if (!op || !sim_stream_enqueue(s, op, &d))

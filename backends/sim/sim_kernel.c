@@ -3,6 +3,8 @@
  * the kernel's block function over the grid on the stream's worker. */
 #include "sim.h"
 
+#include "crac_kernels_abi.h"
+
 #include <string.h>
 
 struct sim_module {
@@ -23,6 +25,9 @@ struct sim_func {
     const void *host_fun; /* NULL: empty; TOMBSTONE: removed */
     uint32_t module_index;
     const struct crac_sim_kernel_desc *desc; /* NULL for a foreign (GPU) module */
+    const struct crac_kernel_entry *kentry;  /* nvcc module: the kernels library's code */
+    const char *device_name;                 /* nvcc's (mangled) name, program memory */
+    int reported;                            /* the missing-code line was printed */
 };
 
 #define FUNC_SLOTS 8192 /* power of two */
@@ -60,6 +65,17 @@ static struct sim_func *func_find(const void *host_fun)
     return NULL;
 }
 
+/* cudaapi: the kernel registered for host_fun (sim_attr.c's function queries). Caller holds
+ * sim_lock. cudaErrorInvalidDeviceFunction when unknown; *desc NULL for a GPU-only module. */
+cudaError_t sim_kernel_lookup(const void *host_fun, const struct crac_sim_kernel_desc **desc)
+{
+    struct sim_func *f = host_fun ? func_find(host_fun) : NULL;
+    if (!f)
+        return cudaErrorInvalidDeviceFunction;
+    *desc = f->desc;
+    return cudaSuccess;
+}
+
 static struct sim_module *module_get(void **handle)
 {
     uint32_t gen;
@@ -68,6 +84,12 @@ static struct sim_module *module_get(void **handle)
     if (i < 0 || !modules[i].live || !sim_handle_gen_matches(gen, modules[i].gen))
         return NULL;
     return &modules[i];
+}
+
+long sim_module_index(void **handle)
+{
+    struct sim_module *m = module_get(handle);
+    return m ? (long)m->index : -1;
 }
 
 void **sim___cudaRegisterFatBinary(void *fatCubin)
@@ -112,6 +134,7 @@ void sim___cudaUnregisterFatBinary(void **fatCubinHandle)
         for (uint32_t i = 0; i < FUNC_SLOTS; i++)
             if (funcs[i].host_fun > TOMBSTONE && funcs[i].module_index == m->index)
                 funcs[i].host_fun = TOMBSTONE;
+        sim_vars_drop_module(m->index);
         m->live = 0;
     }
     pthread_mutex_unlock(&sim_lock);
@@ -121,8 +144,7 @@ void sim___cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char
                                 const char *deviceName, int thread_limit, uint3 *tid, uint3 *bid,
                                 dim3 *bDim, dim3 *gDim, int *wSize)
 {
-    (void)deviceFun, (void)deviceName, (void)thread_limit, (void)tid, (void)bid, (void)bDim,
-        (void)gDim, (void)wSize;
+    (void)deviceFun, (void)thread_limit, (void)tid, (void)bid, (void)bDim, (void)gDim, (void)wSize;
     if (!hostFun)
         return;
     pthread_mutex_lock(&sim_lock);
@@ -134,6 +156,10 @@ void sim___cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char
                 funcs[h].host_fun = hostFun;
                 funcs[h].module_index = m->index;
                 funcs[h].desc = m->is_sim ? m->desc : NULL;
+                /* nvcc's own fat binary: the CPU code comes from the kernels library. */
+                funcs[h].kentry = m->is_sim ? NULL : sim_kernels_find(deviceName);
+                funcs[h].device_name = deviceName;
+                funcs[h].reported = 0;
                 break;
             }
         }
@@ -187,20 +213,22 @@ static int bad_dims(dim3 g, dim3 b)
 /* Copies the arguments the way a driver does at launch (args may be reused at once). */
 static int copy_args(struct sim_kernel_launch *k, void **args)
 {
-    const struct crac_sim_kernel_desc *d = k->desc;
-    size_t off[CRAC_SIM_MAX_PARAMS], total = 0;
-    for (uint32_t i = 0; i < d->n_params; i++) {
-        size_t align = d->param_align[i] ? d->param_align[i] : 1;
+    uint32_t n = k->kentry ? k->kentry->n_params : k->desc->n_params;
+    const uint32_t *size = k->kentry ? k->kentry->param_size : k->desc->param_size;
+    const uint32_t *alignof_ = k->kentry ? k->kentry->param_align : k->desc->param_align;
+    size_t off[CRAC_KERNEL_MAX_PARAMS], total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        size_t align = alignof_[i] ? alignof_[i] : 1;
         total = (total + align - 1) / align * align;
         off[i] = total;
-        total += d->param_size[i];
+        total += size[i];
     }
     k->argbuf_size = total ? total : 1;
     k->argbuf = bk_alloc(k->argbuf_size);
     if (!k->argbuf)
         return -1;
-    for (uint32_t i = 0; i < d->n_params; i++) {
-        memcpy(k->argbuf + off[i], args[i], d->param_size[i]);
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy(k->argbuf + off[i], args[i], size[i]);
         k->argv[i] = k->argbuf + off[i];
     }
     return 0;
@@ -220,9 +248,16 @@ cudaError_t sim_cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, 
         e = cudaErrorInvalidResourceHandle;
     else if (!f)
         e = cudaErrorInvalidDeviceFunction;
-    else if (!f->desc)
+    else if (!f->desc && !f->kentry && f->device_name &&
+             !(f->kentry = sim_kernels_find(f->device_name))) {
+        /* nvcc's GPU code and no CPU code for it (no library, or the kernel is not in it). */
+        if (!f->reported)
+            sim_kernels_report_missing(f->device_name);
+        f->reported = 1;
+        e = cudaErrorInvalidDeviceFunction;
+    } else if (!f->desc && !f->kentry)
         e = cudaErrorNoKernelImageForDevice; /* a GPU fat binary: nothing the sim can run */
-    else if (f->desc->n_params && !args)
+    else if ((f->desc ? f->desc->n_params : f->kentry->n_params) && !args)
         e = cudaErrorInvalidValue;
     struct sim_op *op = NULL;
     if (e == cudaSuccess && !(op = sim_op_new(OP_KERNEL)))
@@ -230,6 +265,7 @@ cudaError_t sim_cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, 
     if (e == cudaSuccess) {
         struct sim_kernel_launch *k = &op->u.kernel;
         k->desc = f->desc;
+        k->kentry = f->desc ? NULL : f->kentry;
         k->grid = gridDim;
         k->block = blockDim;
         k->shared = sharedMem;
@@ -247,8 +283,43 @@ void sim_kernel_free(struct sim_kernel_launch *k)
     k->argbuf = NULL;
 }
 
+/* A kernel from a kernels library: the library runs each block's threads (as fibers). */
+static void run_lib_kernel(struct sim_kernel_launch *k)
+{
+    struct crac_kernel_block b;
+    memset(&b, 0, sizeof(b));
+    b.grid = k->grid;
+    b.block = k->block;
+    /* One dynamic shared memory buffer serves the launch: its blocks run one after another. */
+    b.shared_size = k->shared;
+    b.shared = k->shared ? bk_alloc(k->shared) : NULL;
+    if (k->shared && !b.shared) {
+        sim_set_sticky(cudaErrorLaunchOutOfResources);
+        return;
+    }
+    int r = CRAC_KERNEL_OK;
+    for (unsigned z = 0; z < k->grid.z && r == CRAC_KERNEL_OK; z++)
+        for (unsigned y = 0; y < k->grid.y && r == CRAC_KERNEL_OK; y++)
+            for (unsigned x = 0; x < k->grid.x && r == CRAC_KERNEL_OK; x++) {
+                b.block_idx.x = x;
+                b.block_idx.y = y;
+                b.block_idx.z = z;
+                r = sim_kernels_run_block(k->kentry, k->argv, &b);
+            }
+    if (b.shared)
+        bk_free(b.shared, k->shared);
+    if (r == CRAC_KERNEL_NO_MEMORY)
+        sim_set_sticky(cudaErrorLaunchOutOfResources);
+    else if (r != CRAC_KERNEL_OK)
+        sim_set_sticky(cudaErrorLaunchFailure);
+}
+
 void sim_kernel_run(struct sim_kernel_launch *k)
 {
+    if (k->kentry) {
+        run_lib_kernel(k);
+        return;
+    }
     volatile int fault = CRAC_SIM_FAULT_NONE;
     void *shared = k->shared ? bk_alloc(k->shared) : NULL;
     if (k->shared && !shared) {

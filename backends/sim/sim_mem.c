@@ -359,7 +359,7 @@ static cudaError_t submit(struct sim_stream *s, struct sim_op *op, int wait)
     uint64_t seq = sim_stream_enqueue(s, op, NULL);
     if (!seq)
         return cudaErrorMemoryAllocation;
-    if (wait) {
+    if (wait && seq != SIM_SEQ_CAPTURED) {
         uint32_t index, gen;
         sim_stream_ident(s, &index, &gen);
         struct sim_dep d = {index, gen, seq};

@@ -139,3 +139,10 @@ long crac_sim_debug_block_signal(long timeout_ms) { return sim_block_until_signa
 
 int crac_sim_version(void);
 int crac_sim_version(void) { return 0; } /* 0: not under crac */
+
+/* For nvcc's device variables (sim_native_vars.c). */
+uint64_t sim_native_dev_alloc(size_t size, int kind);
+uint64_t sim_native_dev_alloc(size_t size, int kind)
+{
+    return dalloc_alloc(&device_addrs, size, kind);
+}

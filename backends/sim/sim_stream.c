@@ -50,6 +50,10 @@ struct sim_op *sim_op_new(int type)
     return op;
 }
 
+static void op_free(struct sim_op *op);
+
+void sim_op_free(struct sim_op *op) { op_free(op); }
+
 static void op_free(struct sim_op *op)
 {
     if (op->deps != op->deps_inline)
@@ -84,6 +88,8 @@ void sim_stream_ident(const struct sim_stream *s, uint32_t *index, uint32_t *gen
     *index = s->index;
     *gen = s->gen;
 }
+
+unsigned sim_stream_flags(const struct sim_stream *s) { return s->flags; }
 
 int sim_stream_idle(const struct sim_stream *s)
 {
@@ -148,6 +154,13 @@ uint64_t sim_stream_enqueue(struct sim_stream *s, struct sim_op *op, const struc
 {
     uint32_t cap = SIM_INLINE_DEPS;
     int bad = 0;
+    /* A capturing stream puts its work into a graph instead of running it (sim_graph.c). */
+    int captured = sim_graph_capture_op(s, op);
+    if (captured) {
+        if (captured < 0)
+            op_free(op);
+        return captured > 0 ? SIM_SEQ_CAPTURED : 0;
+    }
     if (s->index == 0) {
         /* The legacy stream waits for all work already queued on blocking streams. */
         for (uint32_t i = 1; i < high_water; i++) {

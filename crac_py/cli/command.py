@@ -23,7 +23,7 @@ from crac_py.coord.proto import LONG_REPLY_VERBS, OLD_VERBS, normalize_verb
 EXIT_OK, EXIT_USAGE, EXIT_ERROR = 0, 1, 2
 
 USAGE = """\
-usage: crac command [-h HOST] [-p PORT] [--token T] [--json] VERB [N]
+usage: crac command [-h HOST] [-p PORT] [--token-file F] [--json] VERB [N]
 
 Sends VERB to the job's coordinator (host and port: -h/-p, else CRAC_COORD_HOST/PORT,
 DMTCP_COORD_HOST/PORT, else localhost:7779). Leading dashes are optional, as in dmtcp_command:
@@ -54,6 +54,7 @@ class Request:
     port: str | None
     token: str | None
     as_json: bool
+    token_file: str | None = None
 
 
 def _take(args: list[str], i: int, flag: str) -> str:
@@ -63,7 +64,7 @@ def _take(args: list[str], i: int, flag: str) -> str:
 
 
 def parse(args: list[str]) -> Request:
-    host = port = token = None
+    host = port = token = token_file = None
     as_json = False
     verb: str | None = None
     value: int | None = None
@@ -88,6 +89,11 @@ def parse(args: list[str]) -> Request:
             i += 1
         elif eq and key in ("--token", "--coord-token"):
             token = inline
+        elif a in ("--token-file", "--coord-token-file"):
+            token_file = _take(args, i, a)
+            i += 1
+        elif eq and key in ("--token-file", "--coord-token-file"):
+            token_file = inline
         elif a == "--json":
             as_json = True
         elif verb is None:
@@ -110,7 +116,7 @@ def parse(args: list[str]) -> Request:
         raise UsageError("no command given")
     if verb in ("interval", "expect") and value is None:
         raise UsageError(f"{verb} needs a number")
-    return Request(verb, value, host, port, token, as_json)
+    return Request(verb, value, host, port, token, as_json, token_file)
 
 
 def _status_lines(reply: dict[str, Any], ep: Endpoint) -> list[str]:
@@ -193,7 +199,8 @@ def run(args: list[str]) -> int:
         print(f"crac: error: {exc}; see `crac command --help`", file=sys.stderr)
         return EXIT_USAGE
     try:
-        ep: Endpoint | None = coord_client.endpoint(req.host, req.port, req.token)
+        token = coord_client.token_option(req.token, req.token_file, "--token")
+        ep: Endpoint | None = coord_client.endpoint(req.host, req.port, token)
     except config.ConfigError as exc:
         print(f"crac: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

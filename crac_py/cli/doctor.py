@@ -189,6 +189,18 @@ def check_cuda_runtimes() -> Check:
     return Check("CUDA runtimes", INFO, ", ".join(str(p) for p in found))
 
 
+def check_cuda_backend() -> Check:
+    why = devices.cuda_backend_note()
+    if why is None:
+        return Check("cuda backend", OK, "can drive this machine's GPUs (--device cuda)")
+    return Check(
+        "cuda backend",
+        INFO,
+        f"cannot reach a GPU here: {why}; --device cuda still loads NVIDIA's runtime, whose calls "
+        "then fail as they do without crac",
+    )
+
+
 def check_backends() -> Check:
     backends = devices.usable_backends()
     if not backends:
@@ -213,6 +225,7 @@ def run_checks() -> list[Check]:
         check_cuda_driver,
         check_gpus,
         check_cuda_runtimes,
+        check_cuda_backend,
         check_backends,
     ]
     return [check() for check in checks]

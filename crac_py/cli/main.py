@@ -19,7 +19,9 @@ from crac_py.cli.options import (
     CkptDirOpt,
     CoordHostOpt,
     CoordPortOpt,
+    CoordTokenFileOpt,
     CoordTokenOpt,
+    CudaRuntimeOpt,
     ExitAfterOpt,
     IntervalOpt,
     JoinOpt,
@@ -32,7 +34,7 @@ from crac_py.cli.options import (
 from crac_py.coord import client as coord_client
 from crac_py.coord.client import CoordError
 from crac_py.image import generation as image
-from crac_py.launch import devices, job, runner
+from crac_py.launch import devices, job, runner, tree
 from crac_py.launch import mpi as mpi_launch
 from crac_py.launch.preflight import PreflightError, preflight
 
@@ -169,6 +171,7 @@ def launch(
         ),
     ] = None,
     sim_version: SimVersionOpt = None,
+    cuda_runtime: CudaRuntimeOpt = None,
     ckptdir: CkptDirOpt = None,
     interval: IntervalOpt = None,
     ckpt_signal: Annotated[
@@ -183,6 +186,7 @@ def launch(
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
+    coord_token_file: CoordTokenFileOpt = None,
     join_coordinator: JoinOpt = False,
     new_coordinator: NewCoordOpt = False,
     any_coordinator: AnyCoordOpt = False,
@@ -199,9 +203,11 @@ def launch(
         dev = devices.resolve_device(
             config.resolve("device", device).value, uses_cuda=bool(info.cuda_imports)
         )
+        runtime = str(devices.find_cuda_runtime(cuda_runtime)) if dev == "cuda" else None
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
         ckpt.verbose = verbose
         loader = str(paths.loader())
+        coord_token = coord_client.token_option(coord_token, coord_token_file)
         choice = _coord_choice(
             join_coordinator,
             new_coordinator,
@@ -223,7 +229,7 @@ def launch(
         CoordError,
     ) as exc:
         _error(str(exc))
-    dev_opts = runner.DeviceOptions(dev, sim_version)
+    dev_opts = runner.DeviceOptions(dev, sim_version, cuda_runtime=runtime)
     argv = [loader, *dev_opts.loader_args(), "--argv0", program, *ckpt.loader_args()]
     argv += coord_args
     mpi_args = mpi_launch.shim_args(info.needed)
@@ -254,6 +260,7 @@ def restart(
         typer.Option("--device", metavar="sim|cuda|none", help="Backend (default: the image's)."),
     ] = None,
     sim_version: SimVersionOpt = None,
+    cuda_runtime: CudaRuntimeOpt = None,
     no_truncate: Annotated[
         bool,
         typer.Option("--no-truncate", help="Keep files written after the checkpoint as they are."),
@@ -268,13 +275,24 @@ def restart(
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
+    coord_token_file: CoordTokenFileOpt = None,
     join_coordinator: JoinOpt = False,
     new_coordinator: NewCoordOpt = False,
     any_coordinator: AnyCoordOpt = False,
     no_coordinator: NoCoordOpt = False,
+    tree_member: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tree-member",
+            metavar="GEN",
+            help="A descendant's generation: restarted as a child of its restarted parent "
+            "(the restart script gives them).",
+        ),
+    ] = None,
 ) -> None:
     """Restart a checkpointed program where it stopped (a job directory: every process)."""
     try:
+        coord_token = coord_client.token_option(coord_token, coord_token_file)
         choice = _coord_choice(
             join_coordinator,
             new_coordinator,
@@ -295,6 +313,7 @@ def restart(
             passthrough = ["--keep", str(keep)]
             passthrough += [] if device is None else ["--device", device]
             passthrough += [] if sim_version is None else ["--sim-version", str(sim_version)]
+            passthrough += [] if cuda_runtime is None else ["--cuda-runtime", cuda_runtime]
             passthrough += ["--no-truncate"] if no_truncate else []
             passthrough += ["--force"] if force else []
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
@@ -303,6 +322,14 @@ def restart(
             raise typer.Exit(status)
     except (config.ConfigError, CoordError, image.ImageError) as exc:
         _error(str(exc))
+    # Its descendants (--tree-member) and its children that had ended unwaited-for are forked
+    # first, so each is the child of this process (launch/tree.py).
+    tree_args: list[str] = []
+    try:
+        path, tree_args = tree.fork_tree(path, tree_member or [])
+    except (tree.TreeError, image.ImageError, OSError) as exc:
+        if tree_member:
+            _error(str(exc))
     try:
         gen = image.open_generation(path)
         loader = paths.loader()
@@ -317,6 +344,7 @@ def restart(
                 file=sys.stderr,
             )
         dev = gen.backend if device is None else devices.resolve_device(device)
+        runtime = str(devices.find_cuda_runtime(cuda_runtime)) if dev == "cuda" else None
         ckpt = runner.CheckpointOptions(
             ckpt_dir=None,
             interval=_int_option("checkpoint_interval", interval, 0, 1 << 30),
@@ -335,13 +363,16 @@ def restart(
         CoordError,
     ) as exc:
         _error(str(exc))
-    argv = [str(loader), *runner.DeviceOptions(dev, sim_version).loader_args()]
+    argv = [
+        str(loader),
+        *runner.DeviceOptions(dev, sim_version, cuda_runtime=runtime).loader_args(),
+    ]
     argv += ["--restart", str(gen.path), "--core-size", str(core_size)]
     argv += ["--header-crc", str(header_crc), *ckpt.loader_args()]
     if no_truncate:
         argv.append("--no-truncate")
     argv += coord_args
-    argv += ["--", *gen.argv]
+    argv += [*tree_args, "--", *gen.argv]
     try:
         runner.exec_loader(str(loader), argv)
     except OSError as exc:
@@ -433,6 +464,19 @@ def coordinator_cmd(
         str | None,
         typer.Option("--token", help="Shared secret clients must present (env CRAC_COORD_TOKEN)."),
     ] = None,
+    token_file: Annotated[
+        str | None,
+        typer.Option("--token-file", help="Read the shared secret from this file."),
+    ] = None,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--idle-timeout",
+            min=0.1,
+            help="Drop a connection silent this long (s) before its first message or between "
+            "commands.",
+        ),
+    ] = 30.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log only problems.")] = False,
 ) -> None:
     """Run a job's coordinator (crac launch/restart processes join it; crac command asks it)."""
@@ -445,7 +489,10 @@ def coordinator_cmd(
         opts = coord_run.RunOptions(
             port=coord_client.parse_port(resolved.value, where),
             host=host,
-            token=config.resolve("coord_token", token).value or None,
+            token=config.resolve(
+                "coord_token", coord_client.token_option(token, token_file, "--token")
+            ).value
+            or None,
             port_file=port_file,
             status_file=status_file,
             log_file=log_file,
@@ -455,6 +502,7 @@ def coordinator_cmd(
             phase_timeout=phase_timeout,
             stale_timeout=stale_timeout,
             quiet=quiet,
+            idle_timeout=idle_timeout,
         )
         status = coord_run.run(opts)
     except (config.ConfigError, coord_run.CoordStartError) as exc:
@@ -603,6 +651,51 @@ def verify_cmd(
         for r in bad:
             print(f"crac: error: {r.generation or r.target}: {r.reason}", file=sys.stderr)
         raise typer.Exit(EXIT_REFUSED)
+
+
+@app.command(
+    "kernels",
+    epilog="Example: crac kernels app.cu -o app.kernels.so   (next to the nvcc-built ./app)",
+)
+def kernels_cmd(
+    sources: Annotated[
+        list[Path], typer.Argument(help="The program's CUDA C++ sources (.cu).", show_default=False)
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="The library to write (default: FIRST_SOURCE_STEM.kernels.so here). The sim "
+            "finds PROGRAM.kernels.so next to the program, or the path in $CRAC_KERNELS.",
+        ),
+    ] = None,
+    cxx: Annotated[
+        str | None, typer.Option("--cxx", help="C++ compiler (default: $CXX, g++, clang++).")
+    ] = None,
+    flags: Annotated[
+        list[str] | None,
+        typer.Option("-X", "--compiler-flag", help="Extra compiler flag (e.g. -X -DN=4)."),
+    ] = None,
+) -> None:
+    """Compile the device code of .cu sources for the CPU: the kernels the sim runs for a program
+    built by nvcc (docs/SIM.md "Programs built by nvcc")."""
+    from crac_py.kernels.build import KernelsError, build
+
+    out = output or Path(f"{sources[0].stem}.kernels.so")
+    try:
+        kernels = build(sources, out, cxx=cxx, extra=list(flags or []))
+    except KernelsError as exc:
+        _error(str(exc), 1)
+    for k in kernels:
+        if k.expr is None:
+            print(
+                f"crac: warning: kernel {k.pretty} cannot be named from outside its source "
+                "(anonymous namespace?): launching it will fail",
+                file=sys.stderr,
+            )
+    usable = sum(1 for k in kernels if k.expr is not None)
+    print(f"crac: {out}: {usable} kernel{'s' if usable != 1 else ''}")
 
 
 def main() -> None:

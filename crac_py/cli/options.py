@@ -34,6 +34,14 @@ SimVersionOpt = Annotated[
     int | None,
     typer.Option("--sim-version", min=1, max=2, help="Version of the sim device to load."),
 ]
+CudaRuntimeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cuda-runtime",
+        metavar="PATH|12|13",
+        help="NVIDIA's libcudart for --device cuda: a path or a major version (default 13).",
+    ),
+]
 # Coordinator options of launch and restart (job.py): none of them and no CRAC_/DMTCP_COORD_*
 # variable = no coordinator (a single process checkpointed through its own signal).
 CoordHostOpt = Annotated[
@@ -51,6 +59,13 @@ CoordPortOpt = Annotated[
 CoordTokenOpt = Annotated[
     str | None,
     typer.Option("--coord-token", help="The coordinator's shared secret (env CRAC_COORD_TOKEN)."),
+]
+CoordTokenFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--coord-token-file",
+        help="Read the shared secret from this file (env CRAC_COORD_TOKEN_FILE).",
+    ),
 ]
 JoinOpt = Annotated[
     bool,

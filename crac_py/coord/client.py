@@ -8,7 +8,9 @@ error (CoordinatorNotFound, CoordError).
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +43,47 @@ class Endpoint:
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
+
+
+def read_token_file(path: str) -> str:
+    """The token in PATH: its first line, without surrounding blanks."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(4096)
+    except OSError as exc:
+        raise config.ConfigError(f"cannot read the token file {path}: {exc.strerror}") from None
+    lines = raw.decode(errors="surrogateescape").strip().splitlines()
+    if not lines or not lines[0].strip():
+        raise config.ConfigError(f"the token file {path} is empty")
+    return lines[0].strip()
+
+
+def token_option(
+    flag: str | None,
+    file_flag: str | None,
+    flag_name: str = "--coord-token",
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """The token given by flag or file, for endpoint(): FLAG (with a warning: every user of the
+    host sees it in ps), else the file FILE_FLAG names, else, when neither CRAC_COORD_TOKEN nor
+    DMTCP_COORD_TOKEN is set, the file CRAC_COORD_TOKEN_FILE names. None: the environment's,
+    if any (endpoint() reads it)."""
+    if flag is not None:
+        if file_flag is not None:
+            raise config.ConfigError(f"give {flag_name} or its file, not both")
+        print(
+            f"crac: warning: {flag_name} shows the token to every user of this host (ps); "
+            f"give it in CRAC_COORD_TOKEN or {flag_name}-file FILE instead",
+            file=sys.stderr,
+        )
+        return flag
+    if file_flag is not None:
+        return read_token_file(file_flag)
+    env = os.environ if environ is None else environ
+    if not (env.get("CRAC_COORD_TOKEN") or env.get("DMTCP_COORD_TOKEN")):
+        if env.get("CRAC_COORD_TOKEN_FILE"):
+            return read_token_file(env["CRAC_COORD_TOKEN_FILE"])
+    return None
 
 
 def parse_port(value: str, where: str) -> int:

@@ -38,6 +38,19 @@ OLD_VERBS = {"xc": "kc (checkpoint and kill)", "xcheckpoint": "kcheckpoint"}
 LONG_REPLY_VERBS = frozenset({"bcheckpoint", "kcheckpoint"})
 
 
+# Ranges of the numbers in messages: anything else is refused, so no value can overflow a
+# timer or a float later (a 400-digit interval used to wedge the next checkpoint).
+MAX_INTERVAL = 1 << 30  # seconds, as `crac launch -i`
+MAX_PID = (1 << 31) - 1
+MAX_GENERATION = (1 << 31) - 1
+MAX_EXPECT = 1 << 20  # processes a restart may announce
+
+
+def int_in(value: Any, lo: int, hi: int) -> bool:
+    """Whether VALUE is an int (not a bool) within LO..HI."""
+    return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+
+
 class ProtocolError(ValueError):
     """A message that is not one JSON object on one line of at most MAX_LINE bytes."""
 
@@ -54,8 +67,10 @@ def decode(line: bytes) -> dict[str, Any]:
         raise ProtocolError(f"line longer than {MAX_LINE} bytes")
     try:
         msg = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ProtocolError("not JSON") from None
+    except (ValueError, RecursionError):
+        # Not JSON, not UTF-8, an integer of more than 4300 digits, nesting deeper than the
+        # parser's recursion: all the same to the protocol.
+        raise ProtocolError("not JSON (or nested or numbered beyond what crac reads)") from None
     if not isinstance(msg, dict):
         raise ProtocolError("not a JSON object")
     return msg

@@ -11,12 +11,17 @@ to it, so `--ckptdir DIR` restarts from a copy of the directory.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import secrets
 import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from crac_py.launch.tree import roots_and_members
 
 SCRIPT_NAME = "crac_restart_script.sh"
 PROCESS_MARK = "# crac-job-process: "
@@ -101,14 +106,17 @@ def render(job: ScriptJob) -> str:
     ]
     if mpi_ranks(job.gen_dirs):
         return "\n".join(lines + _mpi_lines(job, n)) + "\n"
-    for i, gen in enumerate(job.gen_dirs, 1):
+    # A process tree is restarted by its root, which forks its descendants (launch/tree.py).
+    roots = roots_and_members(job.gen_dirs)
+    for i, (gen, members) in enumerate(roots, 1):
+        tree_words = "".join(f" --tree-member {_gen_word(job.job_dir, m)}" for m in members)
         lines.append(
             'crac_cmd restart --join-coordinator --coord-host "$host" --coord-port "$port" '
-            f'"$@" {_gen_word(job.job_dir, gen)} &'
+            f'"$@"{tree_words} -- {_gen_word(job.job_dir, gen)} &'
         )
         lines.append(f"pid{i}=$!")
     lines.append("rc=0")
-    for i in range(1, n + 1):
+    for i in range(1, len(roots) + 1):
         lines.append(f'wait "$pid{i}"; s=$?; [ "$rc" -eq 0 ] && rc=$s')
     # A coordinator started here that no process joined (every restart failed) goes too.
     lines.append('if [ -n "$started" ] &&')
@@ -140,25 +148,46 @@ def _mpi_lines(job: ScriptJob, n: int) -> list[str]:
     ]
 
 
-def write(job: ScriptJob) -> Path:
-    """Writes the script (0700) into the job directory: a temporary name, fsync, rename."""
-    path = job.job_dir / SCRIPT_NAME
-    tmp = job.job_dir / f".{SCRIPT_NAME}.tmp-{os.getpid()}"
-    # Paths are bytes: those that are not UTF-8 come back as they were (surrogateescape).
-    data = render(job).encode(errors="surrogateescape")
+def write_private(directory: Path, name: str, data: bytes, mode: int = 0o600) -> Path:
+    """Writes DIRECTORY/NAME atomically and without ever following a planted link: DIRECTORY
+    must be the user's own, the data goes to a fresh random name created with
+    O_EXCL|O_NOFOLLOW, which is fsynced and renamed over NAME (rename replaces a link found at
+    NAME, never writes through it). OSError otherwise."""
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
+        if os.fstat(dfd).st_uid != os.geteuid():
+            raise PermissionError(errno.EPERM, f"{directory} belongs to another user")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        while True:
+            tmp = f".{name}.tmp-{secrets.token_hex(8)}"
+            try:
+                fd = os.open(tmp, flags, mode, dir_fd=dfd)
+                break
+            except FileExistsError:
+                continue
         try:
-            os.write(fd, data)
-            os.fchmod(fd, 0o700)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+            try:
+                os.write(fd, data)
+                os.fchmod(fd, mode)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+    finally:
+        os.close(dfd)
+    return directory / name
+
+
+def write(job: ScriptJob) -> Path:
+    """Writes the script (0700) into the job directory (write_private)."""
+    # Paths are bytes: those that are not UTF-8 come back as they were (surrogateescape).
+    return write_private(
+        job.job_dir, SCRIPT_NAME, render(job).encode(errors="surrogateescape"), 0o700
+    )
 
 
 def listed_generations(script: Path, job_dir: Path | None = None) -> list[Path]:

@@ -8,13 +8,19 @@ as soon as `crac coordinator --daemon` has returned is queued, never refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import ipaddress
 import os
+import resource
+import secrets
 import select
+import shlex
 import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +47,7 @@ class RunOptions:
     phase_timeout: float = 60.0
     stale_timeout: float = 8 * 3600.0
     quiet: bool = False
+    idle_timeout: float = 30.0
 
 
 def is_loopback(host: str) -> bool:
@@ -76,13 +83,24 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    """A fresh random temporary name (O_EXCL|O_NOFOLLOW: never a planted link, even in /tmp),
+    then a rename over PATH."""
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    tmp = f".{path.name}.tmp-{secrets.token_hex(8)}"
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600, dir_fd=dfd)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+        os.rename(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
     except OSError:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
         raise
+    finally:
+        os.close(dfd)
 
 
 def _status_text(cfg: CoordConfig, opts: RunOptions) -> str:
@@ -174,6 +192,15 @@ def _log_file(opts: RunOptions) -> Path | None:
     return None
 
 
+def raise_fd_limit() -> None:
+    """Soft RLIMIT_NOFILE up to the hard limit: one descriptor per process of the job, and the
+    per-uid bound on other connections (server.py) is what keeps them in check, not 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def _prepare(opts: RunOptions) -> tuple[socket.socket, CoordConfig]:
     if not is_loopback(opts.host) and not opts.token:
         raise CoordStartError(
@@ -185,6 +212,7 @@ def _prepare(opts: RunOptions) -> tuple[socket.socket, CoordConfig]:
         value = getattr(opts, name)
         if value is not None:
             setattr(opts, name, Path(os.path.abspath(value)))
+    raise_fd_limit()
     sock = bind(opts.host, opts.port)
     port = sock.getsockname()[1]
     cfg = CoordConfig(
@@ -197,15 +225,8 @@ def _prepare(opts: RunOptions) -> tuple[socket.socket, CoordConfig]:
         stale_timeout=opts.stale_timeout,
         quiet=opts.quiet,
         crac_cmd=runner.crac_command(),
+        idle_timeout=opts.idle_timeout,
     )
-    if opts.port_file is not None:
-        try:
-            _write_atomic(opts.port_file, f"{port}\n")
-        except OSError as exc:
-            sock.close()
-            raise CoordStartError(
-                f"cannot write the port file {opts.port_file}: {exc.strerror}"
-            ) from None
     return sock, cfg
 
 
@@ -220,13 +241,25 @@ def _serve_here(sock: socket.socket, cfg: CoordConfig, opts: RunOptions) -> int:
                 raise CoordStartError(message) from None
             _ready(message)
             return 2
+    # The port file last: whoever waits for it finds the status file written too.
+    if opts.port_file is not None:
+        try:
+            _write_atomic(opts.port_file, f"{cfg.port}\n")
+        except OSError as exc:
+            message = f"cannot write the port file {opts.port_file}: {exc.strerror}"
+            if _READY_FD is None:
+                raise CoordStartError(message) from None
+            _ready(message)
+            return 2
     coordinator = Coordinator(cfg)
     coordinator.log(f"listening on {opts.host}:{cfg.port} (pid {os.getpid()})", always=True)
     _ready()
     reason = asyncio.run(_serve(coordinator, sock))
     if opts.status_file is not None:
         try:
-            with opts.status_file.open("a") as fh:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(opts.status_file, flags)  # a link planted there since: not followed
+            with os.fdopen(fd, "a") as fh:
                 fh.write(f"Coordinator exited: {time.strftime('%Y-%m-%d %H:%M:%S')} ({reason})\n")
         except OSError:
             pass
@@ -263,12 +296,60 @@ def _start_daemon(sock: socket.socket, cfg: CoordConfig, opts: RunOptions) -> in
     return cfg.port
 
 
+# Variables that carry a coordinator token: the daemon gets the token in the first only.
+TOKEN_ENV = ("CRAC_COORD_TOKEN", "DMTCP_COORD_TOKEN", "CRAC_COORD_TOKEN_FILE")
+
+
 def spawn_daemon(opts: RunOptions) -> int:
-    """Starts a coordinator daemon from this process (for `crac launch --new-coordinator` and
-    the like) and returns its port once it serves."""
-    opts.daemon = True
-    sock, cfg = _prepare(opts)
-    return _start_daemon(sock, cfg, opts)
+    """Starts a coordinator daemon for `crac launch --new-coordinator` and the like, and returns
+    its port once it serves.
+
+    The daemon is a fresh `crac coordinator --daemon` process, not a fork of this one: a fork
+    would show this command line (a `--coord-token T` included) in ps for the daemon's whole
+    life. Its token travels in its environment (CRAC_COORD_TOKEN), which only its user reads."""
+    env = {k: v for k, v in os.environ.items() if k not in TOKEN_ENV}
+    if opts.token:
+        env["CRAC_COORD_TOKEN"] = opts.token
+    with tempfile.TemporaryDirectory(prefix="crac-coord-") as tmp:
+        port_file = Path(tmp) / "port"
+        argv = [
+            *shlex.split(runner.crac_command()),
+            "coordinator",
+            "--daemon",
+            "--coord-port",
+            str(opts.port),
+            "--host",
+            opts.host,
+            "--port-file",
+            str(port_file),
+            "--interval",
+            str(opts.interval),
+            "--phase-timeout",
+            repr(opts.phase_timeout),
+            "--stale-timeout",
+            repr(opts.stale_timeout),
+            "--idle-timeout",
+            repr(opts.idle_timeout),
+        ]
+        argv += ["--exit-on-last"] if opts.exit_on_last else []
+        argv += ["--quiet"] if opts.quiet else []
+        for name, flag in (("status_file", "--status-file"), ("log_file", "--log-file")):
+            value = getattr(opts, name)
+            if value is not None:
+                argv += [flag, os.path.abspath(value)]
+        try:
+            cp = subprocess.run(
+                argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise CoordStartError(f"cannot start a coordinator: {exc}") from None
+        if cp.returncode != 0:
+            lines = cp.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"]
+            raise CoordStartError(lines[-1].removeprefix("crac: error: "))
+        try:
+            return int(port_file.read_text())
+        except (OSError, ValueError):
+            raise CoordStartError("the coordinator daemon did not say its port") from None
 
 
 async def _serve(coordinator: Coordinator, sock: socket.socket) -> str:

@@ -27,7 +27,19 @@ from pathlib import Path
 from typing import Any
 
 from crac_py.coord import restart_script
-from crac_py.coord.proto import ANSWERS, MAX_LINE, PHASES, ProtocolError, decode, encode
+from crac_py.coord.proto import (
+    ANSWERS,
+    MAX_EXPECT,
+    MAX_GENERATION,
+    MAX_INTERVAL,
+    MAX_LINE,
+    MAX_PID,
+    PHASES,
+    ProtocolError,
+    decode,
+    encode,
+    int_in,
+)
 
 Msg = dict[str, Any]
 _PHASE_STATE = {phase: state for phase, _, _, state in PHASES}
@@ -35,6 +47,15 @@ _PHASE_STATE = {phase: state for phase, _, _, state in PHASES}
 # scheduler that signals every process of the job, or a signal a process got during the
 # checkpoint and forwarded once it was over.
 REQUEST_GRACE_S = 1.0
+# Connections not yet known as a worker (before their hello, and every command connection) that
+# one uid (on this host) or one address may hold at once: idle connections can no longer use up
+# the coordinator's descriptors and lock everybody out.
+MAX_PENDING_PER_PEER = 64
+# Half-open worker connections (a host that vanished) are found by TCP keepalive: probes after
+# this long idle, then every KEEPALIVE_INTERVAL_S, given up after KEEPALIVE_PROBES.
+KEEPALIVE_IDLE_S = 60
+KEEPALIVE_INTERVAL_S = 10
+KEEPALIVE_PROBES = 6
 
 
 @dataclass
@@ -48,6 +69,9 @@ class CoordConfig:
     stale_timeout: float = 0.0  # exit after this long with no process connected; 0 = never
     quiet: bool = False
     crac_cmd: str = "crac"  # shell words that run this crac, for the restart script
+    # Seconds a connection may stay silent before its first message, or between two commands.
+    idle_timeout: float = 30.0
+    max_pending: int = MAX_PENDING_PER_PEER
 
 
 class Abandon(Exception):
@@ -70,6 +94,9 @@ class Peer:
     # Answers still to come for checkpoints abandoned before this peer answered their phase:
     # they are dropped, never counted for a later checkpoint.
     stale: int = 0
+    # A forked process of a tree (docs/PROTOCOL.md): one that ends before it is suspended is left
+    # out of the checkpoint (its parent's image keeps its exit status), not a failure.
+    tree_child: bool = False
 
     @property
     def label(self) -> str:
@@ -124,23 +151,41 @@ def _hex_addr(ip: str, port: int) -> str | None:
     return f"{int.from_bytes(packed, 'little'):08X}:{port:04X}"
 
 
-def loopback_peer_uid(peer: tuple[Any, ...], local: tuple[Any, ...]) -> int | None:
-    """The uid owning the client end of a TCP connection from this host (IPv4), from
-    /proc/net/tcp; None when it cannot be told (another host, IPv6, no /proc)."""
-    want_local = _hex_addr(peer[0], peer[1])
-    want_remote = _hex_addr(local[0], local[1])
-    if want_local is None or want_remote is None:
-        return None
+# /proc/net/tcp as last read: (local, remote) hex addresses -> uid. Read again on a miss only,
+# so a burst of connections costs one read, not one each.
+_TCP_UIDS: dict[tuple[str, str], int] = {}
+
+
+def _read_tcp_uids() -> None:
+    table: dict[tuple[str, str], int] = {}
     try:
         with open("/proc/net/tcp") as fh:
             next(fh, None)
             for line in fh:
                 f = line.split()
-                if len(f) > 7 and f[1] == want_local and f[2] == want_remote:
-                    return int(f[7])
+                if len(f) > 7:
+                    table[(f[1], f[2])] = int(f[7])
     except (OSError, ValueError):
+        pass
+    _TCP_UIDS.clear()
+    _TCP_UIDS.update(table)
+
+
+def loopback_peer_uid(
+    peer: tuple[Any, ...], local: tuple[Any, ...], fresh: bool = True
+) -> int | None:
+    """The uid owning the client end of a TCP connection from this host (IPv4), from
+    /proc/net/tcp; None when it cannot be told (another host, IPv6, no /proc). FRESH: read the
+    table now (for decisions of trust: a cached pair of ports may have been reused since);
+    else a table read since this connection was made will do (for counting connections)."""
+    want_local = _hex_addr(peer[0], peer[1])
+    want_remote = _hex_addr(local[0], local[1])
+    if want_local is None or want_remote is None:
         return None
-    return None
+    key = (want_local, want_remote)
+    if fresh or key not in _TCP_UIDS:
+        _read_tcp_uids()
+    return _TCP_UIDS.get(key)
 
 
 class Coordinator:
@@ -164,6 +209,8 @@ class Coordinator:
         self._wake = asyncio.Event()  # interval or quorum changed
         self._tasks: set[asyncio.Task[Any]] = set()
         self.hostname = socket.gethostname()
+        self.pending: dict[str, int] = {}  # connections not (yet) a worker, per uid/address
+        self._refused_keys: set[str] = set()  # logged once each
 
     # ---- logging and lifetime ------------------------------------------------------------
 
@@ -251,15 +298,65 @@ class Coordinator:
         except (asyncio.LimitOverrunError, ValueError):
             raise ProtocolError(f"line longer than {MAX_LINE} bytes") from None
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _readline_idle(self, reader: asyncio.StreamReader) -> bytes:
+        """A line, or ProtocolError after idle_timeout of silence (or of half a line)."""
         try:
-            line = await self._readline(reader)
+            return await asyncio.wait_for(self._readline(reader), self.cfg.idle_timeout)
+        except TimeoutError:
+            raise ProtocolError(f"nothing sent in {self.cfg.idle_timeout:g} s") from None
+
+    def _peer_key(self, writer: asyncio.StreamWriter) -> str:
+        """Whom a connection counts against: its uid when it comes from this host over
+        loopback (/proc/net/tcp), else its address."""
+        peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
+        if not peer or not local:
+            return "unknown"
+        uid = loopback_peer_uid(peer, local, fresh=False)
+        return f"uid {uid}" if uid is not None else f"address {peer[0]}"
+
+    def _release(self, key: str) -> None:
+        left = self.pending.get(key, 0) - 1
+        if left > 0:
+            self.pending[key] = left
+        else:
+            self.pending.pop(key, None)
+
+    @staticmethod
+    def _keepalive(writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is None:
+            return
+        with contextlib.suppress(OSError, AttributeError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE_S)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL_S)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        key = self._peer_key(writer)
+        if self.pending.get(key, 0) >= self.cfg.max_pending:
+            if key not in self._refused_keys:
+                self._refused_keys.add(key)
+                self.log(
+                    f"refusing connections from {key}: {self.cfg.max_pending} already open "
+                    "without being a process of the job",
+                    always=True,
+                )
+            with contextlib.suppress(Exception):
+                writer.write(encode({"type": "error", "error": f"too many connections ({key})"}))
+                writer.close()
+            return
+        self.pending[key] = self.pending.get(key, 0) + 1
+        held = [key]  # released when the connection becomes a worker, or ends
+        self._keepalive(writer)
+        try:
+            line = await self._readline_idle(reader)
             if not line:
                 return
             msg = decode(line)
             kind = msg.get("type")
             if kind == "hello":
-                await self._worker(msg, reader, writer)
+                await self._worker(msg, reader, writer, held)
             elif kind == "command":
                 await self._commands(msg, reader, writer)
             else:
@@ -270,6 +367,8 @@ class Coordinator:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
+            if held:
+                self._release(held.pop())
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.drain(), 2.0)
             writer.close()
@@ -278,26 +377,35 @@ class Coordinator:
 
     def _hello_error(self, msg: Msg, writer: asyncio.StreamWriter) -> str | None:
         if not self._token_ok(msg):
-            return "wrong token (give the coordinator's with --coord-token or CRAC_COORD_TOKEN)"
+            return "wrong token (give the coordinator's in CRAC_COORD_TOKEN or --coord-token-file)"
         uid = self._foreign_uid(writer)
         if uid is not None:
             return f"this coordinator belongs to uid {os.getuid()}, not to uid {uid}"
         if msg.get("role") != "worker":
             return f"unknown role {msg.get('role')!r}"
-        ints = all(isinstance(msg.get(k), int) for k in ("pid", "vpid"))
-        strs = all(isinstance(msg.get(k), str) for k in ("program", "host", "proc_dir"))
+        ints = all(int_in(msg.get(k), 1, MAX_PID) for k in ("pid", "vpid"))
+        strs = all(
+            isinstance(msg.get(k), str) and "\0" not in msg[k]
+            for k in ("program", "host", "proc_dir")
+        )
         if not (ints and strs) or not os.path.isabs(msg["proc_dir"]):
             return "malformed hello (pid, vpid, program, host, absolute proc_dir)"
         return None
 
     async def _worker(
-        self, hello: Msg, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        hello: Msg,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        held: list[str],
     ) -> None:
         error = self._hello_error(hello, writer)
         if error is not None:
-            self.log(f"refused a process (pid {hello.get('pid')}): {error}", always=True)
+            pid = hello.get("pid") if int_in(hello.get("pid"), 0, MAX_PID) else "?"
+            self.log(f"refused a process (pid {pid}): {error}", always=True)
             writer.write(encode({"type": "refused", "reason": error}))
             return
+        self._release(held.pop())  # a process of the job now: no longer counted as pending
         self.seq += 1
         peer = Peer(
             id=f"w{self.seq}",
@@ -309,6 +417,7 @@ class Coordinator:
             proc_dir=Path(hello["proc_dir"]),
             restarted=bool(hello.get("restarted")),
             writer=writer,
+            tree_child=bool(hello.get("tree_child")),
         )
         self.peers[peer.id] = peer
         self.ever_connected = True
@@ -316,6 +425,7 @@ class Coordinator:
             self.restarted_joins += 1
             self._wake.set()
         peer.send({"type": "welcome", "id": peer.id, "interval": self.cfg.interval})
+        self._join_tree_child(peer)
         how = "restarted" if peer.restarted else "launched"
         self.log(f"{peer.label} joined ({how}, {peer.proc_dir}); {len(self.peers)} connected")
         try:
@@ -379,7 +489,12 @@ class Coordinator:
             peer.state = "WRITTEN"
         else:
             gen, gen_dir = msg.get("gen"), msg.get("dir")
-            if not isinstance(gen, int) or not isinstance(gen_dir, str) or gen < 1:
+            if (
+                not int_in(gen, 1, MAX_GENERATION)
+                or not isinstance(gen_dir, str)
+                or "\0" in gen_dir
+                or not os.path.isabs(gen_dir)
+            ):
                 ck.fail(f"{peer.label} answered 'published' without a generation")
                 return
             peer.last_gen = gen
@@ -388,12 +503,39 @@ class Coordinator:
         if not ck.waiting and ck.barrier is not None and not ck.barrier.done():
             ck.barrier.set_result(None)
 
+    def _join_tree_child(self, peer: Peer) -> None:
+        """A process forked while its parent's checkpoint waits for `suspended` (the parent is
+        still in the fork, which returns once the child is welcomed): it is part of that
+        checkpoint, or the parent's image would name a child no image holds."""
+        ck = self.current
+        if not peer.tree_child or ck is None or ck.failure is not None:
+            return
+        if ck.answer == "":  # the first phase has not begun: it goes to every participant
+            ck.participants[peer.id] = peer
+        elif ck.answer == "suspended":
+            ck.participants[peer.id] = peer
+            ck.waiting.add(peer.id)
+            peer.state = _PHASE_STATE[ck.phase]
+            peer.send({"type": "checkpoint", "exit_after": ck.exit_after})
+
     def _on_disconnect(self, peer: Peer) -> None:
         self.peers.pop(peer.id, None)
         if not self.peers:
             self.idle_since = time.monotonic()
         ck = self.current
-        if ck is not None and peer.id in ck.participants:
+        if (
+            ck is not None
+            and peer.tree_child
+            and ck.answer == "suspended"
+            and peer.id in ck.waiting
+            and ck.failure is None
+        ):
+            # A child of a tree that exited before it was suspended: not part of this checkpoint.
+            ck.participants.pop(peer.id, None)
+            ck.waiting.discard(peer.id)
+            if not ck.waiting and ck.barrier is not None and not ck.barrier.done():
+                ck.barrier.set_result(None)
+        elif ck is not None and peer.id in ck.participants:
             ck.gone.add(peer.id)
             finished = ck.phase == "resume" and peer.id in ck.published
             if not finished:
@@ -597,7 +739,7 @@ class Coordinator:
             await writer.drain()
             if msg.get("verb") == "quit" and reply.get("ok"):
                 return
-            line = await self._readline(reader)
+            line = await self._readline_idle(reader)
             if not line:
                 return
             msg = decode(line)
@@ -625,8 +767,8 @@ class Coordinator:
         if not self._token_ok(msg):
             return {
                 "ok": False,
-                "error": "wrong token (give the coordinator's with "
-                "--coord-token or CRAC_COORD_TOKEN)",
+                "error": "wrong token (give the coordinator's in "
+                "CRAC_COORD_TOKEN or --coord-token-file)",
             }
         if writer is not None and (uid := self._foreign_uid(writer)) is not None:
             return {
@@ -648,8 +790,8 @@ class Coordinator:
             return await asyncio.shield(started.done)
         if verb == "interval":
             value = msg.get("value")
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                return {"ok": False, "error": "interval needs a number of seconds >= 0"}
+            if not int_in(value, 0, MAX_INTERVAL):
+                return {"ok": False, "error": f"interval needs seconds in 0..{MAX_INTERVAL}"}
             self.set_interval(value)
             self.log(f"checkpoint interval set to {value} s")
             return {"ok": True, "ckpt_interval": value}
@@ -663,8 +805,11 @@ class Coordinator:
             return {"ok": True, "killed": len(peers)}
         if verb == "expect":
             value = msg.get("value")
-            if not isinstance(value, int) or value < 0:
-                return {"ok": False, "error": "expect needs a number of processes"}
+            if not int_in(value, 0, MAX_EXPECT):
+                return {
+                    "ok": False,
+                    "error": f"expect needs a number of processes (0..{MAX_EXPECT})",
+                }
             self.restarted_joins = sum(p.restarted for p in self.peers.values())
             self.expect = (value, time.monotonic() + self.cfg.phase_timeout)
             self._wake.set()

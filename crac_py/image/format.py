@@ -129,6 +129,7 @@ DEV_VERSION = 1
 N_RLIMITS = 16
 N_SIGNAL_RECS = 65  # indexed by signal number: 0 unused, then 1..64
 REGION_OUTSIDE_W, REGION_NORESERVE, REGION_DONTDUMP = 1, 2, 4
+REGION_SHARED_ALIAS = 8
 
 # (C name, value, doc) -> #define NAME value
 DEFINES: tuple[tuple[str, str, str], ...] = (
@@ -144,6 +145,12 @@ DEFINES: tuple[tuple[str, str, str], ...] = (
         "CRAC_REGION_DONTDUMP",
         f"{REGION_DONTDUMP}u",
         'region flag: MADV_DONTDUMP ("dd"): contents not saved, zeros after a restart',
+    ),
+    (
+        "CRAC_REGION_SHARED_ALIAS",
+        f"{REGION_SHARED_ALIAS}u",
+        "region flag: ANON_SHARED mapping of an object (dev, ino) an earlier region maps too, "
+        "over the same pages: not saved again, shared with it after a restart",
     ),
     ("CRAC_N_RLIMITS", str(N_RLIMITS), "RLIMIT_CPU (0) .. RLIMIT_RTTIME (15)"),
     ("CRAC_N_SIGNAL_RECS", str(N_SIGNAL_RECS), "SIGNALS note records, by signal number (0 unused)"),
@@ -204,16 +211,28 @@ ENUMS: tuple[Enum, ...] = (
         ("CRAC_FD_FILE", 1, "file", "regular file, reopened by path"),
         ("CRAC_FD_DIR", 2, "directory", ""),
         ("CRAC_FD_CHAR", 3, "device", "character device, reopened by path"),
-        ("CRAC_FD_PIPE", 4, "pipe", "both ends in this process: recreated, contents refilled"),
+        ("CRAC_FD_PIPE", 4, "pipe", "recreated, its ends given back, contents refilled"),
         ("CRAC_FD_STDIO", 5, "stdio", "0, 1, 2 when not regular files: the restart's own"),
-        ("CRAC_FD_EVENTFD", 6, "eventfd", ""),
+        ("CRAC_FD_EVENTFD", 6, "eventfd",
+         "its counter and semaphore flag in files/eventfd-<fd> (none in older images: 0)"),
         ("CRAC_FD_UNSUPPORTED", 7, "not restorable",
-         "socket, epoll, ...: replaced by /dev/null at restart, with a warning"),
+         "netlink sockets, ...: replaced by /dev/null at restart, with a warning"),
         ("CRAC_FD_MQUEUE", 8, "message queue",
          "POSIX message queue: attributes and messages in files/mq-<fd>"),
         ("CRAC_FD_PTY_MASTER", 9, "pty master",
          "pseudo-terminal whose master and slave this process holds:"),
         ("CRAC_FD_PTY_SLAVE", 10, "pty slave", "a new pair at restart; a crac_pty_rec follows"),
+        ("CRAC_FD_TIMERFD", 11, "timerfd",
+         "clock, flags, time left, interval and ticks in files/timerfd-<fd>"),
+        ("CRAC_FD_SIGNALFD", 12, "signalfd", "its mask in files/signalfd-<fd>"),
+        ("CRAC_FD_EPOLL", 13, "epoll",
+         "its interest list in files/epoll-<fd>, added back once every fd is back"),
+        ("CRAC_FD_INOTIFY", 14, "inotify",
+         "its watches (number, mask, path) in files/inotify-<fd>"),
+        ("CRAC_FD_SOCKET", 15, "socket",
+         "Unix/TCP/UDP: what it is in files/socket-<fd>, its queued bytes in files/sockq-<fd>"),
+        ("CRAC_FD_FIFO", 16, "fifo",
+         "named pipe, opened again by path; its bytes in files/pipe-<ino> like a pipe's"),
     )),
     Enum("crac_dev_kind", "crac_dev_record.kind", (
         ("CRAC_DEV_DEVICE", 1, "device", "device memory (cudaMalloc)"),
@@ -238,10 +257,12 @@ RECORDS: tuple[Record, ...] = (
         F("kind", "u32", "enum crac_region_kind"),
         F("start", "u64"), F("end", "u64"),
         F("prot", "u32", "PROT_* bits"),
-        F("flags", "u32", "CRAC_REGION_OUTSIDE_W, CRAC_REGION_NORESERVE, CRAC_REGION_DONTDUMP"),
+        F("flags", "u32", "CRAC_REGION_OUTSIDE_W, CRAC_REGION_NORESERVE, CRAC_REGION_DONTDUMP, "
+          "CRAC_REGION_SHARED_ALIAS"),
         F("core_offset", "u64", "where the region's pages start in upper.core (0: nothing saved)"),
         F("file_offset", "u64", "for file kinds: offset of start in the file"),
-        F("dev", "u64", "file identity, checked at restart"), F("ino", "u64"),
+        F("dev", "u64", "file identity, checked at restart; ANON_SHARED: the shared object's "
+          "(regions of the same one are shared again)"), F("ino", "u64"),
         F("file_size", "u64"), F("mtime_ns", "i64"),
         F("crc32c", "u32", "over every saved page: 8-byte page index, then 4096 bytes"),
         F("saved_pages", "u32"),
@@ -346,6 +367,13 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("process.ckpt_signal", "integer", "the checkpoint signal"),
     ("process.coordinated", "boolean", "one process of a job (ran under a coordinator: `crac "
      "restart` of the directory restarts them all), or a run of its own"),
+    ("process.vpid", "integer", "its pid as the program knows it (process trees: "
+     "crac_py/launch/tree.py)"),
+    ("process.vppid", "integer", "its parent's pid as the program knows it (getppid)"),
+    ("process.zombies", "list of objects", "children that had ended and were not waited for: a "
+     "restart recreates each, ended the same way"),
+    ("process.zombies[].vpid", "integer", "the child's pid as the program knows it"),
+    ("process.zombies[].status", "integer", "the status its wait gets (as waitpid's)"),
     ("backend", "object", "the device backend the process ran with"),
     ("backend.name", "string", 'e.g. `"sim"`; `"none"` without a device backend'),
     ("backend.version", "string", "the backend's version string"),

@@ -183,16 +183,126 @@ def load_manifest(gen: Path) -> dict[str, Any]:
         raise ImageError(f"image corrupted: {mpath} fails its checksum")
     try:
         manifest = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (ValueError, RecursionError):
+        # ValueError: not UTF-8, not JSON, or an integer of more than 4300 digits;
+        # RecursionError: nesting deeper than the parser goes.
         raise ImageError(f"image corrupted: {mpath} is not valid JSON") from None
+    if not isinstance(manifest, dict):
+        raise ImageError(f"image corrupted: {mpath} is not a JSON object")
     if manifest.get("format") != FORMAT:
         raise ImageError(f"{mpath} is not a crac image manifest")
-    if manifest.get("format_version") != FORMAT_VERSION:
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        shown = version if isinstance(version, int) and abs(version) < 10**9 else "(garbled)"
         raise ImageError(
-            f"{gen} uses image format {manifest.get('format_version')}; this crac reads "
-            f"format {FORMAT_VERSION}"
+            f"{gen} uses image format {shown}; this crac reads format {FORMAT_VERSION}"
         )
+    problem = schema_problem(manifest)
+    if problem is not None:
+        raise ImageError(f"image corrupted: {mpath}: {problem}")
     return manifest
+
+
+# ---- the manifest's fields: types and ranges (docs/IMAGE.md, "MANIFEST.json") ----------------
+# A manifest passes its own checksum whoever wrote it, so nothing in it is trusted: every field
+# a command reads is checked here, once, so that no value (a list for an object, a 5000-digit
+# number, a NUL in a path) reaches code that would crash or hang on it.
+
+_U63 = (0, (1 << 63) - 1)
+_FIELDS: dict[str, tuple[type, tuple[int, int] | None, bool]] = {
+    # dotted name: (type, range for ints, required)
+    "generation": (int, (1, (1 << 31) - 1), True),
+    "created": (str, None, False),
+    "crac_version": (str, None, False),
+    "loader_sha256": (str, None, False),
+    "host": (dict, None, False),
+    "process": (dict, None, True),
+    "process.pid": (int, (0, (1 << 31) - 1), False),
+    "process.program": (str, None, True),
+    "process.program_sha256": (str, None, True),
+    "process.argv": (list, None, True),
+    "process.threads": (int, (0, 1 << 20), False),
+    "process.ckpt_signal": (int, (1, 64), True),
+    "process.coordinated": (bool, None, False),
+    "backend": (dict, None, True),
+    "backend.name": (str, None, True),
+    "backend.version": (str, None, False),
+    "backend.driver_version": (int, (-(1 << 31), (1 << 31) - 1), False),
+    "device": (dict, None, False),
+    "device.allocations": (list, None, False),
+    "not_saved": (list, None, False),
+    "upper_core": (dict, None, True),
+    "upper_core.size": (int, _U63, True),
+    "upper_core.header_crc32c": (int, (0, (1 << 32) - 1), True),
+    "files": (dict, None, True),
+}
+_DEVICE_COUNTS = ("streams", "events", "modules", "pinned")
+_KIND_NAMES = {dict: "an object", list: "a list", str: "a string", bool: "true or false"}
+
+
+def _field(manifest: dict[str, Any], dotted: str) -> tuple[bool, Any]:
+    node: Any = manifest
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _bad_value(value: Any, kind: type, bounds: tuple[int, int] | None) -> bool:
+    if kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return not ok or (bounds is not None and not bounds[0] <= value <= bounds[1])
+    return not isinstance(value, kind)
+
+
+def _bad_path(text: Any) -> bool:
+    return not isinstance(text, str) or not text or "\0" in text
+
+
+def schema_problem(manifest: dict[str, Any]) -> str | None:
+    """What is wrong with the manifest's fields (a phrase), or None."""
+    for dotted, (kind, bounds, required) in _FIELDS.items():
+        present, value = _field(manifest, dotted)
+        if not present:
+            if required:
+                return f"field {dotted} is missing"
+            continue
+        if _bad_value(value, kind, bounds):
+            what = f"an integer in {bounds[0]}..{bounds[1]}" if bounds else _KIND_NAMES[kind]
+            return f"field {dotted} is not {what}"
+    process = manifest["process"]
+    if _bad_path(process["program"]) or not os.path.isabs(process["program"]):
+        return "field process.program is not an absolute path"
+    if not all(isinstance(a, str) and "\0" not in a for a in process["argv"]):
+        return "field process.argv is not a list of strings"
+    if not all(isinstance(x, str) for x in manifest.get("not_saved") or []):
+        return "field not_saved is not a list of strings"
+    device = manifest.get("device") or {}
+    for name in _DEVICE_COUNTS:
+        if name in device and _bad_value(device[name], int, (0, 1 << 31)):
+            return f"field device.{name} is not an integer in 0..{1 << 31}"
+    for alloc in device.get("allocations") or []:
+        if not (
+            isinstance(alloc, dict)
+            and not _bad_value(alloc.get("address"), int, (0, (1 << 64) - 1))
+            and not _bad_value(alloc.get("size"), int, _U63)
+            and isinstance(alloc.get("kind"), str)
+        ):
+            return "field device.allocations holds an entry that is not {address, size, kind}"
+    for rel, meta in manifest["files"].items():
+        parts = rel.split("/")
+        if _bad_path(rel) or rel.startswith("/") or ".." in parts or "" in parts:
+            return f"field files names {rel!r}, not a path inside the generation"
+        keys = ("sha256", "sha256_pages")
+        digests = [meta.get(k) for k in keys] if isinstance(meta, dict) else []
+        if (
+            not isinstance(meta, dict)
+            or _bad_value(meta.get("size"), int, _U63)
+            or not any(isinstance(d, str) and re.fullmatch("[0-9a-f]{64}", d) for d in digests)
+        ):
+            return f"field files.{rel} is not {{size, sha256}}"
+    return None
 
 
 def verify_files(gen: Path, manifest: dict[str, Any], full: bool) -> None:

@@ -100,7 +100,47 @@ def resolve_device(requested: str, uses_cuda: bool = True) -> str:
             return "none"
         return "cuda" if has_cuda else "sim"
     if requested == "cuda":
-        if not has_cuda:
-            raise DeviceError("no CUDA driver/GPU found; use --device sim")
+        # Without a driver the real runtime still loads and answers every call the way it does
+        # natively (cudaErrorInsufficientDriver): the program sees what it would see without crac.
         return "cuda"
     raise DeviceError(f"unknown device {requested!r}; use one of: sim, cuda, auto")
+
+
+DEFAULT_CUDA_MAJOR = "13"
+
+
+def find_cuda_runtime(spec: str | None) -> Path:
+    """NVIDIA's libcudart for --device cuda: SPEC is a path or a major version (12, 13)."""
+    spec = spec or DEFAULT_CUDA_MAJOR
+    if not spec.isdigit():
+        path = Path(spec)
+        if not path.is_file():
+            raise DeviceError(
+                f"--cuda-runtime {spec}: no such file (a libcudart.so.N, or 12 or 13)"
+            )
+        if ".so." not in path.name:
+            raise DeviceError(
+                f"--cuda-runtime {spec}: not a libcudart.so.N "
+                "(the soname's version picks the backend)"
+            )
+        return path
+    for d in cuda_runtime_dirs():
+        candidate = d / f"libcudart.so.{spec}"
+        if candidate.is_file():
+            return candidate
+    wheel = "nvidia-cuda-runtime" if spec == "13" else f"nvidia-cuda-runtime-cu{spec}"
+    raise DeviceError(
+        f"no libcudart.so.{spec} found (looked in CUDA_HOME, /usr/local/cuda and the nvidia-* "
+        f"wheels); install it (pip install {wheel}) or name it with --cuda-runtime PATH"
+    )
+
+
+def cuda_backend_note() -> str | None:
+    """None when the cuda backend can drive a GPU here, else why not (for crac doctor)."""
+    if not os.path.exists(NVIDIACTL):
+        return f"no NVIDIA driver ({NVIDIACTL} missing)"
+    if find_libcuda() is None:
+        return "libcuda.so.1 (the driver library) not found"
+    if not gpu_nodes():
+        return "no GPU (/dev/nvidiaN)"
+    return None

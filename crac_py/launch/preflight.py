@@ -114,10 +114,13 @@ def _has_static_cudart(elf: ELFFile, data: bytes | mmap.mmap) -> bool:
     return data.find(_CUDART_STATIC_STRING) != -1
 
 
-def _dynamic_info(elf: ELFFile) -> tuple[list[str], list[str], bool]:
-    """(DT_NEEDED, undefined CUDA imports, has DT_SONAME)."""
+DF_1_PIE = 0x08000000
+
+
+def _dynamic_info(elf: ELFFile) -> tuple[list[str], list[str], bool, bool]:
+    """(DT_NEEDED, undefined CUDA imports, has DT_SONAME, DF_1_PIE set)."""
     needed: list[str] = []
-    has_soname = False
+    has_soname = pie = False
     for section in elf.iter_sections():
         if isinstance(section, DynamicSection):
             for tag in section.iter_tags():
@@ -125,13 +128,15 @@ def _dynamic_info(elf: ELFFile) -> tuple[list[str], list[str], bool]:
                     needed.append(tag.needed)
                 elif tag.entry.d_tag == "DT_SONAME":
                     has_soname = True
+                elif tag.entry.d_tag == "DT_FLAGS_1":
+                    pie = bool(tag.entry.d_val & DF_1_PIE)
     imports: set[str] = set()
     dynsym = elf.get_section_by_name(".dynsym")
     if isinstance(dynsym, SymbolTableSection):
         for sym in dynsym.iter_symbols():
             if sym["st_shndx"] == "SHN_UNDEF" and sym.name.startswith(("cuda", "__cuda")):
                 imports.add(sym.name)
-    return needed, sorted(imports), has_soname
+    return needed, sorted(imports), has_soname, pie
 
 
 def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[str]) -> ProgramInfo:
@@ -161,7 +166,7 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
         interp_seg = next(
             (seg for seg in elf.iter_segments() if seg["p_type"] == "PT_INTERP"), None
         )
-        needed, cuda_imports, has_soname = _dynamic_info(elf)
+        needed, cuda_imports, has_soname, pie = _dynamic_info(elf)
         static_cudart = _has_static_cudart(elf, data)
     except Exception as exc:  # damaged headers: any parse failure means the same thing
         raise PreflightError(f"{program}: is a damaged ELF file ({exc}); rebuild it") from None
@@ -174,6 +179,12 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
             f"{program}: is statically linked (no PT_INTERP); crac needs a dynamically linked "
             "program: link it dynamically (drop -static)"
         )
+    if e_type == "ET_DYN" and has_soname and not pie:
+        # A library with an entry point and a PT_INTERP (libc.so.6, ld.so's friends) runs when
+        # exec'd, but is no program to load (docs/DECISIONS.md, "Inputs that are not programs").
+        raise PreflightError(
+            f"{program}: is a shared library, not a program; launch the program that uses it"
+        )
     interp = interp_seg.get_interp_name()
     if not os.path.exists(interp):
         raise PreflightError(
@@ -183,7 +194,16 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
     if static_cudart:
         raise PreflightError(
             f"{program}: has the CUDA runtime linked in statically; "
-            "rebuild with `nvcc -cudart shared`"
+            "rebuild with `nvcc -cudart shared` (then `crac kernels` builds its kernels for the "
+            "sim: docs/SIM.md)"
+        )
+    old_cudart = [n for n in needed if n.startswith("libcudart.so.") and n != "libcudart.so.13"]
+    if old_cudart:
+        # crac's runtime (the shim, the sim) is CUDA 13's libcudart.so.13: another major
+        # version's runtime would be loaded into the program beside it (docs/SIM.md).
+        raise PreflightError(
+            f"{program}: needs {old_cudart[0]}, but crac provides CUDA 13's libcudart.so.13; "
+            "rebuild it with CUDA 13 (`nvcc -cudart shared`)"
         )
     unsupported = [name for name in cuda_imports if name not in supported]
     if unsupported:
@@ -194,7 +214,9 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
         why = "crac supports none yet" if not supported else f"crac supports {len(supported)}"
         raise PreflightError(
             f"{program}: imports CUDA functions crac does not support: {listed}{more}; "
-            f"{why} (see crac_py/codegen/cuda_spec.py): remove those calls"
+            f"{why} (listed in docs/SIM.md and crac_py/codegen/cuda_spec.py): rewrite those "
+            "calls with supported functions (or drop the CUDA feature that makes nvcc generate "
+            "them: textures, surfaces, cooperative launches), or run the program without crac"
         )
     return ProgramInfo(
         path=os.path.abspath(path),
@@ -228,9 +250,16 @@ def preflight(
     try:
         with open(path, "rb") as fh:
             head = fh.readline(256)
+            if not head:
+                raise PreflightError(f"{program}: is empty; give a compiled program")
             if not head.startswith(ELF_MAGIC):
                 if head.startswith(b"#!"):
                     raise PreflightError(_script_hint(program, head.rstrip(b"\r\n")))
+                if b"\0" not in head:
+                    raise PreflightError(
+                        f"{program}: is a text file without a #! line, not an ELF program; "
+                        f"if it is a shell script: crac launch /bin/sh {shlex.quote(program)}"
+                    )
                 raise PreflightError(
                     f"{program}: is not an ELF program; crac launches compiled x86-64 Linux "
                     "programs"

@@ -41,11 +41,14 @@ class DeviceOptions:
     device: str = "none"
     sim_version: int | None = None
     extra: list[str] = field(default_factory=list)
+    cuda_runtime: str | None = None  # --device cuda: NVIDIA's libcudart (devices.find_cuda_runtime)
 
     def loader_args(self) -> list[str]:
         args = ["--device", self.device]
         if self.sim_version is not None:
             args += ["--sim-version", str(self.sim_version)]
+        if self.device == "cuda" and self.cuda_runtime:
+            args += ["--cuda-runtime", self.cuda_runtime]
         return args
 
 

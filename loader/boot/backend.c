@@ -12,17 +12,15 @@
 
 #define DEFAULT_SIM_VERSION 1
 
-static const struct crac_backend_host host = {
-    CRAC_D_START,
-    CRAC_D_END,
-    lower_threads_register,
-    lower_threads_unregister,
+static struct crac_backend_host host = {
+    CRAC_D_START, CRAC_D_END, lower_threads_register, lower_threads_unregister, NULL,
 };
 
 const struct crac_backend_info *backend_load(const char *dir, const char *device, int version,
-                                             char *err, size_t errlen)
+                                             const char *runtime_path, char *err, size_t errlen)
 {
     char path[PATH_MAX];
+    host.runtime_path = runtime_path;
     if (version <= 0)
         version = DEFAULT_SIM_VERSION;
     snprintf(path, sizeof(path), "%s/libcrac-%s%d.so", dir, device, version);

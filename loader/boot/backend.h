@@ -6,9 +6,10 @@
 
 #include <stddef.h>
 
-/* Load libcrac-<device><version>.so from dir (e.g. libcrac-sim1.so). version 0: the default.
- * Returns the backend's info, or NULL with a message in err. */
+/* Load libcrac-<device><version>.so from dir (e.g. libcrac-sim1.so, libcrac-cuda13.so). version
+ * 0: the default. runtime_path: the library the backend drives (cuda), else NULL. Returns the
+ * backend's info, or NULL with a message in err. */
 const struct crac_backend_info *backend_load(const char *dir, const char *device, int version,
-                                             char *err, size_t errlen);
+                                             const char *runtime_path, char *err, size_t errlen);
 
 #endif

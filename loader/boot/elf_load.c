@@ -44,6 +44,32 @@ static int open_elf(const char *path, Elf64_Ehdr *eh, Elf64_Phdr *ph, char *err,
     return fd;
 }
 
+/* Whether an ET_DYN file is a shared library rather than a position-independent program: it
+ * names itself (DT_SONAME) and is not marked a PIE (DF_1_PIE in DT_FLAGS_1). libc.so.6 has a
+ * PT_INTERP and an entry point, yet loading it as the program crashes. A PIE from a linker too
+ * old to set DF_1_PIE has no DT_SONAME, so it is still taken as a program. */
+static int is_shared_library(int fd, const Elf64_Ehdr *eh, const Elf64_Phdr *ph)
+{
+    if (eh->e_type != ET_DYN)
+        return 0;
+    for (int i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type != PT_DYNAMIC)
+            continue;
+        int soname = 0, pie = 0;
+        size_t n = ph[i].p_filesz / sizeof(Elf64_Dyn);
+        for (size_t k = 0; k < n && k < 4096; k++) {
+            Elf64_Dyn d;
+            if (read_at(fd, &d, sizeof(d), (off_t)(ph[i].p_offset + k * sizeof(d))) != 0 ||
+                d.d_tag == DT_NULL)
+                break;
+            soname |= d.d_tag == DT_SONAME;
+            pie |= d.d_tag == DT_FLAGS_1 && (d.d_un.d_val & DF_1_PIE);
+        }
+        return soname && !pie;
+    }
+    return 0;
+}
+
 int elf_read_interp(const char *path, char *buf, size_t buflen, char *err, size_t errlen)
 {
     Elf64_Ehdr eh;
@@ -51,6 +77,20 @@ int elf_read_interp(const char *path, char *buf, size_t buflen, char *err, size_
     int fd = open_elf(path, &eh, ph, err, errlen);
     if (fd < 0)
         return -1;
+    if (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) {
+        snprintf(err, errlen, "%s is not a program (ELF type %u); give a linked program", path,
+                 (unsigned)eh.e_type);
+        close(fd);
+        return -1;
+    }
+    if (is_shared_library(fd, &eh, ph)) {
+        snprintf(err, errlen,
+                 "%s is a shared library, not a program; launch the program that "
+                 "uses it",
+                 path);
+        close(fd);
+        return -1;
+    }
     for (int i = 0; i < eh.e_phnum; i++) {
         if (ph[i].p_type != PT_INTERP)
             continue;

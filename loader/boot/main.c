@@ -11,6 +11,7 @@
 #include "manager.h"
 #include "probe.h"
 #include "restart.h"
+#include "tree.h"
 #include "upper_alloc.h"
 #include "window.h"
 
@@ -21,6 +22,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,9 +48,11 @@ void die(const char *fmt, ...)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: crac-loader [--device sim|none] [--sim-version N] [--argv0 NAME]\n"
+            "usage: crac-loader [--device sim|cuda|none] [--sim-version N] [--cuda-runtime PATH]\n"
+            "                   [--argv0 NAME]\n"
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
             "                   [--exit-after-checkpoint] [--crac-cmd CMD]\n"
+            "                   [--child-pid VPID:PID ...] [--parent-pid VPID]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
             "                   [--mpi-shim SONAME] -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
@@ -64,6 +68,17 @@ static int int_arg(const char *name, const char *v, int lo, int hi)
     if (*v == '\0' || *end != '\0' || x < lo || x > hi)
         die("%s: '%s' is not a number in [%d, %d]", name, v, lo, hi);
     return (int)x;
+}
+
+/* Which build of the backend: the sim's version, or the CUDA runtime's major version read from
+ * its soname (libcudart.so.13 -> libcrac-cuda13.so). */
+static int device_version(const struct options *o)
+{
+    if (strcmp(o->device, "cuda") != 0)
+        return o->sim_version;
+    const char *so = strstr(o->cuda_runtime, ".so.");
+    int major = so ? atoi(so + 4) : 0;
+    return major > 0 ? major : 13;
 }
 
 static struct options parse_args(int argc, char **argv)
@@ -101,6 +116,8 @@ static struct options parse_args(int argc, char **argv)
             o.device = v;
         else if (strcmp(a, "--sim-version") == 0)
             o.sim_version = int_arg(a, v, 1, 99);
+        else if (strcmp(a, "--cuda-runtime") == 0)
+            o.cuda_runtime = v;
         else if (strcmp(a, "--argv0") == 0)
             o.argv0 = v;
         else if (strcmp(a, "--ckpt-signal") == 0)
@@ -125,15 +142,24 @@ static struct options parse_args(int argc, char **argv)
             o.core_size = strtoull(v, NULL, 10);
         else if (strcmp(a, "--mpi-shim") == 0)
             o.mpi_shim = v;
-        else if (strcmp(a, "--header-crc") == 0)
+        else if (strcmp(a, "--child-pid") == 0) {
+            if (tree_restart_child(v) != 0)
+                die("--child-pid: '%s' is not VPID:PID", v);
+        } else if (strcmp(a, "--parent-pid") == 0) {
+            if (tree_restart_parent(v) != 0)
+                die("--parent-pid: '%s' is not a pid", v);
+        } else if (strcmp(a, "--header-crc") == 0)
             o.header_crc = (uint32_t)strtoul(v, NULL, 10);
         else
             usage();
     }
     if (i >= argc)
         usage();
-    if (strcmp(o.device, "sim") != 0 && strcmp(o.device, "none") != 0)
-        die("device '%s' is not available in this build; use --device sim", o.device);
+    if (strcmp(o.device, "sim") != 0 && strcmp(o.device, "cuda") != 0 &&
+        strcmp(o.device, "none") != 0)
+        die("unknown device '%s'; use --device sim, cuda or none", o.device);
+    if (strcmp(o.device, "cuda") == 0 && !o.cuda_runtime)
+        die("--device cuda needs --cuda-runtime PATH (NVIDIA's libcudart.so.12 or .13)");
     int s = o.ckpt_signal;
     if (s == SIGKILL || s == SIGSTOP || s == SIGSYS || s == CRAC_SIG_SUSPEND || s == 32 || s == 33)
         die("signal %d cannot be the checkpoint signal", s);
@@ -305,20 +331,34 @@ int main(int argc, char **argv)
         die("cannot install the checkpoint signal handler: %s", strerror(-e));
 
     int fsgsbase = (getauxval(AT_HWCAP2) & 2) != 0;
+    /* The lower-half threads are made with every signal blocked (they inherit this mask): a
+     * signal sent to the process that all the program's threads block would otherwise go to one
+     * of them and kill the process, instead of staying pending for the program's sigwait or
+     * signalfd. */
+    sigset_t all, before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &before);
     e = shadow_pool_start(SHADOW_INITIAL);
     if (e == 0)
         e = manager_start(ckpt_sig);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
     if (e != 0)
         die("cannot start lower-half threads: %s", strerror(-e));
     const struct crac_backend_info *backend = NULL;
     if (strcmp(opt.device, "none") != 0 &&
-        !(backend = backend_load(opt.native_dir, opt.device, opt.sim_version, err, sizeof(err))))
+        !(backend = backend_load(opt.native_dir, opt.device, device_version(&opt), opt.cuda_runtime,
+                                 err, sizeof(err))))
         die("%s", err);
     ckpt_backend = backend;
     const struct crac_lh_api *api = lh_api_table(backend, fsgsbase);
     if (!api)
         die("out of memory building the lower-half API table");
     fill_ckpt_config(&opt, backend);
+    /* A restart continues its image's lineage unless a running process writes it (the original
+     * still running, or another restart of the same image): then one of its own, before the
+     * coordinator hears where this process writes. */
+    if (opt.restart_dir && image_lineage_claim(0) != 0)
+        die("cannot lock %s: %s", ckpt_cfg.proc_dir, strerror(errno));
     ckpt_cfg.coord_fd = -1;
     if (opt.coord_host) {
         int vpid = opt.restart_dir ? (int)img.proc.pid : getpid();
@@ -334,6 +374,7 @@ int main(int argc, char **argv)
                  opt.coord_token ? opt.coord_token : "");
     }
     ckpt_config_done();
+    confine_lower_fork = tree_fork_lower; /* every forked child is a split process too */
     if (opt.restart_dir)
         restart_run(&opt, &img, api);
     launch_run(&opt, api, environ);

@@ -48,6 +48,10 @@ int ckpt_wait_ready(int timeout_ms);
 /* ckpt_cfg is complete (coordinator connected or not): the manager may start serving. */
 void ckpt_config_done(void);
 void ckpt_request(int exit_after);
+/* In a forked child: drop the parent's pending requests and its wake-up descriptor. */
+void ckpt_trigger_after_fork(void);
+/* Wake the manager without a request (it has just been given a coordinator to serve). */
+void ckpt_manager_wake(void);
 /* The manager's loop: wait for a request or the interval, then checkpoint. Never returns. */
 void ckpt_serve(void);
 
@@ -58,6 +62,10 @@ long ckpt_pid_entry(long dir, long pid);
 long ckpt_coord_status_entry(int *peers, int *running);
 int ckpt_install_suspend_handler(const struct crac_registry *r);
 int remove_tree(const char *path);
+/* Take the one-writer lock on ckpt_cfg.proc_dir, or move ckpt_cfg.proc_dir to a lineage of this
+ * process's own when another holds it (image_lineage.c). FRESH: a launch, whose directory must not
+ * hold generations yet. 0, or -1 with errno. */
+int image_lineage_claim(int fresh);
 
 /* What a coordinated checkpoint waits for between its phases (coord_client.c). Each returns 0
  * to go on, non-zero to abandon the checkpoint. NULL: a checkpoint of this process alone. */

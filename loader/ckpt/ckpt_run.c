@@ -160,8 +160,8 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     struct crac_registry *r = ckpt_registry;
     int generation = r->generation + 1, n = 0;
     char tmp[PATH_MAX + 64], files[PATH_MAX + 80], core[PATH_MAX + 80], final[PATH_MAX + 64];
-    if (mkdirs(ckpt_cfg.proc_dir) != 0) {
-        fprintf(stderr, "crac: error: checkpoint abandoned: cannot create %s: %s\n",
+    if (mkdirs(ckpt_cfg.proc_dir) != 0 || image_lineage_claim(r->generation == 0) != 0) {
+        fprintf(stderr, "crac: error: checkpoint abandoned: cannot create or lock %s: %s\n",
                 ckpt_cfg.proc_dir, strerror(errno));
         if (b)
             b->failed(b->ctx, "cannot create the checkpoint directory");
@@ -260,8 +260,6 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     ckpt_release_all();
     t[3] = now_ms();
     rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
-    __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
-    raw_syscall6(SYS_futex, (long)&ckpt_publishing, 129, 0x7fffffff, 0, 0, 0);
     t[4] = now_ms();
     report_timing(generation, t, n, core_size);
     if (rc != 0) {
@@ -272,6 +270,10 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     }
     if (b)
         b->published(b->ctx, rc == 0 ? generation : -1, final);
+    /* Only now may the program end (emu_exit_group waits): a process of a job that ended before
+     * its `published` left the coordinator thinking it died mid-checkpoint. */
+    __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
+    raw_syscall6(SYS_futex, (long)&ckpt_publishing, 129, 0x7fffffff, 0, 0, 0);
     finish_attempt(r, rc != 0);
     return rc;
 }

@@ -118,9 +118,10 @@ static int wait_parked(struct parked_thread *ts, int *n)
         }
         struct timespec t = {0, 10 * 1000000L};
         raw_syscall6(SYS_futex, (long)&r->parked, 128, parked, (long)&t, 0, 0);
-        /* Threads that exited before they could park are dropped. */
+        /* Threads that exited before they could park are dropped, and so are threads a lower-
+         * half library was starting when they were signalled (loader/cross/lower_spawn.c). */
         for (int i = 0; i < *n; i++)
-            if (!task_exists(ts[i].tid))
+            if (!task_exists(ts[i].tid) || lower_threads_contains(ts[i].tid))
                 ts[i--] = ts[--*n];
     }
 }

@@ -20,6 +20,7 @@
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 static volatile int32_t requested; /* futex word the manager sleeps on */
 static volatile int32_t exit_requested;
@@ -49,6 +50,22 @@ void ckpt_config_done(void)
     }
     __atomic_store_n(&config_ready, 1, __ATOMIC_RELEASE);
     raw_syscall6(SYS_futex, (long)&config_ready, 129, 0x7fffffff, 0, 0, 0);
+}
+
+void ckpt_trigger_after_fork(void)
+{
+    /* The requests were the parent's; the eventfd is shared with it (ckpt_config_done makes
+     * the child's own). */
+    __atomic_store_n(&requested, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&exit_requested, 0, __ATOMIC_RELEASE);
+    if (wake_fd >= 0)
+        close(wake_fd);
+    wake_fd = -1;
+}
+
+void ckpt_manager_wake(void)
+{
+    raw_syscall6(SYS_futex, (long)&requested, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
 }
 
 void ckpt_set_ready(void)

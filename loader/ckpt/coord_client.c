@@ -30,6 +30,8 @@ struct conn {
 
 static struct conn conn = {-1, {0}, 0};
 
+int coord_tree_child;
+
 /* Write s as a JSON string (quotes included) into out. */
 static void json_string(char *out, size_t outlen, const char *s)
 {
@@ -209,8 +211,9 @@ int coord_connect(const char *host, const char *port, const char *token, int res
     char line[LINE_MAX_BYTES];
     if (send_line(fd,
                   "{\"type\":\"hello\",\"role\":\"worker\",\"token\":%s,\"pid\":%d,\"vpid\":%d,"
-                  "\"program\":%s,\"host\":%s,\"proc_dir\":%s,\"restarted\":%s}",
-                  tok, getpid(), vpid, prog, hostq, dir, restarted ? "true" : "false") != 0 ||
+                  "\"program\":%s,\"host\":%s,\"proc_dir\":%s,\"restarted\":%s%s}",
+                  tok, getpid(), vpid, prog, hostq, dir, restarted ? "true" : "false",
+                  coord_tree_child ? ",\"tree_child\":true" : "") != 0 ||
         recv_line(&conn, line, sizeof(line), HELLO_TIMEOUT_MS) != 1) {
         snprintf(err, errlen, "coordinator at %s:%s did not answer", host, port);
         close(fd);

@@ -14,4 +14,7 @@ void coord_serve(int fd, int wake_fd);
  * dmtcp_get_coordinator_status()). 0, or -1 without a coordinator or an answer. */
 int coord_status(int *num_peers, int *running);
 
+/* This process is a forked process of a tree (loader/ckpt/tree_fork.c): its hello says so. */
+extern int coord_tree_child;
+
 #endif

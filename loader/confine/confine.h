@@ -39,4 +39,8 @@ long emu_brk(uint64_t want);
 long emu_readlink(long nr, long a1, long a2, long a3, long a4);
 long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4, long a5);
 
+/* The fork of a split process (loader/ckpt/tree_fork.c), called on a borrowed lower TCB; NULL:
+ * forks are the kernel's plain ones. Set by main before the program runs. */
+extern long (*confine_lower_fork)(void);
+
 #endif

@@ -98,7 +98,8 @@ int confine_install_filter(int virtual_ids)
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);
     load(&a, (uint32_t)offsetof(struct seccomp_data, nr));
-    static const int ids[] = {SYS_getpid, SYS_gettid}; /* the kill family is in `always` */
+    /* the kill family is in `always`; children's ids differ in a restarted tree */
+    static const int ids[] = {SYS_getpid, SYS_gettid, SYS_getppid, SYS_wait4, SYS_waitid};
     for (unsigned i = 0; i < sizeof(always) / sizeof(always[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)always[i], L_TRAP_IF_W, NEXT);
     /* Calls that name a process or thread by id, or a CPU clock (whose id encodes one). */

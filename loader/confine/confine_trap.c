@@ -9,6 +9,9 @@
 #include "upper_alloc.h"
 #include "signal_wrap.h"
 
+#include "fsgsbase.h"
+#include "shadow_pool.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mman.h>
@@ -20,6 +23,7 @@
 #include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
 
@@ -691,6 +695,53 @@ static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5
     return -ENOSYS;
 }
 
+long (*confine_lower_fork)(void);
+
+/* fs:0 is the TCB's own address in glibc (both halves). */
+static inline uint64_t current_fs(void)
+{
+    uint64_t self;
+    __asm__ volatile("mov %%fs:0, %0" : "=r"(self));
+    return self;
+}
+
+static inline void set_fs(uint64_t fs)
+{
+    if (crac_fsgsbase)
+        __asm__ volatile("wrfsbase %0" : : "r"(fs) : "memory");
+    else
+        raw_syscall2(SYS_arch_prctl, 0x1002 /* ARCH_SET_FS */, fs);
+}
+
+/* The lower libc's fork, on a borrowed shadow TCB as a crossing would (docs/DECISIONS.md
+ * "Process trees"). noinline: nothing between the two switches may be cached across them. */
+__attribute__((noinline)) static long lower_fork(void)
+{
+    uint64_t lower = shadow_pool_borrow();
+    if (!lower)
+        return -EAGAIN;
+    uint64_t upper = current_fs();
+    set_fs(lower);
+    long r = confine_lower_fork();
+    set_fs(upper);
+    if (r != 0)
+        shadow_pool_return(lower); /* the child's copy of the pool was reset: nothing to return */
+    return r;
+}
+
+#define TREE_CLONE_FLAGS (CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | CLONE_PARENT_SETTID)
+
+/* A fork the child of which is a split process of the job: fork, or a clone of a new process
+ * with only the flags libc's fork uses, and SIGCHLD. Others (a new stack, namespaces, another
+ * exit signal) are the kernel's plain fork of this process, as before. */
+static int tree_forkable(long nr, long flags, long stack)
+{
+    if (!confine_lower_fork)
+        return 0;
+    return nr == SYS_fork ||
+           (!stack && (flags & 0xff) == SIGCHLD && !(flags & ~(TREE_CLONE_FLAGS | 0xffL)));
+}
+
 /* fork and fork-like clone, done with the allocator lock held so the child never inherits it
  * locked. The child returns through this handler's frame on its copy of the stack. */
 static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid, long ctid,
@@ -698,10 +749,14 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
 {
     struct crac_ctrl *c = crac_ctrl();
     int32_t forking_tid = (int32_t)raw_syscall0(SYS_gettid);
+    int tree = tree_forkable(nr, flags, stack);
     raw_lock(&c->lock);
-    long r = nr == SYS_fork ? raw_syscall0(SYS_fork)
-                            : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
+    long r = tree                ? lower_fork()
+             : nr == SYS_fork    ? raw_syscall0(SYS_fork)
+                                 : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
     if (r == 0) {
+        c->vppid = c->vpid ? c->vpid : c->pid; /* the parent, as the program knows it */
+        c->real_ppid = c->pid;
         c->pid = (int32_t)raw_syscall0(SYS_getpid);
         c->lock = 0;
         c->vpid = 0;         /* a new process: its ids are the kernel's */
@@ -712,8 +767,18 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         vmask_set(c, c->pid, vmask_get(c, forking_tid)); /* the child's only thread inherits */
         if (stack)
             uc->uc_mcontext.gregs[REG_RSP] = stack;
+        if (tree && nr == SYS_clone) {
+            /* What the kernel does for the upper libc's flags; the lower libc's fork used its
+             * own. */
+            if (flags & CLONE_CHILD_SETTID)
+                *(int32_t *)ctid = c->pid;
+            if (flags & CLONE_CHILD_CLEARTID)
+                raw_syscall1(SYS_set_tid_address, ctid);
+        }
     } else {
         raw_unlock(&c->lock);
+        if (r > 0 && tree && nr == SYS_clone && (flags & CLONE_PARENT_SETTID))
+            to_user((void *)ptid, &r, 4);
     }
     return r;
 }
@@ -722,7 +787,8 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
 static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
 {
     const struct crac_ctrl *c = crac_ctrl();
-    if (nr != SYS_getpid && nr != SYS_gettid && self_ckpt_target(c, nr, a1, a2, a3)) {
+    if (nr != SYS_getpid && nr != SYS_gettid && nr != SYS_getppid &&
+        self_ckpt_target(c, nr, a1, a2, a3)) {
         const siginfo_t *queued = nr == SYS_rt_sigqueueinfo     ? (const siginfo_t *)a3
                                   : nr == SYS_rt_tgsigqueueinfo ? (const siginfo_t *)a4
                                                                 : 0;
@@ -732,6 +798,10 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
         return self_ckpt_signal(uc, nr == SYS_kill ? SI_USER : SI_TKILL, queued ? &copy : 0);
     }
     switch (nr) {
+    case SYS_getppid: {
+        int32_t real = (int32_t)raw_syscall0(SYS_getppid);
+        return c->vppid && real == c->real_ppid ? c->vppid : real; /* else: reparented */
+    }
     case SYS_getpid: return vid_from_real(c, (int32_t)raw_syscall0(SYS_getpid));
     case SYS_gettid: return vid_from_real(c, (int32_t)raw_syscall0(SYS_gettid));
     case SYS_tgkill:
@@ -739,11 +809,10 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
                             a3);
     case SYS_tkill: return raw_syscall2(SYS_tkill, vid_to_real(c, (int32_t)a1), a2);
     case SYS_kill:
-        /* Only our own pid is translated: other pids (children, peers) are the kernel's. */
-        if (c->vpid && a1 == c->vpid)
-            a1 = c->pid;
-        else if (c->vpid && a1 == -c->vpid)
-            a1 = -c->pid;
+        /* Our own pid, and our children's in a restarted tree (and their groups); other pids
+         * are the kernel's. 0 and -1 are not ids. */
+        if (a1 > 0 || a1 < -1)
+            a1 = a1 > 0 ? vid_to_real(c, (int32_t)a1) : -vid_to_real(c, (int32_t)-a1);
         return raw_syscall2(SYS_kill, a1, a2);
     case SYS_rt_sigqueueinfo:
         return raw_syscall3(nr, c->vpid && a1 == c->vpid ? c->pid : a1, a2, a3);
@@ -751,6 +820,41 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
         return raw_syscall4(nr, vid_to_real(c, (int32_t)a1), vid_to_real(c, (int32_t)a2), a3, a4);
     }
     return -ENOSYS;
+}
+
+/* wait4 and waitid name children (and groups) by the ids the program knows and answer with them
+ * (a restarted tree: children have new kernel pids). They may block: they wait under the
+ * program's mask, so its handlers and crac's suspension can interrupt them. A checkpoint taken
+ * during the wait resumes it, after a restart, with the old kernel pid in its registers: ECHILD
+ * then, and c->pid changed; the ids are translated again and the wait re-issued. */
+static long emu_wait(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    long r;
+    for (;;) {
+        long id = a1, arg2 = a2;
+        if (nr == SYS_wait4 && (a1 > 0 || a1 < -1))
+            id = a1 > 0 ? vid_to_real(c, (int32_t)a1) : -vid_to_real(c, (int32_t)-a1);
+        if (nr == SYS_waitid && (a1 == P_PID || a1 == P_PGID) && a2 > 0)
+            arg2 = vid_to_real(c, (int32_t)a2);
+        int32_t before = __atomic_load_n(&c->pid, __ATOMIC_ACQUIRE);
+        uint64_t during = upper_mask(c, *(uint64_t *)&uc->uc_sigmask), saved;
+        raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &during, &saved, 8);
+        r = raw_syscall6(nr, id, arg2, a3, a4, a5, 0);
+        raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+        if (r != -ECHILD || __atomic_load_n(&c->pid, __ATOMIC_ACQUIRE) == before)
+            break;
+    }
+    if (nr == SYS_wait4 && r > 0)
+        return vid_from_real(c, (int32_t)r);
+    if (nr == SYS_waitid && r == 0 && a3) {
+        siginfo_t si; /* written by the kernel just now (or left as the program had it) */
+        if (from_user(&si, (const void *)a3, sizeof(si)) == 0 && si.si_pid > 0) {
+            si.si_pid = vid_from_real(c, si.si_pid);
+            to_user((void *)a3, &si, sizeof(si));
+        }
+    }
+    return r;
 }
 
 /* The process's own CPU-time clock, as the program reads it (CLOCK_PROCESS_CPUTIME_ID is the
@@ -982,6 +1086,9 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_readlinkat: r = emu_readlink(nr, a1, a2, a3, a4); break;
     case SYS_execve:
     case SYS_execveat: r = emu_execve((uint64_t *)&uc->uc_sigmask, nr, a1, a2, a3, a4, a5); break;
+    case SYS_wait4:
+    case SYS_waitid: r = emu_wait(uc, nr, a1, a2, a3, a4, a5); break;
+    case SYS_getppid:
     case SYS_getpid:
     case SYS_gettid:
     case SYS_tgkill:

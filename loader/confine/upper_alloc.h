@@ -69,6 +69,9 @@ struct crac_ctrl {
     int64_t cpu_ckpt_ns;   /* it stood at the last checkpoint (the program's value then) */
     uint32_t n_tcpu;
     struct crac_tcpu tcpu[CRAC_MAX_TCPU]; /* the same for each thread's CPU clock */
+    /* The parent's pid as the program knows it, while the kernel's parent is real_ppid (a
+     * restarted tree: loader/ckpt/tree_fork.c); 0: getppid is the kernel's. */
+    int32_t vppid, real_ppid;
     uint32_t n_used;
     uint32_t cap_used;
     struct crac_range used[]; /* sorted, disjoint, coalesced ranges of W in use */

@@ -29,3 +29,10 @@ int lower_threads_contains(pid_t tid)
             return 1;
     return 0;
 }
+
+void lower_threads_reset(void)
+{
+    /* After a fork: the threads recorded were the parent's. */
+    for (int i = 0; i < MAX_LOWER_THREADS; i++)
+        __atomic_store_n(&lower_tids[i], 0, __ATOMIC_RELAXED);
+}

@@ -7,5 +7,7 @@
 void lower_threads_register(pid_t tid);
 void lower_threads_unregister(pid_t tid);
 int lower_threads_contains(pid_t tid);
+/* In a forked child: none of the recorded threads exist there. */
+void lower_threads_reset(void);
 
 #endif

@@ -67,6 +67,22 @@ int shadow_pool_start(int initial) { return spawn_shadows(initial); }
 
 int shadow_pool_size(void) { return shadow_born; }
 
+int shadow_pool_reset(int initial)
+{
+    /* In a forked child: the slots' threads were the parent's. Their TCBs' memory is the lower
+     * libc's stack cache now, so no slot may lend it again; the caller runs on one of them, which
+     * the lower libc made this process's own thread. */
+    for (int i = 0; i < SHADOW_POOL_MAX; i++) {
+        shadow_slots[i].state = SLOT_UNBORN;
+        shadow_slots[i].fs = 0;
+        shadow_slots[i].owner_fs = 0;
+        shadow_slots[i].owner_tid = 0;
+    }
+    shadow_born = 0;
+    shadow_growth_wanted = 0;
+    return spawn_shadows(initial);
+}
+
 void shadow_pool_serve_growth(void)
 {
     for (;;) {

@@ -15,5 +15,7 @@ uint64_t shadow_pool_owner(uint64_t lower_fs, int32_t tid);
 /* Manager side: create threads while the pool is asked to grow. Blocks; never returns. */
 void shadow_pool_serve_growth(void);
 int shadow_pool_size(void);
+/* In a forked child: forget the parent's slots and start `initial` threads. 0 or -errno. */
+int shadow_pool_reset(int initial);
 
 #endif

@@ -2,6 +2,8 @@
  * checksums, fsync, rename to gen-NNNNNN, the `latest` link, rotation of old generations and the
  * restart script. Until the rename, the previous generation is the one a restart finds. */
 #include "ckpt.h"
+#include "tree.h"
+#include "upper_alloc.h"
 #include "state.h"
 
 #include "crac_version.h"
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -232,7 +235,10 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     jraw(&j, ", \"hostid\": \"%08lx\", \"kernel\": ", (unsigned long)gethostid() & 0xffffffffUL);
     jstr(&j, u.release);
     jraw(&j, ", \"glibc\": \"%s\"},\n", gnu_get_libc_version());
-    jraw(&j, "  \"process\": {\"pid\": %d, \"program\": ", getpid());
+    /* vpid, vppid: the process and its parent as the program knows them (crac restart rebuilds
+     * a tree from them: crac_py/launch/tree.py). */
+    jraw(&j, "  \"process\": {\"pid\": %d, \"vpid\": %d, \"vppid\": %d, \"program\": ", getpid(),
+         (int)vid_from_real(crac_ctrl(), getpid()), (int)tree_program_ppid());
     jstr(&j, ckpt_cfg.program);
     jraw(&j, ", \"program_sha256\": \"%s\", \"argv\": [", prog_hash);
     for (int i = 0; i < ckpt_cfg.argc; i++) {
@@ -241,8 +247,14 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     }
     /* "coordinated": one process of a job (crac restart of its directory restarts them all);
      * otherwise a run of its own, one of possibly several lineages in one directory. */
-    jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s},\n", n_threads,
-         ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false");
+    jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"zombies\": [",
+         n_threads, ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false");
+    const struct tree_zombie *zs;
+    int n_zombies = tree_zombies(&zs);
+    for (int i = 0; i < n_zombies; i++)
+        jraw(&j, "%s{\"vpid\": %d, \"status\": %d}", i ? ", " : "", (int)zs[i].vpid,
+             zs[i].wstatus);
+    jraw(&j, "]},\n");
     jraw(&j, "  \"backend\": {\"name\": ");
     jstr(&j, ckpt_cfg.backend_name);
     jraw(&j, ", \"version\": ");
@@ -324,14 +336,43 @@ static void rotate(int keep)
     }
 }
 
+/* Writes crac_restart_script.sh without ever following a planted link: the checkpoint directory
+ * must be the user's own (in another's, such as /tmp, the owner could swap the script), the
+ * script is created under a fresh random name with O_EXCL|O_NOFOLLOW, then renamed over the old
+ * one (rename replaces a link planted at the final name, never writes through it). */
 static int write_restart_script(void)
 {
-    char path[PATH_MAX + 64], tmp[PATH_MAX + 128];
-    snprintf(path, sizeof(path), "%s/crac_restart_script.sh", ckpt_cfg.ckpt_dir);
-    snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, getpid());
-    FILE *f = fopen(tmp, "we");
-    if (!f)
+    static const char name[] = "crac_restart_script.sh";
+    int dfd = open(ckpt_cfg.ckpt_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
         return -1;
+    struct stat st;
+    if (fstat(dfd, &st) != 0 || st.st_uid != geteuid()) {
+        close(dfd);
+        return -2; /* not the user's own directory: others could plant or swap files */
+    }
+    char tmp[64];
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 16; tries++) {
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+            r = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ (uint64_t)tries;
+        snprintf(tmp, sizeof(tmp), ".%.24s.tmp-%016llx", name, (unsigned long long)r);
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlinkat(dfd, tmp, 0);
+        }
+        close(dfd);
+        errno = e;
+        return -1;
+    }
     const char *proc = strrchr(ckpt_cfg.proc_dir, '/') + 1;
     fprintf(f, "#!/bin/sh\n"
                "# Written by crac after each checkpoint: restarts the job from its latest images.\n"
@@ -339,6 +380,7 @@ static int write_restart_script(void)
                "# `crac restart`.\n"
                "dir=");
     sh_quote(f, ckpt_cfg.ckpt_dir);
+    /* `--` before the image: a --ckptdir starting with '-' stays a path. */
     fprintf(f,
             "\n"
             "while [ $# -gt 0 ]; do\n"
@@ -349,16 +391,20 @@ static int write_restart_script(void)
             "    *) break ;;\n"
             "  esac\n"
             "done\n"
-            "exec %s restart \"$@\" \"$dir\"/",
+            "exec %s restart \"$@\" -- \"$dir\"/",
             ckpt_cfg.crac_cmd); /* crac_cmd is shell words already (crac_py/launch/runner.py) */
     sh_quote(f, proc);
     fputc('\n', f);
-    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int ok = fflush(f) == 0 && fchmod(fd, 0700) == 0 && fsync(fd) == 0;
     fclose(f);
-    if (!ok || chmod(tmp, 0700) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
+    if (!ok || renameat(dfd, tmp, dfd, name) != 0) {
+        int e = errno;
+        unlinkat(dfd, tmp, 0);
+        close(dfd);
+        errno = e;
         return -1;
     }
+    close(dfd);
     return 0;
 }
 
@@ -390,7 +436,12 @@ int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc, 
     }
     rotate(ckpt_cfg.keep);
     /* Under a coordinator, the coordinator writes the job's restart script. */
-    if (ckpt_cfg.coord_fd < 0 && write_restart_script() != 0)
+    static int warned_owner;
+    int script = ckpt_cfg.coord_fd < 0 ? write_restart_script() : 0;
+    if (script == -2 && !warned_owner++)
+        fprintf(stderr, "crac: warning: no crac_restart_script.sh: %s belongs to another user\n",
+                ckpt_cfg.ckpt_dir);
+    else if (script == -1)
         fprintf(stderr, "crac: warning: cannot write %s/crac_restart_script.sh: %s\n",
                 ckpt_cfg.ckpt_dir, strerror(errno));
     return 0;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/procfs.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -236,6 +237,12 @@ static int collect_regions(struct region *rs, int max, int pagemap)
             r->rec.kind = shared ? CRAC_REGION_ANON_SHARED : CRAC_REGION_ANON;
         else
             r->rec.kind = shared ? CRAC_REGION_FILE_SHARED : CRAC_REGION_FILE_PRIVATE;
+        /* The shared object's identity (a shmem inode: MAP_SHARED|MAP_ANONYMOUS, SysV shm, an
+         * unlinked /dev/shm object): its other mappings are found by it (mark_aliases). */
+        if (r->rec.kind == CRAC_REGION_ANON_SHARED && ino) {
+            r->rec.dev = makedev(dmaj, dmin);
+            r->rec.ino = ino;
+        }
         if (r->rec.kind == CRAC_REGION_FILE_PRIVATE || r->rec.kind == CRAC_REGION_FILE_SHARED) {
             struct stat st;
             if (stat(path, &st) == 0) {
@@ -256,6 +263,28 @@ static int collect_regions(struct region *rs, int max, int pagemap)
     }
     fclose(f);
     return n;
+}
+
+/* A shared object mapped more than once: a region whose pages an earlier region of the same
+ * object (dev, ino) covers is not saved again (CRAC_REGION_SHARED_ALIAS); the restart maps both
+ * from one new object (restart_memory.c). */
+static void mark_aliases(struct region *rs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct crac_region_rec *r = &rs[i].rec;
+        if (r->kind != CRAC_REGION_ANON_SHARED || !r->ino)
+            continue;
+        for (int q = 0; q < i; q++) {
+            const struct crac_region_rec *p = &rs[q].rec;
+            if (p->kind == r->kind && p->dev == r->dev && p->ino == r->ino &&
+                !(p->flags & (CRAC_REGION_SHARED_ALIAS | CRAC_REGION_DONTDUMP)) &&
+                p->file_offset <= r->file_offset &&
+                p->file_offset + (p->end - p->start) >= r->file_offset + (r->end - r->start)) {
+                r->flags |= CRAC_REGION_SHARED_ALIAS;
+                break;
+            }
+        }
+    }
 }
 
 struct writer {
@@ -533,6 +562,7 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     nr = collect_regions(rs, MAX_REGIONS, w.pagemap);
     if (nr < 0)
         goto out;
+    mark_aliases(rs, nr);
     /* Lay out: headers and notes first (their size does not depend on the data), then each
      * region at a page-aligned offset. */
     if (build_notes(&notes, rs, nr, ts, nt, generation, kind_notes) != 0)
@@ -541,7 +571,8 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     uint64_t head = sizeof(Elf64_Ehdr) + phnum * sizeof(Elf64_Phdr) + notes.len;
     uint64_t base = (head + PAGE - 1) & ~(PAGE - 1), offset = base;
     for (int i = 0; i < nr; i++) {
-        if (rs[i].rec.kind == CRAC_REGION_FILE_SHARED)
+        if (rs[i].rec.kind == CRAC_REGION_FILE_SHARED ||
+            (rs[i].rec.flags & CRAC_REGION_SHARED_ALIAS))
             continue;
         rs[i].rec.core_offset = offset;
         offset += rs[i].rec.end - rs[i].rec.start;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,16 +114,136 @@ static int same_file(const struct crac_region_rec *r, const struct stat *st)
     return (uint64_t)st->st_size == r->file_size && mtime == r->mtime_ns && st->st_ino == r->ino;
 }
 
-static int map_one(int core, const struct crac_region_rec *r, const char *path,
-                   const unsigned char *bitmap, char *err, size_t errlen)
+/* Shared objects mapped by the program (ANON_SHARED regions with an identity): one new shmem
+ * object (a memfd) each, sized to cover every region that maps it, so the regions that shared
+ * pages before share them again. Kept open until every region is mapped. */
+#define MAX_SHARED 256
+static struct shared_obj {
+    uint64_t dev, ino;
+    int fd;
+} shared_objs[MAX_SHARED];
+static int n_shared;
+
+static int shared_object_fd(const struct restart_image *img, const struct crac_region_rec *r)
 {
+    for (int i = 0; i < n_shared; i++)
+        if (shared_objs[i].dev == r->dev && shared_objs[i].ino == r->ino)
+            return shared_objs[i].fd;
+    if (n_shared == MAX_SHARED)
+        return -2; /* too many: this one is mapped on its own, as before */
+    uint64_t size = 0;
+    for (size_t off = 0; off + sizeof(struct crac_region_rec) <= img->regions_len;) {
+        struct crac_region_rec o;
+        memcpy(&o, img->regions + off, sizeof(o));
+        if (o.size < sizeof(o))
+            break;
+        if (o.kind == CRAC_REGION_ANON_SHARED && o.dev == r->dev && o.ino == r->ino &&
+            o.end > o.start && o.file_offset + (o.end - o.start) > size)
+            size = o.file_offset + (o.end - o.start);
+        off += o.size;
+    }
+    int fd = memfd_create("crac-shared", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    shared_objs[n_shared++] = (struct shared_obj){r->dev, r->ino, fd};
+    return fd;
+}
+
+static void shared_objects_close(void)
+{
+    for (int i = 0; i < n_shared; i++)
+        close(shared_objs[i].fd);
+    n_shared = 0;
+}
+
+/* SysV segments ("/SYSV<key> (deleted)" in /proc/self/maps, attached whole): a new segment per
+ * old one (its key if it had one, so the program's later shmget finds it), attached at each old
+ * address, so shmdt works on them again. One without a key is marked for removal once every
+ * region is mapped: the old id is gone with the killed process, nothing could name it. The
+ * program's old segment id does not come back (docs/DECISIONS.md). */
+static struct sysv_obj {
+    uint64_t dev, ino;
+    int id, private_key;
+} sysv_objs[MAX_SHARED];
+static int n_sysv;
+
+/* The segment for r, made on first use; -1 (mapped as a plain shared object instead) when r is
+ * not a whole SysV segment or none can be made. */
+static int sysv_segment(const struct restart_image *img, const struct crac_region_rec *r,
+                        const char *path)
+{
+    unsigned key;
+    if (strncmp(path, "/SYSV", 5) != 0 || sscanf(path + 5, "%8x", &key) != 1 || r->file_offset)
+        return -1;
+    for (int i = 0; i < n_sysv; i++)
+        if (sysv_objs[i].dev == r->dev && sysv_objs[i].ino == r->ino)
+            return sysv_objs[i].id;
+    if (n_sysv == MAX_SHARED)
+        return -1;
+    uint64_t size = 0;
+    for (size_t off = 0; off + sizeof(struct crac_region_rec) <= img->regions_len;) {
+        struct crac_region_rec o;
+        memcpy(&o, img->regions + off, sizeof(o));
+        if (o.size < sizeof(o))
+            break;
+        if (o.kind == CRAC_REGION_ANON_SHARED && o.dev == r->dev && o.ino == r->ino &&
+            o.end > o.start && o.file_offset + (o.end - o.start) > size)
+            size = o.file_offset + (o.end - o.start);
+        off += o.size;
+    }
+    int id = shmget(key ? (key_t)key : IPC_PRIVATE, size, IPC_CREAT | 0600);
+    if (id < 0)
+        return -1;
+    sysv_objs[n_sysv++] = (struct sysv_obj){r->dev, r->ino, id, key == 0};
+    return id;
+}
+
+static void sysv_done(void)
+{
+    for (int i = 0; i < n_sysv; i++)
+        if (sysv_objs[i].private_key)
+            shmctl(sysv_objs[i].id, IPC_RMID, NULL);
+    n_sysv = 0;
+}
+
+static int map_one(const struct restart_image *img, const struct crac_region_rec *r,
+                   const char *path, const unsigned char *bitmap, char *err, size_t errlen)
+{
+    int core = img->core_fd;
     uint64_t len = r->end - r->start;
     int outside = r->flags & CRAC_REGION_OUTSIDE_W;
     int fixed = outside ? MAP_FIXED_NOREPLACE : MAP_FIXED;
     int fd = -1, flags = 0;
     switch (r->kind) {
     case CRAC_REGION_ANON: flags = MAP_PRIVATE | MAP_ANONYMOUS; break;
-    case CRAC_REGION_ANON_SHARED: flags = MAP_SHARED | MAP_ANONYMOUS; break;
+    case CRAC_REGION_ANON_SHARED:
+        flags = MAP_SHARED | MAP_ANONYMOUS;
+        if (r->ino && !outside) {
+            int id = sysv_segment(img, r, path);
+            void *at = id < 0
+                           ? (void *)-1
+                           : shmat(id, (void *)r->start,
+                                   SHM_REMAP |
+                                       ((r->prot & PROT_WRITE) || r->core_offset ? 0 : SHM_RDONLY));
+            if (at == (void *)r->start)
+                goto mapped;
+        }
+        if (r->ino) {
+            int obj = shared_object_fd(img, r);
+            if (obj == -1) {
+                snprintf(err, errlen, "cannot make a shared object for 0x%lx-0x%lx: %s",
+                         (unsigned long)r->start, (unsigned long)r->end, strerror(errno));
+                return -1;
+            }
+            if (obj >= 0) {
+                flags = MAP_SHARED;
+                fd = obj;
+            }
+        }
+        break;
     case CRAC_REGION_FILE_PRIVATE:
     case CRAC_REGION_FILE_SHARED: {
         int shared = r->kind == CRAC_REGION_FILE_SHARED;
@@ -150,8 +271,8 @@ static int map_one(int core, const struct crac_region_rec *r, const char *path,
     int prot = (int)r->prot | (r->core_offset ? PROT_READ | PROT_WRITE : 0);
     void *m =
         mmap((void *)r->start, len, prot, flags | fixed, fd, fd >= 0 ? (off_t)r->file_offset : 0);
-    if (fd >= 0)
-        close(fd);
+    if (fd >= 0 && r->kind != CRAC_REGION_ANON_SHARED)
+        close(fd); /* a shared object's stays open for its other regions */
     if (m != (void *)r->start) {
         snprintf(err, errlen, "cannot map the region 0x%lx-0x%lx back%s: %s",
                  (unsigned long)r->start, (unsigned long)r->end,
@@ -159,6 +280,7 @@ static int map_one(int core, const struct crac_region_rec *r, const char *path,
                  strerror(errno));
         return -1;
     }
+mapped:
     /* Still excluded from the next checkpoints, as the program asked. */
     if ((r->flags & CRAC_REGION_DONTDUMP) && madvise((void *)r->start, len, MADV_DONTDUMP) != 0) {
         snprintf(err, errlen, "cannot exclude the region 0x%lx-0x%lx from images again: %s",
@@ -197,9 +319,14 @@ int restart_map_regions(const struct restart_image *img, char *err, size_t errle
             snprintf(err, errlen, "image corrupted: bad region path");
             return -1;
         }
-        if (map_one(img->core_fd, &r, path, bitmap, err, errlen) != 0)
+        if (map_one(img, &r, path, bitmap, err, errlen) != 0) {
+            shared_objects_close();
+            sysv_done();
             return -1;
+        }
         off += r.size;
     }
+    shared_objects_close();
+    sysv_done();
     return 0;
 }

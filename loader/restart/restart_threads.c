@@ -3,6 +3,7 @@
  * the loader's main thread becomes the program's main thread. A lower thread releases them all
  * once every one is back. The code after the fs switch is TLS-free. */
 #include "restart.h"
+#include "tree.h"
 
 #include "ckpt.h"
 #include "crac_rawsys.h"
@@ -135,6 +136,7 @@ static void ids_remap(const struct restart_image *img)
         if (tid_map_old[i] != tid_map_new[i])
             c->vids[c->n_vids++] = (struct crac_vid){tid_map_old[i], tid_map_new[i]};
     }
+    tree_restart_remap(); /* the children and parent of a restarted tree */
 }
 
 /* Everything the main thread does after leaving lower TLS behind. */

@@ -1,12 +1,46 @@
-/* children.c — child processes are not checkpointed yet: a checkpoint names each one (losses.c)
- * instead of a restart losing it silently. No note, nothing to restore. */
+/* children.c — child processes are not part of this process's image: a checkpoint names each one
+ * (losses.c) unless it is a split process of the same job, checkpointed with it. No note. */
 #include "state.h"
+
+#include "ckpt.h"
+#include "tree.h"
 
 #include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A child forked as a split process that still runs crac's loader (it has not exec'd another
+ * program outside crac). */
+static int crac_child(int pid)
+{
+    char path[64], mine[PATH_MAX], its[PATH_MAX];
+    if (!tree_is_forked_child(pid))
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+    ssize_t a = readlink("/proc/self/exe", mine, sizeof(mine) - 1);
+    ssize_t b = readlink(path, its, sizeof(its) - 1);
+    return a > 0 && a == b && memcmp(mine, its, (size_t)a) == 0;
+}
+
+/* A child that has ended and not been waited for: its status as wait() will give it, without
+ * reaping it (the program still will). -1: it runs. */
+static int zombie_status(int pid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT | WNOHANG | __WALL) != 0 || si.si_pid != pid)
+        return -1;
+    switch (si.si_code) {
+    case CLD_EXITED: return (si.si_status & 0xff) << 8;
+    case CLD_KILLED: return si.si_status & 0x7f;
+    case CLD_DUMPED: return (si.si_status & 0x7f) | 0x80;
+    }
+    return -1;
+}
 
 static void name_children(const char *task)
 {
@@ -24,6 +58,20 @@ static void name_children(const char *task)
         if (c)
             fclose(c);
         comm[strcspn(comm, "\n")] = '\0';
+        int zombie = zombie_status(pid);
+        if (zombie >= 0) {
+            tree_zombie_add(pid, zombie); /* a restart recreates it, ended the same way */
+            continue;
+        }
+        int member = crac_child(pid);
+        if (member && ckpt_cfg.coord_fd >= 0)
+            continue; /* a worker of the coordinator's job: in the same job checkpoint */
+        if (member) {
+            state_loss("child process %d (%s) is checkpointed on its own (no coordinator): a "
+                       "restart of this process does not bring it back",
+                       pid, comm);
+            continue;
+        }
         state_loss("child process %d (%s) is not checkpointed: a restart does not bring it back",
                    pid, comm);
     }
@@ -35,6 +83,7 @@ int children_capture(const struct state_capture *c, void **blob, size_t *len)
     (void)c;
     *blob = NULL;
     *len = 0;
+    tree_zombies_clear();
     DIR *d = opendir("/proc/self/task");
     if (!d)
         return 0;

@@ -21,8 +21,9 @@
 /* Checkpoint: recognised in this order (the first that says yes); a pty pair is regrouped from
  * character devices afterwards. Restart: looked up by the record's kind. */
 static const struct fd_ops *const fd_kinds[] = {
-    &fd_stdio_ops, &fd_mqueue_ops,  &fd_regular_ops,    &fd_dir_ops,       &fd_chardev_ops,
-    &fd_pipe_ops,  &fd_eventfd_ops, &fd_pty_master_ops, &fd_pty_slave_ops,
+    &fd_stdio_ops,   &fd_mqueue_ops,   &fd_regular_ops,    &fd_dir_ops,       &fd_chardev_ops,
+    &fd_pipe_ops,    &fd_eventfd_ops,  &fd_pty_master_ops, &fd_pty_slave_ops, &fd_socket_ops,
+    &fd_timerfd_ops, &fd_signalfd_ops, &fd_epoll_ops,      &fd_inotify_ops,   &fd_fifo_ops,
 };
 #define N_FD_KINDS (sizeof(fd_kinds) / sizeof(fd_kinds[0]))
 
@@ -77,6 +78,85 @@ static int read_fdinfo(int fd, uint64_t *pos, uint32_t *flags)
     }
     fclose(f);
     return 0;
+}
+
+char *fd_fdinfo(int fd)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return NULL;
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    ssize_t n;
+    while (buf && (n = read(in, buf + len, cap - len - 1)) > 0) {
+        len += (size_t)n;
+        if (cap - len - 1 == 0) {
+            char *more = realloc(buf, cap * 2);
+            if (!more)
+                free(buf);
+            buf = more;
+            cap *= 2;
+        }
+    }
+    close(in);
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+const char *fd_info_field(const char *info, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *line = info; line && *line;
+         line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+        if (strncmp(line, key, n) == 0)
+            return line + n;
+    return NULL;
+}
+
+int fd_save_text(struct fd_entry *e, const char *files_dir, const char *prefix, const char *text)
+{
+    char dst[PATH_MAX], name[64];
+    snprintf(name, sizeof(name), "%s-%d", prefix, e->rec.fd);
+    fd_files_path(dst, sizeof(dst), files_dir, name);
+    size_t len = strlen(text);
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int ok = out >= 0 && write(out, text, len) == (ssize_t)len && fsync(out) == 0;
+    if (out >= 0)
+        close(out);
+    if (!ok) {
+        fprintf(stderr, "crac: error: cannot save the %s fd %d into %s: %s\n", prefix, e->rec.fd,
+                dst, strerror(errno));
+        return -1;
+    }
+    e->rec.saved = 1;
+    return 0;
+}
+
+char *fd_read_text(const struct fd_restore *r, const struct fd_view *v, const char *prefix)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/files/%s-%d", r->gen_dir, prefix, v->rec.fd);
+    int in = v->rec.saved ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    struct stat st;
+    char *buf = NULL;
+    if (in >= 0 && fstat(in, &st) == 0 && st.st_size < (1 << 26) &&
+        (buf = malloc((size_t)st.st_size + 1)) != NULL) {
+        if (read(in, buf, (size_t)st.st_size) == st.st_size)
+            buf[st.st_size] = '\0';
+        else {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    if (in >= 0)
+        close(in);
+    if (!buf)
+        snprintf(r->err, r->errlen, "fd %d (%s): its saved state %s cannot be read", v->rec.fd,
+                 v->path, path);
+    return buf;
 }
 
 void fd_files_path(char *dst, size_t size, const char *files_dir, const char *name)
@@ -401,6 +481,23 @@ int fds_restore(const struct state_restore *r, const void *note, size_t len)
                 snprintf(r->err, r->errlen, "fd %d (%s): cannot be restored: %s", v.rec.fd, v.path,
                          strerror(errno));
             return -1;
+        }
+    }
+    /* Every fd is back: what refers to others is made now, sub-kind by sub-kind in the table's
+     * order (socket connections before the epoll interest lists that name them). */
+    for (size_t k = 0; k < N_FD_KINDS; k++) {
+        if (!fd_kinds[k]->finish)
+            continue;
+        off = 0;
+        while (fd_next(note, len, &off, &v) > 0) {
+            if (v.rec.kind != fd_kinds[k]->kind)
+                continue;
+            if (fd_kinds[k]->finish(&fr, &v) != 0) {
+                if (!r->err[0])
+                    snprintf(r->err, r->errlen, "fd %d (%s): cannot be restored: %s", v.rec.fd,
+                             v.path, strerror(errno));
+                return -1;
+            }
         }
     }
     return 0;

@@ -53,6 +53,9 @@ struct fd_ops {
     size_t extra; /* bytes of its own record after the path (crac_image.h) */
     /* Restart: put a new fd at v->rec.fd. 0, or -1 (with r->err, or errno for the generic line). */
     int (*reopen)(const struct fd_restore *r, const struct fd_view *v);
+    /* Restart, once every fd is reopened: what refers to other fds (an epoll's interest list).
+     * 0, or -1 (with r->err). NULL: nothing to do. */
+    int (*finish)(const struct fd_restore *r, const struct fd_view *v);
 };
 
 extern const struct fd_ops fd_stdio_ops, fd_unsupported_ops;    /* fds.c */
@@ -63,12 +66,27 @@ extern const struct fd_ops fd_pipe_ops;                         /* fd_pipe.c */
 extern const struct fd_ops fd_eventfd_ops;                      /* fd_eventfd.c */
 extern const struct fd_ops fd_pty_master_ops, fd_pty_slave_ops; /* fd_pty.c */
 extern const struct fd_ops fd_mqueue_ops;                       /* fd_mqueue.c */
+extern const struct fd_ops fd_timerfd_ops;                      /* fd_timerfd.c */
+extern const struct fd_ops fd_signalfd_ops;                     /* fd_signalfd.c */
+extern const struct fd_ops fd_epoll_ops;                        /* fd_epoll.c */
+extern const struct fd_ops fd_inotify_ops;                      /* fd_inotify.c */
+extern const struct fd_ops fd_socket_ops;                       /* fd_socket.c */
+extern const struct fd_ops fd_fifo_ops;                         /* fd_pipe.c */
 
 /* Shared by the sub-kinds (fds.c). */
 /* DST = FILES_DIR/NAME, FILES_DIR made if missing. */
 void fd_files_path(char *dst, size_t size, const char *files_dir, const char *name);
 /* The next record of the note at *off into v: 1, 0 at the end, -1 for a bad record. */
 int fd_next(const void *note, size_t len, size_t *off, struct fd_view *v);
+/* /proc/self/fdinfo/FD whole, NUL-terminated (malloc'd; NULL if it cannot be read). */
+char *fd_fdinfo(int fd);
+/* The value after "KEY" on its line of an fdinfo text (NULL if none). */
+const char *fd_info_field(const char *info, const char *key);
+/* Save TEXT as files/PREFIX-<fd> (a sub-kind's own state, docs/IMAGE.md) and mark e saved; -1
+ * with a line on stderr. */
+int fd_save_text(struct fd_entry *e, const char *files_dir, const char *prefix, const char *text);
+/* Restart: files/PREFIX-<fd> of v whole, NUL-terminated (malloc'd), or NULL with r->err set. */
+char *fd_read_text(const struct fd_restore *r, const struct fd_view *v, const char *prefix);
 /* Put fd into place at rec->fd with its recorded flags. */
 int fd_install(int fd, const struct crac_fd_rec *rec);
 int fd_copy_file(const char *src, int dst_fd);

@@ -1,6 +1,6 @@
 /* sim_dlopen: loads a library that imports an unsupported CUDA function. With RTLD_NOW ("now")
    dlopen fails and dlerror names the function; with RTLD_LAZY ("lazy") the call itself makes ld.so
-   stop the program with "symbol lookup error: ... undefined symbol: cudaGraphCreate" (exit 127). */
+   stop the program with "symbol lookup error: ... undefined symbol: cudaIpcGetMemHandle" (exit 127). */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 

@@ -1,4 +1,4 @@
-/* sim_unsupported: imports a CUDA function crac does not support (cudaGraphCreate); linked
+/* sim_unsupported: imports a CUDA function crac does not support (cudaIpcGetMemHandle); linked
    against NVIDIA's libcudart.so.13, so the import is in its dynamic symbol table. `crac launch`
    must refuse it (exit 2) and name the function. */
 #include <cuda_runtime_api.h>
@@ -11,8 +11,8 @@ int main(int argc, char **argv)
     int n = 0;
     cudaGetDeviceCount(&n);
     if (argc > 1 && strcmp(argv[1], "graph") == 0) {
-        cudaGraph_t g;
-        cudaGraphCreate(&g, 0);
+        cudaIpcMemHandle_t h;
+        cudaIpcGetMemHandle(&h, NULL);
     }
     printf("devices: %d\n", n);
     return 0;

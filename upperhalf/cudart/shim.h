@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* From libcrac-upper.so (preloaded first under crac). Weak, so that the shim still loads (and
@@ -32,6 +33,15 @@ static inline void shim_gate_leave(void)
 /* The lower-half entry called name, or NULL (not under crac, or not exported). */
 void *shim_resolve(const char *name);
 
+/* ---- nvcc's variables and kernels library (shim_mem.c, shim_fatbin.c) ---- */
+uint64_t shim_dev_alloc(size_t size, int managed); /* a D address, or 0 */
+void shim_dev_free(uint64_t addr);
+/* Tell the lower half where the kernels library is (before registering a fat binary). */
+void shim_kernels_announce(void);
+void shim_kernels_resend(void); /* from the restart hook: no waiting on other threads */
+/* A restart: register the variables of module handle again (after its functions). */
+void shim_vars_restore(uint64_t module, void **backend);
+
 /* A cached lookup that a restart invalidates (a new lower half has new addresses). */
 struct shim_entry_cache {
     void *fn;
@@ -49,7 +59,13 @@ uint64_t shim_cross(struct shim_entry_cache *cache, const char *name, uint64_t a
 cudaError_t shim_fail(cudaError_t e);
 
 /* ---- virtual handles (vhandle.c) ---- */
-enum { SHIM_VH_STREAM = 1, SHIM_VH_EVENT = 2, SHIM_VH_MODULE = 3 };
+enum {
+    SHIM_VH_STREAM = 1,
+    SHIM_VH_EVENT = 2,
+    SHIM_VH_MODULE = 3,
+    SHIM_VH_GRAPH = 4,
+    SHIM_VH_GEXEC = 5
+};
 /* A value no backend accepts as a handle: what an unknown virtual handle translates to, so the
  * backend answers cudaErrorInvalidResourceHandle (and records it) itself. */
 #define SHIM_BAD_HANDLE 0xbadbadbadbad0000ULL
@@ -74,5 +90,12 @@ struct shim_vh_view {
 int shim_vh_foreach(int kind, int (*fn)(struct shim_vh_view *v, void *ctx), void *ctx);
 void shim_vh_release(int kind, uint64_t v);
 void shim_vh_reset(int kind); /* cudaDeviceReset: every handle of this kind is gone */
+
+/* ---- cudaapi (shim_more.c, shim_hostfn.c) ---- */
+/* Stream captures going on (host functions queued meanwhile may be replayed by a graph). */
+extern int32_t shim_captures;
+/* A host function a graph runs: the trampoline and its argument, never recycled. */
+cudaError_t shim_hostfn_persistent(cudaHostFn_t fn, void *data, cudaHostFn_t *tramp, void **arg);
+void shim_registered_reset(void); /* cudaDeviceReset: no host range is registered any more */
 
 #endif

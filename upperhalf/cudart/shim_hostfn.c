@@ -17,6 +17,7 @@ struct upcall {
     cudaHostFn_t fn;
     void *data;
     volatile int32_t done; /* futex: 1 once fn returned */
+    int persistent;        /* may run again (a graph's): never recycled */
 };
 
 static struct upcall *q_head, *q_tail;
@@ -63,7 +64,8 @@ static void upcall_post_and_wait(void *arg)
     futex_wake(&q_seq);
     while (!__atomic_load_n(&u->done, __ATOMIC_ACQUIRE))
         futex_wait(&u->done, 0);
-    put_upcall(u); /* the executor no longer touches u */
+    if (!u->persistent)
+        put_upcall(u); /* the executor no longer touches u */
 }
 
 static void *executor_main(void *arg)
@@ -129,6 +131,8 @@ cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, v
             return shim_fail(cudaErrorMemoryAllocation);
         u->fn = fn;
         u->data = userData;
+        /* Work queued while a capture is going on may become a graph's, run many times. */
+        u->persistent = __atomic_load_n(&shim_captures, __ATOMIC_RELAXED) > 0;
         a.fn = upcall_post_and_wait;
         a.userData = u;
     }
@@ -141,4 +145,22 @@ cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, v
     if (r != cudaSuccess && u)
         put_upcall(u);
     return r;
+}
+
+/* cudaapi: a host function a graph node runs, possibly many times: the TLS-free trampoline and
+ * its argument (never recycled: it lives as long as the process; a graph must not be launched
+ * again while a launch of it is still running its host node). */
+cudaError_t shim_hostfn_persistent(cudaHostFn_t fn, void *data, cudaHostFn_t *tramp, void **arg)
+{
+    pthread_mutex_lock(&get_lock);
+    struct upcall *u = ensure_executor() == 0 ? calloc(1, sizeof(*u)) : NULL;
+    pthread_mutex_unlock(&get_lock);
+    if (!u)
+        return cudaErrorMemoryAllocation;
+    u->fn = fn;
+    u->data = data;
+    u->persistent = 1;
+    *tramp = upcall_post_and_wait;
+    *arg = u;
+    return cudaSuccess;
 }

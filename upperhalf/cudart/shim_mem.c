@@ -158,6 +158,9 @@ cudaError_t CUDARTAPI cudaDeviceReset(void)
     pthread_mutex_unlock(&pinned_lock);
     shim_vh_reset(SHIM_VH_STREAM);
     shim_vh_reset(SHIM_VH_EVENT);
+    shim_vh_reset(SHIM_VH_GRAPH);
+    shim_vh_reset(SHIM_VH_GEXEC);
+    shim_registered_reset();
     return r;
 }
 
@@ -177,3 +180,12 @@ static int reregister_pinned(void)
 int shim_pinned_restore(void) { return reregister_pinned(); }
 
 int32_t shim_pinned_count(void) { return (int32_t)pinned.n; }
+
+/* Device memory for nvcc's __device__/__constant__/__managed__ variables (shim_fatbin.c): an
+ * ordinary D allocation, so device.img saves it like any other. */
+uint64_t shim_dev_alloc(size_t size, int managed)
+{
+    return gated_alloc(size, managed ? KIND_MANAGED : KIND_DEVICE);
+}
+
+void shim_dev_free(uint64_t addr) { gated_free(addr); }

@@ -25,6 +25,7 @@ static pthread_mutex_t fn_regs_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void **CUDARTAPI __cudaRegisterFatBinary(void *fatCubin)
 {
+    shim_kernels_announce();
     struct crac_args___cudaRegisterFatBinary a = {fatCubin};
     uint64_t backend = crac_cross___cudaRegisterFatBinary(&a);
     uint64_t v = 0;
@@ -56,12 +57,17 @@ static int reregister(struct shim_vh_view *v, void *ctx)
                                                      NULL};
         crac_cross___cudaRegisterFunction(&r);
     }
+    shim_vars_restore(v->handle, (void **)(uintptr_t)v->backend);
     struct crac_args___cudaRegisterFatBinaryEnd e = {(void **)(uintptr_t)v->backend};
     crac_cross___cudaRegisterFatBinaryEnd(&e);
     return 0;
 }
 
-int shim_modules_restore(void) { return shim_vh_foreach(SHIM_VH_MODULE, reregister, NULL); }
+int shim_modules_restore(void)
+{
+    shim_kernels_resend();
+    return shim_vh_foreach(SHIM_VH_MODULE, reregister, NULL);
+}
 
 static void **backend_module(void **handle)
 {

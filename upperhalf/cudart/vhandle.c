@@ -14,7 +14,7 @@
 #define CHUNK (1U << CHUNK_SHIFT)
 #define MAX_CHUNKS 4096 /* 16 M handles of each kind */
 #define GEN_MASK 0xfffffU
-#define N_KINDS 4
+#define N_KINDS 6
 
 struct vh_entry {
     uint64_t backend;
@@ -37,6 +37,8 @@ static struct vh_table tables[N_KINDS] = {
     [SHIM_VH_STREAM] = {.lock = PTHREAD_MUTEX_INITIALIZER},
     [SHIM_VH_EVENT] = {.lock = PTHREAD_MUTEX_INITIALIZER},
     [SHIM_VH_MODULE] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+    [SHIM_VH_GRAPH] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+    [SHIM_VH_GEXEC] = {.lock = PTHREAD_MUTEX_INITIALIZER},
 };
 
 static uint64_t encode(int kind, uint32_t index, uint32_t gen)

@@ -1,0 +1,153 @@
+/* cuda_vars.c — nvcc's device variables under the cuda backend: the runtime's module owns their
+ * memory, so each has a shadow at the address crac assigned in D that a checkpoint fills from it
+ * and a restart copies back into it; and launches by host function. */
+#include "cuda_bk.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct var {
+    void **module; /* the runtime's handle (the shim translated the program's) */
+    const char *host_var;
+    const char *name;
+    uint64_t shadow, size;
+    int restored; /* the shadow came back with the device state: copy it in at module end */
+    int managed;  /* __managed__: not saved yet (docs/CUDA.md), said once at a checkpoint */
+};
+
+static struct var *vars;
+static size_t n_vars, cap_vars;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static cudaError_t (*launch)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
+static cudaError_t (*launch_ptsz)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
+
+void cuda_vars_resolve(void *runtime)
+{
+    *(void **)&launch = dlsym(runtime, "cudaLaunchKernel");
+    *(void **)&launch_ptsz = dlsym(runtime, "cudaLaunchKernel_ptsz");
+}
+
+static void add(struct var v)
+{
+    pthread_mutex_lock(&lock);
+    if (n_vars == cap_vars) {
+        size_t cap = cap_vars ? 2 * cap_vars : 32;
+        struct var *grown = realloc(vars, cap * sizeof(*grown));
+        if (!grown) {
+            pthread_mutex_unlock(&lock);
+            return;
+        }
+        vars = grown;
+        cap_vars = cap;
+    }
+    vars[n_vars++] = v;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Registration runs before main: it must not create the device context (a program that never
+ * touches the GPU, or one on a machine without a driver, must see what it sees natively), so the
+ * shadow is mapped at the first checkpoint. */
+void cudabk___cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
+                              const char *deviceName, int ext, size_t size, int constant,
+                              int global, unsigned long long crac_addr)
+{
+    if (!cuda_real.__cudaRegisterVar)
+        return;
+    cuda_real.__cudaRegisterVar(fatCubinHandle, hostVar, deviceAddress, deviceName, ext, size,
+                                constant, global);
+    if (crac_addr && size) /* restored: the shadow came back with the device state */
+        add((struct var){fatCubinHandle, hostVar, deviceName, crac_addr, size,
+                         cuda_vmm_kind_of(crac_addr) != 0, 0});
+}
+
+void cudabk___cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
+                                     char *deviceAddress, const char *deviceName, int ext,
+                                     size_t size, int constant, int global,
+                                     unsigned long long crac_addr)
+{
+    if (cuda_real.__cudaRegisterManagedVar)
+        cuda_real.__cudaRegisterManagedVar(fatCubinHandle, hostVarPtrAddress, deviceAddress,
+                                           deviceName, ext, size, constant, global);
+    add((struct var){fatCubinHandle, NULL, deviceName, crac_addr, size, 0, 1});
+}
+
+void cudabk___cudaRegisterFatBinaryEnd(void **fatCubinHandle)
+{
+    if (cuda_real.__cudaRegisterFatBinaryEnd)
+        cuda_real.__cudaRegisterFatBinaryEnd(fatCubinHandle);
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_vars; i++)
+        if (vars[i].module == fatCubinHandle && vars[i].restored && !vars[i].managed) {
+            vars[i].restored = 0;
+            cudaError_t e = cuda_real.cudaMemcpyToSymbol(vars[i].host_var,
+                                                         (const void *)(uintptr_t)vars[i].shadow,
+                                                         vars[i].size, 0, cudaMemcpyDeviceToDevice);
+            if (e != cudaSuccess)
+                fprintf(stderr, "crac: error: a device variable could not be restored (error %d)\n",
+                        (int)e);
+        }
+    pthread_mutex_unlock(&lock);
+}
+
+void cudabk___cudaUnregisterFatBinary(void **fatCubinHandle)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_vars;)
+        if (vars[i].module == fatCubinHandle)
+            vars[i] = vars[--n_vars];
+        else
+            i++;
+    pthread_mutex_unlock(&lock);
+    if (cuda_real.__cudaUnregisterFatBinary)
+        cuda_real.__cudaUnregisterFatBinary(fatCubinHandle);
+}
+
+/* Before a checkpoint saves D: every variable's current value into its shadow (mapped at the
+ * first checkpoint). */
+int cuda_vars_to_shadows(void)
+{
+    int failed = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_vars; i++) {
+        struct var *v = &vars[i];
+        if (v->managed) {
+            /* Its shadow is saved as the shim allocated it (managed: host memory), empty. */
+            if (v->shadow && !cuda_vmm_kind_of(v->shadow))
+                cuda_managed_map(v->shadow, v->size);
+            if (v->managed++ == 1)
+                fprintf(stderr,
+                        "crac: warning: __managed__ variable %s is not saved by the cuda "
+                        "backend (docs/CUDA.md)\n",
+                        v->name ? v->name : "?");
+            continue;
+        }
+        if (!cuda_vmm_kind_of(v->shadow) && cuda_vmm_map(v->shadow, v->size) != cudaSuccess) {
+            failed++;
+            continue;
+        }
+        if (cuda_real.cudaMemcpyFromSymbol((void *)(uintptr_t)v->shadow, v->host_var, v->size, 0,
+                                           cudaMemcpyDeviceToDevice) != cudaSuccess)
+            failed++;
+    }
+    pthread_mutex_unlock(&lock);
+    return failed;
+}
+
+/* The shim's kernel handle is the host function (upperhalf/cudart/shim_fatbin.c): launch by it. */
+cudaError_t cudabk___cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                      size_t sharedMem, cudaStream_t stream)
+{
+    if (!launch)
+        return cudaErrorNotSupported;
+    return launch((const void *)kernel, gridDim, blockDim, args, sharedMem, stream);
+}
+
+cudaError_t cudabk___cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                                           void **args, size_t sharedMem, cudaStream_t stream)
+{
+    if (!launch_ptsz)
+        return cudaErrorNotSupported;
+    return launch_ptsz((const void *)kernel, gridDim, blockDim, args, sharedMem, stream);
+}

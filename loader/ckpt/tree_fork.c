@@ -1,0 +1,204 @@
+/* tree_fork.c — a fork from the upper half: the child is a split process of the same job, with its
+ * own manager, shadow pool and image directory (docs/DECISIONS.md "Process trees"). */
+#include "tree.h"
+
+#include "ckpt.h"
+#include "coord_client.h"
+#include "crac_hooks.h"
+#include "crac_rawsys.h"
+#include "upper_alloc.h"
+
+#include "lh_api.h"
+#include "lower_fds.h"
+#include "lower_threads.h"
+#include "manager.h"
+#include "shadow_pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Shadow threads a child starts with: most children exec or exit soon, the pool grows on
+ * demand. */
+#define CHILD_SHADOWS 2
+#define MAX_TREE_CHILDREN 4096
+
+/* Children this process forked through here (each a split process), for children.c. */
+static volatile int32_t tree_children[MAX_TREE_CHILDREN];
+
+int tree_is_forked_child(int32_t pid)
+{
+    for (int i = 0; i < MAX_TREE_CHILDREN; i++)
+        if (__atomic_load_n(&tree_children[i], __ATOMIC_RELAXED) == pid)
+            return 1;
+    return 0;
+}
+
+static void remember_child(int32_t pid)
+{
+    for (int i = 0; i < MAX_TREE_CHILDREN; i++) {
+        int32_t old = __atomic_load_n(&tree_children[i], __ATOMIC_RELAXED);
+        /* A slot whose child is gone (reaped: no /proc entry with us as parent) may be reused;
+         * kill(pid, 0) is enough here: a recycled pid only keeps a slot busy. */
+        if (old == 0 || (raw_syscall2(SYS_kill, old, 0) == -ESRCH)) {
+            if (__sync_bool_compare_and_swap(&tree_children[i], old, pid))
+                return;
+        }
+    }
+}
+
+/* The child's own checkpoint directory and, with a coordinator, its own connection to it: it
+ * joins the job as one more worker (docs/PROTOCOL.md). */
+static void child_join_job(void)
+{
+    char host[64];
+    snprintf(host, sizeof(host), "%08lx", (unsigned long)gethostid() & 0xffffffffUL);
+    const char *base = strrchr(ckpt_cfg.program, '/');
+    int n = snprintf(ckpt_cfg.proc_dir, sizeof(ckpt_cfg.proc_dir), "%s/ckpt_%.64s_%s-%d",
+                     ckpt_cfg.ckpt_dir, base ? base + 1 : ckpt_cfg.program, host, getpid());
+    if (n < 0 || (size_t)n >= sizeof(ckpt_cfg.proc_dir))
+        fprintf(stderr, "crac: warning: process %d: checkpoint directory path too long\n",
+                getpid());
+    if (ckpt_cfg.coord_fd >= 0) {
+        /* The parent's connection: ours is a copy of it, and must never be spoken on. */
+        close(ckpt_cfg.coord_fd);
+        ckpt_cfg.coord_fd = -1;
+        char err[512];
+        coord_tree_child = 1;
+        int fd = coord_connect(ckpt_cfg.coord_host, ckpt_cfg.coord_port, ckpt_cfg.coord_token, 0,
+                               getpid(), err, sizeof(err));
+        if (fd < 0)
+            fprintf(stderr, "crac: warning: forked process %d is not part of the job: %s\n",
+                    getpid(), err);
+        else
+            ckpt_cfg.coord_fd = lower_fd_adopt(fd);
+    }
+}
+
+/* In the child, on the TCB the parent borrowed (lower glibc made it this process's only thread):
+ * the lower threads are gone; start them again and make this a process of its own. */
+static void child_restart_lower_half(void)
+{
+    lower_threads_reset();
+    /* Threads the parent had inside a crossing (its hook thread, say) do not exist here: a
+     * checkpoint would wait for them to leave forever. */
+    __atomic_store_n(lh_gate_inside(), 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(lh_gate_pending(), 0, __ATOMIC_SEQ_CST);
+    shadow_pool_reset(CHILD_SHADOWS);
+    ckpt_trigger_after_fork();
+    __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
+    struct crac_registry *r = ckpt_registry;
+    if (r) {
+        /* No hook thread here (the upper runtime's atfork handler says so too, but only once the
+         * fork has returned to it; a checkpoint may come before). */
+        struct crac_hook_ctl *hooks = (struct crac_hook_ctl *)r->hooks;
+        if (hooks)
+            hooks->events &= ~(1u << CRAC_EV_PRE_SUSPEND);
+        r->generation = 0; /* a new computation: its images start at gen-000001 */
+        r->parked = 0;
+        /* Upper threads re-borrow: the TCB they cached belongs to a thread that is gone. */
+        __atomic_add_fetch(&r->lower_epoch, 1, __ATOMIC_SEQ_CST);
+    }
+    child_join_job();
+    ckpt_config_done(); /* before the manager starts: it picks what to serve from it */
+    int e = manager_start(ckpt_cfg.ckpt_signal);
+    if (e != 0)
+        fprintf(stderr, "crac: warning: forked process %d cannot be checkpointed: %s\n", getpid(),
+                strerror(-e));
+}
+
+long tree_fork_lower(void)
+{
+    tree_coord_ensure();
+    /* The parent goes on once the child is a worker of the job: a job checkpoint that saves the
+     * parent after the fork then saves the child too. */
+    int joined[2];
+    if (pipe2(joined, O_CLOEXEC) != 0)
+        joined[0] = joined[1] = -1;
+    pid_t pid = fork(); /* the lower libc's: its atfork handlers keep its locks sane */
+    if (pid < 0) {
+        int e = errno;
+        close(joined[0]);
+        close(joined[1]);
+        return -e;
+    }
+    if (pid > 0) {
+        remember_child(pid);
+        close(joined[1]);
+        char b;
+        while (joined[0] >= 0 && read(joined[0], &b, 1) < 0 && errno == EINTR)
+            ;
+        close(joined[0]);
+        return pid;
+    }
+    close(joined[0]);
+    child_restart_lower_half();
+    close(joined[1]); /* EOF: joined (or given up) */
+    return 0;
+}
+
+#define MAX_RESTART_CHILDREN 1024
+static struct crac_vid restart_children[MAX_RESTART_CHILDREN];
+static int n_restart_children;
+static int32_t restart_parent;
+
+int tree_restart_child(const char *spec)
+{
+    int v, r, n = 0;
+    if (sscanf(spec, "%d:%d%n", &v, &r, &n) != 2 || spec[n] || v <= 0 || r <= 0 ||
+        n_restart_children >= MAX_RESTART_CHILDREN)
+        return -1;
+    restart_children[n_restart_children++] = (struct crac_vid){v, r};
+    return 0;
+}
+
+int tree_restart_parent(const char *vpid)
+{
+    int v, n = 0;
+    if (sscanf(vpid, "%d%n", &v, &n) != 1 || vpid[n] || v <= 0)
+        return -1;
+    restart_parent = v;
+    coord_tree_child = 1;
+    return 0;
+}
+
+void tree_restart_remap(void)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    for (int i = 0; i < n_restart_children && c->n_vids < CRAC_MAX_VIDS; i++) {
+        remember_child(restart_children[i].real);
+        if (restart_children[i].virt != restart_children[i].real)
+            c->vids[c->n_vids++] = restart_children[i];
+    }
+    /* The process that restarted us is the parent the program knew; without one (the root of
+     * a tree, a lone process) getppid is the kernel's. */
+    c->vppid = restart_parent;
+    c->real_ppid = restart_parent ? getppid() : 0;
+}
+
+static struct tree_zombie zombies[MAX_TREE_CHILDREN];
+static int n_zombies;
+
+void tree_zombies_clear(void) { n_zombies = 0; }
+
+void tree_zombie_add(int32_t pid, int wstatus)
+{
+    if (n_zombies < MAX_TREE_CHILDREN)
+        zombies[n_zombies++] = (struct tree_zombie){vid_from_real(crac_ctrl(), pid), wstatus};
+}
+
+int tree_zombies(const struct tree_zombie **out)
+{
+    *out = zombies;
+    return n_zombies;
+}
+
+int32_t tree_program_ppid(void)
+{
+    const struct crac_ctrl *c = crac_ctrl();
+    int32_t real = getppid();
+    return c->vppid && real == c->real_ppid ? c->vppid : real;
+}

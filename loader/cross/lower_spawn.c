@@ -1,0 +1,73 @@
+/* lower_spawn.c — every thread started through the lower half's libc is a lower-half thread: the
+ * loader exports pthread_create, so libraries a backend loads (NVIDIA's runtime and driver start
+ * their own threads) are registered without knowing about crac (docs/CUDA.md "Threads"). */
+#include "lower_threads.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+struct start {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_key_t exit_key;
+static create_fn libc_create;
+
+/* Runs when the thread ends by any path (return, pthread_exit, cancellation). */
+static void unregister_on_exit(void *tid) { lower_threads_unregister((pid_t)(intptr_t)tid); }
+
+static void init(void)
+{
+    libc_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    pthread_key_create(&exit_key, unregister_on_exit);
+}
+
+static void *trampoline(void *p)
+{
+    struct start s = *(struct start *)p;
+    free(p);
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    lower_threads_register(tid);
+    pthread_setspecific(exit_key, (void *)(intptr_t)tid);
+    return s.fn(s.arg);
+}
+
+/* The new thread starts with every asynchronous signal blocked, as the loader's own lower threads
+ * run: the program's signals must never run its handlers on a thread with the lower half's fs, and the
+ * suspend signal a checkpoint may send before the thread registered stays pending (the checkpoint
+ * stops waiting for a thread once it is registered, loader/ckpt/ckpt_suspend.c). A library that
+ * sets its thread's mask itself afterwards is trusted to know what it does. */
+__attribute__((visibility("default"))) int
+pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    pthread_once(&once, init);
+    if (!libc_create)
+        return EAGAIN;
+    struct start *s = malloc(sizeof(*s));
+    if (!s)
+        return EAGAIN;
+    s->fn = fn;
+    s->arg = arg;
+    sigset_t all, old;
+    sigfillset(&all);
+    /* Faults stay deliverable, and SIGSYS: the loader's own threads run upper code at times
+     * (restart hooks), whose trapped calls the SIGSYS handler emulates. */
+    static const int synchronous[] = {SIGSYS, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP};
+    for (unsigned i = 0; i < sizeof(synchronous) / sizeof(synchronous[0]); i++)
+        sigdelset(&all, synchronous[i]);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int r = libc_create(thread, attr, trampoline, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r != 0)
+        free(s);
+    return r;
+}

@@ -1,0 +1,771 @@
+/* fd_socket.c — sockets: Unix, TCP and UDP sockets rebuilt at restart (bound, listening,
+ * connected pairs within the process with their queued bytes); connections to outside fail. */
+#include "fds.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define QUEUE_MAX (16u << 20) /* queued bytes kept per socket, at most */
+#define BACKLOG 128           /* listen() backlog at restart (the program's is not visible) */
+
+/* What the checkpoint says a socket is (files/socket-<fd>, docs/IMAGE.md). */
+enum role {
+    R_PLAIN = 0,   /* not connected: made again, bound to its name if it had one */
+    R_LISTEN = 1,  /* listening: bound to its name and listening again */
+    R_PAIR = 2,    /* connected to another of the program's fds (`partner`) */
+    R_PENDING = 3, /* connected to one of the program's listeners, not yet accepted */
+    R_OUTSIDE = 4, /* connected to something outside the process: fails as a dropped connection */
+};
+
+struct sock {
+    int domain, type, proto, role, partner;
+    int reuse, nodelay, keepalive, rcvbuf, sndbuf;
+    unsigned llen, plen;
+    struct sockaddr_storage local, peer;
+};
+
+static int opt(int fd, int level, int name)
+{
+    int v = 0;
+    socklen_t l = sizeof(v);
+    return getsockopt(fd, level, name, &v, &l) == 0 ? v : 0;
+}
+
+/* Unix, IPv4 and IPv6 sockets; others (netlink, packet, ...) stay unsupported. */
+static int sock_recognise(int fd, const struct fd_entry *e, const struct stat *st)
+{
+    (void)e;
+    if (!S_ISSOCK(st->st_mode))
+        return 0;
+    int domain = opt(fd, SOL_SOCKET, SO_DOMAIN), type = opt(fd, SOL_SOCKET, SO_TYPE);
+    return (domain == AF_UNIX || domain == AF_INET || domain == AF_INET6) &&
+           (type == SOCK_STREAM || type == SOCK_DGRAM || type == SOCK_SEQPACKET);
+}
+
+/* ---- checkpoint ---- */
+
+static int sock_read(int fd, struct sock *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->domain = opt(fd, SOL_SOCKET, SO_DOMAIN);
+    s->type = opt(fd, SOL_SOCKET, SO_TYPE);
+    s->proto = opt(fd, SOL_SOCKET, SO_PROTOCOL);
+    s->reuse = opt(fd, SOL_SOCKET, SO_REUSEADDR);
+    s->keepalive = opt(fd, SOL_SOCKET, SO_KEEPALIVE);
+    s->rcvbuf = opt(fd, SOL_SOCKET, SO_RCVBUF);
+    s->sndbuf = opt(fd, SOL_SOCKET, SO_SNDBUF);
+    if ((s->domain == AF_INET || s->domain == AF_INET6) && s->type == SOCK_STREAM)
+        s->nodelay = opt(fd, IPPROTO_TCP, TCP_NODELAY);
+    socklen_t l = sizeof(s->local);
+    if (getsockname(fd, (struct sockaddr *)&s->local, &l) == 0)
+        s->llen = l;
+    l = sizeof(s->peer);
+    if (getpeername(fd, (struct sockaddr *)&s->peer, &l) == 0)
+        s->plen = l;
+    if (opt(fd, SOL_SOCKET, SO_ACCEPTCONN))
+        s->role = R_LISTEN;
+    return 0;
+}
+
+/* The inode of a Unix socket's peer, from the kernel's sock_diag (0 if none or unknown). */
+static uint64_t unix_peer_ino(uint64_t ino)
+{
+    int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (nl < 0)
+        return 0;
+    struct {
+        struct nlmsghdr h;
+        struct unix_diag_req r;
+    } req = {.h = {.nlmsg_len = sizeof(req),
+                   .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+                   .nlmsg_flags = NLM_F_REQUEST},
+             .r = {.sdiag_family = AF_UNIX,
+                   .udiag_states = ~0u,
+                   .udiag_ino = (uint32_t)ino,
+                   .udiag_show = UDIAG_SHOW_PEER,
+                   .udiag_cookie = {~0u, ~0u}}};
+    uint64_t peer = 0;
+    char buf[8192] __attribute__((aligned(8)));
+    if (send(nl, &req, sizeof(req), 0) == (ssize_t)sizeof(req)) {
+        ssize_t n = recv(nl, buf, sizeof(buf), 0);
+        struct nlmsghdr *h = (struct nlmsghdr *)buf;
+        if (n > 0 && NLMSG_OK(h, (size_t)n) && h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+            struct unix_diag_msg *m = NLMSG_DATA(h);
+            int len = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+            for (struct rtattr *a = (struct rtattr *)(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len))
+                if (a->rta_type == UNIX_DIAG_PEER)
+                    peer = *(uint32_t *)RTA_DATA(a);
+        }
+    }
+    close(nl);
+    return peer;
+}
+
+static int same_addr(const struct sockaddr_storage *a, unsigned alen,
+                     const struct sockaddr_storage *b, unsigned blen)
+{
+    return alen && alen == blen && memcmp(a, b, alen) == 0;
+}
+
+/* Whether LISTENER (a listening socket's name) takes connections to ADDR: the same name, or
+ * for IP the same port on the wildcard address. */
+static int listens_on(const struct sock *listener, const struct sockaddr_storage *addr,
+                      unsigned alen)
+{
+    if (same_addr(&listener->local, listener->llen, addr, alen))
+        return 1;
+    if (listener->local.ss_family != addr->ss_family)
+        return 0;
+    if (addr->ss_family == AF_INET) {
+        const struct sockaddr_in *l = (const void *)&listener->local, *a = (const void *)addr;
+        return l->sin_port == a->sin_port && l->sin_addr.s_addr == htonl(INADDR_ANY);
+    }
+    if (addr->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *l = (const void *)&listener->local, *a = (const void *)addr;
+        return l->sin6_port == a->sin6_port && IN6_IS_ADDR_UNSPECIFIED(&l->sin6_addr);
+    }
+    return 0;
+}
+
+static void hex_put(char *out, const void *p, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+/* Bytes queued for the program on a connected socket, into files/sockq-<fd>. A stream's are
+ * peeked (left in place); datagrams (each kept with its length) are taken and sent straight
+ * back through the partner, so the running program sees the same queue in the same order. */
+static int save_queue(struct fd_entry *e, const struct sock *s, const char *files_dir)
+{
+    int avail = 0;
+    if (ioctl(e->rec.fd, FIONREAD, &avail) != 0 || avail <= 0)
+        return 0;
+    if ((unsigned)avail > QUEUE_MAX) {
+        state_loss("socket fd %d: %d queued bytes are too many to keep", e->rec.fd, avail);
+        return 0;
+    }
+    char dst[PATH_MAX], name[48];
+    snprintf(name, sizeof(name), "sockq-%d", e->rec.fd);
+    fd_files_path(dst, sizeof(dst), files_dir, name);
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out < 0)
+        return -1;
+    int rc = 0;
+    if (s->type == SOCK_STREAM) {
+        char *buf = malloc((size_t)avail);
+        ssize_t n = buf ? recv(e->rec.fd, buf, (size_t)avail, MSG_PEEK | MSG_DONTWAIT) : -1;
+        rc = n > 0 && write(out, buf, (size_t)n) == n ? 0 : -1;
+        free(buf);
+    } else {
+        /* Datagrams: taken one by one, then sent back in order through the partner. */
+        size_t cap = (size_t)avail + 65536, len = 0;
+        char *all = malloc(cap);
+        for (;;) {
+            if (!all || len + 4 + 65536 > cap) {
+                char *more = realloc(all, cap *= 2);
+                if (!more)
+                    break;
+                all = more;
+            }
+            ssize_t n = recv(e->rec.fd, all + len + 4, 65536, MSG_DONTWAIT);
+            if (n < 0)
+                break;
+            uint32_t l32 = (uint32_t)n;
+            memcpy(all + len, &l32, 4);
+            len += 4 + (size_t)n;
+        }
+        for (size_t at = 0; all && at < len;) {
+            uint32_t l32;
+            memcpy(&l32, all + at, 4);
+            if (send(s->partner, all + at + 4, l32, MSG_DONTWAIT) != (ssize_t)l32)
+                rc = -1;
+            at += 4 + l32;
+        }
+        if (!all || write(out, all, len) != (ssize_t)len)
+            rc = -1;
+        free(all);
+    }
+    if (fsync(out) != 0)
+        rc = -1;
+    close(out);
+    if (rc != 0) {
+        fprintf(stderr, "crac: error: cannot save the bytes queued on socket fd %d\n", e->rec.fd);
+        return -1;
+    }
+    return 1;
+}
+
+/* A Unix datagram socket that is not one end of a pair: its datagrams are taken with their
+ * senders and sent straight back, each from the program's own socket that sent it (found by its
+ * name), so the running program sees the same queue with the same senders. Saved per datagram:
+ * a u32 length, the sender's fd (-1: not the program's; resent from an unnamed socket, said with
+ * a loss line) and its bytes, into files/sockq-<fd>. */
+static int save_named_dgrams(struct fd_entry *e, const struct sock *s, const struct fd_entry *all,
+                             int n, const char *files_dir)
+{
+    /* All taken first, then sent back: what is sent back would otherwise be taken again. */
+    size_t cap = 0, len = 0;
+    char *q = NULL;
+    int rc = 0, lost = 0;
+    for (;;) {
+        if (len + 8 + 65536 > cap) {
+            char *more =
+                len + 8 + 65536 <= QUEUE_MAX ? realloc(q, cap = cap ? 2 * cap : 131072) : NULL;
+            if (!more) {
+                if (len + 8 + 65536 > QUEUE_MAX) {
+                    state_loss("socket fd %d: datagrams past %u queued bytes are not saved",
+                               e->rec.fd, QUEUE_MAX);
+                    break; /* the rest stays queued for the running program */
+                }
+                rc = -1;
+                break;
+            }
+            q = more;
+        }
+        struct sockaddr_storage from;
+        socklen_t flen = sizeof(from);
+        ssize_t got =
+            recvfrom(e->rec.fd, q + len + 8, 65536, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
+        if (got < 0)
+            break;
+        int32_t sender = -1;
+        struct sock o;
+        for (int k = 0; k < n && sender < 0 && flen > offsetof(struct sockaddr_un, sun_path); k++)
+            if (all[k].rec.kind == CRAC_FD_SOCKET && sock_read(all[k].rec.fd, &o) == 0 &&
+                same_addr(&o.local, o.llen, &from, flen))
+                sender = all[k].rec.fd;
+        lost += sender < 0;
+        uint32_t l32 = (uint32_t)got;
+        memcpy(q + len, &l32, 4);
+        memcpy(q + len + 4, &sender, 4);
+        len += 8 + (size_t)got;
+    }
+    for (size_t at = 0; at < len;) {
+        uint32_t l32;
+        int32_t sender;
+        memcpy(&l32, q + at, 4);
+        memcpy(&sender, q + at + 4, 4);
+        int via = sender >= 0 ? sender : socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (via < 0 || sendto(via, q + at + 8, l32, MSG_DONTWAIT,
+                              (const struct sockaddr *)&s->local, s->llen) != (ssize_t)l32)
+            rc = -1;
+        if (sender < 0 && via >= 0)
+            close(via);
+        at += 8 + l32;
+    }
+    if (len && rc == 0) {
+        char dst[PATH_MAX], name[48];
+        snprintf(name, sizeof(name), "sockq-%d", e->rec.fd);
+        fd_files_path(dst, sizeof(dst), files_dir, name);
+        int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (out < 0 || write(out, q, len) != (ssize_t)len || fsync(out) != 0)
+            rc = -1;
+        if (out >= 0)
+            close(out);
+    }
+    free(q);
+    if (lost)
+        state_loss("socket fd %d: %d queued datagrams from unnamed senders lose their sender",
+                   e->rec.fd, lost);
+    if (rc != 0) {
+        fprintf(stderr, "crac: error: cannot save the datagrams queued on socket fd %d\n",
+                e->rec.fd);
+        return -1;
+    }
+    return len > 0;
+}
+
+static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir)
+{
+    struct sock s, o;
+    sock_read(e->rec.fd, &s);
+    s.partner = -1;
+    /* A connected socket's peer name reads back (for an unnamed Unix peer: the family only).
+     * UDP is not connected in the sense here: connect() again at restart is all it needs. */
+    int connected =
+        s.plen > 0 && s.role != R_LISTEN && !(s.domain != AF_UNIX && s.type == SOCK_DGRAM);
+    if (connected) {
+        uint64_t peer = s.domain == AF_UNIX ? unix_peer_ino(e->rec.ino) : 0;
+        s.role = R_OUTSIDE;
+        for (int k = 0; k < n && s.role == R_OUTSIDE; k++) {
+            if (&all[k] == e || all[k].rec.kind != CRAC_FD_SOCKET)
+                continue;
+            /* Unix: the kernel's peer inode, both ways (a datagram socket may be many's peer);
+             * IP: the two names crossed. */
+            if (s.domain == AF_UNIX
+                    ? peer && all[k].rec.ino == peer && unix_peer_ino(all[k].rec.ino) == e->rec.ino
+                    : sock_read(all[k].rec.fd, &o) == 0 && o.role != R_LISTEN &&
+                          same_addr(&o.local, o.llen, &s.peer, s.plen) &&
+                          same_addr(&o.peer, o.plen, &s.local, s.llen)) {
+                s.role = R_PAIR;
+                s.partner = all[k].rec.fd;
+            }
+        }
+        for (int k = 0; k < n && s.role == R_OUTSIDE; k++)
+            if (&all[k] != e && S_ISSOCK(all[k].rec.mode) && sock_read(all[k].rec.fd, &o) == 0 &&
+                o.role == R_LISTEN && o.type == s.type && listens_on(&o, &s.peer, s.plen))
+                s.role = R_PENDING;
+        if (s.role == R_OUTSIDE && s.type == SOCK_DGRAM)
+            s.role = R_PLAIN; /* connected to a named socket: connect() again by name */
+        if (s.role == R_OUTSIDE)
+            state_loss("socket fd %d: its connection leaves the process; after a restart it "
+                       "fails as a dropped connection",
+                       e->rec.fd);
+    }
+    int queued = 0;
+    if (s.role == R_PAIR) {
+        /* save_queue sends datagrams back through the partner's fd (still the program's). */
+        int rc = save_queue(e, &s, files_dir);
+        if (rc < 0)
+            return -1;
+        queued = rc > 0;
+    } else if (s.role == R_PENDING && ioctl(e->rec.fd, SIOCOUTQ, &queued) == 0 && queued > 0) {
+        /* They wait in the listener's queue, in a socket no fd names: not readable here. */
+        state_loss("socket fd %d: %d bytes sent on a connection not yet accepted are lost",
+                   e->rec.fd, queued);
+        queued = 0;
+    } else if (s.role == R_PLAIN && s.domain == AF_UNIX && s.type == SOCK_DGRAM &&
+               s.llen > offsetof(struct sockaddr_un, sun_path)) {
+        int rc = save_named_dgrams(e, &s, all, n, files_dir);
+        if (rc < 0)
+            return -1;
+        queued = rc > 0;
+    } else if (s.role != R_LISTEN && ioctl(e->rec.fd, FIONREAD, &queued) == 0 && queued > 0) {
+        state_loss("socket fd %d: %d bytes queued at the checkpoint are lost", e->rec.fd, queued);
+        queued = 0;
+    }
+    char lhex[2 * sizeof(s.local) + 1], phex[2 * sizeof(s.peer) + 1], text[4096];
+    hex_put(lhex, &s.local, s.llen);
+    hex_put(phex, &s.peer, s.plen);
+    snprintf(text, sizeof(text),
+             "domain %d type %d proto %d role %d partner %d queued %d reuse %d nodelay %d "
+             "keepalive %d rcvbuf %d sndbuf %d\nlocal %s\npeer %s\n",
+             s.domain, s.type, s.proto, s.role, s.partner, queued, s.reuse, s.nodelay, s.keepalive,
+             s.rcvbuf, s.sndbuf, s.llen ? lhex : "-", s.plen ? phex : "-");
+    return fd_save_text(e, files_dir, "socket", text);
+}
+
+/* ---- restart ---- */
+
+static int hex_get(const char *p, void *out, size_t max, unsigned *len)
+{
+    *len = 0;
+    if (*p == '-')
+        return 0;
+    unsigned char *b = out;
+    while (p[0] && p[0] != '\n') {
+        unsigned v;
+        if (*len >= max || sscanf(p, "%2x", &v) != 1)
+            return -1;
+        b[(*len)++] = (unsigned char)v;
+        p += 2;
+    }
+    return 0;
+}
+
+static int sock_load(const struct fd_restore *r, const struct fd_view *v, struct sock *s,
+                     int *queued)
+{
+    char *text = fd_read_text(r, v, "socket");
+    if (!text)
+        return -1;
+    memset(s, 0, sizeof(*s));
+    const char *l = strstr(text, "\nlocal "), *p = strstr(text, "\npeer ");
+    int ok = sscanf(text,
+                    "domain %d type %d proto %d role %d partner %d queued %d reuse %d nodelay %d "
+                    "keepalive %d rcvbuf %d sndbuf %d",
+                    &s->domain, &s->type, &s->proto, &s->role, &s->partner, queued, &s->reuse,
+                    &s->nodelay, &s->keepalive, &s->rcvbuf, &s->sndbuf) == 11 &&
+             l && p && hex_get(l + 7, &s->local, sizeof(s->local), &s->llen) == 0 &&
+             hex_get(p + 6, &s->peer, sizeof(s->peer), &s->plen) == 0 && s->role >= R_PLAIN &&
+             s->role <= R_OUTSIDE;
+    free(text);
+    if (!ok)
+        snprintf(r->err, r->errlen, "fd %d (socket): image corrupted: bad saved socket", v->rec.fd);
+    return ok ? 0 : -1;
+}
+
+static void set_opts(int fd, const struct sock *s)
+{
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &s->reuse, sizeof(int));
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &s->keepalive, sizeof(int));
+    /* getsockopt reports twice what setsockopt was given (the kernel's bookkeeping). */
+    int half = s->rcvbuf / 2;
+    if (half > 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &half, sizeof(int));
+    half = s->sndbuf / 2;
+    if (half > 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &half, sizeof(int));
+    if ((s->domain == AF_INET || s->domain == AF_INET6) && s->type == SOCK_STREAM)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &s->nodelay, sizeof(int));
+}
+
+/* Bind to the recorded name. A Unix path left by the killed process is removed first (only a
+ * socket file); an IP address is taken with SO_REUSEADDR (its old connections may linger). */
+static int bind_name(int fd, const struct sock *s)
+{
+    if (!s->llen)
+        return 0;
+    if (s->domain == AF_UNIX) {
+        const struct sockaddr_un *u = (const void *)&s->local;
+        if (s->llen <= offsetof(struct sockaddr_un, sun_path))
+            return 0; /* unnamed */
+        struct stat st;
+        if (u->sun_path[0] && stat(u->sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
+            unlink(u->sun_path);
+    } else {
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    }
+    return bind(fd, (const struct sockaddr *)&s->local, s->llen);
+}
+
+static int new_sock(const struct sock *s)
+{
+    return socket(s->domain, s->type | SOCK_CLOEXEC, s->proto);
+}
+
+/* Not connected, or listening: made at once. Connections wait for every fd (sock_finish). */
+static int sock_reopen(const struct fd_restore *r, const struct fd_view *v)
+{
+    struct sock s;
+    int queued;
+    if (sock_load(r, v, &s, &queued) != 0)
+        return -1;
+    if (s.role != R_PLAIN && s.role != R_LISTEN)
+        return 0;
+    int fd = new_sock(&s);
+    if (fd < 0)
+        return -1;
+    if (bind_name(fd, &s) != 0 || (s.role == R_LISTEN && listen(fd, BACKLOG) != 0) ||
+        (s.role == R_PLAIN && s.type == SOCK_DGRAM &&
+         s.plen > (s.domain == AF_UNIX ? offsetof(struct sockaddr_un, sun_path) : 0) &&
+         connect(fd, (const struct sockaddr *)&s.peer, s.plen) != 0)) {
+        /* The name is taken (another copy of the program still runs, say): the rest of the
+         * program can still run, so a warning and a socket without the name. */
+        fprintf(stderr,
+                "crac: warning: fd %d (socket): cannot %s again (%s); it comes back without its "
+                "name\n",
+                v->rec.fd, s.role == R_LISTEN ? "bind and listen" : "bind or connect",
+                strerror(errno));
+        close(fd);
+        fd = new_sock(&s);
+        if (fd < 0)
+            return -1;
+    }
+    set_opts(fd, &s);
+    return fd_install(fd, &v->rec);
+}
+
+/* A loopback TCP connection between the names A (the connecting end) and B: bound to A and
+ * connected to B through LISTENER (the program's own, or one made for the purpose). */
+static int tcp_connect_pair(const struct sock *a, const struct sock *b, int listener, int *fa,
+                            int *fb)
+{
+    int tmp = -1;
+    *fa = -1;
+    if (listener < 0) {
+        tmp = listener = new_sock(b);
+        int one = 1;
+        if (tmp < 0 || setsockopt(tmp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+            bind(tmp, (const struct sockaddr *)&b->local, b->llen) != 0 || listen(tmp, 1) != 0)
+            goto fail;
+    }
+    *fa = new_sock(a);
+    if (*fa < 0 || bind_name(*fa, a) != 0 ||
+        connect(*fa, (const struct sockaddr *)&b->local, b->llen) != 0)
+        goto fail;
+    *fb = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    if (*fb < 0)
+        goto fail;
+    if (tmp >= 0)
+        close(tmp);
+    return 0;
+fail:
+    if (tmp >= 0)
+        close(tmp);
+    if (*fa >= 0)
+        close(*fa);
+    *fa = -1;
+    return -1;
+}
+
+/* The partner's queued bytes written into the new connection from the other end. */
+static void refill(const struct fd_restore *r, int fd_no, const struct sock *s, int into_end,
+                   int from_end)
+{
+    (void)into_end;
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/files/sockq-%d", r->gen_dir, fd_no);
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return;
+    struct stat st;
+    char *buf = fstat(in, &st) == 0 && st.st_size > 0 && st.st_size <= (off_t)QUEUE_MAX + 65536
+                    ? malloc((size_t)st.st_size)
+                    : NULL;
+    ssize_t len = buf ? read(in, buf, (size_t)st.st_size) : -1;
+    close(in);
+    int ok = len > 0;
+    if (ok && s->type == SOCK_STREAM) {
+        for (ssize_t at = 0; ok && at < len;) {
+            ssize_t w = send(from_end, buf + at, (size_t)(len - at), MSG_NOSIGNAL);
+            ok = w > 0;
+            at += w > 0 ? w : 0;
+        }
+    } else {
+        for (ssize_t at = 0; ok && at + 4 <= len;) {
+            uint32_t l32;
+            memcpy(&l32, buf + at, 4);
+            ok = at + 4 + (ssize_t)l32 <= len &&
+                 send(from_end, buf + at + 4, l32, MSG_NOSIGNAL) == (ssize_t)l32;
+            at += 4 + (ssize_t)l32;
+        }
+    }
+    if (!ok)
+        fprintf(stderr, "crac: warning: socket fd %d: its queued bytes cannot be put back\n",
+                fd_no);
+    free(buf);
+}
+
+/* A named datagram socket's saved datagrams, sent to it again from their senders (the program's
+ * sockets, back at their numbers now) or from an unnamed socket. */
+static void refill_named(const struct fd_restore *r, int fd_no, const struct sock *s)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/files/sockq-%d", r->gen_dir, fd_no);
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return;
+    static char buf[65536];
+    int ok = 1;
+    for (;;) {
+        uint32_t l32;
+        int32_t sender;
+        ssize_t h = read(in, &l32, 4);
+        if (h == 0)
+            break;
+        if (h != 4 || read(in, &sender, 4) != 4 || l32 > sizeof(buf) ||
+            read(in, buf, l32) != (ssize_t)l32) {
+            ok = 0;
+            break;
+        }
+        int via = sender >= 0 ? sender : socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (via < 0 || sendto(via, buf, l32, MSG_DONTWAIT, (const struct sockaddr *)&s->local,
+                              s->llen) != (ssize_t)l32)
+            ok = 0;
+        if (sender < 0 && via >= 0)
+            close(via);
+    }
+    close(in);
+    if (!ok)
+        fprintf(stderr, "crac: warning: socket fd %d: its queued datagrams cannot be put back\n",
+                fd_no);
+}
+
+/* Where the program's listener for ADDR was restored (its fd), or -1. */
+static int find_listener(const struct fd_restore *r, int type, const struct sockaddr_storage *addr,
+                         unsigned alen)
+{
+    struct fd_view o;
+    size_t off = 0;
+    while (fd_next(r->note, r->len, &off, &o) > 0) {
+        struct sock l;
+        int q;
+        if (o.rec.kind == CRAC_FD_SOCKET && sock_load(r, &o, &l, &q) == 0 && l.role == R_LISTEN &&
+            l.type == type && listens_on(&l, addr, alen))
+            return o.rec.fd;
+    }
+    r->err[0] = '\0';
+    return -1;
+}
+
+/* A socket that fails on first use as a dropped connection does: a TCP connection reset by its
+ * peer (ECONNRESET, then EPIPE); a Unix stream whose peer closed with bytes unread. */
+static int broken_socket(const struct sock *s)
+{
+    if (s->domain == AF_UNIX) {
+        int sv[2];
+        if (socketpair(AF_UNIX, s->type | SOCK_CLOEXEC, 0, sv) != 0)
+            return -1;
+        send(sv[0], "", 1, MSG_NOSIGNAL); /* unread by sv[1]: its close resets sv[0] */
+        close(sv[1]);
+        return sv[0];
+    }
+    struct sock lo = *s, cl = *s;
+    memset(&lo.local, 0, sizeof(lo.local));
+    lo.local.ss_family = (sa_family_t)s->domain;
+    if (s->domain == AF_INET) {
+        struct sockaddr_in *a = (void *)&lo.local;
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        lo.llen = sizeof(*a);
+    } else {
+        struct sockaddr_in6 *a = (void *)&lo.local;
+        a->sin6_addr = in6addr_loopback;
+        lo.llen = sizeof(*a);
+    }
+    int l = new_sock(&lo);
+    socklen_t len = sizeof(lo.local);
+    if (l < 0 || bind(l, (struct sockaddr *)&lo.local, lo.llen) != 0 || listen(l, 1) != 0 ||
+        getsockname(l, (struct sockaddr *)&lo.local, &len) != 0) {
+        if (l >= 0)
+            close(l);
+        return -1;
+    }
+    cl.llen = 0;
+    int fa = -1, fb = -1;
+    int rc = tcp_connect_pair(&cl, &lo, l, &fa, &fb);
+    close(l);
+    if (rc != 0) {
+        if (fa >= 0)
+            close(fa);
+        return -1;
+    }
+    struct linger lg = {1, 0}; /* closing sends a reset */
+    setsockopt(fb, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    close(fb);
+    return fa;
+}
+
+static int place(int fd, const struct fd_view *v, const struct sock *s)
+{
+    set_opts(fd, s);
+    return fd_install(fd, &v->rec);
+}
+
+/* Once every fd is back (the listeners too): the connections, made once for all at the first
+ * connected socket: pairs, then connections waiting in a listener's queue (after the pairs, so
+ * a pair made through the program's listener is accepted before anything else waits there),
+ * then the broken ones. */
+static int sock_finish(const struct fd_restore *r, const struct fd_view *v)
+{
+    struct fd_view o, p;
+    size_t off = 0;
+    struct sock s, t;
+    int q, qt;
+    while (fd_next(r->note, r->len, &off, &o) > 0)
+        if (o.rec.kind == CRAC_FD_SOCKET)
+            break;
+    if (o.rec.fd != v->rec.fd)
+        return 0;
+    /* Named datagram sockets' queues first: their senders are all back (made at reopen). */
+    off = 0;
+    while (fd_next(r->note, r->len, &off, &o) > 0)
+        if (o.rec.kind == CRAC_FD_SOCKET && sock_load(r, &o, &s, &q) == 0 && s.role == R_PLAIN && q)
+            refill_named(r, o.rec.fd, &s);
+    for (int round = R_PAIR; round <= R_OUTSIDE; round++) {
+        off = 0;
+        while (fd_next(r->note, r->len, &off, &o) > 0) {
+            if (o.rec.kind != CRAC_FD_SOCKET)
+                continue;
+            if (sock_load(r, &o, &s, &q) != 0)
+                return -1;
+            if (s.role != round)
+                continue;
+            int fa = -1, fb = -1;
+            if (round == R_PAIR) {
+                if (s.partner < o.rec.fd)
+                    continue; /* made at the lower-numbered end */
+                size_t off2 = 0;
+                int found = 0;
+                while (!found && fd_next(r->note, r->len, &off2, &p) > 0)
+                    found = p.rec.kind == CRAC_FD_SOCKET && p.rec.fd == s.partner;
+                if (!found || sock_load(r, &p, &t, &qt) != 0) {
+                    snprintf(r->err, r->errlen, "fd %d (socket): image corrupted: no partner",
+                             o.rec.fd);
+                    return -1;
+                }
+                if (s.domain == AF_UNIX) {
+                    int sv[2];
+                    if (socketpair(AF_UNIX, s.type | SOCK_CLOEXEC, 0, sv) != 0)
+                        return -1;
+                    fa = sv[0], fb = sv[1];
+                } else {
+                    /* The end on a listener's port is the accepted one. */
+                    int l = find_listener(r, t.type, &t.local, t.llen);
+                    int swap = l < 0 && find_listener(r, s.type, &s.local, s.llen) >= 0;
+                    int rc =
+                        swap ? tcp_connect_pair(&t, &s, find_listener(r, s.type, &s.local, s.llen),
+                                                &fb, &fa)
+                             : tcp_connect_pair(&s, &t, l, &fa, &fb);
+                    if (rc != 0) {
+                        /* Its addresses are taken: both ends fail as a dropped connection. */
+                        fprintf(stderr,
+                                "crac: warning: fds %d and %d (a TCP connection): cannot connect "
+                                "again (%s); they fail as a dropped connection\n",
+                                o.rec.fd, p.rec.fd, strerror(errno));
+                        fa = broken_socket(&s);
+                        fb = broken_socket(&t);
+                        if (fa < 0 || fb < 0)
+                            return -1;
+                        q = qt = 0;
+                    }
+                }
+                set_opts(fa, &s);
+                set_opts(fb, &t);
+                if (q)
+                    refill(r, o.rec.fd, &s, fa, fb);
+                if (qt)
+                    refill(r, p.rec.fd, &t, fb, fa);
+                if (fd_install(fa, &o.rec) != 0 || fd_install(fb, &p.rec) != 0)
+                    return -1;
+                continue;
+            }
+            if (round == R_PENDING) {
+                fa = new_sock(&s);
+                if (fa < 0)
+                    return -1;
+                if (bind_name(fa, &s) != 0 ||
+                    connect(fa, (const struct sockaddr *)&s.peer, s.plen) != 0) {
+                    fprintf(stderr,
+                            "crac: warning: fd %d (socket): cannot connect to the program's "
+                            "listener again (%s); it fails as a dropped connection\n",
+                            o.rec.fd, strerror(errno));
+                    close(fa);
+                    fa = broken_socket(&s);
+                    if (fa < 0)
+                        return -1;
+                }
+            } else {
+                fa = broken_socket(&s);
+                if (fa < 0)
+                    return -1;
+                fprintf(stderr,
+                        "crac: warning: fd %d: a connection leaving the process cannot be "
+                        "restored; it fails as a dropped connection\n",
+                        o.rec.fd);
+            }
+            if (place(fa, &o, &s) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+const struct fd_ops fd_socket_ops = {.kind = CRAC_FD_SOCKET,
+                                     .name = "socket",
+                                     .recognise = sock_recognise,
+                                     .save = sock_save,
+                                     .reopen = sock_reopen,
+                                     .finish = sock_finish};

@@ -1,0 +1,208 @@
+"""Process trees (docs/DECISIONS.md "Process trees"): a process that forks under crac gives a child
+that is itself a split process of the same job, checkpointed with it.
+
+* A forked child joins the launch's coordinator as one more worker with its own image directory;
+  `crac command -bc` checkpoints parent and child at one moment; both SIGKILLed, the restart
+  script brings both back and each one's output equals an uninterrupted run's; twice.
+* A launch without a coordinator starts one at its first fork: the checkpoint signal to the root
+  checkpoints the whole tree; then the same two cycles.
+* A fork-and-wait loop (tests/apps/tree_forkwait.c): restarted, the child is again the child of
+  its restarted parent (getppid, waitpid's pid and status), whether the checkpoint found it
+  running (its own image) or ended and not yet waited for (the parent's image keeps its status).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from ckpt_harness import (
+    CracProc,
+    Segment,
+    base_env,
+    complete_generations,
+    latest_complete,
+    process_dirs,
+    tree,
+    wait_exit,
+)
+from conftest import crac_cmd, require_native
+from coord_harness import Coordinator, free_port, wait_until
+from job_harness import (
+    Output,
+    ScriptRun,
+    bcheckpoint,
+    check_chain,
+    kill_job,
+    segments_of,
+    wait_steps,
+)
+
+from crac_py.coord.restart_script import listed_generations
+
+STEPS = 300
+TAGS = ["T.p", "T.c"]  # tree_counter's parent and child
+
+
+def _launch(
+    apps, tmp: Path, *opts: str, app: str = "tree_counter", ms: int = 20
+) -> tuple[CracProc, Output]:
+    require_native()
+    argv = [*crac_cmd(), "launch", *opts, "-c", str(tmp / "ckpt")]
+    tag = "T" if app == "tree_counter" else "F"
+    root = CracProc(
+        [*argv, "--", str(apps[app]), tag, str(STEPS), str(ms)],
+        out_dir=tmp / "logs",
+        label="launch",
+        env=base_env(),
+    )
+    return root, Output(root.out_path, "launch")
+
+
+def _kill_tree(ckptdir: Path) -> None:
+    """SIGKILL every process of the tree still running (a forked child is no child of ours): the
+    pids of its image directories that still run one of the tree programs."""
+    for d in process_dirs(ckptdir):
+        pid = int(d.name.rsplit("-", 1)[1])
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"tree_counter" in cmdline or b"tree_forkwait" in cmdline:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _restart_twice(
+    script: Path,
+    port: int,
+    tmp: Path,
+    chains: dict[str, list[Segment]],
+    runs: list[ScriptRun],
+    tags: list[str] = TAGS,
+) -> None:
+    """Restart the tree with SCRIPT (its coordinator on PORT), `-bc`, SIGKILL everything, restart
+    again and run to the end; every process's output over the three runs is the uninterrupted
+    run's."""
+    logs, ckptdir = tmp / "logs", tmp / "ckpt"
+    run1 = ScriptRun(script, logs, "restart1", "-p", str(port))
+    runs.append(run1)
+    wait_steps(run1.out, tags, 1, run1.proc, extra=run1.report())
+    first = {t: run1.out.last_step(t) for t in tags}
+    wait_steps(run1.out, tags, max(first.values()) + 20, run1.proc, extra=run1.report())
+    before = {t: run1.out.last_step(t) for t in tags}
+    assert bcheckpoint(port) == script
+    after = {t: run1.out.last_step(t) for t in tags}
+    # Every process's new generation (a child forked since the restart has its first).
+    gens = listed_generations(script)
+    assert gens and all(latest_complete(g.parent) == g for g in gens), tree(ckptdir)
+    assert any(g.name == "gen-000002" for g in gens), tree(ckptdir)
+    wait_steps(run1.out, tags, max(after.values()) + 2, run1.proc, extra=run1.report())
+    kill_job(port, run1)
+    for t, seg in segments_of(run1.out, tags, before, after).items():
+        chains[t].append(seg)
+
+    run2 = ScriptRun(script, logs, "restart2", "-p", str(port))
+    runs.append(run2)
+    assert run2.wait() == 0, run2.report()
+    for t, seg in segments_of(run2.out, tags, None, None).items():
+        chains[t].append(seg)
+    check_chain(chains, STEPS, ckptdir)
+
+
+def test_forked_child_is_a_job_member_bc_kill_restart_twice(apps, tmp_path):
+    coord = Coordinator(tmp_path / "coord")
+    port = coord.port
+    root, out = _launch(apps, tmp_path, "--join-coordinator", "-p", str(port))
+    runs: list[ScriptRun] = []
+    try:
+        coord.wait_peers(2)  # the root and its forked child
+        wait_steps(out, TAGS, 30, root)
+        before = {t: out.last_step(t) for t in TAGS}
+        script = bcheckpoint(port)
+        after = {t: out.last_step(t) for t in TAGS}
+        gens1 = listed_generations(script)
+        assert len(gens1) == 2 and all(g.name == "gen-000001" for g in gens1), tree(tmp_path)
+        assert sorted(g.parent for g in gens1) == process_dirs(tmp_path / "ckpt")
+        wait_steps(out, TAGS, max(after.values()) + 2, root)
+        _kill_tree(tmp_path / "ckpt")
+        wait_exit(root)
+        coord.stop()
+        chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
+        _restart_twice(script, port, tmp_path, chains, runs)
+    except BaseException:
+        print(root.report(), coord.log_text(), *(r.report() for r in runs), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        _kill_tree(tmp_path / "ckpt")
+        root.stop()
+        coord.stop()
+
+
+def test_signal_to_the_root_checkpoints_the_tree(apps, tmp_path):
+    """No coordinator at launch: the first fork starts one, so the checkpoint signal to the root
+    saves the root and its child at one moment, and the coordinator's restart script restarts
+    both."""
+    ckptdir = tmp_path / "ckpt"
+    root, out = _launch(apps, tmp_path)
+    runs: list[ScriptRun] = []
+    try:
+        wait_steps(out, TAGS, 30, root)
+        before = {t: out.last_step(t) for t in TAGS}
+        os.kill(root.pid, signal.SIGUSR2)
+        script = ckptdir / "crac_restart_script.sh"
+        wait_until(script.exists, "the restart script")
+        after = {t: out.last_step(t) for t in TAGS}
+        gens = complete_generations(ckptdir)
+        assert len(gens) == 2 and set(gens.values()) == {1}, tree(ckptdir)
+        wait_steps(out, TAGS, max(after.values()) + 2, root)
+        _kill_tree(ckptdir)
+        wait_exit(root)
+        chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
+        _restart_twice(script, free_port(), tmp_path, chains, runs)
+        assert "crac: warning" not in root.stderr_text(), root.report()
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        _kill_tree(ckptdir)
+        root.stop()
+
+
+def test_fork_and_wait_loop_restarts_as_a_tree(apps, tmp_path):
+    ckptdir, tags = tmp_path / "ckpt", ["F"]
+    root, out = _launch(apps, tmp_path, app="tree_forkwait", ms=60)
+    runs: list[ScriptRun] = []
+    try:
+        wait_steps(out, tags, 10, root)
+        before = {t: out.last_step(t) for t in tags}
+        os.kill(root.pid, signal.SIGUSR2)
+        script = ckptdir / "crac_restart_script.sh"
+        wait_until(script.exists, "the restart script")
+        after = {t: out.last_step(t) for t in tags}
+        wait_steps(out, tags, max(after.values()) + 2, root)
+        _kill_tree(ckptdir)
+        kill9_if_running(root)
+        chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
+        _restart_twice(script, free_port(), tmp_path, chains, runs, tags)
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        _kill_tree(ckptdir)
+        root.stop()
+
+
+def kill9_if_running(proc: CracProc) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    wait_exit(proc)
