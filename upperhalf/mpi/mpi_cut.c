@@ -329,7 +329,13 @@ static int cut_p2p(void)
         for (struct vcomm *c = vcomm_list; c; c = c->next)
             if (!c->freed)
                 drain_one_comm(c);
-        if (mpi_received >= expected && !pending_sends())
+        /* Done only when every rank is: a rank that stopped calling the library could leave
+         * a peer's message in its own send queue (a send completes once its buffer is
+         * copied, not once it is delivered); the allreduce itself drives the progress. */
+        int mine = mpi_received >= expected && !pending_sends(), all = 0;
+        L("MPI_Allreduce", U(&mine), U(&all), 1, U(lower_named("ompi_mpi_int")),
+          U(lower_named("ompi_mpi_op_min")), U(mpi_ctl_comm));
+        if (all)
             break;
         mpi_backoff(&spins);
     }
