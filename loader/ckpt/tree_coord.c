@@ -130,6 +130,6 @@ void tree_coord_ensure(void)
         ckpt_cfg.coord_host[0] = '\0';
         return;
     }
-    ckpt_config_done();    /* the wake-up descriptor a coordinated manager polls */
-    ckpt_manager_wake();   /* and the manager serves the coordinator from now on */
+    ckpt_config_done();  /* the wake-up descriptor a coordinated manager polls */
+    ckpt_manager_wake(); /* and the manager serves the coordinator from now on */
 }

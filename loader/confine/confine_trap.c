@@ -751,9 +751,9 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
     int32_t forking_tid = (int32_t)raw_syscall0(SYS_gettid);
     int tree = tree_forkable(nr, flags, stack);
     raw_lock(&c->lock);
-    long r = tree                ? lower_fork()
-             : nr == SYS_fork    ? raw_syscall0(SYS_fork)
-                                 : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
+    long r = tree             ? lower_fork()
+             : nr == SYS_fork ? raw_syscall0(SYS_fork)
+                              : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
     if (r == 0) {
         c->vppid = c->vpid ? c->vpid : c->pid; /* the parent, as the program knows it */
         c->real_ppid = c->pid;

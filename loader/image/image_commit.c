@@ -252,8 +252,7 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     const struct tree_zombie *zs;
     int n_zombies = tree_zombies(&zs);
     for (int i = 0; i < n_zombies; i++)
-        jraw(&j, "%s{\"vpid\": %d, \"status\": %d}", i ? ", " : "", (int)zs[i].vpid,
-             zs[i].wstatus);
+        jraw(&j, "%s{\"vpid\": %d, \"status\": %d}", i ? ", " : "", (int)zs[i].vpid, zs[i].wstatus);
     jraw(&j, "]},\n");
     jraw(&j, "  \"backend\": {\"name\": ");
     jstr(&j, ckpt_cfg.backend_name);

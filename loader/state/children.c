@@ -32,7 +32,8 @@ static int zombie_status(int pid)
 {
     siginfo_t si;
     memset(&si, 0, sizeof(si));
-    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT | WNOHANG | __WALL) != 0 || si.si_pid != pid)
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT | WNOHANG | __WALL) != 0 ||
+        si.si_pid != pid)
         return -1;
     switch (si.si_code) {
     case CLD_EXITED: return (si.si_status & 0xff) << 8;

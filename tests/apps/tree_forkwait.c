@@ -56,14 +56,16 @@ int main(int argc, char **argv)
         if (pid == 0) {
             pid_t pp = getppid();
             if (pp != me) {
-                fprintf(stderr, "tree_forkwait %s: child of step %ld: getppid %d, parent %d\n",
-                        tag, k, (int)pp, (int)me);
+                fprintf(stderr, "tree_forkwait %s: child of step %ld: getppid %d, parent %d\n", tag,
+                        k, (int)pp, (int)me);
                 _exit(200);
             }
             sleep_ms(ms);
             if (getppid() != me) {
-                fprintf(stderr, "tree_forkwait %s: child of step %ld: getppid %d after sleep, "
-                        "parent %d\n", tag, k, (int)getppid(), (int)me);
+                fprintf(stderr,
+                        "tree_forkwait %s: child of step %ld: getppid %d after sleep, "
+                        "parent %d\n",
+                        tag, k, (int)getppid(), (int)me);
                 _exit(201);
             }
             _exit((int)(k % 100));
