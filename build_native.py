@@ -329,6 +329,54 @@ TARGETS["native/libcudart.so.13"] = Target(
 )
 
 
+# The upper MPI shim (docs/MPI.md): built where Open MPI's headers and library are installed
+# (apt-get install libopenmpi-dev); its predefined handles are generated from them.
+def _mpi_shim_target() -> None:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from crac_py.codegen import mpi_spec
+
+    flavour = mpi_spec.OPENMPI
+    header = mpi_spec.find_header(flavour)
+    if header is None or not Path(flavour.library).exists():
+        return
+    TARGETS[f"shim/{flavour.soname}"] = Target(
+        output=f"shim/{flavour.soname}",
+        source_globs=(
+            "upperhalf/mpi/*.c",
+            "build/crac_gen/mpi_predef_gen.c",
+            "build/crac_gen/mpi_mpich_gen.c",
+            "build/crac_gen/mpi_funcs_gen.c",
+        ),
+        # Open MPI's headers first (the shim's ABI); MPICH's after, for mpi_mpich_gen.c's
+        # <mpi_proto.h> (it names MPICH's mpi.h by path).
+        cflags=(
+            *COMMON_CFLAGS,
+            "-fPIC",
+            "-Iupperhalf/mpi",
+            f"-I{header.parent}",
+            f"-I{mpi_spec.MPICH_HEADER.parent}",
+        ),
+        ldflags=("-shared", f"-Wl,-soname,{flavour.soname}"),
+        libs=("-lpthread",),
+    )
+
+
+def generate_mpi(root: Path = ROOT) -> None:
+    """build/crac_gen/mpi_predef_gen.c, when the MPI shim is built."""
+    if not any(name.startswith("shim/libmpi") for name in TARGETS):
+        return
+    from crac_py.codegen import mpi_spec
+
+    try:
+        mpi_spec.generate(root / GEN_DIR.relative_to(ROOT))
+    except mpi_spec.MpiGenError as exc:
+        raise NativeBuildError(f"cannot generate the MPI shim's handles: {exc}") from None
+
+
+_mpi_shim_target()
+
+
 class NativeBuildError(RuntimeError):
     """gcc failed; the message carries the command and the compiler's output."""
 
@@ -417,6 +465,7 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
     out_dir.mkdir(parents=True, exist_ok=True)
     obj_root = root / OBJ_DIR.relative_to(ROOT)
     generate_image_header(root)
+    generate_mpi(root)
     gen: GenResult | None = None
     plan: list[tuple[str, Target, list[CompileUnit]]] = []
     for name, target in TARGETS.items():

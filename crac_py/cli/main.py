@@ -37,6 +37,7 @@ from crac_py.coord import client as coord_client
 from crac_py.coord.client import CoordError
 from crac_py.image import generation as image
 from crac_py.launch import devices, job, runner, tree
+from crac_py.launch import mpi as mpi_launch
 from crac_py.launch.preflight import PreflightError, preflight
 
 # Exit status of `crac launch` when it refuses its input or cannot start the program.
@@ -108,9 +109,10 @@ def _checkpoint_options(
 ) -> runner.CheckpointOptions:
     directory = Path(config.resolve("checkpoint_dir", ckptdir).value)
     if not directory.exists() and not directory.is_symlink():
-        # As DMTCP creates its --ckptdir: private (images hold the program's memory).
+        # As DMTCP creates its --ckptdir: private (images hold the program's memory). The ranks
+        # of an MPI job start at once: another one may create it first.
         try:
-            directory.mkdir(mode=0o700, parents=True)
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise config.ConfigError(
                 f"cannot create checkpoint directory {directory}: {exc.strerror}"
@@ -219,6 +221,9 @@ def launch(
             coord_port,
             coord_token,
         )
+        if choice.mode == "none" and not no_coordinator and mpi_launch.is_rank(info.needed):
+            # A rank of an MPI job: the job is checkpointed whole, through one coordinator.
+            choice = job.CoordChoice("any", coord_client.endpoint(None, None, None))
         coord_args = job.connect(choice, ckpt.interval, interval is not None)
     except (
         PreflightError,
@@ -231,6 +236,13 @@ def launch(
     dev_opts = runner.DeviceOptions(dev, sim_version, cuda_runtime=runtime)
     argv = [loader, *dev_opts.loader_args(), "--argv0", program, *ckpt.loader_args()]
     argv += coord_args
+    mpi_args = mpi_launch.shim_args(info.needed)
+    if mpi_args:
+        try:
+            mpi_launch.check_supported(Path(info.path), paths.native_dir() / "shim" / mpi_args[1])
+        except (mpi_launch.MpiUnsupported, OSError) as exc:
+            _error(str(exc))
+    argv += mpi_args
     argv += ["--", info.path, *(args or [])]
     try:
         runner.exec_loader(loader, argv)
@@ -296,6 +308,12 @@ def restart(
             coord_port,
             coord_token,
         )
+        rank = mpi_launch.launcher_rank()
+        rank_dir = mpi_launch.rank_process_dir(path, rank) if rank is not None else None
+        if rank_dir is not None:  # one rank of an MPI job, started by mpirun/srun
+            path = str(rank_dir)
+            if choice.mode == "none" and not no_coordinator:
+                choice = job.CoordChoice("any", coord_client.endpoint(None, None, None))
         procs = job.job_process_dirs(path)
         if procs:
             passthrough = ["--keep", str(keep)]

@@ -104,6 +104,8 @@ def render(job: ScriptJob) -> str:
         "fi",
         f'crac_cmd command -h "$host" -p "$port" expect {n} >/dev/null 2>&1',
     ]
+    if mpi_ranks(job.gen_dirs):
+        return "\n".join(lines + _mpi_lines(job, n)) + "\n"
     # A process tree is restarted by its root, which forks its descendants (launch/tree.py).
     roots = roots_and_members(job.gen_dirs)
     for i, (gen, members) in enumerate(roots, 1):
@@ -123,6 +125,27 @@ def render(job: ScriptJob) -> str:
     lines.append('then crac_cmd command -h "$host" -p "$port" quit >/dev/null 2>&1; fi')
     lines.append('exit "$rc"')
     return "\n".join(lines) + "\n"
+
+
+def mpi_ranks(gen_dirs: list[Path]) -> bool:
+    """Every process is a rank of one MPI job (its process directory has the shim's mpi_rank)."""
+    return bool(gen_dirs) and all((g.parent / "mpi_rank").is_file() for g in gen_dirs)
+
+
+def _mpi_lines(job: ScriptJob, n: int) -> list[str]:
+    """An MPI job restarts the way it was started: one launcher for every rank, each rank
+    finding its own image by its rank (docs/MPI.md). CRAC_MPIRUN names the launcher (default
+    mpirun), CRAC_MPIRUN_ARGS adds its options."""
+    return [
+        "# An MPI job: the ranks are started by the MPI launcher, each finds its own image.",
+        f"${{CRAC_MPIRUN:-mpirun}} -np {n} ${{CRAC_MPIRUN_ARGS:-}} {job.crac_cmd} restart \\",
+        '  --join-coordinator --coord-host "$host" --coord-port "$port" "$@" "$dir"',
+        "rc=$?",
+        'if [ -n "$started" ]; then',
+        '  crac_cmd command -h "$host" -p "$port" quit >/dev/null 2>&1',
+        "fi",
+        'exit "$rc"',
+    ]
 
 
 def write_private(directory: Path, name: str, data: bytes, mode: int = 0o600) -> Path:

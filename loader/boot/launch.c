@@ -44,7 +44,8 @@ __attribute__((noreturn)) static void jump_to_upper(uint64_t sp, uint64_t entry)
     __builtin_unreachable();
 }
 
-static void upper_runtime_path(const char *dir, const char *device, char *out, size_t outlen)
+static void upper_runtime_path(const char *dir, const char *device, const char *mpi_shim, char *out,
+                               size_t outlen)
 {
     snprintf(out, outlen, "%s/libcrac-upper.so", dir);
     if (access(out, R_OK) != 0)
@@ -57,14 +58,24 @@ static void upper_runtime_path(const char *dir, const char *device, char *out, s
         if (access(out + n + 1, R_OK) != 0)
             die("CUDA runtime shim %s is missing; reinstall crac-py", out + n + 1);
     }
+    /* The program links an MPI library: the shim with its soname (docs/MPI.md). The soname is
+     * one path component, so it cannot name anything outside shim/. */
+    if (mpi_shim && *mpi_shim && !strchr(mpi_shim, '/')) {
+        size_t n = strlen(out);
+        snprintf(out + n, outlen - n, ":%s/shim/%s", dir, mpi_shim);
+        if (access(out + n + 1, R_OK) != 0)
+            die("MPI shim %s is missing (crac was built without that MPI's headers; install them "
+                "and reinstall crac-py)",
+                out + n + 1);
+    }
 }
 
 void launch_run(const struct options *o, const struct crac_lh_api *api, char **envp)
 {
-    char err[512], interp[PATH_MAX], runtime[2 * PATH_MAX + 64];
+    char err[512], interp[PATH_MAX], runtime[3 * PATH_MAX + 64];
     if (elf_read_interp(o->program_argv[0], interp, sizeof(interp), err, sizeof(err)) != 0)
         die("%s", err);
-    upper_runtime_path(o->native_dir, o->device, runtime, sizeof(runtime));
+    upper_runtime_path(o->native_dir, o->device, o->mpi_shim, runtime, sizeof(runtime));
     struct loaded_elf ldso;
     if (elf_map_into_w(interp, &ldso, err, sizeof(err)) != 0)
         die("%s", err);

@@ -11,6 +11,7 @@
 
 struct options {
     const char *device;
+    const char *mpi_shim; /* soname of the upper MPI shim to preload (docs/MPI.md), or NULL */
     int sim_version;
     const char *cuda_runtime; /* --device cuda: NVIDIA's libcudart the backend loads */
     const char *argv0;

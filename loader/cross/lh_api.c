@@ -2,6 +2,7 @@
  * upper runtime resolves entries by name, so halves built from different lists still agree. */
 #include "lh_api.h"
 
+#include "lower_mpi.h"
 #include "shadow_pool.h"
 
 #include "ckpt.h"
@@ -62,19 +63,21 @@ static struct crac_lh_api table;
 volatile int32_t *lh_gate_inside(void) { return &gate_inside; }
 volatile int32_t *lh_gate_pending(void) { return &gate_pending; }
 
-/* The loader's own entries first, then the backend's. */
+/* The loader's own entries first, then the MPI library's (lower_mpi.c), then the backend's. */
 static const struct crac_lh_entry *merge_entries(const struct crac_backend_info *backend,
                                                  uint32_t *count)
 {
     uint32_t n_loader = sizeof(loader_entries) / sizeof(loader_entries[0]);
     uint32_t n_backend = backend ? backend->n_entries : 0;
-    struct crac_lh_entry *all = calloc(n_loader + n_backend, sizeof(*all));
+    uint32_t n_mpi = LOWER_MPI_N_ENTRIES;
+    struct crac_lh_entry *all = calloc(n_loader + n_mpi + n_backend, sizeof(*all));
     if (!all)
         return NULL;
     memcpy(all, loader_entries, sizeof(loader_entries));
+    memcpy(all + n_loader, lower_mpi_entries, sizeof(lower_mpi_entries));
     if (n_backend)
-        memcpy(all + n_loader, backend->entries, n_backend * sizeof(*all));
-    *count = n_loader + n_backend;
+        memcpy(all + n_loader + n_mpi, backend->entries, n_backend * sizeof(*all));
+    *count = n_loader + n_mpi + n_backend;
     return all;
 }
 

@@ -7,7 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define MAX_LOWER_FDS 64
+#define MAX_LOWER_FDS 512
 #define HIGH_MARGIN 64
 
 static volatile int32_t fds[MAX_LOWER_FDS];
@@ -29,6 +29,15 @@ int lower_fd_adopt(int fd)
     if (slot < MAX_LOWER_FDS)
         fds[slot] = high;
     return high;
+}
+
+/* A descriptor a lower-half library holds by number (MPI's sockets and shared memory): recorded
+ * where it is, since the library would not know about a move. */
+void lower_fd_record(int fd)
+{
+    int slot = __atomic_fetch_add(&n_fds, 1, __ATOMIC_SEQ_CST);
+    if (slot < MAX_LOWER_FDS)
+        fds[slot] = fd;
 }
 
 int lower_fd_is_ours(int fd)

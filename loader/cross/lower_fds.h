@@ -6,5 +6,7 @@
 /* Move fd to a high free number (close-on-exec), record it, return the new number or -1. */
 int lower_fd_adopt(int fd);
 int lower_fd_is_ours(int fd);
+/* Record fd as the lower half's without moving it. */
+void lower_fd_record(int fd);
 
 #endif

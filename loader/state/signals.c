@@ -15,6 +15,19 @@
 
 static int reserved(int sig) { return (crac_ctrl()->reserved_sigs >> (sig - 1)) & 1; }
 
+/* A handler a lower-half library installed (MPI's SIGSEGV backtrace handler, ...): neither the
+ * program's (in W) nor the loader's wrapper of one (in the loader's text, at a fixed address).
+ * Its code is gone after a restart, where the library installs it again (docs/MPI.md). */
+extern const char __executable_start[], etext[];
+static int lower_library_handler(uint64_t h)
+{
+    if (h <= 1) /* SIG_DFL, SIG_IGN */
+        return 0;
+    if (h >= CRAC_W_START && h < CRAC_W_END)
+        return 0;
+    return !(h >= (uint64_t)__executable_start && h < (uint64_t)etext);
+}
+
 int signals_capture(const struct state_capture *c, void **out, size_t *len)
 {
     (void)c;
@@ -23,8 +36,11 @@ int signals_capture(const struct state_capture *c, void **out, size_t *len)
         return -1;
     /* Reserved signals are kept virtually in the control block (upper memory) already. */
     for (int sig = 1; sig <= 64; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP && !reserved(sig))
+        if (sig != SIGKILL && sig != SIGSTOP && !reserved(sig)) {
             raw_syscall4(SYS_rt_sigaction, sig, 0, &recs[sig], 8);
+            if (lower_library_handler(recs[sig].handler))
+                memset(&recs[sig], 0, sizeof(recs[sig])); /* SIG_DFL */
+        }
     *out = recs;
     *len = 65 * sizeof(*recs);
     return 0;

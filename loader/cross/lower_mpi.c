@@ -1,0 +1,162 @@
+/* lower_mpi.c — the MPI library in the lower half (docs/MPI.md): dlopened in the loader's own
+ * namespace, initialised fresh at launch and at every restart; its threads and descriptors are
+ * recorded as the lower half's so a checkpoint never saves them. */
+#include "lower_mpi.h"
+
+#include "lower_fds.h"
+#include "lower_threads.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_SEEN 1024
+
+static void *mpi_lib;
+static char mpi_err[256];
+
+/* Which descriptors and threads existed before MPI_Init: the rest, after it, are MPI's. */
+static int fds_before[MAX_SEEN], n_fds_before;
+static int tids_before[MAX_SEEN], n_tids_before;
+
+static int list_dir_numbers(const char *path, int *out, int max)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < max)
+        if (de->d_name[0] != '.' && atoi(de->d_name) != dirfd(d))
+            out[n++] = atoi(de->d_name);
+    closedir(d);
+    return n;
+}
+
+static int in_list(const int *list, int n, int v)
+{
+    for (int i = 0; i < n; i++)
+        if (list[i] == v)
+            return 1;
+    return 0;
+}
+
+/* The library of the launcher that started this process (its environment, so a restart may
+ * bring another one than the launch had): Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE, MPICH's
+ * Hydra PMI_FD or PMI_PORT. */
+static const char *launcher_library(void)
+{
+    if (getenv("OMPI_COMM_WORLD_SIZE"))
+        return "libmpi.so.40";
+    if (getenv("PMI_FD") || getenv("PMI_PORT"))
+        return "libmpich.so.12";
+    return "libmpi.so.40";
+}
+
+/* Loads the MPI library named by CRAC_MPI_LIB, else the launcher's. RTLD_GLOBAL: Open MPI's
+ * components find its symbols that way. Returns the dlopen handle, or 0 with
+ * crac_lh_mpi_error() set. */
+static uint64_t lh_mpi_load(void)
+{
+    if (mpi_lib)
+        return (uint64_t)mpi_lib;
+    const char *path = getenv("CRAC_MPI_LIB");
+    if (!path || !*path)
+        path = launcher_library();
+    mpi_lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!mpi_lib)
+        snprintf(mpi_err, sizeof(mpi_err), "cannot load the MPI library %s: %s", path, dlerror());
+    return (uint64_t)mpi_lib;
+}
+
+static uint64_t lh_mpi_sym(const char *name)
+{
+    return mpi_lib ? (uint64_t)dlsym(mpi_lib, name) : 0;
+}
+
+static uint64_t lh_mpi_error(char *buf, uint64_t len)
+{
+    if (len)
+        snprintf(buf, len, "%s", mpi_err);
+    return 0;
+}
+
+static uint64_t lh_mpi_init_begin(void)
+{
+    n_fds_before = list_dir_numbers("/proc/self/fd", fds_before, MAX_SEEN);
+    n_tids_before = list_dir_numbers("/proc/self/task", tids_before, MAX_SEEN);
+    /* MPICH's Hydra hands each process its PMI connection as an inherited descriptor. */
+    const char *pmi = getenv("PMI_FD");
+    if (pmi && *pmi) {
+        int fd = atoi(pmi);
+        if (fd > 2 && fcntl(fd, F_GETFD) >= 0 && !lower_fd_is_ours(fd))
+            lower_fd_record(fd);
+    }
+    return 0;
+}
+
+/* At a checkpoint: every socket is MPI's or its launcher's (connections MPI opened lazily, to a
+ * peer; sockets a launcher such as MPICH's Hydra leaves open in each rank). A program's own
+ * socket is taken for one too (docs/MPI.md, "Not yet"); crac cannot restore sockets anyway.
+ * Returns how many were adopted. */
+static uint64_t lh_mpi_adopt_sockets(void)
+{
+    int now[MAX_SEEN];
+    int n = list_dir_numbers("/proc/self/fd", now, MAX_SEEN), adopted = 0;
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (lower_fd_is_ours(now[i]) || fstat(now[i], &st) != 0 || !S_ISSOCK(st.st_mode))
+            continue;
+        lower_fd_record(now[i]);
+        adopted++;
+    }
+    return (uint64_t)adopted;
+}
+
+/* After MPI_Init: every new descriptor and thread is the library's. CALLER is the upper thread
+ * that ran MPI_Init, which is not. Returns how many descriptors were adopted. */
+static uint64_t lh_mpi_init_end(uint64_t caller)
+{
+    int now[MAX_SEEN];
+    int n = list_dir_numbers("/proc/self/fd", now, MAX_SEEN), adopted = 0;
+    for (int i = 0; i < n; i++)
+        if (!in_list(fds_before, n_fds_before, now[i]) && !lower_fd_is_ours(now[i])) {
+            lower_fd_record(now[i]);
+            adopted++;
+        }
+    n = list_dir_numbers("/proc/self/task", now, MAX_SEEN);
+    for (int i = 0; i < n; i++)
+        if (!in_list(tids_before, n_tids_before, now[i]) && now[i] != (int)caller &&
+            !lower_threads_contains(now[i]))
+            lower_threads_register(now[i]);
+    return (uint64_t)adopted;
+}
+
+typedef uint64_t (*fn12)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+                         uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
+
+/* A call with up to 12 integer or pointer arguments (every MPI C function the shim forwards is
+ * of that kind; extra arguments are ignored by the callee under the x86-64 calling convention). */
+static uint64_t lh_mpi_callv(void *fn, const uint64_t *a, uint64_t n)
+{
+    uint64_t v[12] = {0};
+    for (uint64_t i = 0; i < n && i < 12; i++)
+        v[i] = a[i];
+    return ((fn12)fn)(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]);
+}
+
+const struct crac_lh_entry lower_mpi_entries[LOWER_MPI_N_ENTRIES] = {
+    {"crac_lh_mpi_load", (void *)lh_mpi_load},
+    {"crac_lh_mpi_sym", (void *)lh_mpi_sym},
+    {"crac_lh_mpi_error", (void *)lh_mpi_error},
+    {"crac_lh_mpi_init_begin", (void *)lh_mpi_init_begin},
+    {"crac_lh_mpi_init_end", (void *)lh_mpi_init_end},
+    {"crac_lh_mpi_callv", (void *)lh_mpi_callv},
+    {"crac_lh_mpi_adopt_sockets", (void *)lh_mpi_adopt_sockets},
+};

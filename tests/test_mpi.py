@@ -1,0 +1,246 @@
+"""MPI jobs under crac (docs/MPI.md): the MPI library in the lower half, the upper libmpi shim,
+`mpirun -np N crac launch` and `mpirun -np N crac restart DIR`, two checkpoint -> SIGKILL ->
+restart cycles, output identical to an uninterrupted native run."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from ckpt_harness import (
+    RUN_TIMEOUT,
+    WAIT_TIMEOUT,
+    CracProc,
+    Segment,
+    assert_same_output,
+    base_env,
+    check_resume_point,
+    check_steps_contiguous,
+    complete_generations,
+    fail,
+    stitch,
+    wait_exit,
+    wait_for_step,
+)
+from conftest import APPS_DIR, crac_cmd, describe, native_dir, require_native
+
+MPI_APPS = APPS_DIR / "mpi"
+MPI_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "CRAC_MPIRUN_ARGS": "--oversubscribe --bind-to none",  # for the restart script's mpirun
+}
+
+
+def _require_openmpi() -> tuple[str, str]:
+    mpicc = shutil.which("mpicc.openmpi") or shutil.which("mpicc")
+    mpirun = shutil.which("mpirun.openmpi") or shutil.which("mpirun")
+    if not mpicc or not mpirun:
+        pytest.skip("Open MPI is not installed (apt-get install openmpi-bin libopenmpi-dev)")
+    if not (native_dir() / "shim" / "libmpi.so.40").exists():
+        pytest.fail("Open MPI is installed but crac has no MPI shim: rebuild (build_native.py)")
+    return mpicc, mpirun
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _build(name: str, out_dir: Path, mpicc: str) -> Path:
+    exe = out_dir / name
+    cmd = [mpicc, "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(exe)]
+    cmd.append(str(MPI_APPS / f"{name}.c"))
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if res.returncode != 0:
+        pytest.fail(f"cannot build {name}:\n{' '.join(cmd)}\n{res.stderr}")
+    return exe
+
+
+def _mpirun(mpirun: str, n: int) -> list[str]:
+    return [mpirun, "-np", str(n), "--oversubscribe", "--bind-to", "none"]
+
+
+def _mpiexec_mpich(n: int) -> list[str]:
+    mpiexec = shutil.which("mpiexec.mpich")
+    if not mpiexec:
+        pytest.skip("MPICH is not installed (apt-get install mpich libmpich-dev)")
+    return [mpiexec, "-n", str(n)]
+
+
+def _coord(port: int, *verb: str, timeout: float = WAIT_TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*crac_cmd(), "command", "-p", str(port), *verb],
+        capture_output=True,
+        text=True,
+        env=base_env(),
+        timeout=timeout,
+    )
+
+
+def _stop(proc: CracProc, port: int) -> None:
+    """Kills the job's ranks through its coordinator, then mpirun."""
+    if proc.poll() is None:
+        _coord(port, "quit")
+    proc.stop()
+
+
+def run_mpi_cycles(
+    name: str,
+    args: Sequence[str],
+    tmp_path: Path,
+    *,
+    ranks: int = 2,
+    restarts: Sequence[str] = ("mpirun", "script"),
+) -> None:
+    """Launch under Open MPI's mpirun, then per entry of RESTARTS: checkpoint the job, SIGKILL
+    every rank, restart with "mpirun" (Open MPI's), "mpich" (MPICH's mpiexec: MPICH in the lower
+    half) or "script" (the restart script the coordinator wrote)."""
+    cycles = len(restarts)
+    mpicc, mpirun = _require_openmpi()
+    require_native()
+    exe = _build(name, tmp_path, mpicc)
+    env = base_env({**MPI_ENV, "CRAC_MPIRUN": mpirun})
+    native = subprocess.run(
+        [*_mpirun(mpirun, ranks), str(exe), *args],
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=RUN_TIMEOUT,
+    )
+    if native.returncode != 0:
+        pytest.fail(f"{name} fails natively under mpirun\n{describe(native)}")
+    ref = native.stdout.decode().splitlines()
+    steps = check_steps_contiguous(ref, "native run")
+    assert ref and ref[-1].startswith("DONE"), f"no DONE line\n{describe(native)}"
+    n_steps = steps[-1]
+
+    ckptdir = tmp_path / "ckpt"
+    logs = tmp_path / "logs"
+    ports = [_free_port() for _ in range(cycles + 1)]
+    argv = [*_mpirun(mpirun, ranks), *crac_cmd(), "launch", "-p", str(ports[0])]
+    argv += ["-c", str(ckptdir), str(exe), *args]
+    proc = CracProc(argv, out_dir=logs, label="launch", env=env, cwd=tmp_path)
+    port = ports[0]
+    segments: list[Segment] = []
+    try:
+        for i in range(cycles):
+            wait_for_step(proc, max(1, n_steps * (i + 2) // (cycles + 4)))
+            before_signal = proc.last_step()
+            cp = _coord(port, "bcheckpoint")
+            if cp.returncode != 0:
+                fail(f"checkpoint {i + 1} failed: {cp.stdout}{cp.stderr}", proc)
+            at_complete = proc.last_step()
+            gens = complete_generations(ckptdir)
+            assert len(gens) == ranks, f"{len(gens)} process directories for {ranks} ranks"
+            assert set(gens.values()) == {i + 1}, f"generations after checkpoint {i + 1}: {gens}"
+            wait_for_step(proc, at_complete + 2)
+            # SIGKILL every rank (the coordinator's kill), then mpirun notices and ends.
+            killed = _coord(port, "kill")
+            assert killed.returncode == 0, killed.stdout + killed.stderr
+            wait_exit(proc, WAIT_TIMEOUT)
+            seg = Segment(proc.label, proc.lines(), before_signal, at_complete)
+            check_steps_contiguous(seg.lines, seg.label)
+            segments.append(seg)
+            port = ports[i + 1]
+            if restarts[i] == "script":  # the coordinator's script runs mpirun the same way
+                argv = ["/bin/sh", str(ckptdir / "crac_restart_script.sh"), "-p", str(port)]
+            else:  # the way MPI users restart
+                launcher = _mpiexec_mpich(ranks) if restarts[i] == "mpich" else None
+                argv = [*(launcher or _mpirun(mpirun, ranks)), *crac_cmd(), "restart"]
+                argv += ["-p", str(port), str(ckptdir)]
+            proc = CracProc(argv, out_dir=logs, label=f"restart{i + 1}", env=env, cwd=tmp_path)
+            wait_for_step(proc, 1)
+            check_resume_point(Segment(proc.label, proc.lines()), seg)
+        status = wait_exit(proc)
+        if status != 0:
+            fail(f"{proc.label} exited with status {status}", proc)
+        last = Segment(proc.label, proc.lines())
+        check_steps_contiguous(last.lines, last.label)
+        segments.append(last)
+        assert_same_output(stitch(segments), ref, "the stitched checkpoint/restart output")
+    except BaseException:
+        _stop(proc, port)
+        raise
+
+
+def test_mpi_ring_allreduce_two_cycles(tmp_path: Path) -> None:
+    """A ring with MPI_Sendrecv and an MPI_Allreduce/MPI_Bcast loop on 2 ranks: checkpointed
+    twice (the whole job, through the coordinator), SIGKILLed, restarted with mpirun each time."""
+    run_mpi_cycles("mpi_ring", ["150", "40"], tmp_path)
+
+
+def test_mpi_restart_wrong_rank_count(tmp_path: Path) -> None:
+    """A rank the images do not have is refused with one clear line."""
+    _require_openmpi()
+    ckptdir = tmp_path / "ckpt"
+    for r in range(2):
+        d = ckptdir / f"ckpt_app_00000000-{100 + r}"
+        d.mkdir(parents=True)
+        (d / "mpi_rank").write_text(f"{r} 2\n")
+    cp = subprocess.run(
+        [*crac_cmd(), "restart", str(ckptdir)],
+        capture_output=True,
+        text=True,
+        env=base_env({"OMPI_COMM_WORLD_RANK": "2"}),
+        timeout=WAIT_TIMEOUT,
+    )
+    assert cp.returncode != 0
+    assert cp.stderr.startswith("crac: error: ") and "none of rank 2" in cp.stderr, cp.stderr
+    assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+
+
+def test_mpi_launcher_rank() -> None:
+    """Outside an MPI launcher no rank is read (restarts of ordinary jobs are unchanged)."""
+    from crac_py.launch import mpi
+
+    assert mpi.launcher_rank({}) is None
+    assert mpi.launcher_rank({"PMI_RANK": "3"}) == 3
+    assert mpi.launcher_rank({"OMPI_COMM_WORLD_RANK": "1", "PMI_RANK": "3"}) == 1
+    # Only an MPI program under a launcher joins a coordinator by default.
+    assert mpi.is_rank(["libc.so.6", "libmpi.so.40"], {"PMIX_RANK": "0"})
+    assert not mpi.is_rank(["libc.so.6"], {"PMIX_RANK": "0"})
+    assert not mpi.is_rank(["libmpi.so.40"], {})
+
+
+def test_mpi_jacobi_split_types_four_ranks(tmp_path: Path) -> None:
+    """Halo exchange with MPI_Irecv posted before uneven work and MPI_Isend/MPI_Waitall after it,
+    derived datatypes, MPI_Comm_split with collectives on the halves, on 4 ranks: checkpoints
+    land while ranks wait in different calls, with receives pending; two cycles."""
+    run_mpi_cycles("mpi_jacobi", ["120", "20"], tmp_path, ranks=4)
+
+
+def test_mpi_unsupported_function_refused(tmp_path: Path) -> None:
+    """A program calling an MPI function the shim lacks is refused at launch, by name."""
+    mpicc, _ = _require_openmpi()
+    exe = _build("mpi_unsupported", tmp_path, mpicc)
+    cp = subprocess.run(
+        [*crac_cmd(), "launch", "--no-coordinator", str(exe)],
+        capture_output=True,
+        text=True,
+        env=base_env(MPI_ENV),
+        cwd=tmp_path,
+        timeout=WAIT_TIMEOUT,
+    )
+    assert cp.returncode != 0
+    assert cp.stderr.startswith("crac: error: ") and "MPI_Comm_create" in cp.stderr, cp.stderr
+    assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+
+
+def test_mpi_thread_multiple(tmp_path: Path) -> None:
+    """MPI_THREAD_MULTIPLE: two threads per rank communicate at once on their own communicators;
+    checkpoints cut both (each thread held in its own call), two cycles."""
+    run_mpi_cycles("mpi_threads", ["300", "30"], tmp_path)
+
+
+def test_mpi_open_mpi_job_restarts_on_mpich(tmp_path: Path) -> None:
+    """The headline: an Open MPI job (Comm_split, derived types, pending receives) checkpointed,
+    restarted under MPICH's mpiexec with MPICH in the lower half (the shim keeps the program's
+    Open MPI ABI and translates), checkpointed there, and restarted on Open MPI again."""
+    _mpiexec_mpich(2)
+    run_mpi_cycles("mpi_jacobi", ["120", "20"], tmp_path, ranks=2, restarts=("mpich", "mpirun"))

@@ -1,0 +1,586 @@
+/* mpi_api.c — the MPI functions of the shim (docs/MPI.md): handles translated, blocking calls
+ * run as nonblocking ones plus test loops in upper code, so a checkpoint can cut between tests. */
+#include "mpi_shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+extern void *upper_lookup(const char *name) __attribute__((weak));
+
+static int thread_level = MPI_THREAD_SINGLE;
+
+__attribute__((constructor)) static void mpi_shim_ctor(void) { mpi_register_hooks(); }
+
+/* <proc_dir>/mpi_rank: which rank this process is, so `crac restart` under a launcher picks the
+ * image of the rank it is started as. */
+static void record_rank(void)
+{
+    long (*query)(long, char *, unsigned long) =
+        upper_lookup ? (long (*)(long, char *, unsigned long))upper_lookup("crac_lh_query") : NULL;
+    extern uint64_t cross_call(void *fn, uint64_t a0, uint64_t a1, uint64_t a2)
+        __attribute__((weak));
+    if (!query || !cross_call)
+        return;
+    char dir[4096], ckdir[4096], path[4200];
+    if ((long)cross_call((void *)query, 1 /* CRAC_QUERY_PROC_DIR */, U(dir), sizeof(dir)) < 0 ||
+        (long)cross_call((void *)query, 2 /* CRAC_QUERY_CKPT_DIR */, U(ckdir), sizeof(ckdir)) < 0)
+        return;
+    mkdir(ckdir, 0755);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof(path), "%s/mpi_rank", dir);
+    FILE *f = fopen(path, "we");
+    if (!f)
+        return;
+    fprintf(f, "%d %d\n", mpi_world_rank, mpi_world_size);
+    fclose(f);
+}
+
+static int start(int required, int *provided)
+{
+    if (mpi_inited)
+        return MPI_ERR_OTHER;
+    mpi_lower_start(); /* sets mpi_inited */
+    thread_level = required;
+    if (provided)
+        *provided = required > MPI_THREAD_MULTIPLE ? MPI_THREAD_MULTIPLE : required;
+    record_rank();
+    return MPI_SUCCESS;
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    return start(MPI_THREAD_SINGLE, NULL);
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    (void)argc;
+    (void)argv;
+    return start(required, provided);
+}
+
+int MPI_Initialized(int *flag)
+{
+    *flag = mpi_inited;
+    return MPI_SUCCESS;
+}
+
+int MPI_Finalized(int *flag)
+{
+    *flag = mpi_finalized;
+    return MPI_SUCCESS;
+}
+
+int MPI_Query_thread(int *provided)
+{
+    *provided = thread_level;
+    return MPI_SUCCESS;
+}
+
+int MPI_Finalize(void)
+{
+    /* Everyone reaches here before the library goes: a barrier that a checkpoint can cut. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    mpi_finalized = 1;
+    return L("MPI_Finalize", 0);
+}
+
+double MPI_Wtime(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double MPI_Wtick(void) { return 1e-9; }
+
+int MPI_Comm_rank(MPI_Comm comm, int *rank)
+{
+    struct vcomm *c = comm_v(comm);
+    if (!c)
+        return MPI_ERR_COMM;
+    *rank = c->rank;
+    return MPI_SUCCESS;
+}
+
+int MPI_Comm_size(MPI_Comm comm, int *size)
+{
+    struct vcomm *c = comm_v(comm);
+    if (!c)
+        return MPI_ERR_COMM;
+    *size = c->size;
+    return MPI_SUCCESS;
+}
+
+/* ---- point to point ---- */
+
+static void set_status(MPI_Status *st, const MPI_Status *from)
+{
+    if (st != MPI_STATUS_IGNORE)
+        *st = *from;
+}
+
+static void null_status(MPI_Status *st)
+{
+    if (st == MPI_STATUS_IGNORE)
+        return;
+    memset(st, 0, sizeof(*st));
+    st->MPI_SOURCE = MPI_PROC_NULL;
+    st->MPI_TAG = MPI_ANY_TAG;
+}
+
+/* Under mpi_mu, inside a section. */
+static struct vreq *post_send(const void *buf, int count, MPI_Datatype t, int dest, int tag,
+                              struct vcomm *c, int *rc)
+{
+    struct vreq *r = vreq_new();
+    r->buf = (void *)buf;
+    r->count = count;
+    r->type = t;
+    r->peer = dest;
+    r->tag = tag;
+    r->comm = c;
+    void *real = NULL;
+    *rc = L("MPI_Isend", U(buf), (uint64_t)count, U(type_real(t)), (uint64_t)rank_down(dest),
+            (uint64_t)tag, U(c->real), U(&real));
+    r->real = real;
+    r->state = VR_ACTIVE;
+    if (dest != MPI_PROC_NULL && dest >= 0 && dest < c->size)
+        mpi_sent_to[c->world_ranks[dest]]++;
+    return r;
+}
+
+static struct vreq *post_recv(void *buf, int count, MPI_Datatype t, int src, int tag,
+                              struct vcomm *c, int *rc)
+{
+    struct vreq *r = vreq_new();
+    r->buf = buf;
+    r->count = count;
+    r->type = t;
+    r->peer = src;
+    r->tag = tag;
+    r->comm = c;
+    r->is_recv = 1;
+    if (src == MPI_PROC_NULL) {
+        null_status(&r->status);
+        r->state = VR_DONE;
+        *rc = MPI_SUCCESS;
+        return r;
+    }
+    *rc = mpi_post_recv(r);
+    return r;
+}
+
+/* Under mpi_mu. 1 when R is complete. */
+static int vreq_test(struct vreq *r)
+{
+    if (r->state == VR_UNPOSTED)
+        mpi_post_recv(r);
+    if (r->state == VR_ACTIVE) {
+        int flag = 0;
+        void *real = r->real;
+        lstatus ls;
+        L("MPI_Test", U(&real), U(&flag), U(&ls));
+        if (flag) {
+            status_up(&r->status, &ls);
+            r->real = real;
+            r->state = VR_DONE;
+            if (r->is_recv)
+                mpi_received++;
+        }
+    }
+    return r->state == VR_DONE;
+}
+
+/* Waits for R in upper code, one test per section, then frees it. */
+static int vreq_wait(struct vreq *r, MPI_Status *st)
+{
+    unsigned spins = 0;
+    for (;;) {
+        mpi_enter(NULL, 0);
+        pthread_mutex_lock(&mpi_mu);
+        int done = vreq_test(r);
+        pthread_mutex_unlock(&mpi_mu);
+        mpi_leave(NULL, 0);
+        if (done)
+            break;
+        mpi_backoff(&spins);
+    }
+    int err = r->status.MPI_ERROR;
+    set_status(st, &r->status);
+    pthread_mutex_lock(&mpi_mu);
+    vreq_free(r);
+    pthread_mutex_unlock(&mpi_mu);
+    return err == MPI_ERR_TRUNCATE ? err : MPI_SUCCESS;
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+              MPI_Request *req)
+{
+    struct vcomm *c = comm_v(comm);
+    if (!c)
+        return MPI_ERR_COMM;
+    int rc;
+    mpi_enter(c, 0);
+    pthread_mutex_lock(&mpi_mu);
+    struct vreq *r = post_send(buf, count, t, dest, tag, c, &rc);
+    pthread_mutex_unlock(&mpi_mu);
+    mpi_leave(c, 0);
+    *req = (MPI_Request)(void *)r;
+    return rc;
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
+              MPI_Request *req)
+{
+    struct vcomm *c = comm_v(comm);
+    if (!c)
+        return MPI_ERR_COMM;
+    int rc;
+    mpi_enter(c, 0);
+    pthread_mutex_lock(&mpi_mu);
+    struct vreq *r = post_recv(buf, count, t, src, tag, c, &rc);
+    pthread_mutex_unlock(&mpi_mu);
+    mpi_leave(c, 0);
+    *req = (MPI_Request)(void *)r;
+    return rc;
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm)
+{
+    MPI_Request r;
+    int rc = MPI_Isend(buf, count, t, dest, tag, comm, &r);
+    return rc != MPI_SUCCESS ? rc : vreq_wait((struct vreq *)(void *)r, MPI_STATUS_IGNORE);
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm, MPI_Status *st)
+{
+    MPI_Request r;
+    int rc = MPI_Irecv(buf, count, t, src, tag, comm, &r);
+    return rc != MPI_SUCCESS ? rc : vreq_wait((struct vreq *)(void *)r, st);
+}
+
+int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
+                 int rcount, MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status *st)
+{
+    struct vcomm *c = comm_v(comm);
+    if (!c)
+        return MPI_ERR_COMM;
+    int rc1, rc2;
+    mpi_enter(c, 0);
+    pthread_mutex_lock(&mpi_mu);
+    struct vreq *rr = post_recv(rbuf, rcount, rtype, src, rtag, c, &rc1);
+    struct vreq *sr = post_send(sbuf, scount, stype, dest, stag, c, &rc2);
+    pthread_mutex_unlock(&mpi_mu);
+    mpi_leave(c, 0);
+    if (rc1 != MPI_SUCCESS || rc2 != MPI_SUCCESS)
+        return rc1 != MPI_SUCCESS ? rc1 : rc2;
+    vreq_wait(sr, MPI_STATUS_IGNORE);
+    return vreq_wait(rr, st);
+}
+
+/* Drained messages first: they were sent before anything the library holds now. */
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *st)
+{
+    struct vcomm *c = comm_v(comm);
+    if (!c)
+        return MPI_ERR_COMM;
+    if (source == MPI_PROC_NULL) {
+        *flag = 1;
+        null_status(st);
+        return MPI_SUCCESS;
+    }
+    mpi_enter(c, 0);
+    pthread_mutex_lock(&mpi_mu);
+    int rc = MPI_SUCCESS;
+    *flag = mpi_drained_peek(c, source, tag, st);
+    if (!*flag) {
+        lstatus ls;
+        rc = L("MPI_Iprobe", (uint64_t)rank_down(source), (uint64_t)tag, U(c->real), U(flag),
+               U(&ls));
+        if (*flag && st != MPI_STATUS_IGNORE)
+            status_up(st, &ls);
+    }
+    pthread_mutex_unlock(&mpi_mu);
+    mpi_leave(c, 0);
+    return rc;
+}
+
+/* A loop of MPI_Iprobe in upper code, so a checkpoint can cut between the probes. */
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
+{
+    unsigned spins = 0;
+    for (;;) {
+        int flag = 0;
+        int rc = MPI_Iprobe(source, tag, comm, &flag, st);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        mpi_backoff(&spins);
+    }
+}
+
+static struct vreq *req_v(MPI_Request r)
+{
+    if ((void *)r == (void *)&ompi_request_null || !r)
+        return NULL;
+    struct vreq *v = (struct vreq *)(void *)r;
+    return v->magic == VMAGIC ? v : NULL;
+}
+
+int MPI_Wait(MPI_Request *req, MPI_Status *st)
+{
+    struct vreq *r = req_v(*req);
+    if (!r) {
+        null_status(st);
+        return MPI_SUCCESS;
+    }
+    *req = MPI_REQUEST_NULL;
+    return vreq_wait(r, st);
+}
+
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
+{
+    int rc = MPI_SUCCESS;
+    for (int i = 0; i < n; i++) {
+        int e = MPI_Wait(&reqs[i], sts == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &sts[i]);
+        if (e != MPI_SUCCESS)
+            rc = MPI_ERR_IN_STATUS;
+    }
+    return rc;
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
+{
+    struct vreq *r = req_v(*req);
+    if (!r) {
+        *flag = 1;
+        null_status(st);
+        return MPI_SUCCESS;
+    }
+    mpi_enter(NULL, 0);
+    pthread_mutex_lock(&mpi_mu);
+    *flag = vreq_test(r);
+    pthread_mutex_unlock(&mpi_mu);
+    mpi_leave(NULL, 0);
+    if (*flag) {
+        *req = MPI_REQUEST_NULL;
+        return vreq_wait(r, st);
+    }
+    return MPI_SUCCESS;
+}
+
+/* ---- collectives: nonblocking below, counted on the communicator ---- */
+
+static int coll_wait(struct vcomm *c, void *real, int rc)
+{
+    if (rc != MPI_SUCCESS) {
+        mpi_leave(c, 1);
+        return rc;
+    }
+    mpi_leave(c, 0);
+    unsigned spins = 0;
+    for (;;) {
+        int flag = 0;
+        mpi_enter(NULL, 0);
+        lstatus ls;
+        L("MPI_Test", U(&real), U(&flag), U(&ls));
+        mpi_leave(c, flag);
+        if (flag)
+            return MPI_SUCCESS;
+        mpi_backoff(&spins);
+    }
+}
+
+#define COLL_BEGIN(comm)                                                                           \
+    struct vcomm *c = comm_v(comm);                                                                \
+    if (!c)                                                                                        \
+        return MPI_ERR_COMM;                                                                       \
+    void *real = NULL;                                                                             \
+    mpi_enter(c, 1)
+
+int MPI_Barrier(MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    int rc = L("MPI_Ibarrier", U(c->real), U(&real));
+    return coll_wait(c, real, rc);
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    int rc = L("MPI_Ibcast", U(buf), (uint64_t)count, U(type_real(t)), (uint64_t)root, U(c->real),
+               U(&real));
+    return coll_wait(c, real, rc);
+}
+
+int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, int root,
+               MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    int rc = L("MPI_Ireduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+               U(op_real(op)), (uint64_t)root, U(c->real), U(&real));
+    return coll_wait(c, real, rc);
+}
+
+int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    int rc = L("MPI_Iallreduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+               U(op_real(op)), U(c->real), U(&real));
+    return coll_wait(c, real, rc);
+}
+
+int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                 MPI_Datatype rtype, MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    int rc = L("MPI_Ialltoall", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+               (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
+    return coll_wait(c, real, rc);
+}
+
+int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    int rc = L("MPI_Iallgather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+               (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
+    return coll_wait(c, real, rc);
+}
+
+int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+               MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    int rc = L("MPI_Igather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+               (uint64_t)rcount, U(type_real(rtype)), (uint64_t)root, U(c->real), U(&real));
+    return coll_wait(c, real, rc);
+}
+
+int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    int rc = L("MPI_Iscatter", U(sbuf), (uint64_t)scount, U(type_real(stype)), buf_down(rbuf),
+               (uint64_t)rcount, U(type_real(rtype)), (uint64_t)root, U(c->real), U(&real));
+    return coll_wait(c, real, rc);
+}
+
+/* ---- communicators ---- */
+
+static int new_comm(struct vcomm *c, void *nr, MPI_Comm *out)
+{
+    if (!nr || nr == lower_named("ompi_mpi_comm_null")) {
+        *out = MPI_COMM_NULL;
+        return MPI_SUCCESS;
+    }
+    pthread_mutex_lock(&mpi_mu);
+    struct vcomm *v = vcomm_wrap(nr);
+    pthread_mutex_unlock(&mpi_mu);
+    (void)c;
+    if (!v)
+        return MPI_ERR_NO_MEM;
+    *out = (MPI_Comm)(void *)v;
+    return MPI_SUCCESS;
+}
+
+/* Creating a communicator is a collective on its parent: counted, and blocking in the lower
+ * half (every member gets there, or the cut lets it). */
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    COLL_BEGIN(comm);
+    int rc = L("MPI_Comm_split", U(c->real), (uint64_t)color, (uint64_t)key, U(&real));
+    mpi_leave(c, 1);
+    return rc != MPI_SUCCESS ? rc : new_comm(c, real, newcomm);
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    COLL_BEGIN(comm);
+    int rc = L("MPI_Comm_dup", U(c->real), U(&real));
+    mpi_leave(c, 1);
+    return rc != MPI_SUCCESS ? rc : new_comm(c, real, newcomm);
+}
+
+int MPI_Comm_free(MPI_Comm *comm)
+{
+    struct vcomm *c = comm_v(*comm);
+    if (!c || c == vcomm_world || c == vcomm_self)
+        return MPI_ERR_COMM;
+    void *real = c->real;
+    int rc = L("MPI_Comm_free", U(&real));
+    pthread_mutex_lock(&mpi_mu);
+    c->freed = 1;
+    pthread_mutex_unlock(&mpi_mu);
+    *comm = MPI_COMM_NULL;
+    return rc;
+}
+
+/* ---- datatypes ---- */
+
+int MPI_Type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out)
+{
+    pthread_mutex_lock(&mpi_mu);
+    struct vtype *t = vtype_new();
+    pthread_mutex_unlock(&mpi_mu);
+    t->ctor = VT_CONTIG;
+    t->count = count;
+    t->old = old;
+    int rc = L("MPI_Type_contiguous", (uint64_t)count, U(type_real(old)), U(&t->real));
+    *out = (MPI_Datatype)(void *)t;
+    return rc;
+}
+
+int MPI_Type_vector(int count, int blocklen, int stride, MPI_Datatype old, MPI_Datatype *out)
+{
+    pthread_mutex_lock(&mpi_mu);
+    struct vtype *t = vtype_new();
+    pthread_mutex_unlock(&mpi_mu);
+    t->ctor = VT_VECTOR;
+    t->count = count;
+    t->blocklen = blocklen;
+    t->stride = stride;
+    t->old = old;
+    int rc = L("MPI_Type_vector", (uint64_t)count, (uint64_t)blocklen, (uint64_t)stride,
+               U(type_real(old)), U(&t->real));
+    *out = (MPI_Datatype)(void *)t;
+    return rc;
+}
+
+static struct vtype *type_v(MPI_Datatype t)
+{
+    if (predef_lower((void *)t))
+        return NULL;
+    struct vtype *v = (struct vtype *)(void *)t;
+    return v && v->magic == VMAGIC ? v : NULL;
+}
+
+int MPI_Type_commit(MPI_Datatype *type)
+{
+    struct vtype *t = type_v(*type);
+    if (!t)
+        return MPI_SUCCESS; /* predefined types are committed */
+    int rc = L("MPI_Type_commit", U(&t->real));
+    t->committed = 1;
+    return rc;
+}
+
+int MPI_Type_free(MPI_Datatype *type)
+{
+    struct vtype *t = type_v(*type);
+    if (!t)
+        return MPI_ERR_TYPE;
+    void *real = t->real;
+    int rc = L("MPI_Type_free", U(&real));
+    t->freed = 1; /* kept: a live type built on it is rebuilt from it at restart */
+    *type = MPI_DATATYPE_NULL;
+    return rc;
+}

@@ -1,0 +1,412 @@
+/* mpi_cut.c — a consistent cut of an MPI job at a checkpoint (docs/MPI.md, "The cut"): collectives
+ * brought to the same count on every member (sequence numbers), then point-to-point stopped and
+ * every message in flight received into upper memory, served first afterwards. */
+#include "mpi_shim.h"
+
+#include "crac_hooks.h"
+
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+extern int crac_upper_hook_register(const char *name, enum crac_event event, int order,
+                                    unsigned flags, crac_hook_fn fn, void *arg)
+    __attribute__((weak));
+
+pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER;
+int64_t *mpi_sent_to;
+int64_t mpi_received;
+
+/* The cut's state. Hooks that run with threads parked (PRE_RESUME, RESTART) only store these
+ * words and wake the futex: a parked thread may hold mpi_mu. */
+static volatile int32_t stop_coll; /* collectives beyond their target wait */
+static volatile int32_t stop_p2p;  /* every communicating section waits */
+static volatile int32_t wake_word; /* futex the waiting threads sleep on */
+static volatile int32_t repost;    /* receives cancelled by the drain are to be posted again */
+static int active;                 /* threads inside a communicating section (mpi_mu) */
+
+struct drained {
+    struct vcomm *comm;
+    int source, tag; /* source: rank in comm */
+    int len;
+    unsigned char *data; /* packed (MPI_BYTE) */
+    struct drained *next;
+};
+static struct drained *drained_head, **drained_tail = &drained_head;
+
+static void futex_wait(volatile int32_t *w, int32_t v)
+{
+    struct timespec ts = {0, 50 * 1000 * 1000}; /* re-check now and then: flags are plain words */
+    syscall(SYS_futex, w, 0 /* FUTEX_WAIT */, v, &ts, NULL, 0);
+}
+
+static void futex_wake_all(volatile int32_t *w)
+{
+    syscall(SYS_futex, w, 1 /* FUTEX_WAKE */, INT_MAX, NULL, NULL, 0);
+}
+
+static void release_waiters(void)
+{
+    __atomic_store_n(&stop_coll, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&stop_p2p, 0, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&wake_word, 1, __ATOMIC_SEQ_CST);
+    futex_wake_all(&wake_word);
+}
+
+void mpi_backoff(unsigned *spins)
+{
+    if (++*spins < 64) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 20 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Posts the receives the last drain cancelled, in the order the program posted them. */
+static void do_repost(void)
+{
+    if (!__atomic_exchange_n(&repost, 0, __ATOMIC_SEQ_CST))
+        return;
+    for (struct vreq *r = vreq_list; r; r = r->next)
+        if (r->state == VR_UNPOSTED)
+            mpi_post_recv(r);
+}
+
+void mpi_enter(struct vcomm *comm, int is_coll)
+{
+    pthread_mutex_lock(&mpi_mu);
+    for (;;) {
+        int32_t w = __atomic_load_n(&wake_word, __ATOMIC_SEQ_CST);
+        int hold = __atomic_load_n(&stop_p2p, __ATOMIC_SEQ_CST) ||
+                   (is_coll && comm && __atomic_load_n(&stop_coll, __ATOMIC_SEQ_CST) &&
+                    comm->seq >= comm->target);
+        if (!hold)
+            break;
+        pthread_mutex_unlock(&mpi_mu);
+        futex_wait(&wake_word, w);
+        pthread_mutex_lock(&mpi_mu);
+    }
+    /* Only once not held: receives posted while a cut holds the threads would be live in the
+     * library the image is cut from, and stale after a restart. */
+    do_repost();
+    active++;
+    if (is_coll && comm) {
+        comm->seq++;
+        comm->inflight++;
+    }
+    pthread_mutex_unlock(&mpi_mu);
+}
+
+void mpi_leave(struct vcomm *comm, int coll_done)
+{
+    pthread_mutex_lock(&mpi_mu);
+    active--;
+    if (coll_done && comm)
+        comm->inflight--;
+    pthread_mutex_unlock(&mpi_mu);
+}
+
+/* ---- drained messages ---- */
+
+int mpi_drained_match(struct vreq *r)
+{
+    for (struct drained **pp = &drained_head; *pp; pp = &(*pp)->next) {
+        struct drained *d = *pp;
+        if (d->comm != r->comm || (r->peer != MPI_ANY_SOURCE && r->peer != d->source) ||
+            (r->tag != MPI_ANY_TAG && r->tag != d->tag))
+            continue;
+        int pos = 0;
+        void *type = type_real(r->type);
+        int size = 0;
+        L("MPI_Type_size", U(type), U(&size));
+        int fits = size > 0 ? d->len / size : 0;
+        if (fits > r->count)
+            fits = r->count;
+        L("MPI_Unpack", U(d->data), (uint64_t)d->len, U(&pos), U(r->buf), (uint64_t)fits, U(type),
+          U(r->comm->real));
+        memset(&r->status, 0, sizeof(r->status));
+        r->status.MPI_SOURCE = d->source;
+        r->status.MPI_TAG = d->tag;
+        r->status.MPI_ERROR = d->len > r->count * size ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+        r->status._ucount = (size_t)(d->len < r->count * size ? d->len : r->count * size);
+        r->state = VR_DONE;
+        *pp = d->next;
+        if (drained_tail == &d->next)
+            drained_tail = pp;
+        free(d->data);
+        free(d);
+        return 1;
+    }
+    return 0;
+}
+
+int mpi_drained_peek(struct vcomm *c, int source, int tag, MPI_Status *st)
+{
+    for (struct drained *d = drained_head; d; d = d->next) {
+        if (d->comm != c || (source != MPI_ANY_SOURCE && source != d->source) ||
+            (tag != MPI_ANY_TAG && tag != d->tag))
+            continue;
+        if (st != MPI_STATUS_IGNORE) {
+            memset(st, 0, sizeof(*st));
+            st->MPI_SOURCE = d->source;
+            st->MPI_TAG = d->tag;
+            st->_ucount = (size_t)d->len;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+int mpi_post_recv(struct vreq *r)
+{
+    if (mpi_drained_match(r))
+        return 0;
+    void *real = NULL;
+    int rc = L("MPI_Irecv", U(r->buf), (uint64_t)r->count, U(type_real(r->type)),
+               (uint64_t)rank_down(r->peer), (uint64_t)r->tag, U(r->comm->real), U(&real));
+    r->real = real;
+    r->state = VR_ACTIVE;
+    return rc;
+}
+
+/* ---- the checkpoint ---- */
+
+#define MAX_KEYS 128
+struct seq_rec {
+    uint64_t key, seq, inflight;
+};
+
+static int ctl_allgather(void *mine, int n, void *all)
+{
+    return L("MPI_Allgather", U(mine), (uint64_t)n, U(lower_named("ompi_mpi_byte")), U(all),
+             (uint64_t)n, U(lower_named("ompi_mpi_byte")), U(mpi_ctl_comm));
+}
+
+/* Phase 1: every member of every communicator has started the same number of collectives on
+ * it, and none is inside one. Ranks behind are let through to the highest count; new
+ * collectives wait. */
+static int cut_collectives(void)
+{
+    pthread_mutex_lock(&mpi_mu);
+    for (struct vcomm *c = vcomm_list; c; c = c->next)
+        c->target = c->seq;
+    __atomic_store_n(&stop_coll, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&mpi_mu);
+    size_t n = (size_t)mpi_world_size;
+    struct seq_rec *mine = calloc(MAX_KEYS, sizeof(*mine));
+    struct seq_rec *all = calloc(MAX_KEYS * n, sizeof(*all));
+    if (!mine || !all)
+        return -1;
+    unsigned spins = 0;
+    for (;;) {
+        memset(mine, 0, MAX_KEYS * sizeof(*mine));
+        int k = 0;
+        pthread_mutex_lock(&mpi_mu);
+        for (struct vcomm *c = vcomm_list; c && k < MAX_KEYS; c = c->next)
+            if (!c->freed) /* size 1 too: a collective there may be in progress */
+                mine[k++] = (struct seq_rec){c->key, c->seq, (uint64_t)c->inflight};
+        pthread_mutex_unlock(&mpi_mu);
+        ctl_allgather(mine, MAX_KEYS * (int)sizeof(*mine), all);
+        /* Decided from the gathered table alone, so every rank decides alike. */
+        int settled = 1;
+        for (size_t i = 0; i < MAX_KEYS * n; i++) {
+            if (!all[i].key)
+                continue;
+            if (all[i].inflight)
+                settled = 0;
+            for (size_t j = i + 1; j < MAX_KEYS * n && settled; j++)
+                if (all[j].key == all[i].key && all[j].seq != all[i].seq)
+                    settled = 0;
+        }
+        pthread_mutex_lock(&mpi_mu);
+        for (size_t i = 0; i < MAX_KEYS * n; i++)
+            for (struct vcomm *c = vcomm_list; c && all[i].key; c = c->next)
+                if (c->key == all[i].key && !c->freed && all[i].seq > c->target)
+                    c->target = all[i].seq;
+        pthread_mutex_unlock(&mpi_mu);
+        __atomic_add_fetch(&wake_word, 1, __ATOMIC_SEQ_CST);
+        futex_wake_all(&wake_word);
+        if (settled)
+            break;
+        mpi_backoff(&spins);
+    }
+    free(mine);
+    free(all);
+    return 0;
+}
+
+static int64_t pending_sends(void)
+{
+    int64_t n = 0;
+    for (struct vreq *r = vreq_list; r; r = r->next)
+        if (r->state == VR_ACTIVE && !r->is_recv)
+            n++;
+    return n;
+}
+
+/* Completed requests keep their status for the program's next Wait/Test. */
+static void test_all(void)
+{
+    for (struct vreq *r = vreq_list; r; r = r->next) {
+        if (r->state != VR_ACTIVE || r->is_coll)
+            continue;
+        int flag = 0;
+        void *real = r->real;
+        lstatus ls;
+        L("MPI_Test", U(&real), U(&flag), U(&ls));
+        if (flag) {
+            status_up(&r->status, &ls);
+            r->real = real;
+            r->state = VR_DONE;
+            if (r->is_recv && r->status.MPI_SOURCE != MPI_PROC_NULL)
+                mpi_received++;
+        }
+    }
+}
+
+static void drain_one_comm(struct vcomm *c)
+{
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        lstatus ls;
+        L("MPI_Iprobe", (uint64_t)rank_down(MPI_ANY_SOURCE), (uint64_t)MPI_ANY_TAG, U(c->real),
+          U(&flag), U(&ls));
+        if (!flag)
+            return;
+        int len = 0;
+        void *byte = lower_named("ompi_mpi_byte");
+        L("MPI_Get_count", U(&ls), U(byte), U(&len));
+        status_up(&st, &ls);
+        struct drained *d = calloc(1, sizeof(*d));
+        if (!d || !(d->data = malloc(len > 0 ? (size_t)len : 1)))
+            mpi_die("out of memory draining MPI messages");
+        d->comm = c;
+        d->source = st.MPI_SOURCE;
+        d->tag = st.MPI_TAG;
+        d->len = len;
+        L("MPI_Recv", U(d->data), (uint64_t)len, U(byte), (uint64_t)rank_down(st.MPI_SOURCE),
+          (uint64_t)st.MPI_TAG, U(c->real), U(&ls));
+        *drained_tail = d;
+        drained_tail = &d->next;
+        mpi_received++;
+    }
+}
+
+/* Phase 2: no communicating section runs; every message sent anywhere is received, either by
+ * a receive the program posted or into the drain list; receives still open are cancelled. */
+static int cut_p2p(void)
+{
+    __atomic_store_n(&stop_p2p, 1, __ATOMIC_SEQ_CST);
+    unsigned spins = 0;
+    pthread_mutex_lock(&mpi_mu);
+    while (active) {
+        pthread_mutex_unlock(&mpi_mu);
+        mpi_backoff(&spins);
+        pthread_mutex_lock(&mpi_mu);
+    }
+    /* From here on this thread alone uses the program's requests, and holds mpi_mu to the end:
+     * a program thread may still free a completed request (outside any section). */
+    size_t n = (size_t)mpi_world_size;
+    int64_t *total = calloc(n, sizeof(*total));
+    if (!total) {
+        pthread_mutex_unlock(&mpi_mu);
+        return -1;
+    }
+    L("MPI_Allreduce", U(mpi_sent_to), U(total), (uint64_t)n, U(lower_named("ompi_mpi_int64_t")),
+      U(lower_named("ompi_mpi_op_sum")), U(mpi_ctl_comm));
+    int64_t expected = total[mpi_world_rank];
+    free(total);
+    spins = 0;
+    for (;;) {
+        test_all();
+        for (struct vcomm *c = vcomm_list; c; c = c->next)
+            if (!c->freed)
+                drain_one_comm(c);
+        /* Done only when every rank is: a rank that stopped calling the library could leave
+         * a peer's message in its own send queue (a send completes once its buffer is
+         * copied, not once it is delivered); the allreduce itself drives the progress. */
+        int mine = mpi_received >= expected && !pending_sends(), all = 0;
+        L("MPI_Allreduce", U(&mine), U(&all), 1, U(lower_named("ompi_mpi_int")),
+          U(lower_named("ompi_mpi_op_min")), U(mpi_ctl_comm));
+        if (all)
+            break;
+        mpi_backoff(&spins);
+    }
+    for (struct vreq *r = vreq_list; r; r = r->next) {
+        if (r->state != VR_ACTIVE || !r->is_recv)
+            continue;
+        void *real = r->real;
+        MPI_Status st;
+        int cancelled = 0;
+        L("MPI_Cancel", U(&real));
+        lstatus ls;
+        L("MPI_Wait", U(&real), U(&ls));
+        L("MPI_Test_cancelled", U(&ls), U(&cancelled));
+        status_up(&st, &ls);
+        if (cancelled) {
+            r->state = VR_UNPOSTED;
+            r->real = NULL;
+        } else {
+            r->status = st;
+            r->state = VR_DONE;
+            mpi_received++;
+        }
+    }
+    __atomic_store_n(&repost, 1, __ATOMIC_SEQ_CST);
+    mpi_adopt_sockets();
+    if (getenv("CRAC_DEBUG") && *getenv("CRAC_DEBUG") == '1') {
+        int n_drained = 0, n_cancelled = 0;
+        for (struct drained *d = drained_head; d; d = d->next)
+            n_drained++;
+        for (struct vreq *r = vreq_list; r; r = r->next)
+            n_cancelled += r->state == VR_UNPOSTED;
+        fprintf(stderr,
+                "crac: debug: mpi rank %d cut: %lld received of %lld sent to it, %d drained, %d "
+                "receives to post again\n",
+                mpi_world_rank, (long long)mpi_received, (long long)expected, n_drained,
+                n_cancelled);
+    }
+    pthread_mutex_unlock(&mpi_mu);
+    return 0;
+}
+
+static int on_event(enum crac_event ev, void *arg)
+{
+    (void)arg;
+    if (ev == CRAC_EV_PRE_SUSPEND) {
+        /* Program threads still run: one may be inside MPI_Init, which every rank's cut needs. */
+        unsigned spins = 0;
+        while (__atomic_load_n(&mpi_initing, __ATOMIC_SEQ_CST))
+            mpi_backoff(&spins);
+    }
+    if (!mpi_inited || mpi_finalized)
+        return 0;
+    switch (ev) {
+    case CRAC_EV_PRE_SUSPEND:
+        if (cut_collectives() != 0 || cut_p2p() != 0)
+            return -1;
+        return 0;
+    case CRAC_EV_PRE_RESUME: release_waiters(); return 0;
+    case CRAC_EV_RESTART:
+        mpi_lower_rebuild();
+        release_waiters();
+        return 0;
+    default: return 0;
+    }
+}
+
+void mpi_register_hooks(void)
+{
+    if (!crac_upper_hook_register)
+        return;
+    crac_upper_hook_register("mpi.cut", CRAC_EV_PRE_SUSPEND, 0, 0, on_event, NULL);
+    crac_upper_hook_register("mpi.release", CRAC_EV_PRE_RESUME, 0, 0, on_event, NULL);
+    crac_upper_hook_register("mpi.rebuild", CRAC_EV_RESTART, 0, 0, on_event, NULL);
+}

@@ -1,0 +1,132 @@
+/* mpi_shim.h — internals of the upper MPI shim (libmpi.so.40, docs/MPI.md): crossings into the
+ * real library in the lower half, virtual handles, the consistent-cut state. All upper memory. */
+#ifndef CRAC_MPI_SHIM_H
+#define CRAC_MPI_SHIM_H
+
+#include <mpi.h>
+
+#include "mpi_predef.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* ---- crossing (mpi_lower.c) ---- */
+/* A function of the current lower half: its address and the restart epoch it was looked up in,
+ * in one word (address in the low 48 bits), so a thread never pairs a new epoch with an old
+ * address while another thread refreshes it. */
+struct lcache {
+    uint64_t word;
+};
+/* Calls the real library's function NAME with N integer/pointer arguments. */
+uint64_t mpi_lcall(struct lcache *c, const char *name, const uint64_t *args, int n);
+#define L(name, ...)                                                                               \
+    ({                                                                                             \
+        static struct lcache lc_;                                                                  \
+        uint64_t la_[] = {__VA_ARGS__};                                                            \
+        (int)mpi_lcall(&lc_, name, la_, (int)(sizeof(la_) / sizeof(la_[0])));                      \
+    })
+#define U(x) ((uint64_t)(uintptr_t)(x))
+
+__attribute__((noreturn, format(printf, 1, 2))) void mpi_die(const char *fmt, ...);
+
+/* ---- the library below (mpi_lower.c): Open MPI, or MPICH at a restart ---- */
+struct lower_abi {
+    int mpich; /* integer handles, its own constants and MPI_Status layout */
+    int any_source, proc_null, root;
+    uint64_t in_place;
+};
+extern struct lower_abi mpi_abi;
+/* Big enough for either library's MPI_Status; converted to and from the program's. */
+typedef struct {
+    uint64_t w[4];
+} lstatus;
+void status_up(MPI_Status *up, const lstatus *low);
+void status_down(lstatus *low, const MPI_Status *up);
+int rank_down(int r); /* a rank argument (MPI_ANY_SOURCE, MPI_PROC_NULL ...) for the library */
+int rank_up(int r);
+static inline uint64_t buf_down(const void *p)
+{
+    return p == MPI_IN_PLACE ? mpi_abi.in_place : U(p);
+}
+
+/* ---- virtual handles (mpi_objects.c) ---- */
+#define VMAGIC 0x4d50495643524143ULL
+
+struct vcomm {
+    uint64_t magic;
+    void *real;
+    int size, rank;
+    int *world_ranks; /* world rank of each member, in this communicator's rank order */
+    uint64_t key;     /* the same on every member: hash of world_ranks and creation ordinal */
+    int freed;
+    uint64_t seq, target; /* collectives started here; where the cut stops them */
+    int inflight;         /* collectives started, not yet completed */
+    struct vcomm *next;   /* creation order */
+};
+
+enum { VT_CONTIG = 1, VT_VECTOR = 2 };
+struct vtype {
+    uint64_t magic;
+    void *real;
+    int ctor, count, blocklen, stride;
+    MPI_Datatype old; /* the program's handle */
+    int committed, freed;
+    struct vtype *next;
+};
+
+enum { VR_ACTIVE = 1, VR_DONE = 2, VR_UNPOSTED = 3 };
+struct vreq {
+    uint64_t magic;
+    void *real;
+    int state, is_recv, is_coll;
+    void *buf;
+    int count, peer, tag;
+    MPI_Datatype type;
+    struct vcomm *comm;
+    MPI_Status status;
+    struct vreq *next, *prev;
+};
+
+extern struct vcomm *vcomm_world, *vcomm_self, *vcomm_list;
+extern struct vtype *vtype_list;
+extern struct vreq *vreq_list;
+
+struct vcomm *comm_v(MPI_Comm c); /* NULL for MPI_COMM_NULL or garbage */
+void *type_real(MPI_Datatype t);  /* lower handle */
+void *op_real(MPI_Op o);
+void *predef_lower(const void *upper); /* NULL unless a predefined object */
+void *predef_upper_of_lower(const void *lower);
+void *lower_named(const char *name); /* the lower object of a predefined name */
+struct vcomm *vcomm_wrap(void *real);
+int vcomm_describe(struct vcomm *c); /* fills size, rank, world_ranks, key */
+struct vreq *vreq_new(void);
+void vreq_free(struct vreq *r);
+struct vtype *vtype_new(void);
+
+/* ---- the library's life (mpi_lower.c) ---- */
+extern int mpi_inited, mpi_finalized, mpi_world_rank, mpi_world_size;
+extern void *mpi_ctl_comm;           /* the shim's own duplicate of the world (lower handle) */
+extern volatile int32_t mpi_initing; /* mpi_lower_start runs */
+int mpi_lower_start(void);           /* load, MPI_Init_thread, predefined handles, ctl comm */
+int mpi_lower_rebuild(void);         /* at restart: communicators and datatypes again */
+void mpi_adopt_sockets(void);        /* sockets MPI opened since MPI_Init are the lower half's */
+
+/* ---- the consistent cut (mpi_cut.c) ---- */
+extern pthread_mutex_t mpi_mu;
+extern int64_t *mpi_sent_to; /* messages started to each world rank */
+extern int64_t mpi_received; /* messages received (completed receives and drained ones) */
+/* A communicating section: may wait (outside the lower half) while a checkpoint cuts. COMM and
+ * IS_COLL: a collective on COMM is starting (counted, or held at the cut's target). */
+void mpi_enter(struct vcomm *comm, int is_coll);
+void mpi_leave(struct vcomm *comm, int coll_done);
+void mpi_backoff(unsigned *spins);
+/* A message drained at a checkpoint that matches (comm, source, tag): copied into the receive,
+ * which is then complete. 1 if one matched. Call under mpi_mu. */
+int mpi_drained_match(struct vreq *r);
+int mpi_post_recv(struct vreq *r); /* drained match, else the real Irecv */
+/* 1 when a drained message matches (source and tag as the program gives them); its envelope in
+ * *st. Call under mpi_mu. */
+int mpi_drained_peek(struct vcomm *c, int source, int tag, MPI_Status *st);
+void mpi_register_hooks(void);
+
+#endif
