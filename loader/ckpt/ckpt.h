@@ -19,10 +19,10 @@ struct ckpt_config {
     char backend_name[32];
     char backend_version[32];
     int backend_driver_version;
-    int keep;       /* generations kept */
-    int interval;   /* seconds, 0 = none */
-    int exit_after; /* exit after the next checkpoint is written */
-    int verbose;    /* --verbose: one line per checkpoint on stderr */
+    int keep;           /* generations kept */
+    int interval;       /* seconds, 0 = none */
+    int exit_after;     /* exit after the next checkpoint is written */
+    int verbose;        /* --verbose: one line per checkpoint on stderr */
     int no_fork_writer; /* --no-fork-writer: write with the program paused (ckpt_writer.c) */
     int ckpt_signal;
     int argc;

@@ -291,8 +291,9 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     t[3] = now_ms();
     if (writer > 0 && ckpt_writer_wait(writer, &header_crc, &core_size) != 0) {
         image_digests_cancel(&digests);
-        fprintf(stderr, "crac: error: checkpoint %d abandoned: cannot write %s; the previous one "
-                        "stays valid\n",
+        fprintf(stderr,
+                "crac: error: checkpoint %d abandoned: cannot write %s; the previous one "
+                "stays valid\n",
                 generation, core);
         rc = -1;
     }

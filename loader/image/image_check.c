@@ -55,7 +55,8 @@ static int region_crc(int fd, const struct crac_region_rec *r, const unsigned ch
                 return -1;
             for (uint64_t p = 0; p < n; p += PAGE) {
                 uint64_t index = (at + p - r->core_offset) / PAGE;
-                int saved = bitmap ? (bitmap[index / 8] >> (index % 8)) & 1 : !page_is_zero(buf + p);
+                int saved =
+                    bitmap ? (bitmap[index / 8] >> (index % 8)) & 1 : !page_is_zero(buf + p);
                 if (!saved) {
                     if (bitmap && !page_is_zero(buf + p))
                         return -1;

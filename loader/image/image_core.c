@@ -298,7 +298,7 @@ static void mark_aliases(struct region *rs, int n)
 
 struct writer {
     int core, mem, pagemap;
-    uint64_t kicked; /* file offsets below this were handed to write-back */
+    uint64_t kicked;            /* file offsets below this were handed to write-back */
     unsigned char *bounce;      /* for regions we cannot read directly (PROT_NONE, write-only) */
     struct page_digest *digest; /* hashes behind us */
 };

@@ -231,8 +231,8 @@ void restart_run(const struct options *o, struct restart_image *img, const struc
     umask(img->proc.umask);
     /* Memory is back: the kinds restored before crac's handlers and confinement (fds,
      * signals; loader/state/kinds.c). The others wait for the threads (restart_threads.c). */
-    struct state_restore st = {img, o->restart_dir, o->no_truncate, NULL, err, sizeof(err),
-                               o->allow_changed_files};
+    struct state_restore st = {img, o->restart_dir, o->no_truncate,        NULL,
+                               err, sizeof(err),    o->allow_changed_files};
     if (state_restore_phase(STATE_WITH_MEMORY, &st) != 0)
         die("%s", err);
     close(img->core_fd);

@@ -15,11 +15,11 @@
 #define PAGE 4096UL
 /* Limits a real image stays far below; a crafted one beyond them is refused before anything is
  * allocated or mapped from its numbers. */
-#define CHECK_MAX_REGIONS 65536     /* image_core.c writes at most this many */
+#define CHECK_MAX_REGIONS 65536      /* image_core.c writes at most this many */
 #define CHECK_MAX_POSIX_TIMERS 65536 /* timer ids are ints; more than this is not a program's */
-#define CHECK_MAX_FD 1048576        /* the kernel's default nr_open */
-#define USER_END 0x7ffffffff000UL   /* x86-64 user space (4-level paging) */
-#define USER_START 0x10000UL        /* vm.mmap_min_addr's default */
+#define CHECK_MAX_FD 1048576         /* the kernel's default nr_open */
+#define USER_END 0x7ffffffff000UL    /* x86-64 user space (4-level paging) */
+#define USER_START 0x10000UL         /* vm.mmap_min_addr's default */
 
 static int bad(char *err, size_t errlen, const char *what)
 {
@@ -111,9 +111,8 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
             why = "is marked outside W but overlaps W, D or the kernel's range";
         else if (r.start < prev_end)
             why = "overlaps or precedes the region before it";
-        else if (r.core_offset &&
-                 (r.core_offset & (PAGE - 1) || r.core_offset < img->data_start ||
-                  r.core_offset > core_size || len > core_size - r.core_offset))
+        else if (r.core_offset && (r.core_offset & (PAGE - 1) || r.core_offset < img->data_start ||
+                                   r.core_offset > core_size || len > core_size - r.core_offset))
             why = "has its data outside upper.core";
         /* Nothing saved means no pages and no checksum: saved pages without data would come
          * back as zeros. */
@@ -143,9 +142,9 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
         const Elf64_Phdr *ph = n - 1 < img->n_loads && img->loads ? &img->loads[n - 1] : NULL;
         unsigned flags = ((r.prot & PROT_READ) ? PF_R : 0) | ((r.prot & PROT_WRITE) ? PF_W : 0) |
                          ((r.prot & PROT_EXEC) ? PF_X : 0);
-        if (!why && (!ph || ph->p_type != PT_LOAD || ph->p_vaddr != r.start ||
-                     ph->p_memsz != len || ph->p_offset != r.core_offset ||
-                     ph->p_filesz != (r.core_offset ? len : 0) || ph->p_flags != flags))
+        if (!why && (!ph || ph->p_type != PT_LOAD || ph->p_vaddr != r.start || ph->p_memsz != len ||
+                     ph->p_offset != r.core_offset || ph->p_filesz != (r.core_offset ? len : 0) ||
+                     ph->p_flags != flags))
             why = "does not match its program header";
         if (why) {
             snprintf(what + w, sizeof(what) - w, "%s", why);
@@ -182,8 +181,9 @@ static int check_threads(const struct restart_image *img, char *err, size_t errl
             }
         if (t->tid <= 0 || t->rec % 8 ||
             !restart_addr_ok(img, t->rec, sizeof(struct crac_thread_rec), PROT_READ | PROT_WRITE)) {
-            snprintf(what, sizeof(what), "thread %d's record 0x%lx is not in the upper half's memory",
-                     t->tid, (unsigned long)t->rec);
+            snprintf(what, sizeof(what),
+                     "thread %d's record 0x%lx is not in the upper half's memory", t->tid,
+                     (unsigned long)t->rec);
             return bad(err, errlen, what);
         }
     }

@@ -21,7 +21,7 @@ static int chardev_recognise(int fd, const struct fd_entry *e, const struct stat
  * did: it is refused with its path named. */
 static int harmless_device(const char *path)
 {
-    static const char *const ok[] = {"/dev/null",   "/dev/zero", "/dev/full",
+    static const char *const ok[] = {"/dev/null",   "/dev/zero",    "/dev/full",
                                      "/dev/random", "/dev/urandom", "/dev/tty"};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
         if (strcmp(path, ok[i]) == 0)

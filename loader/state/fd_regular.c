@@ -124,8 +124,8 @@ static int open_regular(const struct fd_view *v, int flags, char *err, size_t er
     if (lstat(v->path, &before) != 0)
         return -1;
     if (!S_ISREG(before.st_mode)) {
-        snprintf(err, errlen, "fd %d: %s is no longer a regular file (%s); not reopened",
-                 v->rec.fd, v->path, S_ISLNK(before.st_mode) ? "a symbolic link" : "a special file");
+        snprintf(err, errlen, "fd %d: %s is no longer a regular file (%s); not reopened", v->rec.fd,
+                 v->path, S_ISLNK(before.st_mode) ? "a symbolic link" : "a special file");
         return -2;
     }
     int fd = open(v->path, flags | O_NOFOLLOW | O_NONBLOCK);

@@ -131,7 +131,7 @@ static const char *changed(const struct crac_file_id_rec *r, const char *path, i
     struct stat st;
     *fatal = 0;
     if (lstat(path, &st) != 0)
-        return NULL; /* gone: fd_regular.c says so (or recreates it from a saved copy) */
+        return NULL;            /* gone: fd_regular.c says so (or recreates it from a saved copy) */
     if (!S_ISREG(st.st_mode)) { /* never reopened (fd_regular.c), allowed or not */
         *fatal = 1;
         return S_ISLNK(st.st_mode) ? "a symbolic link" : "a special file";
@@ -145,7 +145,8 @@ static const char *changed(const struct crac_file_id_rec *r, const char *path, i
     if (r->hashed) {
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         char hex[65];
-        int same = fd >= 0 && hash_fd(fd, r->file_size, hex) == 0 && memcmp(hex, r->sha256, 64) == 0;
+        int same =
+            fd >= 0 && hash_fd(fd, r->file_size, hex) == 0 && memcmp(hex, r->sha256, 64) == 0;
         if (fd >= 0)
             close(fd);
         if (!same)
@@ -172,8 +173,8 @@ int file_ids_hold(const struct state_restore *rs, const void *note, size_t len)
         int fatal;
         const char *why = changed(&r, path, &fatal);
         if (why && fatal) {
-            snprintf(rs->err, rs->errlen, "fd %d: %s is no longer a regular file (%s); not reopened",
-                     r.fd, path, why);
+            snprintf(rs->err, rs->errlen,
+                     "fd %d: %s is no longer a regular file (%s); not reopened", r.fd, path, why);
             return -1;
         }
         if (why && !rs->allow_changed) {
