@@ -440,7 +440,9 @@ def _check_shapes(m: dict[str, Any]) -> None:
             raise ValueError(f"files.{rel}")
         if Path(rel).is_absolute() or ".." in parts or not parts:
             raise ValueError(f"files.{rel}")
-        if not isinstance(meta.get("sha256", meta.get("sha256_pages")), str):
+        # upper.core (format 2) is checked by its CRC-32C, without a digest (docs/IMAGE.md).
+        crc_checked = rel == CORE and meta.get("crc32c_regions") is True
+        if not crc_checked and not isinstance(meta.get("sha256", meta.get("sha256_pages")), str):
             raise ValueError(f"files.{rel}")
     lost = m.get("not_saved", [])
     if not isinstance(lost, list) or not all(isinstance(x, str) for x in lost):

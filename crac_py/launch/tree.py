@@ -41,8 +41,8 @@ def member(gen: str | Path) -> Member:
         proc = json.loads((path / "MANIFEST.json").read_text())["process"]
         vpid, vppid = int(proc["vpid"]), int(proc["vppid"])
         zombies = [(int(z["vpid"]), int(z["status"])) for z in proc.get("zombies") or []]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise TreeError(f"{path}: no process ids in MANIFEST.json ({exc})") from exc
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise TreeError(f"{path}: no process ids in MANIFEST.json ({type(exc).__name__})") from exc
     return Member(path, vpid, vppid, zombies)
 
 
