@@ -106,11 +106,13 @@ static void register_var(struct var_reg *tmpl)
         return;
     }
     *v = *tmpl;
+    shim_gate_enter(); /* registered and recorded together (shim_module.c) */
     cross_var(v, backend_of((void **)(uintptr_t)v->module));
     pthread_mutex_lock(&var_regs_lock);
     v->next = var_regs;
     var_regs = v;
     pthread_mutex_unlock(&var_regs_lock);
+    shim_gate_leave();
 }
 
 void CUDARTAPI __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,

@@ -27,12 +27,15 @@ void **CUDARTAPI __cudaRegisterFatBinary(void *fatCubin)
 {
     shim_kernels_announce();
     struct crac_args___cudaRegisterFatBinary a = {fatCubin};
+    /* The backend's registration and the shim's record of it happen in one gate: a checkpoint
+     * between the two would restart with a module the shim does not know to register again. */
+    shim_gate_enter();
     uint64_t backend = crac_cross___cudaRegisterFatBinary(&a);
     uint64_t v = 0;
-    if (!backend || shim_vh_wrap_flags(SHIM_VH_MODULE, backend, 0, (uint64_t)(uintptr_t)fatCubin,
-                                       &v) != cudaSuccess)
-        return NULL;
-    return (void **)(uintptr_t)v;
+    int ok = backend && shim_vh_wrap_flags(SHIM_VH_MODULE, backend, 0,
+                                           (uint64_t)(uintptr_t)fatCubin, &v) == cudaSuccess;
+    shim_gate_leave();
+    return ok ? (void **)(uintptr_t)v : NULL;
 }
 
 static int reregister(struct shim_vh_view *v, void *ctx)
@@ -101,6 +104,7 @@ void CUDARTAPI __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun
                                                  bDim,
                                                  gDim,
                                                  wSize};
+    shim_gate_enter(); /* registered and recorded together, as for the fat binary */
     crac_cross___cudaRegisterFunction(&a);
     struct fn_reg *f = malloc(sizeof(*f));
     if (f) {
@@ -112,4 +116,5 @@ void CUDARTAPI __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun
         fn_regs = f;
         pthread_mutex_unlock(&fn_regs_lock);
     }
+    shim_gate_leave();
 }
