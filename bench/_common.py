@@ -175,3 +175,24 @@ def prefault_and_free(nbytes: int) -> None:
             mm[off] = 1
     finally:
         mm.close()
+
+
+def disk_bytes(path: Path) -> int:
+    """Allocated bytes (st_blocks * 512) of a file, or of every file under a directory."""
+    if path.is_file():
+        return path.stat().st_blocks * 512
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+def drop_caches() -> bool:
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        return False
+    return True

@@ -71,6 +71,8 @@ from _common import (
     BenchError,
     command_line,
     crac_cmd,
+    disk_bytes,
+    drop_caches,
     loader_path,
     markdown_table,
     missing_loader_message,
@@ -233,27 +235,6 @@ def vm_rss(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise BenchError(f"no VmRSS in /proc/{pid}/status")
-
-
-def disk_bytes(path: Path) -> int:
-    """Allocated bytes (st_blocks * 512) of a file, or of every file under a directory."""
-    if path.is_file():
-        return path.stat().st_blocks * 512
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            total += os.lstat(os.path.join(root, name)).st_blocks * 512
-    return total
-
-
-def drop_caches() -> bool:
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-    except OSError:
-        return False
-    return True
 
 
 def filesystem_of(path: Path) -> str:

@@ -67,6 +67,8 @@ from _common import (
     BenchError,
     command_line,
     crac_cmd,
+    disk_bytes,
+    drop_caches,
     markdown_table,
     missing_loader_message,
     prefault_and_free,
@@ -108,14 +110,6 @@ def proc_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
-def disk_bytes(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            total += os.lstat(os.path.join(root, name)).st_blocks * 512
-    return total
 
 
 def read_tree(path: Path) -> float:
@@ -451,16 +445,6 @@ def cycle(tool: Tool, exe: Path, size: int, kind: str, opts, base: Path, s: Samp
                     pass
         tool.finish(work)
         shutil.rmtree(work, ignore_errors=True)
-
-
-def drop_caches() -> bool:
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-    except OSError:
-        return False
-    return True
 
 
 def write_floor(exe: Path, size: int, kind: str, base: Path) -> float:

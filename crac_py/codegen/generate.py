@@ -352,7 +352,9 @@ def gen_shim_h() -> str:
     return "\n".join(out) + "\n"
 
 
-def _lower_stub(f: Func) -> list[str]:
+def lower_stub_head(f: Func) -> list[str]:
+    """The start of a lower-half entry lh_<name>: the upper shim's argument struct as `a`
+    (also used by the cuda backend's generator, crac_py/codegen/cuda_backend.py)."""
     lines = [
         f"static uint64_t lh_{f.name}(uint64_t a0, uint64_t a1, uint64_t a2)",
         "{",
@@ -360,10 +362,14 @@ def _lower_stub(f: Func) -> list[str]:
     ]
     if f.all_params:
         lines.append(f"    const struct crac_args_{f.name} *a = (const void *)(uintptr_t)a0;")
-        args = ", ".join(f"a->{p.name}" for p in f.all_params)
     else:
         lines.append("    (void)a0;")
-        args = ""
+    return lines
+
+
+def _lower_stub(f: Func) -> list[str]:
+    lines = lower_stub_head(f)
+    args = ", ".join(f"a->{p.name}" for p in f.all_params)
     call = f"sim_{f.name}({args})"
     if _ret_is_void(f):
         lines += [f"    {call};", "    return 0;"]
