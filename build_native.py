@@ -385,10 +385,9 @@ def generate(root: Path = ROOT) -> GenResult:
     """Run the API-spec code generator (needs the CUDA headers and the real libcudart)."""
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
+    from crac_py.codegen import cuda_backend
     from crac_py.codegen.cudart_locate import CudaNotFoundError
     from crac_py.codegen.generate import CodegenError, generate
-
-    from crac_py.codegen import cuda_backend
 
     try:
         gen = generate(root / GEN_DIR.relative_to(ROOT))

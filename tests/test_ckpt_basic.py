@@ -381,7 +381,9 @@ def test_restart_path_forms(ckpt_apps, tmp_path):
     ckptdir, logs, cwd = dirs(tmp_path)
     proc = launch(ckpt_apps["ckpt_counter"], [steps, 20], ckptdir, out_dir=logs, cwd=cwd)
     try:
-        wait_for_step(proc, 120)
+        # Early enough that the program still runs when the image is published: the writer
+        # works while the program goes on (a loaded machine may take a second or two).
+        wait_for_step(proc, 60)
         seg = take_checkpoint(proc, ckptdir)
     finally:
         proc.stop()
@@ -407,7 +409,7 @@ def test_restart_script(ckpt_apps, tmp_path):
     ckptdir, logs, cwd = dirs(tmp_path)
     proc = launch(ckpt_apps["ckpt_counter"], [steps, 20], ckptdir, out_dir=logs, cwd=cwd)
     try:
-        wait_for_step(proc, 100)
+        wait_for_step(proc, 50)  # as in test_restart_path_forms
         seg = take_checkpoint(proc, ckptdir)
     finally:
         proc.stop()

@@ -99,8 +99,14 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
             why = "has an unknown kind";
         else if (r.prot & ~(unsigned)(PROT_READ | PROT_WRITE | PROT_EXEC))
             why = "has unknown protection bits";
-        else if (r.flags & ~(CRAC_REGION_OUTSIDE_W | CRAC_REGION_NORESERVE | CRAC_REGION_DONTDUMP))
+        else if (r.flags & ~(CRAC_REGION_OUTSIDE_W | CRAC_REGION_NORESERVE | CRAC_REGION_DONTDUMP |
+                             CRAC_REGION_SHARED_ALIAS))
             why = "has unknown flags";
+        /* A second mapping of a shared object saved once (image_core.c): its pages are the
+         * earlier region's, none of its own. */
+        else if ((r.flags & CRAC_REGION_SHARED_ALIAS) &&
+                 (r.kind != CRAC_REGION_ANON_SHARED || r.core_offset || r.saved_pages))
+            why = "is an alias of a shared object but not a shared anonymous region without data";
         else if (!(r.flags & CRAC_REGION_OUTSIDE_W) && !in_w(r.start, r.end))
             why = "lies outside the upper window W";
         /* The program's own MAP_FIXED mappings outside W: never over W, D or the kernel's, and
