@@ -250,8 +250,10 @@ def test_crac_restart_job_directory(counter, tmp_path):
             chains[t].append(seg)
 
         (job.ckptdir / "crac_restart_script.sh").unlink()
+        # Its own port: on the default one another test, or a second suite beside, may answer.
+        argv2 = [*crac_cmd(), "restart", "-p", str(free_port()), str(job.ckptdir)]
         r2 = CracProc(
-            argv, out_dir=job.logs, label="restart-noscript", env=base_env(), cwd=tmp_path
+            argv2, out_dir=job.logs, label="restart-noscript", env=base_env(), cwd=tmp_path
         )
         status = wait_exit(r2)
         assert status == 0, r2.report()
