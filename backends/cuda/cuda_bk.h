@@ -5,10 +5,15 @@
 
 #include "cudart_cuda_gen.h" /* generated: struct cuda_real, cudabk_* prototypes */
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Memory kinds, as the loader's device records name them (image_device.c). */
 enum { CUDA_BK_DEVICE = 1, CUDA_BK_MANAGED = 2 };
+
+/* Room for one more element of a growing array *v (n used, *cap allocated); 0, or -1 without
+ * memory (the array is unchanged). */
+int cuda_bk_reserve(void **v, size_t n, size_t *cap, size_t elem);
 
 /* The driver's virtual-memory API (libcuda.so.1), loaded beside the runtime; 0 without. */
 int cuda_vmm_load(char *err, uint64_t errlen);

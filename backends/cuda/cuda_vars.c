@@ -32,17 +32,8 @@ void cuda_vars_resolve(void *runtime)
 static void add(struct var v)
 {
     pthread_mutex_lock(&lock);
-    if (n_vars == cap_vars) {
-        size_t cap = cap_vars ? 2 * cap_vars : 32;
-        struct var *grown = realloc(vars, cap * sizeof(*grown));
-        if (!grown) {
-            pthread_mutex_unlock(&lock);
-            return;
-        }
-        vars = grown;
-        cap_vars = cap;
-    }
-    vars[n_vars++] = v;
+    if (cuda_bk_reserve((void **)&vars, n_vars, &cap_vars, sizeof(*vars)) == 0)
+        vars[n_vars++] = v;
     pthread_mutex_unlock(&lock);
 }
 

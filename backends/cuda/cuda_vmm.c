@@ -121,14 +121,8 @@ static cudaError_t granule_get(uint64_t g)
         have->refs++;
         return cudaSuccess;
     }
-    if (n_grans == cap_grans) {
-        size_t cap = cap_grans ? 2 * cap_grans : 64;
-        struct granule *v = realloc(grans, cap * sizeof(*v));
-        if (!v)
-            return cudaErrorMemoryAllocation;
-        grans = v;
-        cap_grans = cap;
-    }
+    if (cuda_bk_reserve((void **)&grans, n_grans, &cap_grans, sizeof(*grans)) != 0)
+        return cudaErrorMemoryAllocation;
     munmap((void *)(uintptr_t)g, gran); /* the driver must find the range free */
     CUdeviceptr got = 0;
     CUresult r = drv.address_reserve(&got, gran, gran, (CUdeviceptr)g, 0);
@@ -175,16 +169,23 @@ static void granule_put(uint64_t g)
     *have = grans[--n_grans];
 }
 
+int cuda_bk_reserve(void **v, size_t n, size_t *cap, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    size_t grown = *cap ? 2 * *cap : 64;
+    void *p = realloc(*v, grown * elem);
+    if (!p)
+        return -1;
+    *v = p;
+    *cap = grown;
+    return 0;
+}
+
 static int add_alloc(uint64_t addr, uint64_t size, int kind)
 {
-    if (n_allocs == cap_allocs) {
-        size_t cap = cap_allocs ? 2 * cap_allocs : 64;
-        struct alloc *v = realloc(allocs, cap * sizeof(*v));
-        if (!v)
-            return -1;
-        allocs = v;
-        cap_allocs = cap;
-    }
+    if (cuda_bk_reserve((void **)&allocs, n_allocs, &cap_allocs, sizeof(*allocs)) != 0)
+        return -1;
     allocs[n_allocs++] = (struct alloc){addr, size, kind};
     return 0;
 }
