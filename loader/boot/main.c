@@ -55,7 +55,7 @@ static void usage(void)
             "                   [--exit-after-checkpoint] [--no-fork-writer] [--crac-cmd CMD]\n"
             "                   [--child-pid VPID:PID ...] [--parent-pid VPID]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
-            "                   [--mpi-shim SONAME] -- PROGRAM [ARGS...]\n"
+            "                   [--mpi-shim SONAME] [--cudart-shim SONAME] -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
             "                   [--allow-changed-files]\n"
             "                   [options above] -- PROGRAM [ARGS...]\n"
@@ -154,6 +154,8 @@ static struct options parse_args(int argc, char **argv)
             o.core_size = strtoull(v, NULL, 10);
         else if (strcmp(a, "--mpi-shim") == 0)
             o.mpi_shim = v;
+        else if (strcmp(a, "--cudart-shim") == 0)
+            o.cudart_shim = v;
         else if (strcmp(a, "--child-pid") == 0) {
             if (tree_restart_child(v) != 0)
                 die("--child-pid: '%s' is not VPID:PID", v);
