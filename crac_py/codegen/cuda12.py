@@ -78,7 +78,6 @@ SAME_LAYOUT = frozenset(
         "cudaLaunchAttributeValue",  # a union padded to 64 bytes
         "cudaMemLocation",  # id in a union with a 2-byte struct
         "cudaMemPoolProps",  # reserved[54] -> reserved[53] + reserved1
-        "dim3",  # C++ constructors marked __NV_TL__
     }
 )
 
@@ -264,15 +263,23 @@ BACKEND_TRANSLATED = ("cudaGetDeviceProperties", "cudaChooseDevice", "cudaPointe
 
 
 def fields(body: str) -> dict[str, str]:
-    """A structure body's members: name -> declaration (top-level members only)."""
+    """A structure body's members: name -> its type and declarator (top-level members only;
+    `unsigned int x, y, z` is three members)."""
     out: dict[str, str] = {}
     depth, cur = 0, ""
     for ch in body.rstrip("}").strip():
         depth += (ch == "{") - (ch == "}")
         if ch == ";" and depth == 0:
-            m = re.search(r"(\w+)\s*(\[[^\]]*\])?\s*$", cur)
+            decl = " ".join(cur.split())
+            first, *more = decl.split(",") if "{" not in decl else [decl]
+            m = re.search(r"(\w+)\s*(\[[^\]]*\])?\s*$", first)
             if m:
-                out[m.group(1)] = " ".join(cur.split())
+                base = first[: m.start()].strip()
+                out[m.group(1)] = decl if not more else f"{base} {m.group(0).strip()}"
+                for part in more:
+                    n = re.search(r"(\w+)\s*(\[[^\]]*\])?\s*$", part)
+                    if n:
+                        out[n.group(1)] = f"{base} {part.strip()}"
             cur = ""
         else:
             cur += ch
@@ -404,14 +411,6 @@ def generate12(out_dir: Path, cuda13: CudaRuntime | None = None) -> Gen12:
     _write(out_dir / "libcudart12.map", gen_version_script(layer))
     _write(out_dir / "coverage.txt", layer.coverage_line() + "\n")
     return Gen12(out_dir, layer, (out_dir, *includes12(cuda12, cuda13, crt)))
-
-
-def supported12() -> frozenset[str]:
-    """The names the 12 layer exports (for preflight); empty where CUDA 12 is not found."""
-    try:
-        return frozenset(plan(find_cuda12(), find_cuda()).exports)
-    except (CudaNotFoundError, CodegenError):
-        return frozenset()
 
 
 def main(argv: list[str] | None = None) -> int:
