@@ -73,6 +73,7 @@ static const struct crac_lh_entry own_entries[] = {
     {"crac_lh_dev_map", (void *)lh_dev_map},
     {"crac_lh_dev_unmap", (void *)lh_dev_unmap},
     {"crac_sim_record_error", (void *)lh_record_error},
+    {"crac_lh_init_module", (void *)cuda_vars_init_module},
 };
 
 #define N_OWN (sizeof(own_entries) / sizeof(own_entries[0]))

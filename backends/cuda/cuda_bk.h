@@ -36,6 +36,7 @@ cudaError_t cuda_bk_context(void);
 /* nvcc's device variables (cuda_vars.c): their values into the shadows in D before a checkpoint
  * saves D; the number that failed. */
 void cuda_vars_resolve(void *runtime);
+uint64_t cuda_vars_init_module(uint64_t module, uint64_t a1, uint64_t a2);
 int cuda_vars_to_shadows(void);
 void cuda_mem_resolve(void *runtime);
 

@@ -70,6 +70,13 @@ void cudabk___cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAdd
                          cuda_vmm_kind_of(crac_addr) == CUDA_BK_MANAGED, 1, hostVarPtrAddress});
 }
 
+/* nvcc's __cudaInitModule, crossed from the shim (whose own answer serves the sim). */
+uint64_t cuda_vars_init_module(uint64_t module, uint64_t a1, uint64_t a2)
+{
+    (void)a1, (void)a2;
+    return init_module ? (uint64_t)(unsigned char)init_module((void **)(uintptr_t)module) : 0;
+}
+
 /* nvcc's pointer to a managed variable is set by the runtime when it loads the module (lazily:
  * __cudaInitModule, which nvcc's code calls before host code first touches the variable, or the
  * module's first launch). The runtime's memory, or NULL where it cannot (no device). */
