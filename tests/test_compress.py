@@ -186,3 +186,16 @@ def test_missing_library(app: Path, tmp_path: Path) -> None:
 def test_bad_value(app: Path, tmp_path: Path, value: str) -> None:
     line = assert_refused(crac("launch", "--compress", value, "--", str(app), cwd=tmp_path))
     assert "--compress" in line, line
+
+
+def test_dmtcp_gzip() -> None:
+    """DMTCP_GZIP is honoured when neither --compress nor CRAC_COMPRESS is given."""
+    from crac_py import config
+
+    assert config.compress_spec(None, {}) == "none"
+    assert config.compress_spec(None, {"DMTCP_GZIP": "0"}) == "none"
+    assert config.compress_spec(None, {"DMTCP_GZIP": "1"}) == "zstd"
+    assert config.compress_spec(None, {"DMTCP_GZIP": "1", "CRAC_COMPRESS": "lz4"}) == "lz4"
+    assert config.compress_spec("none", {"DMTCP_GZIP": "1"}) == "none"
+    with pytest.raises(config.ConfigError, match="CRAC_COMPRESS"):
+        config.compress_spec(None, {"CRAC_COMPRESS": "gzip"})
