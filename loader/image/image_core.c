@@ -617,7 +617,8 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     w.core = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (w.core < 0)
         goto out;
-    /* digest NULL: the forked writer (ckpt_writer.c), which starts no thread of its own. */
+    /* digest NULL: the forked writer (ckpt_writer.c), which starts no digest thread (its
+     * --compress workers are the chunk pipeline's, joined before it returns). */
     if (digest)
         w.digest = page_digest_start(path, base, offset > base ? offset : base);
     /* Compressed: the regions' chunk streams follow each other from base, in region order. */
