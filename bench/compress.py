@@ -116,6 +116,11 @@ def one(app: Path, work: Path, kind: str, size_mib: int, mode: str) -> dict:
     try:
         wait_line(r, b"tick")
         restart_s = time.perf_counter() - t0
+    except BenchError as exc:
+        r.kill()
+        err = r.communicate(timeout=60)[1].decode(errors="replace").replace("\r", "\n")
+        last = [ln.strip() for ln in err.splitlines() if ln.strip()][-3:]
+        raise BenchError(f"restart of the {mode} image: {exc}: {' | '.join(last)}") from None
     finally:
         r.kill()
         r.wait(timeout=60)
