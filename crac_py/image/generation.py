@@ -219,9 +219,7 @@ def load_manifest(gen: Path) -> dict[str, Any]:
     version = manifest.get("format_version")
     if version not in FORMAT_VERSIONS:
         shown = version if isinstance(version, int) and abs(version) < 10**9 else "(garbled)"
-        raise ImageError(
-            f"{gen} uses image format {shown}; this crac reads formats 2 and 3"
-        )
+        raise ImageError(f"{gen} uses image format {shown}; this crac reads formats 2 and 3")
     problem = schema_problem(manifest)
     if problem is not None:
         raise ImageError(f"image corrupted: {mpath}: {problem}")
