@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import os
 import socket
@@ -662,7 +663,10 @@ class Coordinator:
             interval=self.cfg.interval,
             crac_cmd=self.cfg.crac_cmd,
         )
+        problem = restart_script.script_dir_problem(job_dir, ordered)
         try:
+            if problem is not None:
+                raise PermissionError(errno.EPERM, f"refused: {problem}")
             script = restart_script.write(job)
         except OSError as exc:
             message = (
