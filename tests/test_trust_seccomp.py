@@ -28,20 +28,25 @@ def seccomp_app(tmp_path_factory) -> Path:
     return exe
 
 
-def test_seccomp_filters_and_prctl_state_survive(seccomp_app, tmp_path):
+@pytest.mark.parametrize("tsync", [0, 1])
+def test_seccomp_filters_and_prctl_state_survive(seccomp_app, tmp_path, tsync):
     """uname refused with EACCES (the second filter over the first's EPERM: order kept), sysinfo
-    with EPERM, getrusage with ENOTTY in the worker thread only, PDEATHSIG per thread."""
-    result = run_cycles(seccomp_app, [], tmp_path, cycles=2)
-    # The last image says what it holds: the two filters in order, then the worker's own; the
-    # main thread has the first two, the worker all three.
+    with EPERM, getrusage with ENOTTY in the worker thread only, PDEATHSIG per thread. TSYNC=1:
+    the first filter was synchronized onto every thread, the second is the main thread's."""
+    result = run_cycles(seccomp_app, ["60", "25", str(tsync)], tmp_path, cycles=2)
+    # The last image says what it holds: the filters in order, then the worker's own.
     infos = [_inspect(gen) for gen in (result.gens[0], result.gens[-1])]
     note = infos[-1]["notes"]["seccomp"]
     assert note["n_filters"] == 3 and note["thp_disable"] == 1, note
+    assert [f["flags"] for f in note["filters"]] == [tsync, 0, 0], note  # TSYNC is flag 1
     masks = sorted((t["filters"], t["pdeathsig"]) for t in note["threads"])
-    assert masks == [(0b011, signal.SIGTERM), (0b111, signal.SIGHUP)], note
-    # crac's own threads never had the program's filters (none used TSYNC): the checkpoint after
-    # a restart still reads the host's name (uname), as the first one did.
-    assert infos[-1]["host"] == infos[0]["host"] and infos[0]["host"]["hostname"], infos
+    worker = 0b101 if tsync else 0b111
+    assert masks == sorted([(0b011, signal.SIGTERM), (worker, signal.SIGHUP)]), note
+    # crac's own threads have the program's filters only where the program synchronized them
+    # onto every thread (TSYNC): without, the checkpoint after a restart still reads the host's
+    # name (uname) as the first one did; with, neither does.
+    assert infos[-1]["host"] == infos[0]["host"], infos
+    assert bool(infos[0]["host"]["hostname"]) == (not tsync), infos
 
 
 def _inspect(gen: Path) -> dict:

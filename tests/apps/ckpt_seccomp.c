@@ -1,8 +1,10 @@
 /* ckpt_seccomp.c — installs two stacked seccomp filters of its own (uname: EPERM, then EACCES;
    sysinfo: EPERM), a thread with a third of its own (getrusage: ENOTTY), and per-thread
-   PR_SET_PDEATHSIG, no_new_privs, undumpable and THP off; checks all of it at every step. */
+   PR_SET_PDEATHSIG, no_new_privs, undumpable and THP off; checks all of it at every step.
+   TSYNC=1: the first filter is installed with SECCOMP_FILTER_FLAG_TSYNC once the worker runs,
+   the second on the main thread only (the worker's uname fails with the first's EPERM). */
 #define PROG "ckpt_seccomp"
-#define USAGE "[STEPS] [MS]"
+#define USAGE "[STEPS] [MS] [TSYNC]"
 #include "ckpt_common.h"
 
 #include <linux/filter.h>
@@ -33,13 +35,16 @@ static struct sock_fprog deny(struct sock_filter *f, int nr1, int nr2, int err)
 static int fails_with(long r, int err) { return r == -1 && errno == err; }
 
 static volatile long thread_rounds;
+static int tsync;
+static volatile int first_installed;
 
-static void check_common(const char *who, long k)
+static void check_common(const char *who, long k, int uname_err)
 {
     struct utsname u;
     struct sysinfo si;
-    if (!fails_with(uname(&u), EACCES)) /* the later filter's errno wins */
-        fail("%s, step %ld: uname is not refused with EACCES (%s)", who, k, strerror(errno));
+    if (!fails_with(uname(&u), uname_err)) /* the later filter's errno wins */
+        fail("%s, step %ld: uname is not refused with %s (%s)", who, k, strerror(uname_err),
+             strerror(errno));
     if (!fails_with(sysinfo(&si), EPERM))
         fail("%s, step %ld: sysinfo is not refused with EPERM", who, k);
     if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
@@ -62,12 +67,14 @@ static void *worker(void *arg)
     (void)arg;
     struct sock_filter f[5];
     struct sock_fprog own = deny(f, SYS_getrusage, SYS_getrusage, ENOTTY);
+    while (!__atomic_load_n(&first_installed, __ATOMIC_SEQ_CST)) /* its own goes on top */
+        usleep(1000);
     if (prctl(PR_SET_PDEATHSIG, SIGHUP, 0, 0, 0) != 0 ||
         syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &own) != 0)
         fail("worker: %s", strerror(errno));
     for (long k = 1;; k++) {
         struct rusage ru;
-        check_common("worker", k);
+        check_common("worker", k, tsync ? EPERM : EACCES);
         if (!fails_with(getrusage(RUSAGE_SELF, &ru), ENOTTY))
             fail("worker, round %ld: its own filter is gone (getrusage works)", k);
         if (pdeathsig() != SIGHUP)
@@ -82,6 +89,7 @@ int main(int argc, char **argv)
 {
     long steps = arg(argc, argv, 1, 60, 1, 1000000);
     long ms = arg(argc, argv, 2, 25, 0, 100000);
+    tsync = (int)arg(argc, argv, 3, 0, 0, 1);
     struct sock_filter f1[5], f2[5];
     struct sock_fprog first = deny(f1, SYS_uname, SYS_sysinfo, EPERM);
     struct sock_fprog second = deny(f2, SYS_uname, SYS_uname, EACCES);
@@ -89,17 +97,25 @@ int main(int argc, char **argv)
         prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0 ||
         prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) != 0)
         fail("prctl: %s", strerror(errno));
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &first) != 0 ||
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &second, 0, 0) != 0)
-        fail("seccomp: %s", strerror(errno));
     pthread_t t;
-    if (pthread_create(&t, NULL, worker, NULL) != 0)
+    if (tsync && pthread_create(&t, NULL, worker, NULL) != 0)
         fail("pthread_create");
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, tsync ? SECCOMP_FILTER_FLAG_TSYNC : 0,
+                &first) != 0)
+        fail("seccomp: %s", strerror(errno));
+    __atomic_store_n(&first_installed, 1, __ATOMIC_SEQ_CST);
+    if (!tsync && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &second, 0, 0) != 0)
+        fail("prctl(PR_SET_SECCOMP): %s", strerror(errno));
+    if (!tsync && pthread_create(&t, NULL, worker, NULL) != 0)
+        fail("pthread_create");
+    /* With TSYNC the worker is running: the second filter is the main thread's alone. */
+    if (tsync && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &second, 0, 0) != 0)
+        fail("prctl(PR_SET_SECCOMP): %s", strerror(errno));
     struct watchdog wd;
     wd_start(&wd);
     for (long k = 1; k <= steps; k++) {
         struct rusage ru;
-        check_common("main", k);
+        check_common("main", k, EACCES);
         if (getrusage(RUSAGE_SELF, &ru) != 0)
             fail("main, step %ld: the worker's own filter reached the main thread", k);
         if (pdeathsig() != SIGTERM)
