@@ -68,7 +68,7 @@ def test_seccomp_note_is_decoded_by_inspect():
 
     head = fmt.RECORD["crac_seccomp_rec"].struct.pack(1, 1, 1, 0)
     filt = fmt.RECORD["crac_seccomp_filter_rec"].struct.pack(0, 5, 7, 0) + b"\0" * 40
-    thread = fmt.RECORD["crac_seccomp_thread_rec"].struct.pack(7, 15, 1)
+    thread = fmt.RECORD["crac_seccomp_thread_rec"].struct.pack(7, 15, 1, b"w\0".ljust(16, b"\0"))
     got = DECODERS["CRAC_NT_SECCOMP"](head + filt + thread)
     assert got["filters"][0]["n_insns"] == 5 and got["threads"][0]["pdeathsig"] == 15
     json.dumps(got)

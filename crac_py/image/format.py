@@ -363,10 +363,11 @@ RECORDS: tuple[Record, ...] = (
         F("tid", "i32", "the installing thread, as the program knows it"),
         F("pad", "u32"),
     )),
-    Record("crac_seccomp_thread_rec", 16, "SECCOMP note: one thread's filters and prctl state", (
+    Record("crac_seccomp_thread_rec", 32, "SECCOMP note: one thread's filters and prctl state", (
         F("tid", "i32", "as the program knows it"),
         F("pdeathsig", "i32", "PR_SET_PDEATHSIG, re-armed at restart"),
         F("filters", "u64", "bit i: the thread has filter i"),
+        F("name", "char", "PR_SET_NAME (its comm), NUL-terminated", (16,)),
     )),
     Record("crac_mq_file", 24, "files/mq-<fd>: this header, then per message (highest priority "
            "first, FIFO within one) a crac_mq_msg and its bytes padded to 8", (

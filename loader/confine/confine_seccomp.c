@@ -119,6 +119,8 @@ void seccomp_thread_resume(int32_t tid)
             continue;
         if (plan->pdeathsig)
             raw_syscall2(SYS_prctl, PR_SET_PDEATHSIG, plan->pdeathsig);
+        if (plan->name[0])
+            raw_syscall2(SYS_prctl, PR_SET_NAME, plan->name);
         for (int i = 0; i < seccomp_table.n_filters; i++) {
             if (!(plan->filters >> i & 1))
                 continue;

@@ -47,6 +47,7 @@ struct seccomp_resume_plan {
     int32_t tid;       /* as the program knows it */
     int32_t pdeathsig; /* re-armed: the parent is the restarter's process now */
     uint64_t filters;  /* bit i: seccomp_table.filters[i], installed by the thread itself */
+    char name[16];     /* PR_SET_NAME: the thread's comm */
 };
 extern struct seccomp_resume_plan *seccomp_plans;
 extern int seccomp_n_plans;

@@ -40,6 +40,18 @@ int seccomp_filters_of(int32_t real_tid)
     return n;
 }
 
+/* A thread's comm (PR_SET_NAME, pthread_setname_np): per thread, readable from /proc only. */
+static void thread_name(int32_t real_tid, char name[16])
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)real_tid);
+    FILE *f = fopen(path, "re");
+    if (f && fgets(name, 16, f))
+        name[strcspn(name, "\n")] = '\0';
+    if (f)
+        fclose(f);
+}
+
 static int popcount64(uint64_t m) { return __builtin_popcountll(m); }
 
 /* Which of the recorded filters thread TID has, given that /proc counts K of the program's on it.
@@ -93,7 +105,8 @@ int seccomp_capture(const struct state_capture *c, void **out, size_t *len)
     for (int i = 0; i < c->n_threads; i++) {
         int32_t tid = c->threads[i].rec->tid;
         int count = seccomp_filters_of(c->threads[i].tid);
-        struct crac_seccomp_thread_rec r = {tid, 0, 0};
+        struct crac_seccomp_thread_rec r = {tid, 0, 0, {0}};
+        thread_name(c->threads[i].tid, r.name);
         if (count >= 0)
             r.filters = thread_filters(t, tid, count - t->base);
         if (count - t->base > t->n_filters + t->lost)
@@ -140,7 +153,7 @@ const char *seccomp_note_check(const void *note, size_t len)
     for (uint32_t i = 0; i < h.n_threads; i++) {
         struct crac_seccomp_thread_rec r;
         memcpy(&r, b + off + i * sizeof(r), sizeof(r));
-        if (r.pdeathsig < 0 || r.pdeathsig > 64 ||
+        if (r.pdeathsig < 0 || r.pdeathsig > 64 || memchr(r.name, 0, sizeof(r.name)) == NULL ||
             (h.n_filters < 64 && (r.filters >> h.n_filters) != 0))
             return "a bad thread record in the seccomp note";
     }
@@ -204,7 +217,8 @@ int seccomp_restore(const struct state_restore *rs, const void *note, size_t len
         struct crac_seccomp_thread_rec r;
         memcpy(&r, b + off + i * sizeof(r), sizeof(r));
         common &= r.filters;
-        seccomp_plans[i] = (struct seccomp_resume_plan){r.tid, r.pdeathsig, r.filters};
+        seccomp_plans[i] = (struct seccomp_resume_plan){r.tid, r.pdeathsig, r.filters, {0}};
+        memcpy(seccomp_plans[i].name, r.name, sizeof(r.name));
         if (r.pdeathsig)
             t->threads[t->n_threads++] = (struct seccomp_thread_entry){r.tid, r.pdeathsig};
     }

@@ -1,6 +1,6 @@
 /* ckpt_seccomp.c — installs two stacked seccomp filters of its own (uname: EPERM, then EACCES;
    sysinfo: EPERM), a thread with a third of its own (getrusage: ENOTTY), and per-thread
-   PR_SET_PDEATHSIG, no_new_privs, undumpable and THP off; checks all of it at every step.
+   PR_SET_PDEATHSIG and name, no_new_privs, undumpable and THP off; checks all of it at every step.
    TSYNC=1: the first filter is installed with SECCOMP_FILTER_FLAG_TSYNC once the worker runs,
    the second on the main thread only (the worker's uname fails with the first's EPERM). */
 #define PROG "ckpt_seccomp"
@@ -69,7 +69,8 @@ static void *worker(void *arg)
     struct sock_fprog own = deny(f, SYS_getrusage, SYS_getrusage, ENOTTY);
     while (!__atomic_load_n(&first_installed, __ATOMIC_SEQ_CST)) /* its own goes on top */
         usleep(1000);
-    if (prctl(PR_SET_PDEATHSIG, SIGHUP, 0, 0, 0) != 0 ||
+    if (prctl(PR_SET_NAME, "sc-worker", 0, 0, 0) != 0 ||
+        prctl(PR_SET_PDEATHSIG, SIGHUP, 0, 0, 0) != 0 ||
         syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &own) != 0)
         fail("worker: %s", strerror(errno));
     for (long k = 1;; k++) {
@@ -79,6 +80,10 @@ static void *worker(void *arg)
             fail("worker, round %ld: its own filter is gone (getrusage works)", k);
         if (pdeathsig() != SIGHUP)
             fail("worker, round %ld: parent-death signal is %d", k, pdeathsig());
+        char name[17] = "";
+        prctl(PR_GET_NAME, name, 0, 0, 0);
+        if (strcmp(name, "sc-worker") != 0)
+            fail("worker, round %ld: its name is %s", k, name);
         __atomic_add_fetch(&thread_rounds, 1, __ATOMIC_SEQ_CST);
         usleep(2000);
     }
