@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import os
 import socket
@@ -675,7 +676,10 @@ class Coordinator:
             crac_cmd=self.cfg.crac_cmd,
             hosts=hosts,
         )
+        problem = restart_script.script_dir_problem(job_dir, ordered)
         try:
+            if problem is not None:
+                raise PermissionError(errno.EPERM, f"refused: {problem}")
             script = restart_script.write(job)
         except OSError as exc:
             message = (
