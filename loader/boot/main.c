@@ -6,6 +6,7 @@
 #include "confine.h"
 #include "crac_layout.h"
 #include "elf_load.h"
+#include "fds.h"
 #include "image_device.h"
 #include "image_check.h"
 #include "launch.h"
@@ -54,6 +55,7 @@ static void usage(void)
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
             "                   [--exit-after-checkpoint] [--no-fork-writer] [--crac-cmd CMD]\n"
             "                   [--child-pid VPID:PID ...] [--parent-pid VPID]\n"
+            "                   [--shared-fd FD:INHERITED_FD ...]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
             "                   [--mpi-shim SONAME] -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
@@ -160,6 +162,9 @@ static struct options parse_args(int argc, char **argv)
         } else if (strcmp(a, "--parent-pid") == 0) {
             if (tree_restart_parent(v) != 0)
                 die("--parent-pid: '%s' is not a pid", v);
+        } else if (strcmp(a, "--shared-fd") == 0) {
+            if (fd_shared_add(v) != 0)
+                die("--shared-fd: '%s' is not FD:INHERITED_FD", v);
         } else if (strcmp(a, "--header-crc") == 0)
             o.header_crc = (uint32_t)strtoul(v, NULL, 10);
         else

@@ -2,6 +2,7 @@
  * connected pairs within the process with their queued bytes); connections to outside fail. */
 #include "fds.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
@@ -177,6 +178,29 @@ static int save_queue(struct fd_entry *e, const struct sock *s, const char *file
         ssize_t n = buf ? recv(e->rec.fd, buf, (size_t)avail, MSG_PEEK | MSG_DONTWAIT) : -1;
         rc = n > 0 && write(out, buf, (size_t)n) == n ? 0 : -1;
         free(buf);
+    } else if (s->partner < 0) {
+        /* Datagrams for a socket whose peer is in another process of the tree: peeked one after
+         * the other (SO_PEEK_OFF moves past each one peeked), left in place. */
+        int zero = 0, off = -1;
+        size_t cap = (size_t)avail + 65536, len = 0;
+        char *all = setsockopt(e->rec.fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)) == 0
+                        ? malloc(cap)
+                        : NULL;
+        rc = all ? 0 : -1;
+        while (all && len + 4 + 65536 <= cap) {
+            ssize_t n = recv(e->rec.fd, all + len + 4, 65536, MSG_PEEK | MSG_DONTWAIT);
+            if (n < 0)
+                break;
+            uint32_t l32 = (uint32_t)n;
+            memcpy(all + len, &l32, 4);
+            len += 4 + (size_t)n;
+            if (n == 0)
+                break; /* an empty datagram does not move the offset: the rest is not seen */
+        }
+        setsockopt(e->rec.fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+        if (all && write(out, all, len) != (ssize_t)len)
+            rc = -1;
+        free(all);
     } else {
         /* Datagrams: taken one by one, then sent back in order through the partner. */
         size_t cap = (size_t)avail + 65536, len = 0;
@@ -296,11 +320,47 @@ static int save_named_dgrams(struct fd_entry *e, const struct sock *s, const str
     return len > 0;
 }
 
+/* Whether ADDR is a loopback address (a connection to it may stay within the tree). */
+static int loopback(const struct sockaddr_storage *addr, unsigned alen)
+{
+    if (addr->ss_family == AF_INET && alen >= sizeof(struct sockaddr_in))
+        return (ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr) >> 24) == 127;
+    if (addr->ss_family == AF_INET6 && alen >= sizeof(struct sockaddr_in6))
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)addr)->sin6_addr);
+    return 0;
+}
+
+void fd_socket_push_all(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return;
+    int self = dirfd(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int fd = atoi(de->d_name);
+        struct stat st;
+        if (de->d_name[0] == '.' || fd == self || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+            continue;
+        int domain = opt(fd, SOL_SOCKET, SO_DOMAIN), one = 1;
+        if ((domain != AF_INET && domain != AF_INET6) ||
+            opt(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM || opt(fd, IPPROTO_TCP, TCP_NODELAY))
+            continue;
+        /* Setting TCP_NODELAY sends the pending segments at once; then the program's value. */
+        int zero = 0;
+        if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &zero, sizeof(zero));
+    }
+    closedir(d);
+}
+
 static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir)
 {
     struct sock s, o;
     sock_read(e->rec.fd, &s);
     s.partner = -1;
+    uint64_t peer_ino = 0;
+    int maybe_tree = 0;
     /* A connected socket's peer name reads back (for an unnamed Unix peer: the family only).
      * UDP is not connected in the sense here: connect() again at restart is all it needs. */
     int connected =
@@ -326,20 +386,30 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
             if (&all[k] != e && S_ISSOCK(all[k].rec.mode) && sock_read(all[k].rec.fd, &o) == 0 &&
                 o.role == R_LISTEN && o.type == s.type && listens_on(&o, &s.peer, s.plen))
                 s.role = R_PENDING;
-        if (s.role == R_OUTSIDE && s.type == SOCK_DGRAM)
+        if (s.role == R_OUTSIDE && s.type == SOCK_DGRAM &&
+            (!peer || s.plen > offsetof(struct sockaddr_un, sun_path)))
             s.role = R_PLAIN; /* connected to a named socket: connect() again by name */
-        if (s.role == R_OUTSIDE)
+        peer_ino = peer;
+        /* Its peer may be in another process of the tree (a Unix peer, a loopback address):
+         * the restart of the tree rebuilds it then (crac_py/launch/share.py), else the loader
+         * warns that it fails as a dropped connection. */
+        maybe_tree = s.role == R_OUTSIDE && (peer || loopback(&s.peer, s.plen));
+        if (s.role == R_OUTSIDE && !maybe_tree)
             state_loss("socket fd %d: its connection leaves the process; after a restart it "
                        "fails as a dropped connection",
                        e->rec.fd);
     }
     int queued = 0;
-    if (s.role == R_PAIR) {
+    if (s.role == R_PAIR || maybe_tree || (s.role == R_PENDING && s.type == SOCK_STREAM)) {
         /* save_queue sends datagrams back through the partner's fd (still the program's). */
         int rc = save_queue(e, &s, files_dir);
         if (rc < 0)
             return -1;
         queued = rc > 0;
+        int outq = 0;
+        if (s.role == R_PENDING && ioctl(e->rec.fd, SIOCOUTQ, &outq) == 0 && outq > 0)
+            state_loss("socket fd %d: %d bytes sent on a connection not yet accepted are lost",
+                       e->rec.fd, outq);
     } else if (s.role == R_PENDING && ioctl(e->rec.fd, SIOCOUTQ, &queued) == 0 && queued > 0) {
         /* They wait in the listener's queue, in a socket no fd names: not readable here. */
         state_loss("socket fd %d: %d bytes sent on a connection not yet accepted are lost",
@@ -360,9 +430,10 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
     hex_put(phex, &s.peer, s.plen);
     snprintf(text, sizeof(text),
              "domain %d type %d proto %d role %d partner %d queued %d reuse %d nodelay %d "
-             "keepalive %d rcvbuf %d sndbuf %d\nlocal %s\npeer %s\n",
+             "keepalive %d rcvbuf %d sndbuf %d\nlocal %s\npeer %s\npeerino %llu\n",
              s.domain, s.type, s.proto, s.role, s.partner, queued, s.reuse, s.nodelay, s.keepalive,
-             s.rcvbuf, s.sndbuf, s.llen ? lhex : "-", s.plen ? phex : "-");
+             s.rcvbuf, s.sndbuf, s.llen ? lhex : "-", s.plen ? phex : "-",
+             (unsigned long long)peer_ino);
     return fd_save_text(e, files_dir, "socket", text);
 }
 
@@ -672,12 +743,14 @@ static int sock_finish(const struct fd_restore *r, const struct fd_view *v)
     /* Named datagram sockets' queues first: their senders are all back (made at reopen). */
     off = 0;
     while (fd_next(r->note, r->len, &off, &o) > 0)
-        if (o.rec.kind == CRAC_FD_SOCKET && sock_load(r, &o, &s, &q) == 0 && s.role == R_PLAIN && q)
+        if (o.rec.kind == CRAC_FD_SOCKET && fd_shared_held(o.rec.fd) < 0 &&
+            sock_load(r, &o, &s, &q) == 0 && s.role == R_PLAIN && q)
             refill_named(r, o.rec.fd, &s);
     for (int round = R_PAIR; round <= R_OUTSIDE; round++) {
         off = 0;
         while (fd_next(r->note, r->len, &off, &o) > 0) {
-            if (o.rec.kind != CRAC_FD_SOCKET)
+            /* Shared with another process of the tree: inherited, already in place. */
+            if (o.rec.kind != CRAC_FD_SOCKET || fd_shared_held(o.rec.fd) >= 0)
                 continue;
             if (sock_load(r, &o, &s, &q) != 0)
                 return -1;
