@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 from ckpt_harness import CracProc, base_env, process_dirs, tree, wait_exit
-from conftest import crac_cmd, require_native
+from conftest import APPS_DIR, crac_cmd, require_native
 from coord_harness import free_port, wait_until
 from job_harness import Output, segments_of, wait_steps
 from test_process_trees import _restart_twice
@@ -47,6 +48,8 @@ CASES = [
     ("share_pipe", "pipeline"),  # gen | filter | sum, three processes
     ("share_sock", "pair"),  # a socketpair ping-pong, bytes waiting both ways
     ("share_sock", "tcp"),  # a TCP client/server pair over 127.0.0.1
+    ("share_pool", "pool"),  # multiprocessing.Pool(2).map in a loop
+    ("share_pool", "executor"),  # concurrent.futures.ProcessPoolExecutor(2).map in a loop
 ]
 
 
@@ -54,7 +57,11 @@ CASES = [
 def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
     require_native()
     ckptdir = tmp_path / "ckpt"
-    argv = [*crac_cmd(), "launch", "-c", str(ckptdir), "--", str(apps[app]), TAG, mode]
+    if app == "share_pool":
+        program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py")]
+    else:
+        program = [str(apps[app])]
+    argv = [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *program, TAG, mode]
     root = CracProc(
         [*argv, str(STEPS), "20"], out_dir=tmp_path / "logs", label="launch", env=base_env()
     )
