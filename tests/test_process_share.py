@@ -1,6 +1,8 @@
 """Connections between the processes of a tree (docs/DECISIONS.md "Connections between
 processes"): a pipe, socketpair or loopback TCP connection that a parent and its forked children
-share is made once at restart and given to each of them, with the bytes that were in it.
+share is made once at restart and given to each of them, with the bytes that were in it; so is
+memory they share (MAP_SHARED anonymous, POSIX shm, semaphores), which Python's process pools
+need besides their pipes.
 
 Each program (tests/apps/share_*.c) checks every byte it receives and prints one step per
 record; the tree is checkpointed by the signal to its root while the pipe or the connection has
@@ -48,6 +50,7 @@ CASES = [
     ("share_pipe", "pipeline"),  # gen | filter | sum, three processes
     ("share_sock", "pair"),  # a socketpair ping-pong, bytes waiting both ways
     ("share_sock", "tcp"),  # a TCP client/server pair over 127.0.0.1
+    ("share_mem", "memory"),  # MAP_SHARED anonymous + unlinked POSIX shm, pshared semaphores
     ("share_pool", "pool"),  # multiprocessing.Pool(2).map in a loop
     ("share_pool", "executor"),  # concurrent.futures.ProcessPoolExecutor(2).map in a loop
 ]
@@ -58,10 +61,10 @@ def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
     require_native()
     ckptdir = tmp_path / "ckpt"
     if app == "share_pool":
-        program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py")]
-    else:
-        program = [str(apps[app])]
-    argv = [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *program, TAG, mode]
+        program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py"), TAG, mode]
+    else:  # share_mem has no mode
+        program = [str(apps[app]), TAG, *([mode] if app != "share_mem" else [])]
+    argv = [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *program]
     root = CracProc(
         [*argv, str(STEPS), "20"], out_dir=tmp_path / "logs", label="launch", env=base_env()
     )
