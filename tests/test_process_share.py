@@ -50,6 +50,7 @@ CASES = [
     ("share_pipe", "pipeline"),  # gen | filter | sum, three processes
     ("share_sock", "pair"),  # a socketpair ping-pong, bytes waiting both ways
     ("share_sock", "tcp"),  # a TCP client/server pair over 127.0.0.1
+    ("share_dgram", "named"),  # a Unix datagram ping-pong between two named sockets
     ("share_mem", "memory"),  # MAP_SHARED anonymous + unlinked POSIX shm, pshared semaphores
     ("share_pool", "pool"),  # multiprocessing.Pool(2).map in a loop
     ("share_pool", "executor"),  # concurrent.futures.ProcessPoolExecutor(2).map in a loop
@@ -62,8 +63,8 @@ def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
     ckptdir = tmp_path / "ckpt"
     if app == "share_pool":
         program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py"), TAG, mode]
-    else:  # share_mem has no mode
-        program = [str(apps[app]), TAG, *([mode] if app != "share_mem" else [])]
+    else:  # share_mem and share_dgram have no mode
+        program = [str(apps[app]), TAG, *([mode] if app in ("share_pipe", "share_sock") else [])]
     argv = [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *program]
     root = CracProc(
         [*argv, str(STEPS), "20"], out_dir=tmp_path / "logs", label="launch", env=base_env()
