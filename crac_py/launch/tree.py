@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crac_py.image.generation import ImageError, resolve_generation
+from crac_py.launch import share
 
 
 class TreeError(Exception):
@@ -88,12 +89,24 @@ def roots_and_members(gens: list[Path]) -> list[tuple[Path, list[Path]]]:
     return [(r, out[r]) for r in gens if r in out]
 
 
+def _shared_objects(members: list[Member]) -> dict[Path, list[tuple[str, str, int]]]:
+    """The pipes and connections between processes of the tree, made once before the fork
+    (crac_py/launch/share.py)."""
+    if len(members) < 2:
+        return {}
+    try:
+        return share.plan([(m.gen, m.vpid) for m in members])
+    except (share.ShareError, ImageError, OSError) as exc:
+        raise TreeError(str(exc)) from exc
+
+
 def fork_tree(root: str, others: list[str]) -> tuple[str, list[str]]:
     """Forks the processes of the tree rooted at ROOT (OTHERS: its descendants' generations).
     Returns, in each process, the generation it restarts and the loader options saying who its
     children and its parent are."""
     me = member(root)
     rest = [member(g) for g in others]
+    shared = _shared_objects([me, *rest])
     parent = 0
     while True:
         kids = [m for m in rest if m.vppid == me.vpid and m.gen != me.gen]
@@ -110,4 +123,5 @@ def fork_tree(root: str, others: list[str]) -> tuple[str, list[str]]:
                 if pid == 0:
                     _end_as(status)
                 forked += ["--child-pid", f"{vpid}:{pid}"]
-            return str(me.gen), forked + (["--parent-pid", str(parent)] if parent else [])
+            own = share.keep(shared, me.gen) if shared else []
+            return str(me.gen), forked + (["--parent-pid", str(parent)] if parent else []) + own
