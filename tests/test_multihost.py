@@ -409,23 +409,29 @@ def test_multinode_batch_script_requeued_onto_other_nodes(hosts4, apps, tmp_path
 
 
 def test_tcp_connection_between_hosts_with_bytes_in_flight(hosts4, apps, tmp_path):
-    """A server on one host and its client on another (two processes of one job, not one tree)
-    exchange checked blocks with about 8 KiB unread at each end at any time; checkpointed,
-    killed, restarted with the server and the client on two other hosts, then both on one: the
-    connection is made again between wherever they are, every byte in order."""
+    """Four processes of one job on two hosts, two servers and their clients, each pair across
+    the hosts, exchanging checked blocks with about 8 KiB unread at each end at any time;
+    checkpointed, killed, restarted over two other hosts, then over one: each connection is made
+    again between wherever its ends are, every byte in order."""
     job = NetJob(hosts4, tmp_path)
     job.app = apps["xhost_tcp"]
-    tags = ["srv", "cli"]
+    tags = ["srv1", "cli1", "srv2", "cli2"]
     scratch = tmp_path / "shared-ckpt"  # one directory every host sees
     try:
         job.start_coordinator(1, "coord-a")
-        launched = {
-            "srv": job.launch(1, "srv", scratch, ["server", "7000", str(STEPS), "20"]),
-            "cli": job.launch(
-                2, "cli", scratch, ["client", hosts4.addr(1), "7000", str(STEPS), "20"]
-            ),
-        }
-        job.wait_peers(2)
+        launched = {}
+        for n, (server_host, client_host) in enumerate(((1, 2), (2, 1)), 1):
+            port = str(7000 + n)
+            launched[f"srv{n}"] = job.launch(
+                server_host, f"srv{n}", scratch, ["server", port, str(STEPS), "20"]
+            )
+            launched[f"cli{n}"] = job.launch(
+                client_host,
+                f"cli{n}",
+                scratch,
+                ["client", hosts4.addr(server_host), port, str(STEPS), "20"],
+            )
+        job.wait_peers(4)
         outs = output_of(launched)
         for t in tags:
             wait_steps(outs[t], [t], 30, launched[t], extra=job.report())
@@ -439,13 +445,15 @@ def test_tcp_connection_between_hosts_with_bytes_in_flight(hosts4, apps, tmp_pat
         chains = {t: [segments_of(outs[t], [t], before, after)[t]] for t in tags}
         order = _tags_in_order(gens, tmp_path, launched)
 
-        # the first listed process on host 3, the other on host 4
+        # process i of the script on host 3 + i % 2
         job.start_coordinator(3, "coord-b")
         runs = {
             i: job.run_script(i, script, f"restart1-h{i}", "--part", f"{i - 3}/2") for i in (3, 4)
         }
-        job.wait_peers(2)
-        run_out = {t: Output(runs[3 + n].out_path, f"restart1/{t}") for n, t in enumerate(order)}
+        job.wait_peers(4)
+        run_out = {
+            t: Output(runs[3 + n % 2].out_path, f"restart1/{t}") for n, t in enumerate(order)
+        }
         first = {
             t: wait_steps(run_out[t], [t], 1, runs[3], runs[4], extra=job.report())[t] for t in tags
         }
