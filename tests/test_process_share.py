@@ -1,6 +1,8 @@
 """Connections between the processes of a tree (docs/DECISIONS.md "Connections between
 processes"): a pipe, socketpair or loopback TCP connection that a parent and its forked children
-share is made once at restart and given to each of them, with the bytes that were in it.
+share is made once at restart and given to each of them, with the bytes that were in it; so is
+memory they share (MAP_SHARED anonymous, POSIX shm, semaphores), which Python's process pools
+need besides their pipes.
 
 Each program (tests/apps/share_*.c) checks every byte it receives and prints one step per
 record; the tree is checkpointed by the signal to its root while the pipe or the connection has
@@ -13,11 +15,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 from ckpt_harness import CracProc, base_env, process_dirs, tree, wait_exit
-from conftest import crac_cmd, require_native
+from conftest import APPS_DIR, crac_cmd, require_native
 from coord_harness import free_port, wait_until
 from job_harness import Output, segments_of, wait_steps
 from test_process_trees import _restart_twice
@@ -47,6 +50,10 @@ CASES = [
     ("share_pipe", "pipeline"),  # gen | filter | sum, three processes
     ("share_sock", "pair"),  # a socketpair ping-pong, bytes waiting both ways
     ("share_sock", "tcp"),  # a TCP client/server pair over 127.0.0.1
+    ("share_dgram", "named"),  # a Unix datagram ping-pong between two named sockets
+    ("share_mem", "memory"),  # MAP_SHARED anonymous + unlinked POSIX shm, pshared semaphores
+    ("share_pool", "pool"),  # multiprocessing.Pool(2).map in a loop
+    ("share_pool", "executor"),  # concurrent.futures.ProcessPoolExecutor(2).map in a loop
 ]
 
 
@@ -54,7 +61,11 @@ CASES = [
 def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
     require_native()
     ckptdir = tmp_path / "ckpt"
-    argv = [*crac_cmd(), "launch", "-c", str(ckptdir), "--", str(apps[app]), TAG, mode]
+    if app == "share_pool":
+        program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py"), TAG, mode]
+    else:  # share_mem and share_dgram have no mode
+        program = [str(apps[app]), TAG, *([mode] if app in ("share_pipe", "share_sock") else [])]
+    argv = [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *program]
     root = CracProc(
         [*argv, str(STEPS), "20"], out_dir=tmp_path / "logs", label="launch", env=base_env()
     )

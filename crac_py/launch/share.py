@@ -25,6 +25,9 @@ _PIPE, _FIFO, _SOCKET = (
     fmt.ENUM["crac_fd_kind"].value(c) for c in ("CRAC_FD_PIPE", "CRAC_FD_FIFO", "CRAC_FD_SOCKET")
 )
 _FDS_NOTE = next(n.type for n in fmt.NOTES if n.cname == "CRAC_NT_FDS")
+_REGIONS_NOTE = next(n.type for n in fmt.NOTES if n.cname == "CRAC_NT_REGIONS")
+_ANON_SHARED = fmt.ENUM["crac_region_kind"].value("CRAC_REGION_ANON_SHARED")
+_OUTSIDE_W = fmt.REGION_OUTSIDE_W
 _R_PAIR, _R_PENDING, _R_OUTSIDE = 2, 3, 4  # loader/state/fd_socket.c `enum role`
 _F_SETPIPE_SZ = 1031
 
@@ -235,37 +238,183 @@ def _make(o: Obj) -> dict[Any, int]:
     return {side: mine.detach() for side, (mine, _) in pairs.items()}
 
 
-def plan(members: list[tuple[Path, int]]) -> dict[Path, list[tuple[int, int]]]:
+def _shared_memory(members: list[tuple[Path, int]]) -> dict[tuple[int, int], list[Any]]:
+    """Shared objects (ANON_SHARED regions with an identity: MAP_SHARED anonymous memory kept
+    across fork, POSIX shared memory, a semaphore of sem_open) mapped by two or more of MEMBERS:
+    {(dev, ino): [(vpid, generation, region), ...]}."""
+    by_obj: dict[tuple[int, int], list[Any]] = defaultdict(list)
+    for gen, vpid in members:
+        blob = insp._crac_notes(gen / CORE).get(_REGIONS_NOTE)
+        if blob is None:
+            continue
+        try:
+            regions = insp._regions(blob)
+        except insp._Short as exc:
+            raise ShareError(f"image corrupted: the regions note of {gen / CORE}: {exc}") from exc
+        for r in regions:
+            if r["kind"] == _ANON_SHARED and r["ino"] and not r["flags"] & _OUTSIDE_W:
+                by_obj[(r["dev"], r["ino"])].append((vpid, gen, r))
+    return {k: v for k, v in by_obj.items() if len({g for _, g, _ in v}) >= 2}
+
+
+def _make_memory(maps: list[Any]) -> int:
+    """One memfd for a shared object, its bytes from the images (the lowest vpid's last, so its
+    copy wins where several saved the same page; they were taken at one moment)."""
+    size = max(r["file_offset"] + r["end"] - r["start"] for _, _, r in maps)
+    fd = os.memfd_create("crac-shared", 0)
+    os.ftruncate(fd, size)
+    for _, gen, r in sorted(maps, key=lambda m: -m[0]):
+        if not r["core_offset"]:
+            continue
+        length = r["end"] - r["start"]
+        with (gen / CORE).open("rb") as core:
+            core.seek(r["core_offset"])
+            data = core.read(length)
+        os.pwrite(fd, data, r["file_offset"])
+    return fd
+
+
+def _unix_addr(raw: bytes) -> bytes | None:
+    """A saved sockaddr_un as Python's address: the path, or the abstract name with its NUL;
+    None for an unnamed one."""
+    name = raw[2:]
+    if not name:
+        return None
+    return name if name[0] == 0 else name.split(b"\0", 1)[0]
+
+
+def _named_dgrams(members: list[tuple[Path, int]]) -> list[tuple[Path, int, int, dict[str, Any]]]:
+    """Every Unix datagram socket bound to a name, not one end of a pair: (gen, vpid, fd, its
+    saved text)."""
+    out = []
+    for gen, vpid in members:
+        for r in _fd_records(gen):
+            if r["kind"] != _SOCKET:
+                continue
+            s = _socket_text(gen, r["fd"])
+            if (
+                s is not None
+                and s["domain"] == socket.AF_UNIX
+                and s["type"] == socket.SOCK_DGRAM
+                and s["role"] == 0
+                and _unix_addr(s.get("local", b"")) is not None
+            ):
+                out.append((gen, vpid, r["fd"], s))
+    return out
+
+
+def _datagrams(saved: Path) -> list[tuple[int, bytes | None, bytes]]:
+    """files/sockq-<fd> of a named datagram socket (loader/state/fd_socket.c save_named_dgrams):
+    (sender fd, sender's name for -2, bytes) each."""
+    data, at, out = saved.read_bytes(), 0, []
+    while at + 8 <= len(data):
+        n, sender = struct.unpack_from("=Ii", data, at)
+        at += 8
+        name = None
+        if sender == -2:
+            (nlen,) = struct.unpack_from("=I", data, at)
+            name = _unix_addr(data[at + 4 : at + 4 + nlen])
+            at += 4 + nlen
+        out.append((sender, name, data[at : at + n]))
+        at += n
+    return out
+
+
+def _make_dgrams(
+    dgrams: list[tuple[Path, int, int, dict[str, Any]]],
+) -> dict[tuple[Path, int], int]:
+    """The tree's named datagram sockets made here, each bound to its name (and connected to its
+    peer's), and their queued datagrams sent again, each from the socket bound to its sender's
+    name (another process's, which a loader restarting on its own cannot do)."""
+    socks: dict[tuple[Path, int], socket.socket] = {}
+    by_name: dict[bytes, socket.socket] = {}
+    for gen, _, fd, s in dgrams:
+        addr = _unix_addr(s["local"])
+        assert addr is not None
+        if addr[0] != 0:
+            try:
+                if stat.S_ISSOCK(os.lstat(addr).st_mode):
+                    os.unlink(addr)
+            except FileNotFoundError:
+                pass
+        sk = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sk.bind(addr)
+        socks[(gen, fd)] = by_name[addr] = sk
+    for gen, _, fd, s in dgrams:
+        peer = _unix_addr(s.get("peer", b""))
+        if peer is not None:
+            try:
+                socks[(gen, fd)].connect(peer)
+            except OSError:
+                pass  # its peer is gone: the program's next send says so
+    for gen, _, fd, s in dgrams:
+        saved = gen / "files" / f"sockq-{fd}"
+        if not s["queued"] or not saved.exists():
+            continue
+        to = _unix_addr(s["local"])
+        for sender, name, data in _datagrams(saved):
+            via = socks.get((gen, sender)) if sender >= 0 else by_name.get(name or b"")
+            if via is None:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as anon:
+                    anon.sendto(data, to)
+            else:
+                via.sendto(data, to)
+    return {key: sk.detach() for key, sk in socks.items()}
+
+
+def plan(members: list[tuple[Path, int]]) -> dict[Path, list[tuple[str, str, int]]]:
     """Makes every object shared between MEMBERS once, its bytes put back; for each generation
-    its (program fd, inherited descriptor) pairs. The descriptors are moved above every number
-    the programs used, so no loader puts anything over them before it takes them."""
+    its loader options (option, value, inherited descriptor). The descriptors are moved above
+    every number the programs used, so no loader puts anything over them before it takes them."""
     objs = collect(members)
-    if not objs:
+    mems = _shared_memory(members)
+    dgrams = _named_dgrams(members)
+    if len({g for g, _, _, _ in dgrams}) < 2:
+        dgrams = []  # only one process has named datagram sockets: its loader makes them
+    if not objs and not mems and not dgrams:
         return {}
     top = max((r["fd"] for g, _ in members for r in _fd_records(g)), default=2)
-    out: dict[Path, list[tuple[int, int]]] = defaultdict(list)
+    out: dict[Path, list[tuple[str, str, int]]] = defaultdict(list)
+
+    def high(fd: int) -> int:
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD, top + 64)  # inheritable
+        os.close(fd)
+        return moved
+
     for o in objs:
         try:
             made = _make(o)
         except OSError as exc:
             raise ShareError(f"cannot make a shared {o.kind} again: {exc}") from exc
-        high = {}
-        for side, fd in made.items():
-            high[side] = fcntl.fcntl(fd, fcntl.F_DUPFD, top + 64)  # inheritable
-            os.close(fd)
+        moved = {side: high(fd) for side, fd in made.items()}
         for e in o.ends:
-            out[e.gen].append((e.fd, high[e.side]))
+            out[e.gen].append(("--shared-fd", f"{e.fd}:{moved[e.side]}", moved[e.side]))
+    if dgrams:
+        try:
+            made_dgrams = _make_dgrams(dgrams)
+        except OSError as exc:
+            raise ShareError(f"cannot bind a datagram socket of the tree again: {exc}") from exc
+        for (gen, fd), sk in made_dgrams.items():
+            moved_fd = high(sk)
+            out[gen].append(("--shared-fd", f"{fd}:{moved_fd}", moved_fd))
+    for (dev, ino), maps in mems.items():
+        try:
+            fd = high(_make_memory(maps))
+        except OSError as exc:
+            raise ShareError(f"cannot make a shared memory object again: {exc}") from exc
+        for gen in {g for _, g, _ in maps}:
+            out[gen].append(("--shared-mem", f"{dev}:{ino}:{fd}", fd))
     return dict(out)
 
 
-def keep(shared: dict[Path, list[tuple[int, int]]], gen: Path) -> list[str]:
+def keep(shared: dict[Path, list[tuple[str, str, int]]], gen: Path) -> list[str]:
     """In the process that restarts GEN: closes the other processes' descriptors; the loader
     options that give it its own."""
     mine = shared.get(gen, [])
-    own = {h for _, h in mine}
-    for h in {h for pairs in shared.values() for _, h in pairs} - own:
+    own = {h for _, _, h in mine}
+    for h in {h for items in shared.values() for _, _, h in items} - own:
         os.close(h)
-    return [a for fd, h in mine for a in ("--shared-fd", f"{fd}:{h}")]
+    return [a for opt, value, _ in mine for a in (opt, value)]
 
 
 __all__ = ["ImageError", "ShareError", "collect", "keep", "plan"]

@@ -91,7 +91,7 @@ def roots_and_members(gens: list[Path]) -> list[tuple[Path, list[Path]]]:
     return [(r, out[r]) for r in gens if r in out]
 
 
-def _shared_objects(members: list[Member]) -> dict[Path, list[tuple[int, int]]]:
+def _shared_objects(members: list[Member]) -> dict[Path, list[tuple[str, str, int]]]:
     """The pipes and connections between processes of the tree, made once before the fork
     (crac_py/launch/share.py)."""
     if len(members) < 2:

@@ -55,7 +55,7 @@ static void usage(void)
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
             "                   [--exit-after-checkpoint] [--no-fork-writer] [--crac-cmd CMD]\n"
             "                   [--child-pid VPID:PID ...] [--parent-pid VPID]\n"
-            "                   [--shared-fd FD:INHERITED_FD ...]\n"
+            "                   [--shared-fd FD:INHERITED_FD ...] [--shared-mem DEV:INO:FD ...]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
             "                   [--mpi-shim SONAME] -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
@@ -165,6 +165,9 @@ static struct options parse_args(int argc, char **argv)
         } else if (strcmp(a, "--shared-fd") == 0) {
             if (fd_shared_add(v) != 0)
                 die("--shared-fd: '%s' is not FD:INHERITED_FD", v);
+        } else if (strcmp(a, "--shared-mem") == 0) {
+            if (restart_shared_mem_add(v) != 0)
+                die("--shared-mem: '%s' is not DEV:INO:INHERITED_FD", v);
         } else if (strcmp(a, "--header-crc") == 0)
             o.header_crc = (uint32_t)strtoul(v, NULL, 10);
         else

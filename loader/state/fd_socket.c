@@ -240,64 +240,68 @@ static int save_queue(struct fd_entry *e, const struct sock *s, const char *file
     return 1;
 }
 
-/* A Unix datagram socket that is not one end of a pair: its datagrams are taken with their
- * senders and sent straight back, each from the program's own socket that sent it (found by its
- * name), so the running program sees the same queue with the same senders. Saved per datagram:
- * a u32 length, the sender's fd (-1: not the program's; resent from an unnamed socket, said with
- * a loss line) and its bytes, into files/sockq-<fd>. */
+/* A Unix datagram socket that is not one end of a pair: its datagrams are peeked one after the
+ * other with their senders (SO_PEEK_OFF moves past each one), left in place for the running
+ * program. Saved per datagram: a u32 length, the sender (the fd of the program's socket that
+ * sent it; -2: a named socket outside the process, its u32 name length and name follow, which
+ * another process of the tree may hold; -1: unnamed, resent from an unnamed socket, said with a
+ * loss line) and its bytes, into files/sockq-<fd>. */
 static int save_named_dgrams(struct fd_entry *e, const struct sock *s, const struct fd_entry *all,
                              int n, const char *files_dir)
 {
-    /* All taken first, then sent back: what is sent back would otherwise be taken again. */
+    (void)s;
     size_t cap = 0, len = 0;
-    char *q = NULL;
-    int rc = 0, lost = 0;
-    for (;;) {
-        if (len + 8 + 65536 > cap) {
-            char *more =
-                len + 8 + 65536 <= QUEUE_MAX ? realloc(q, cap = cap ? 2 * cap : 131072) : NULL;
+    char *q = NULL, data[65536];
+    int rc = 0, lost = 0, zero = 0, off = -1;
+    if (setsockopt(e->rec.fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)) != 0)
+        rc = -1;
+    while (rc == 0) {
+        struct sockaddr_storage from;
+        socklen_t flen = sizeof(from);
+        ssize_t got = recvfrom(e->rec.fd, data, sizeof(data), MSG_PEEK | MSG_DONTWAIT,
+                               (struct sockaddr *)&from, &flen);
+        if (got < 0)
+            break;
+        int32_t sender = -1;
+        struct sock o;
+        int named = flen > offsetof(struct sockaddr_un, sun_path);
+        for (int k = 0; k < n && sender < 0 && named; k++)
+            if (all[k].rec.kind == CRAC_FD_SOCKET && sock_read(all[k].rec.fd, &o) == 0 &&
+                same_addr(&o.local, o.llen, &from, flen))
+                sender = all[k].rec.fd;
+        if (sender < 0 && named)
+            sender = -2;
+        lost += sender == -1;
+        uint32_t name_len = sender == -2 ? (uint32_t)flen : 0;
+        size_t need = 8 + (sender == -2 ? 4 + name_len : 0) + (size_t)got;
+        if (len + need > QUEUE_MAX) {
+            state_loss("socket fd %d: datagrams past %u queued bytes are not saved", e->rec.fd,
+                       QUEUE_MAX);
+            break;
+        }
+        if (len + need > cap) {
+            char *more = realloc(q, cap = 2 * (len + need) + 65536);
             if (!more) {
-                if (len + 8 + 65536 > QUEUE_MAX) {
-                    state_loss("socket fd %d: datagrams past %u queued bytes are not saved",
-                               e->rec.fd, QUEUE_MAX);
-                    break; /* the rest stays queued for the running program */
-                }
                 rc = -1;
                 break;
             }
             q = more;
         }
-        struct sockaddr_storage from;
-        socklen_t flen = sizeof(from);
-        ssize_t got =
-            recvfrom(e->rec.fd, q + len + 8, 65536, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
-        if (got < 0)
-            break;
-        int32_t sender = -1;
-        struct sock o;
-        for (int k = 0; k < n && sender < 0 && flen > offsetof(struct sockaddr_un, sun_path); k++)
-            if (all[k].rec.kind == CRAC_FD_SOCKET && sock_read(all[k].rec.fd, &o) == 0 &&
-                same_addr(&o.local, o.llen, &from, flen))
-                sender = all[k].rec.fd;
-        lost += sender < 0;
         uint32_t l32 = (uint32_t)got;
         memcpy(q + len, &l32, 4);
         memcpy(q + len + 4, &sender, 4);
-        len += 8 + (size_t)got;
+        len += 8;
+        if (sender == -2) {
+            memcpy(q + len, &name_len, 4);
+            memcpy(q + len + 4, &from, name_len);
+            len += 4 + name_len;
+        }
+        memcpy(q + len, data, (size_t)got);
+        len += (size_t)got;
+        if (got == 0)
+            break; /* an empty datagram does not move the offset: the rest is not seen */
     }
-    for (size_t at = 0; at < len;) {
-        uint32_t l32;
-        int32_t sender;
-        memcpy(&l32, q + at, 4);
-        memcpy(&sender, q + at + 4, 4);
-        int via = sender >= 0 ? sender : socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        if (via < 0 || sendto(via, q + at + 8, l32, MSG_DONTWAIT,
-                              (const struct sockaddr *)&s->local, s->llen) != (ssize_t)l32)
-            rc = -1;
-        if (sender < 0 && via >= 0)
-            close(via);
-        at += 8 + l32;
-    }
+    setsockopt(e->rec.fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
     if (len && rc == 0) {
         char dst[PATH_MAX], name[48];
         snprintf(name, sizeof(name), "sockq-%d", e->rec.fd);
@@ -643,17 +647,27 @@ static void refill_named(const struct fd_restore *r, int fd_no, const struct soc
     if (in < 0)
         return;
     static char buf[65536];
-    int ok = 1;
+    int ok = 1, lost_sender = 0;
     for (;;) {
         uint32_t l32;
         int32_t sender;
         ssize_t h = read(in, &l32, 4);
         if (h == 0)
             break;
+        uint32_t name_len = 0;
+        struct sockaddr_storage name;
         if (h != 4 || read(in, &sender, 4) != 4 || l32 > sizeof(buf) ||
+            (sender == -2 && (read(in, &name_len, 4) != 4 || name_len > sizeof(name) ||
+                              read(in, &name, name_len) != (ssize_t)name_len)) ||
             read(in, buf, l32) != (ssize_t)l32) {
             ok = 0;
             break;
+        }
+        if (sender == -2) {
+            /* Its sender was another process's socket; restarted outside that process's tree,
+             * it comes from an unnamed socket (the tree's restart sends it from the name). */
+            lost_sender = 1;
+            sender = -1;
         }
         int via = sender >= 0 ? sender : socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         if (via < 0 || sendto(via, buf, l32, MSG_DONTWAIT, (const struct sockaddr *)&s->local,
@@ -665,6 +679,11 @@ static void refill_named(const struct fd_restore *r, int fd_no, const struct soc
     close(in);
     if (!ok)
         fprintf(stderr, "crac: warning: socket fd %d: its queued datagrams cannot be put back\n",
+                fd_no);
+    if (lost_sender)
+        fprintf(stderr,
+                "crac: warning: socket fd %d: datagrams queued from another process come back "
+                "from an unnamed socket\n",
                 fd_no);
 }
 
