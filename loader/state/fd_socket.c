@@ -398,6 +398,19 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
          * the restart of the tree rebuilds it then (crac_py/launch/share.py), else the loader
          * warns that it fails as a dropped connection. */
         maybe_tree = s.role == R_OUTSIDE && (peer || loopback(&s.peer, s.plen));
+        /* A TCP connection may lead to a process of the job on another host or in another
+         * tree: the restart makes it again through the coordinator (crac_py/launch/xconn.py)
+         * with its bytes, else the loader warns then that it fails as a dropped connection. */
+        if (s.role == R_OUTSIDE && s.domain != AF_UNIX && s.type == SOCK_STREAM) {
+            maybe_tree = 1;
+            /* Bytes still in our send queue (the peer's buffer was full) are not readable here
+             * and not in the peer's saved queue: say so. */
+            int outq = 0;
+            if (ioctl(e->rec.fd, SIOCOUTQ, &outq) == 0 && outq > 0)
+                state_loss("socket fd %d: %d bytes sent but not yet received by the peer are "
+                           "not saved",
+                           e->rec.fd, outq);
+        }
         if (s.role == R_OUTSIDE && !maybe_tree)
             state_loss("socket fd %d: its connection leaves the process; after a restart it "
                        "fails as a dropped connection",
