@@ -289,6 +289,7 @@ TARGETS: dict[str, Target] = {
         libs=("-lpthread", "-ldl"),
         tls_free=(
             "loader/confine/confine_exe.c",
+            "loader/confine/confine_seccomp.c",
             "loader/confine/confine_trap.c",
             "loader/confine/restorer.c",
             "loader/confine/signal_wrap.c",

@@ -2,10 +2,10 @@
 
 Takes one good generation (a seed; made here from tests/apps/ckpt_counter.c unless --seed names
 one), and for each case changes one structural thing of it: a field of a crac note's record
-(regions, threads, fds, the process, timers and pending counts), a note's header, or a key of
-MANIFEST.json; then recomputes every checksum (upper.core's header CRC-32C and page digest, the
-manifest's own SHA-256), so only the structure is tested, not the checksums. Each case is run
-through what reads images:
+(regions, threads, fds, the process, timers, pending and seccomp counts), a note's header, or a
+key of MANIFEST.json; then recomputes every checksum (upper.core's header CRC-32C and page
+digest, the manifest's own SHA-256), so only the structure is tested, not the checksums. Each
+case is run through what reads images:
 
 * `crac-loader --check-image` (the structural checks restart and verify share);
 * when that passes, the restart itself (the loader run by hand, as `crac restart` runs it), until
@@ -19,6 +19,7 @@ and handlers, timer values, limits, memory protections) are not mutated: an imag
 different but well-formed value there restarts a different, valid program.
 
     python bench/fuzz_image.py [-n 10000] [-j JOBS] [--seed-image GEN] [--rng 1] [--start K]
+                               [--compress none|lz4|zstd]
                                [--json]
 
 Case i is the same mutation in every run with the same --rng: `--start K -n N` runs cases
@@ -76,6 +77,7 @@ STRUCTURAL: dict[str, tuple[str, ...]] = {
                     "pos", "ino"),
     "crac_timers_rec": ("n_posix",),
     "crac_pending_rec": ("n_threads",),
+    "crac_seccomp_rec": ("n_filters", "n_threads"),
 }  # fmt: skip
 NOTE_RECORD = {
     0x43520001: ("crac_process_rec", False),
@@ -84,6 +86,7 @@ NOTE_RECORD = {
     0x43520004: ("crac_fd_rec", True),
     0x43520006: ("crac_timers_rec", False),
     0x43520007: ("crac_pending_rec", False),
+    0x43520022: ("crac_seccomp_rec", False),
 }
 
 
@@ -419,9 +422,10 @@ def run_case(args: tuple[int, int]) -> Result:
         write_case(gen, seed, seed.header, seed.manifest, recompute=False)
 
 
-def make_seed(base: Path) -> Path:
+def make_seed(base: Path, compress: str = "none") -> Path:
     """A generation of tests/apps/fuzz_seed.c taken at step 20 (it runs on for a long time: the
-    fuzzer's restarts are ended once the program prints its next line)."""
+    fuzzer's restarts are ended once the program prints its next line); --compress MODE: written
+    compressed (format 3), so the region records mutated point at chunk streams."""
     app = base / "fuzz_seed"
     subprocess.run(["gcc", *CFLAGS, "-o", str(app), str(APPS_DIR / "fuzz_seed.c")], check=True)
     ckpt, data = base / "seed", base / "data"
@@ -429,7 +433,7 @@ def make_seed(base: Path) -> Path:
     data.mkdir()
     crac = [sys.executable, "-m", "crac_py"]
     proc = subprocess.Popen(
-        [*crac, "launch", "-c", str(ckpt), "--", str(app), str(data)],
+        [*crac, "launch", "--compress", compress, "-c", str(ckpt), "--", str(app), str(data)],
         stdout=(base / "seed.out").open("w"),
         stderr=subprocess.DEVNULL,
         cwd=base,
@@ -492,10 +496,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rng", type=int, default=1)
     ap.add_argument("--start", type=int, default=0, help="first case number")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--compress",
+        default="none",
+        help="the seed's --compress (none, lz4, zstd): fuzz a compressed image's structure",
+    )
     args = ap.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="crac-fuzz-"))
     try:
-        gen = args.seed_image.resolve() if args.seed_image else make_seed(base)
+        gen = args.seed_image.resolve() if args.seed_image else make_seed(base, args.compress)
         t0 = time.monotonic()
 
         def progress(done: int) -> None:

@@ -18,6 +18,7 @@ from crac_py.cli.options import (
     AllowChangedOpt,
     AnyCoordOpt,
     CkptDirOpt,
+    CompressOpt,
     CoordHostOpt,
     CoordPortOpt,
     CoordTokenFileOpt,
@@ -187,6 +188,7 @@ def launch(
     exit_after: ExitAfterOpt = False,
     verbose: VerboseOpt = False,
     no_fork_writer: NoForkWriterOpt = False,
+    compress: CompressOpt = None,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -211,6 +213,7 @@ def launch(
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
         ckpt.verbose = verbose
         ckpt.no_fork_writer = no_fork_writer
+        ckpt.compress = config.compress_spec(compress)
         loader = str(paths.loader())
         coord_token = coord_client.token_option(coord_token, coord_token_file)
         choice = _coord_choice(
@@ -280,6 +283,7 @@ def restart(
     exit_after: ExitAfterOpt = False,
     verbose: VerboseOpt = False,
     no_fork_writer: NoForkWriterOpt = False,
+    compress: CompressOpt = None,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -339,6 +343,7 @@ def restart(
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
             passthrough += ["--verbose"] if verbose else []
             passthrough += ["--no-fork-writer"] if no_fork_writer else []
+            passthrough += [] if compress is None else ["--compress", compress]
             status = job.restart_job(Path(path), procs, choice, passthrough)
             raise typer.Exit(status)
     except (config.ConfigError, CoordError, image.ImageError, hosts.ImageNotHere) as exc:
@@ -347,7 +352,8 @@ def restart(
     # first, so each is the child of this process (launch/tree.py).
     tree_args: list[str] = []
     try:
-        path, tree_args = tree.fork_tree(path, tree_member or [])
+        joining = choice.ep if choice.mode == "join" else None
+        path, tree_args = tree.fork_tree(path, tree_member or [], joining)
     except (tree.TreeError, image.ImageError, OSError) as exc:
         if tree_member:
             _error(str(exc))
@@ -376,6 +382,7 @@ def restart(
             exit_after=exit_after,
             verbose=verbose,
             no_fork_writer=no_fork_writer,
+            compress=config.compress_spec(compress),
         )
         core_size, header_crc = gen.core_check
         coord_args = job.connect(choice, ckpt.interval, interval is not None)

@@ -6,8 +6,10 @@
 #include "confine.h"
 #include "crac_layout.h"
 #include "elf_load.h"
+#include "fds.h"
 #include "image_device.h"
 #include "image_check.h"
+#include "image_compress.h"
 #include "launch.h"
 #include "manager.h"
 #include "probe.h"
@@ -54,8 +56,10 @@ static void usage(void)
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
             "                   [--exit-after-checkpoint] [--no-fork-writer] [--crac-cmd CMD]\n"
             "                   [--child-pid VPID:PID ...] [--parent-pid VPID]\n"
+            "                   [--shared-fd FD:INHERITED_FD ...] [--shared-mem DEV:INO:FD ...]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
-            "                   [--mpi-shim SONAME] [--cudart-shim SONAME] -- PROGRAM [ARGS...]\n"
+            "                   [--mpi-shim SONAME] [--compress none|lz4|zstd[:LEVEL]]\n"
+            "                   [--cudart-shim SONAME] -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
             "                   [--allow-changed-files]\n"
             "                   [options above] -- PROGRAM [ARGS...]\n"
@@ -154,6 +158,8 @@ static struct options parse_args(int argc, char **argv)
             o.core_size = strtoull(v, NULL, 10);
         else if (strcmp(a, "--mpi-shim") == 0)
             o.mpi_shim = v;
+        else if (strcmp(a, "--compress") == 0)
+            o.compress = v;
         else if (strcmp(a, "--cudart-shim") == 0)
             o.cudart_shim = v;
         else if (strcmp(a, "--child-pid") == 0) {
@@ -162,6 +168,12 @@ static struct options parse_args(int argc, char **argv)
         } else if (strcmp(a, "--parent-pid") == 0) {
             if (tree_restart_parent(v) != 0)
                 die("--parent-pid: '%s' is not a pid", v);
+        } else if (strcmp(a, "--shared-fd") == 0) {
+            if (fd_shared_add(v) != 0)
+                die("--shared-fd: '%s' is not FD:INHERITED_FD", v);
+        } else if (strcmp(a, "--shared-mem") == 0) {
+            if (restart_shared_mem_add(v) != 0)
+                die("--shared-mem: '%s' is not DEV:INO:INHERITED_FD", v);
         } else if (strcmp(a, "--header-crc") == 0)
             o.header_crc = (uint32_t)strtoul(v, NULL, 10);
         else
@@ -231,6 +243,15 @@ static void fill_ckpt_config(const struct options *o, const struct crac_backend_
     c->no_fork_writer = o->no_fork_writer || (getenv("CRAC_NO_FORK_WRITER") &&
                                               strcmp(getenv("CRAC_NO_FORK_WRITER"), "0") != 0);
     c->ckpt_signal = o->ckpt_signal;
+    /* Loaded now: a library that is missing is said at launch, not at the first checkpoint, and
+     * the forked writer finds it loaded. */
+    if (o->compress) {
+        char err[256];
+        if (compress_parse(o->compress, &c->compress, &c->compress_level) != 0)
+            die("--compress: '%s' is not none, lz4, zstd or zstd:LEVEL (1..19)", o->compress);
+        if (compress_load(c->compress, err, sizeof(err)) != 0)
+            die("--compress %s: %s", o->compress, err);
+    }
     c->argc = o->program_argc;
     c->argv = o->program_argv;
 }

@@ -4,9 +4,11 @@
 
 #include "crac_layout.h"
 #include "crc32c.h"
+#include "image_compress.h"
 #include "page_zero.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -108,6 +110,50 @@ static int fill_bitmap(int core, const struct crac_region_rec *r, const unsigned
     return 0;
 }
 
+/* Compressed regions (image_compress.c): the chunks from core_offset, each decompressed straight
+ * into place and checked against its CRC-32C; pages not in a chunk stay as mapped (zero, or the
+ * file's). A library that cannot be loaded is said in err; any other failure is a corrupted
+ * image. */
+static int fill_chunks(int core, const struct crac_region_rec *r, const unsigned char *bitmap,
+                       uint32_t *crc, uint32_t *pages, char *err, size_t errlen)
+{
+    static unsigned char *stored;
+    uint64_t n_pages = (r->end - r->start) / PAGE, next = 0, pos = r->core_offset;
+    if (!stored && !(stored = malloc(CRAC_CHUNK_MAX_PAGES * PAGE)))
+        return -1;
+    for (;;) {
+        struct crac_chunk_hdr h;
+        if (read_full(core, (unsigned char *)&h, sizeof(h), pos) != 0 ||
+            h.magic != CRAC_CHUNK_MAGIC || h.method > CRAC_CHUNK_ZSTD ||
+            h.n_pages > CRAC_CHUNK_MAX_PAGES)
+            return -1;
+        if (!h.n_pages)
+            return h.stored_len ? -1 : 0;
+        uint64_t len = (uint64_t)h.n_pages * PAGE;
+        if (h.first_page < next || h.first_page + h.n_pages > n_pages || h.stored_len > len ||
+            (h.method == CRAC_CHUNK_RAW) != (h.stored_len == len))
+            return -1;
+        for (uint64_t i = h.first_page; bitmap && i < h.first_page + h.n_pages; i++)
+            if (!(bitmap[i / 8] & (1u << (i % 8))))
+                return -1;
+        unsigned char *dst = (unsigned char *)(r->start + h.first_page * PAGE);
+        if (h.method != CRAC_CHUNK_RAW && compress_load((int)h.method, err, errlen) != 0)
+            return -2;
+        madvise(dst, len, MADV_POPULATE_WRITE);
+        if (h.method == CRAC_CHUNK_RAW
+                ? read_full(core, dst, len, pos + sizeof(h)) != 0
+                : read_full(core, stored, h.stored_len, pos + sizeof(h)) != 0 ||
+                      compress_decompress((int)h.method, dst, len, stored, h.stored_len) != 0)
+            return -1;
+        if (crc32c_update(0, dst, len) != h.crc32c)
+            return -1;
+        *crc = crc32c_update(*crc, &h.crc32c, 4);
+        *pages += h.n_pages;
+        next = h.first_page + h.n_pages;
+        pos += sizeof(h) + ((h.stored_len + 7) & ~7UL);
+    }
+}
+
 static int same_file(const struct crac_region_rec *r, const struct stat *st)
 {
     int64_t mtime = st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
@@ -152,8 +198,36 @@ static int shared_object_fd(const struct restart_image *img, const struct crac_r
     return fd;
 }
 
+/* Shared objects another process of the tree maps too (`--shared-mem DEV:INO:FD`): made once and
+ * filled by the restart of the tree (crac_py/launch/share.py), inherited here; mapped as they
+ * are, never filled again (a process already running would see its memory go back). */
+static struct shared_obj inherited_objs[MAX_SHARED];
+static int n_inherited;
+
+int restart_shared_mem_add(const char *spec)
+{
+    unsigned long long dev, ino;
+    int fd, used = 0;
+    if (sscanf(spec, "%llu:%llu:%d%n", &dev, &ino, &fd, &used) != 3 || spec[used] || fd < 3 ||
+        n_inherited == MAX_SHARED)
+        return -1;
+    inherited_objs[n_inherited++] = (struct shared_obj){dev, ino, fd};
+    return 0;
+}
+
+static int inherited_object_fd(const struct crac_region_rec *r)
+{
+    for (int i = 0; i < n_inherited; i++)
+        if (inherited_objs[i].dev == r->dev && inherited_objs[i].ino == r->ino)
+            return inherited_objs[i].fd;
+    return -1;
+}
+
 static void shared_objects_close(void)
 {
+    for (int i = 0; i < n_inherited; i++)
+        close(inherited_objs[i].fd);
+    n_inherited = 0;
     for (int i = 0; i < n_shared; i++)
         close(shared_objs[i].fd);
     n_shared = 0;
@@ -221,6 +295,15 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
     case CRAC_REGION_ANON: flags = MAP_PRIVATE | MAP_ANONYMOUS; break;
     case CRAC_REGION_ANON_SHARED:
         flags = MAP_SHARED | MAP_ANONYMOUS;
+        if (r->ino && !outside && (fd = inherited_object_fd(r)) >= 0) {
+            void *m = mmap((void *)r->start, len, (int)r->prot, MAP_SHARED | fixed, fd,
+                           (off_t)r->file_offset);
+            if (m == (void *)r->start)
+                goto shared_mapped;
+            snprintf(err, errlen, "cannot map the shared region 0x%lx-0x%lx back: %s",
+                     (unsigned long)r->start, (unsigned long)r->end, strerror(errno));
+            return -1;
+        }
         if (r->ino && !outside) {
             int id = sysv_segment(img, r, path);
             void *at = id < 0
@@ -281,17 +364,23 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
         return -1;
     }
 mapped:
+shared_mapped:
     /* Still excluded from the next checkpoints, as the program asked. */
     if ((r->flags & CRAC_REGION_DONTDUMP) && madvise((void *)r->start, len, MADV_DONTDUMP) != 0) {
         snprintf(err, errlen, "cannot exclude the region 0x%lx-0x%lx from images again: %s",
                  (unsigned long)r->start, (unsigned long)r->end, strerror(errno));
         return -1;
     }
-    if (!r->core_offset)
+    if (!r->core_offset || inherited_object_fd(r) >= 0)
         return 0;
     uint32_t crc = 0, pages = 0;
-    int rc = r->kind == CRAC_REGION_FILE_PRIVATE ? fill_bitmap(core, r, bitmap, &crc, &pages)
-                                                 : fill_anon(core, r, &crc, &pages);
+    int rc = r->flags & CRAC_REGION_COMPRESSED
+                 ? fill_chunks(core, r, r->kind == CRAC_REGION_FILE_PRIVATE ? bitmap : NULL, &crc,
+                               &pages, err, errlen)
+             : r->kind == CRAC_REGION_FILE_PRIVATE ? fill_bitmap(core, r, bitmap, &crc, &pages)
+                                                   : fill_anon(core, r, &crc, &pages);
+    if (rc == -2) /* err says which library */
+        return -1;
     if (rc != 0 || crc != r->crc32c || pages != r->saved_pages) {
         snprintf(err, errlen, "image corrupted: region 0x%lx-0x%lx %s fails its checksum",
                  (unsigned long)r->start, (unsigned long)r->end, path[0] ? path : "(anonymous)");
