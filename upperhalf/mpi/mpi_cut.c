@@ -58,9 +58,19 @@ static void release_waiters(void)
     futex_wake_all(&wake_word);
 }
 
+/* Between two tests of a wait loop. The first tests follow each other at once, as a native
+ * blocking call polls: the library's progress engine already yields the CPU when it is told the
+ * node is oversubscribed (Open MPI's mpi_yield_when_idle), and a sched_yield of ours on every
+ * test cost a 2-rank 8-byte ping-pong several times its native latency (docs/PERFORMANCE.md, "MPI").
+ * Then yields, then short sleeps: a long wait (a peer computing) leaves the CPU to others. */
 void mpi_backoff(unsigned *spins)
 {
-    if (++*spins < 64) {
+    ++*spins;
+    if (*spins < 256) {
+        __builtin_ia32_pause();
+        return;
+    }
+    if (*spins < 512) {
         sched_yield();
         return;
     }

@@ -41,6 +41,8 @@ typedef struct {
     uint64_t w[4];
 } lstatus;
 void status_up(MPI_Status *up, const lstatus *low);
+/* MPI_Test of *REAL up to TRIES times in one crossing, until *FLAG: the wait loops' poll. */
+int mpi_ltest(void **real, int *flag, lstatus *ls, int tries);
 void status_down(lstatus *low, const MPI_Status *up);
 int rank_down(int r); /* a rank argument (MPI_ANY_SOURCE, MPI_PROC_NULL ...) for the library */
 int rank_up(int r);
