@@ -244,3 +244,27 @@ def test_mpi_open_mpi_job_restarts_on_mpich(tmp_path: Path) -> None:
     Open MPI ABI and translates), checkpointed there, and restarted on Open MPI again."""
     _mpiexec_mpich(2)
     run_mpi_cycles("mpi_jacobi", ["120", "20"], tmp_path, ranks=2, restarts=("mpich", "mpirun"))
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_mpi_collectives_different_at_the_cut(tmp_path: Path, ranks: int) -> None:
+    """MPI_Alltoall/MPI_Allreduce/MPI_Bcast loops on the world, then the two halves of a split
+    in different collectives at once (Allreduce on one, Alltoall on the other) with a message
+    in flight across all of them, one rank late to the world's collectives each step: two
+    cycles on 2 and 4 ranks."""
+    run_mpi_cycles("mpi_colls", ["120", "30"], tmp_path, ranks=ranks)
+
+
+def test_mpi_request_functions_and_persistent(tmp_path: Path) -> None:
+    """MPI_Waitany, MPI_Waitsome, MPI_Testany, MPI_Testall and persistent requests
+    (MPI_Send_init/MPI_Recv_init/MPI_Startall/MPI_Request_free), checkpoints landing while the
+    persistent ring is started (its receive cancelled and posted again): two cycles."""
+    run_mpi_cycles("mpi_requests", ["150", "30"], tmp_path)
+
+
+def test_mpi_user_operations(tmp_path: Path) -> None:
+    """MPI_Op_create/MPI_Op_free: a commutative sum and a non-commutative matrix product (on a
+    derived type) in MPI_Allreduce/MPI_Reduce; the program's functions, called back by the
+    library below, use TLS and libc and check their datatype; operations freed and created
+    again every 10 steps; two cycles (the operations created again at each restart)."""
+    run_mpi_cycles("mpi_userop", ["150", "30"], tmp_path)

@@ -4,6 +4,7 @@
 #include "mpi_shim.h"
 
 #include "crac_registry.h"
+#include "mpi_userop.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -368,6 +369,7 @@ int mpi_lower_rebuild(void)
             L("MPI_Type_commit", U(&nt));
         t->real = nt;
     }
+    mpi_userop_rebuild();
     /* Freed types were kept only as bases of live ones: free them again now. */
     for (struct vtype *t = vtype_list; t; t = t->next)
         if (t->freed && t->real) {

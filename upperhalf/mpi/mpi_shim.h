@@ -76,11 +76,13 @@ struct vtype {
     struct vtype *next;
 };
 
-enum { VR_ACTIVE = 1, VR_DONE = 2, VR_UNPOSTED = 3 };
+/* VR_INACTIVE: a persistent request not started, or completed and not started again. */
+enum { VR_ACTIVE = 1, VR_DONE = 2, VR_UNPOSTED = 3, VR_INACTIVE = 4 };
 struct vreq {
     uint64_t magic;
     void *real;
     int state, is_recv, is_coll;
+    int persistent; /* MPI_Send_init/MPI_Recv_init: kept after completion, started again */
     void *buf;
     int count, peer, tag;
     MPI_Datatype type;
@@ -96,6 +98,7 @@ extern struct vreq *vreq_list;
 struct vcomm *comm_v(MPI_Comm c); /* NULL for MPI_COMM_NULL or garbage */
 void *type_real(MPI_Datatype t);  /* lower handle */
 void *op_real(MPI_Op o);
+void *userop_real(MPI_Op o);           /* NULL unless one of MPI_Op_create (mpi_userop.c) */
 void *predef_lower(const void *upper); /* NULL unless a predefined object */
 void *predef_upper_of_lower(const void *lower);
 void *lower_named(const char *name); /* the lower object of a predefined name */
@@ -103,6 +106,7 @@ struct vcomm *vcomm_wrap(void *real);
 int vcomm_describe(struct vcomm *c); /* fills size, rank, world_ranks, key */
 struct vreq *vreq_new(void);
 void vreq_free(struct vreq *r);
+void vreq_to_tail(struct vreq *r); /* a started persistent request: posted after the others */
 struct vtype *vtype_new(void);
 
 /* ---- the library's life (mpi_lower.c) ---- */
