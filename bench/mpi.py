@@ -76,9 +76,9 @@ def mpirun_cmd(mpirun: str, n: int) -> list[str]:
     return [mpirun, "-np", str(n), "--oversubscribe", "--bind-to", "none"]
 
 
-def one_run(argv: list[str], unit: str) -> float:
+def one_run(argv: list[str], unit: str, cwd: Path) -> float:
     """The median of the program's timed rounds: microseconds, or MiB/s for bandwidth."""
-    res = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=TIMEOUT)
+    res = subprocess.run(argv, capture_output=True, text=True, env=_env(), cwd=cwd, timeout=TIMEOUT)
     if res.returncode != 0:
         raise BenchError(f"{' '.join(argv)} failed ({res.returncode}):\n{res.stderr[-1500:]}")
     vals = []
@@ -94,7 +94,7 @@ def one_run(argv: list[str], unit: str) -> float:
     return statistics.median(vals)
 
 
-def run_cases(exe: Path, mpirun: str, reps: int, ranks: int) -> list[dict]:
+def run_cases(exe: Path, mpirun: str, reps: int, ranks: int, work: Path) -> list[dict]:
     port = free_port()  # one coordinator for every crac run (started by the first, kept)
     results = []
     for label, mode, size, iters, n, unit in CASES:
@@ -105,7 +105,7 @@ def run_cases(exe: Path, mpirun: str, reps: int, ranks: int) -> list[dict]:
         samples: dict[str, list[float]] = {"native": [], "crac": []}
         for i in range(reps + 1):  # the first of each is a warm-up
             for name, argv in (("native", native), ("crac", crac)):
-                v = one_run(argv, unit)
+                v = one_run(argv, unit, work)  # crac's process directories land there
                 if i:
                     samples[name].append(v)
         med = {k: statistics.median(v) for k, v in samples.items()}
@@ -247,7 +247,7 @@ def main() -> int:
         pp = build(mpicc, "apps/mpi_pingpong.c", work / "mpi_pingpong")
         mem_mpi = build(mpicc, "apps/mpi_mem.c", work / "mpi_mem", "-DWITH_MPI")
         mem_plain = build("gcc", "apps/mpi_mem.c", work / "mem_plain")
-        results = run_cases(pp, mpirun, opts.reps, opts.ranks)
+        results = run_cases(pp, mpirun, opts.reps, opts.ranks, work)
         sets = CkptSets(work, mpirun, mem_mpi, mem_plain, opts.ckpt_mib, 4)
         ckpt: dict[str, list[float]] = {"4-rank job": [], "4 independent": []}
         try:
