@@ -85,10 +85,25 @@ int MPI_Query_thread(int *provided)
     return MPI_SUCCESS;
 }
 
+/* CRAC_MPI_TEST_FINALIZE_DELAY_MS=MS: world rank 1 waits MS ms between MPI_Finalize's barrier
+ * and its agreement, so a test can checkpoint while rank 0 is already leaving (tests/test_mpi.py). */
+static void test_finalize_delay(void)
+{
+    const char *v = getenv("CRAC_MPI_TEST_FINALIZE_DELAY_MS");
+    long ms = v ? atol(v) : 0;
+    if (ms <= 0 || mpi_world_rank != 1)
+        return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 int MPI_Finalize(void)
 {
     /* Everyone reaches here before the library goes: a barrier that a checkpoint can cut. */
     MPI_Barrier(MPI_COMM_WORLD);
+    test_finalize_delay();
+    mpi_finalize_agree(); /* a checkpoint from here on is refused (docs/MPI.md, "Finalize") */
     mpi_finalized = 1;
     return L("MPI_Finalize", 0);
 }

@@ -134,5 +134,6 @@ int mpi_post_recv(struct vreq *r); /* drained match, else the real Irecv */
  * *st. Call under mpi_mu. */
 int mpi_drained_peek(struct vcomm *c, int source, int tag, MPI_Status *st);
 void mpi_register_hooks(void);
+void mpi_finalize_agree(void); /* MPI_Finalize after its barrier: every rank leaves together */
 
 #endif
