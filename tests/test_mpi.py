@@ -331,7 +331,9 @@ def test_mpi_checkpoint_during_finalize_refused(tmp_path: Path) -> None:
             refusals = [
                 line for line in proc.stderr_text().splitlines() if "checkpoint refused" in line
             ]
-            assert refusals and all("MPI_Finalize" in line for line in refusals), proc.report()
+            assert refusals and all("MPI_Finalize" in line for line in refusals), (
+                f"{reply}\n{proc.report()}"
+            )
     except BaseException:
         _stop(proc, port)
         raise
