@@ -91,13 +91,18 @@ def _coord(port: int, *verb: str, timeout: float = WAIT_TIMEOUT) -> subprocess.C
     )
 
 
-def _kill_job(port: int) -> None:
-    """SIGKILLs every rank through the coordinator's socket, from this process: through the CLI
-    (a Python start, 3-8 s on the loaded machine) a restarted ring job sometimes ran to its end
-    before the kill came, and the test failed (docs/DECISIONS.md, "MPI, part 2")."""
+def _request(port: int, verb: str) -> dict:
+    """A command on the coordinator's socket, from this process: through the CLI (a Python
+    start, 3-8 s on the loaded machine) a restarted job sometimes ran to its end before the
+    checkpoint or the kill came, and the test failed (docs/DECISIONS.md, "MPI, part 2")."""
     from crac_py.coord import client
 
-    reply = client.command(client.Endpoint("localhost", port), "kill", timeout=WAIT_TIMEOUT)
+    return client.command(client.Endpoint("localhost", port), verb, timeout=WAIT_TIMEOUT)
+
+
+def _kill_job(port: int) -> None:
+    """SIGKILLs every rank (the coordinator's kill)."""
+    reply = _request(port, "kill")
     assert reply.get("ok") and reply.get("killed"), reply
 
 
@@ -150,9 +155,9 @@ def run_mpi_cycles(
         for i in range(cycles):
             wait_for_step(proc, max(1, n_steps * (i + 2) // (cycles + 4)))
             before_signal = proc.last_step()
-            cp = _coord(port, "bcheckpoint")
-            if cp.returncode != 0:
-                fail(f"checkpoint {i + 1} failed: {cp.stdout}{cp.stderr}", proc)
+            reply = _request(port, "bcheckpoint")
+            if not reply.get("ok"):
+                fail(f"checkpoint {i + 1} failed: {reply}", proc)
             at_complete = proc.last_step()
             gens = complete_generations(ckptdir)
             assert len(gens) == ranks, f"{len(gens)} process directories for {ranks} ranks"
@@ -269,7 +274,7 @@ def test_mpi_collectives_different_at_the_cut(tmp_path: Path, ranks: int) -> Non
     in different collectives at once (Allreduce on one, Alltoall on the other) with a message
     in flight across all of them, one rank late to the world's collectives each step: two
     cycles on 2 and 4 ranks."""
-    run_mpi_cycles("mpi_colls", ["120", "30"], tmp_path, ranks=ranks)
+    run_mpi_cycles("mpi_colls", ["200", "30"], tmp_path, ranks=ranks)
 
 
 def test_mpi_request_functions_and_persistent(tmp_path: Path) -> None:
@@ -318,11 +323,7 @@ def test_mpi_checkpoint_during_finalize_refused(tmp_path: Path) -> None:
             if proc.poll() is not None or time.monotonic() > deadline:
                 fail("no DONE line before MPI_Finalize", proc)
             time.sleep(0.05)
-        from crac_py.coord import client  # in-process: the CLI's start outlasts the window
-
-        reply = client.command(
-            client.Endpoint("localhost", port), "bcheckpoint", timeout=WAIT_TIMEOUT
-        )
+        reply = _request(port, "bcheckpoint")  # the CLI's start would outlast the window
         status = wait_exit(proc, WAIT_TIMEOUT)
         if status != 0:
             fail(f"the job ended with status {status} after a checkpoint in MPI_Finalize", proc)
