@@ -420,6 +420,7 @@ def _mpi_shim_target() -> None:
         ),
         ldflags=("-shared", f"-Wl,-soname,{flavour.soname}"),
         libs=("-lpthread",),
+        tls_free=("upperhalf/mpi/mpi_userop_tramp.c",),
     )
 
 
