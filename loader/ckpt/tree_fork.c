@@ -140,6 +140,41 @@ long tree_fork_lower(void)
     return 0;
 }
 
+int tree_vfork_gate = -1;
+
+long tree_vfork_lower(void)
+{
+    int gate[2];
+    if (pipe2(gate, O_CLOEXEC) != 0)
+        gate[0] = gate[1] = -1;
+    long pid = tree_fork_lower();
+    if (pid == 0) {
+        /* Held until our exec or exit; up high, out of the program's way (a lower fd). */
+        close(gate[0]);
+        if (gate[1] >= 0)
+            lower_fd_adopt(gate[1]);
+        return 0;
+    }
+    close(gate[1]);
+    if (pid < 0) {
+        close(gate[0]);
+        gate[0] = -1;
+    }
+    tree_vfork_gate = gate[0]; /* read and closed by the handler once the lock is released */
+    return pid;
+}
+
+int tree_children_list(int32_t *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < MAX_TREE_CHILDREN && n < max; i++) {
+        int32_t pid = __atomic_load_n(&tree_children[i], __ATOMIC_RELAXED);
+        if (pid > 0)
+            out[n++] = pid;
+    }
+    return n;
+}
+
 #define MAX_RESTART_CHILDREN 1024
 static struct crac_vid restart_children[MAX_RESTART_CHILDREN];
 static int n_restart_children;

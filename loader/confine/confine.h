@@ -12,6 +12,9 @@ int confine_install_handler(void);
 /* Install the seccomp filter on every thread of the process. virtual_ids: also trap getpid and
  * gettid (after a restart; the calls that take ids are always trapped). Returns 0 or -errno. */
 int confine_install_filter(int virtual_ids);
+/* What the process's filters trap: -1 none installed by this loader, else the largest
+ * virtual_ids installed (an exec'd loader inherits them: loader/ckpt/tree_exec.c). */
+extern int confine_filter_ids;
 /* Map [addr, addr+len) inside W as the allocator would, for the loader's own placements. */
 long confine_place(unsigned long len, int prot, int flags, int fd, long off);
 
@@ -42,5 +45,11 @@ long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3
 /* The fork of a split process (loader/ckpt/tree_fork.c), called on a borrowed lower TCB; NULL:
  * forks are the kernel's plain ones. Set by main before the program runs. */
 extern long (*confine_lower_fork)(void);
+/* The same for vfork-like clones (tree_vfork_lower), and execve (tree_exec_lower, whose argument
+ * is a struct tree_exec_call). */
+extern long (*confine_lower_vfork)(void);
+extern long (*confine_lower_exec)(const void *call);
+/* Run fn(arg) on a borrowed shadow TCB (lower libc live), as a crossing does. */
+long confine_on_lower(long (*fn)(const void *), const void *arg);
 
 #endif

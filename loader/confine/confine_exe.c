@@ -5,6 +5,7 @@
 
 #include "ckpt.h"
 #include "crac_rawsys.h"
+#include "tree.h"
 #include "upper_alloc.h"
 
 #include <errno.h>
@@ -121,6 +122,17 @@ long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3
         path = ckpt_cfg.program;
         if (at)
             a1 = AT_FDCWD;
+    }
+    /* Through crac's loader again, or outside crac for what it cannot run (tree_exec.c). */
+    if (confine_lower_exec) {
+        struct tree_exec_call x = {at,
+                                   a1,
+                                   a5,
+                                   path,
+                                   (char *const *)(at ? a3 : a2),
+                                   (char *const *)(at ? a4 : a3),
+                                   *program_mask};
+        return confine_on_lower(confine_lower_exec, &x);
     }
     /* The new program starts with the mask the calling thread had, not the handler's. */
     uint64_t saved;

@@ -84,6 +84,8 @@ static void ip_in_w_block(struct bpf_asm *a, enum label l, uint32_t action)
     stmt(a, BPF_RET | BPF_K, action);
 }
 
+int confine_filter_ids = -1;
+
 int confine_install_filter(int virtual_ids)
 {
     static const int always[] = {
@@ -93,7 +95,9 @@ int confine_install_filter(int virtual_ids)
         SYS_rt_sigpending, SYS_rt_sigtimedwait, SYS_signalfd, SYS_signalfd4, SYS_tgkill, SYS_tkill,
         SYS_kill, SYS_rt_tgsigqueueinfo, SYS_rt_sigqueueinfo,
         /* /proc/self/exe (confine_exe.c) */
-        SYS_readlink, SYS_readlinkat, SYS_execve, SYS_execveat};
+        SYS_readlink, SYS_readlinkat, SYS_execve, SYS_execveat,
+        /* a vfork child is a split process too (tree_fork.c) */
+        SYS_vfork};
     struct bpf_asm a = {.n = 0};
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);
@@ -149,6 +153,7 @@ int confine_install_filter(int virtual_ids)
     /* Threads (CLONE_VM) are created by the kernel as usual; fork-like clones are emulated. */
     here(&a, L_CLONE);
     load(&a, ARG_LO(0));
+    jump(&a, BPF_JSET, CLONE_VFORK, L_TRAP_IF_W, NEXT); /* posix_spawn's: a process, not a thread */
     jump(&a, BPF_JSET, CLONE_VM, L_ALLOW, L_TRAP_IF_W);
     /* A CPU clock (negative id) or the calling process's or thread's: their values go on from
      * the checkpoint. */
@@ -186,5 +191,7 @@ int confine_install_filter(int virtual_ids)
             return -errno;
         r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog);
     }
+    if (r == 0 && virtual_ids > confine_filter_ids)
+        confine_filter_ids = virtual_ids;
     return r == 0 ? 0 : -errno;
 }

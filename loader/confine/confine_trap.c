@@ -8,6 +8,7 @@
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
 #include "signal_wrap.h"
+#include "tree.h"
 
 #include "fsgsbase.h"
 #include "shadow_pool.h"
@@ -696,6 +697,8 @@ static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5
 }
 
 long (*confine_lower_fork)(void);
+long (*confine_lower_vfork)(void);
+long (*confine_lower_exec)(const void *call);
 
 /* fs:0 is the TCB's own address in glibc (both halves). */
 static inline uint64_t current_fs(void)
@@ -715,17 +718,31 @@ static inline void set_fs(uint64_t fs)
 
 /* The lower libc's fork, on a borrowed shadow TCB as a crossing would (docs/DECISIONS.md
  * "Process trees"). noinline: nothing between the two switches may be cached across them. */
-__attribute__((noinline)) static long lower_fork(void)
+__attribute__((noinline)) static long lower_fork(int vfork)
 {
     uint64_t lower = shadow_pool_borrow();
     if (!lower)
         return -EAGAIN;
     uint64_t upper = current_fs();
     set_fs(lower);
-    long r = confine_lower_fork();
+    long r = vfork ? confine_lower_vfork() : confine_lower_fork();
     set_fs(upper);
     if (r != 0)
         shadow_pool_return(lower); /* the child's copy of the pool was reset: nothing to return */
+    return r;
+}
+
+/* The same borrowing for other lower-libc work of the handler (an exec under crac). */
+__attribute__((noinline)) long confine_on_lower(long (*fn)(const void *), const void *arg)
+{
+    uint64_t lower = shadow_pool_borrow();
+    if (!lower)
+        return -EAGAIN;
+    uint64_t upper = current_fs();
+    set_fs(lower);
+    long r = fn(arg);
+    set_fs(upper);
+    shadow_pool_return(lower);
     return r;
 }
 
@@ -734,12 +751,22 @@ __attribute__((noinline)) static long lower_fork(void)
 /* A fork the child of which is a split process of the job: fork, or a clone of a new process
  * with only the flags libc's fork uses, and SIGCHLD. Others (a new stack, namespaces, another
  * exit signal) are the kernel's plain fork of this process, as before. */
-static int tree_forkable(long nr, long flags, long stack)
+static int tree_forkable(long nr, long flags)
 {
     if (!confine_lower_fork)
         return 0;
-    return nr == SYS_fork ||
-           (!stack && (flags & 0xff) == SIGCHLD && !(flags & ~(TREE_CLONE_FLAGS | 0xffL)));
+    return nr == SYS_fork || ((flags & 0xff) == SIGCHLD && !(flags & ~(TREE_CLONE_FLAGS | 0xffL)));
+}
+
+/* vfork, and posix_spawn's clone(CLONE_VM|CLONE_VFORK) on a stack of its own: done as a fork
+ * whose parent waits for the child's exec or exit (docs/DECISIONS.md "Exec under crac"). */
+#define VFORK_FLAGS (CLONE_VM | CLONE_VFORK)
+static int tree_vforkable(long nr, long flags)
+{
+    if (!confine_lower_vfork)
+        return 0;
+    return nr == SYS_vfork || ((flags & VFORK_FLAGS) == VFORK_FLAGS && (flags & 0xff) == SIGCHLD &&
+                               !(flags & ~(TREE_CLONE_FLAGS | VFORK_FLAGS | 0xffL)));
 }
 
 /* fork and fork-like clone, done with the allocator lock held so the child never inherits it
@@ -749,11 +776,21 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
 {
     struct crac_ctrl *c = crac_ctrl();
     int32_t forking_tid = (int32_t)raw_syscall0(SYS_gettid);
-    int tree = tree_forkable(nr, flags, stack);
+    int vfork = tree_vforkable(nr, flags);
+    int tree = vfork || tree_forkable(nr, flags);
+    /* A vfork that is not a split process is still a copy: the child must not run on the
+     * parent's stack below this handler's frame. */
+    if (!tree && nr == SYS_vfork)
+        nr = SYS_fork;
+    if (!tree && nr == SYS_clone)
+        flags &= ~(long)VFORK_FLAGS;
+    int gate = -1;
     raw_lock(&c->lock);
-    long r = tree             ? lower_fork()
+    long r = tree             ? lower_fork(vfork)
              : nr == SYS_fork ? raw_syscall0(SYS_fork)
                               : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
+    if (vfork && r > 0)
+        gate = tree_vfork_gate;
     if (r == 0) {
         c->vppid = c->vpid ? c->vpid : c->pid; /* the parent, as the program knows it */
         c->real_ppid = c->pid;
@@ -779,6 +816,12 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         raw_unlock(&c->lock);
         if (r > 0 && tree && nr == SYS_clone && (flags & CLONE_PARENT_SETTID))
             to_user((void *)ptid, &r, 4);
+        /* vfork: the parent goes on once the child has exec'd or ended. */
+        char b;
+        while (gate >= 0 && raw_syscall3(SYS_read, gate, (long)&b, 1) == -EINTR)
+            ;
+        if (gate >= 0)
+            raw_syscall1(SYS_close, gate);
     }
     return r;
 }
@@ -1080,6 +1123,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
         r = emu_rt_sigprocmask(uc, a1, (const void *)a2, (void *)a3, a4);
         break;
     case SYS_fork:
+    case SYS_vfork:
     case SYS_clone: r = emu_fork(uc, nr, a1, a2, a3, a4, a5); break;
     case SYS_exit_group: r = emu_exit_group(a1); break;
     case SYS_readlink:
