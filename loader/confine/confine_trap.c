@@ -776,6 +776,8 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
 {
     struct crac_ctrl *c = crac_ctrl();
     int32_t forking_tid = (int32_t)raw_syscall0(SYS_gettid);
+    if (nr != SYS_clone) /* fork and vfork take no arguments: the registers hold anything */
+        flags = stack = ptid = ctid = tls = 0;
     int vfork = tree_vforkable(nr, flags);
     int tree = vfork || tree_forkable(nr, flags);
     /* A vfork that is not a split process is still a copy: the child must not run on the
