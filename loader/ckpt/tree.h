@@ -38,12 +38,6 @@ void tree_zombies_clear(void);
 void tree_zombie_add(int32_t pid, int wstatus);
 int tree_zombies(const struct tree_zombie **out);
 
-/* A vfork-like clone (vfork, or clone with CLONE_VM|CLONE_VFORK: posix_spawn) becomes a fork of a
- * split process too (a copy, not shared memory); the parent then waits until the child execs or
- * exits: it reads end-of-file on *gate (a close-on-exec pipe only the child holds), which the
- * handler then closes. As tree_fork_lower otherwise. */
-long tree_vfork_lower(void);
-extern int tree_vfork_gate;
 /* Live children forked as split processes (kernel pids), up to max; how many. */
 int tree_children_list(int32_t *out, int max);
 

@@ -116,6 +116,8 @@ void tree_exec_registered(struct crac_registry *r)
 
 /* ---- The exec'ing side. ---- */
 
+#define ERESTARTNOINTR_ 513 /* the kernel's "issue the call again": see confine_trap.c */
+
 enum run_kind { RUN_CRAC, RUN_OUTSIDE, RUN_KERNEL };
 
 struct target {
@@ -361,17 +363,45 @@ static void restore_signal_state(const struct crac_ksigaction saved[65], const u
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, mask, 0, 8);
 }
 
-/* A checkpoint being published finishes first: its writer ends with the manager thread. */
-static void wait_publishing(void)
+/* The exec is a section no checkpoint may overlap (the program's dmtcp_disable_ckpt() sections
+ * use the same counter): a checkpoint that starts now waits for it, and the exec ends it by
+ * replacing the process. 0: in the section; -ERESTARTNOINTR: a checkpoint holds the threads, so
+ * the handler makes the thread issue the call again once it has been parked and released (a
+ * thread inside this handler cannot be parked, and the checkpoint waits for every thread). A
+ * checkpoint being published finishes first: its writer and its `published` end with the
+ * manager thread. */
+static int enter_exec_section(void)
 {
+    struct crac_registry *r = ckpt_registry;
+    if (!r)
+        return 0;
+    __atomic_add_fetch(&r->sections, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&r->holding, __ATOMIC_SEQ_CST)) {
+        __atomic_sub_fetch(&r->sections, 1, __ATOMIC_SEQ_CST);
+        syscall(SYS_futex, &r->sections, 129 /* FUTEX_WAKE_PRIVATE */, 1, NULL, NULL, 0);
+        return -ERESTARTNOINTR_;
+    }
     int32_t busy;
     while ((busy = __atomic_load_n(&ckpt_publishing, __ATOMIC_ACQUIRE)) != 0)
         syscall(SYS_futex, &ckpt_publishing, 128 /* FUTEX_WAIT_PRIVATE */, busy, NULL, NULL, 0);
+    return 0;
+}
+
+/* The exec failed: the program goes on, and so may checkpoints. */
+static void leave_exec_section(void)
+{
+    struct crac_registry *r = ckpt_registry;
+    if (r && __atomic_sub_fetch(&r->sections, 1, __ATOMIC_SEQ_CST) == 0 &&
+        __atomic_load_n(&r->holding, __ATOMIC_SEQ_CST))
+        syscall(SYS_futex, &r->sections, 129 /* FUTEX_WAKE_PRIVATE */, 1, NULL, NULL, 0);
 }
 
 static long exec_outside(const struct tree_exec_call *x, const char *path, const char *why)
 {
     const struct crac_ctrl *c = crac_ctrl();
+    int e = enter_exec_section();
+    if (e != 0)
+        return e;
     if (why) {
         int32_t me = (int32_t)getpid();
         fprintf(stderr,
@@ -379,7 +409,6 @@ static long exec_outside(const struct tree_exec_call *x, const char *path, const
                 "(a checkpoint of its job is refused while it runs)\n",
                 vid_from_real(c, me), path, why);
     }
-    wait_publishing();
     struct crac_ksigaction saved[65];
     uint64_t saved_mask;
     real_signal_state(&x->mask, saved, &saved_mask);
@@ -387,6 +416,7 @@ static long exec_outside(const struct tree_exec_call *x, const char *path, const
                                   x->flags, 0)
                    : raw_syscall3(SYS_execve, (long)path, (long)x->argv, (long)x->envp);
     restore_signal_state(saved, &saved_mask);
+    leave_exec_section();
     return r;
 }
 
@@ -438,14 +468,17 @@ long tree_exec_lower(const struct tree_exec_call *x)
         for (size_t i = 0; x->envp && x->envp[i]; i++)
             if (strncmp(x->envp[i], "CRAC_LOADER_OPTIONS_FD=", 23) != 0)
                 fail |= push(&envp, x->envp[i]);
-        if (!fail) {
-            wait_publishing();
+        int e = fail ? 0 : enter_exec_section();
+        if (e != 0)
+            rc = e;
+        if (!fail && e == 0) {
             /* The new loader blocks the checkpoint signal itself; the program's mask goes with
              * the exec as the kernel keeps it. */
             uint64_t saved;
             raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &x->mask, &saved, 8);
             rc = raw_syscall3(SYS_execve, (long)loader, (long)argv.v, (long)envp.v);
             raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+            leave_exec_section();
         }
         close(ofd);
     }

@@ -140,30 +140,6 @@ long tree_fork_lower(void)
     return 0;
 }
 
-int tree_vfork_gate = -1;
-
-long tree_vfork_lower(void)
-{
-    int gate[2];
-    if (pipe2(gate, O_CLOEXEC) != 0)
-        gate[0] = gate[1] = -1;
-    long pid = tree_fork_lower();
-    if (pid == 0) {
-        /* Held until our exec or exit; up high, out of the program's way (a lower fd). */
-        close(gate[0]);
-        if (gate[1] >= 0)
-            lower_fd_adopt(gate[1]);
-        return 0;
-    }
-    close(gate[1]);
-    if (pid < 0) {
-        close(gate[0]);
-        gate[0] = -1;
-    }
-    tree_vfork_gate = gate[0]; /* read and closed by the handler once the lock is released */
-    return pid;
-}
-
 int tree_children_list(int32_t *out, int max)
 {
     int n = 0;

@@ -45,9 +45,7 @@ long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3
 /* The fork of a split process (loader/ckpt/tree_fork.c), called on a borrowed lower TCB; NULL:
  * forks are the kernel's plain ones. Set by main before the program runs. */
 extern long (*confine_lower_fork)(void);
-/* The same for vfork-like clones (tree_vfork_lower), and execve (tree_exec_lower, whose argument
- * is a struct tree_exec_call). */
-extern long (*confine_lower_vfork)(void);
+/* The same for execve (tree_exec_lower, whose argument is a struct tree_exec_call). */
 extern long (*confine_lower_exec)(const void *call);
 /* Run fn(arg) on a borrowed shadow TCB (lower libc live), as a crossing does. */
 long confine_on_lower(long (*fn)(const void *), const void *arg);

@@ -697,7 +697,6 @@ static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5
 }
 
 long (*confine_lower_fork)(void);
-long (*confine_lower_vfork)(void);
 long (*confine_lower_exec)(const void *call);
 
 /* fs:0 is the TCB's own address in glibc (both halves). */
@@ -718,14 +717,14 @@ static inline void set_fs(uint64_t fs)
 
 /* The lower libc's fork, on a borrowed shadow TCB as a crossing would (docs/DECISIONS.md
  * "Process trees"). noinline: nothing between the two switches may be cached across them. */
-__attribute__((noinline)) static long lower_fork(int vfork)
+__attribute__((noinline)) static long lower_fork(void)
 {
     uint64_t lower = shadow_pool_borrow();
     if (!lower)
         return -EAGAIN;
     uint64_t upper = current_fs();
     set_fs(lower);
-    long r = vfork ? confine_lower_vfork() : confine_lower_fork();
+    long r = confine_lower_fork();
     set_fs(upper);
     if (r != 0)
         shadow_pool_return(lower); /* the child's copy of the pool was reset: nothing to return */
@@ -758,12 +757,13 @@ static int tree_forkable(long nr, long flags)
     return nr == SYS_fork || ((flags & 0xff) == SIGCHLD && !(flags & ~(TREE_CLONE_FLAGS | 0xffL)));
 }
 
-/* vfork, and posix_spawn's clone(CLONE_VM|CLONE_VFORK) on a stack of its own: done as a fork
- * whose parent waits for the child's exec or exit (docs/DECISIONS.md "Exec under crac"). */
+/* vfork, and posix_spawn's clone(CLONE_VM|CLONE_VFORK) on a stack of its own: a fork of a split
+ * process too, a copy, and the parent does not wait for the child's exec (docs/DECISIONS.md
+ * "Exec under crac"). */
 #define VFORK_FLAGS (CLONE_VM | CLONE_VFORK)
 static int tree_vforkable(long nr, long flags)
 {
-    if (!confine_lower_vfork)
+    if (!confine_lower_fork)
         return 0;
     return nr == SYS_vfork || ((flags & VFORK_FLAGS) == VFORK_FLAGS && (flags & 0xff) == SIGCHLD &&
                                !(flags & ~(TREE_CLONE_FLAGS | VFORK_FLAGS | 0xffL)));
@@ -786,13 +786,10 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         nr = SYS_fork;
     if (!tree && nr == SYS_clone)
         flags &= ~(long)VFORK_FLAGS;
-    int gate = -1;
     raw_lock(&c->lock);
-    long r = tree             ? lower_fork(vfork)
+    long r = tree             ? lower_fork()
              : nr == SYS_fork ? raw_syscall0(SYS_fork)
                               : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
-    if (vfork && r > 0)
-        gate = tree_vfork_gate;
     if (r == 0) {
         c->vppid = c->vpid ? c->vpid : c->pid; /* the parent, as the program knows it */
         c->real_ppid = c->pid;
@@ -818,12 +815,6 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         raw_unlock(&c->lock);
         if (r > 0 && tree && nr == SYS_clone && (flags & CLONE_PARENT_SETTID))
             to_user((void *)ptid, &r, 4);
-        /* vfork: the parent goes on once the child has exec'd or ended. */
-        char b;
-        while (gate >= 0 && raw_syscall3(SYS_read, gate, (long)&b, 1) == -EINTR)
-            ;
-        if (gate >= 0)
-            raw_syscall1(SYS_close, gate);
     }
     return r;
 }
@@ -1131,7 +1122,13 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_readlink:
     case SYS_readlinkat: r = emu_readlink(nr, a1, a2, a3, a4); break;
     case SYS_execve:
-    case SYS_execveat: r = emu_execve((uint64_t *)&uc->uc_sigmask, nr, a1, a2, a3, a4, a5); break;
+    case SYS_execveat:
+        r = emu_execve((uint64_t *)&uc->uc_sigmask, nr, a1, a2, a3, a4, a5);
+        if (r == -513) { /* a checkpoint holds the threads: park, then exec (tree_exec.c) */
+            g[REG_RIP] -= 2;
+            r = nr;
+        }
+        break;
     case SYS_wait4:
     case SYS_waitid: r = emu_wait(uc, nr, a1, a2, a3, a4, a5); break;
     case SYS_getppid:
