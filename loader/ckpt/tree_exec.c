@@ -4,6 +4,7 @@
 
 #include "ckpt.h"
 #include "confine.h"
+#include "coord_client.h"
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
 
@@ -57,8 +58,14 @@ int tree_exec_option(const char *name, const char *v)
         return sscanf(v, "%lx:%lx%n", &exec_in.vmask, &exec_in.vign, &n) == 2 && !v[n] ? 1 : -1;
     if (strcmp(name, "--exec-filter") == 0)
         return sscanf(v, "%d%n", &exec_in.filter_ids, &n) == 1 && !v[n] ? 1 : -1;
-    if (strcmp(name, "--coord-old-fd") == 0)
-        return sscanf(v, "%d%n", &exec_in.old_coord_fd, &n) == 1 && !v[n] ? 1 : -1;
+    if (strcmp(name, "--coord-old-fd") == 0) {
+        if (sscanf(v, "%d%n", &exec_in.old_coord_fd, &n) != 1 || v[n])
+            return -1;
+        struct stat st; /* still the connection: a socket (read before anything opens files) */
+        if (fstat(exec_in.old_coord_fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+            exec_in.old_coord_fd = -1;
+        return 1;
+    }
     if (strcmp(name, "--exec-lineage") == 0) {
         exec_in.given = 1;
         if (sscanf(v, "%d:%n", &exec_in.generation, &n) != 1 || n == 0 || v[n] != '/' ||
@@ -103,7 +110,9 @@ int tree_exec_filter(void)
 
 void tree_exec_joined(void)
 {
-    if (exec_in.old_coord_fd >= 0)
+    /* The program may have closed it before its exec (Python's close_fds does): then the
+     * number may be the new connection's now. */
+    if (exec_in.old_coord_fd >= 0 && exec_in.old_coord_fd != ckpt_cfg.coord_fd)
         close(exec_in.old_coord_fd);
     exec_in.old_coord_fd = -1;
 }
@@ -285,6 +294,18 @@ static int loader_options(struct strv *o, const char *argv0, const char *prog)
         fail |= push(o, "--sim-version") | pushf(o, "%d", dev_sim_version);
     if (dev_cuda_runtime)
         fail |= push(o, "--cuda-runtime") | push(o, dev_cuda_runtime);
+    if (ckpt_cfg.coord_fd >= 0 && ckpt_cfg.coord_host[0]) {
+        /* The program may have closed it (Python's close_fds before its exec): this process
+         * must stay known to the coordinator until the new loader has joined, or a job
+         * checkpoint meanwhile would leave it out. */
+        struct stat st;
+        if (fstat(ckpt_cfg.coord_fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+            char err[256];
+            int fd = coord_connect(ckpt_cfg.coord_host, ckpt_cfg.coord_port, ckpt_cfg.coord_token,
+                                   0, vid_from_real(c, getpid()), err, sizeof(err));
+            ckpt_cfg.coord_fd = fd >= 0 ? lower_fd_adopt(fd) : -1;
+        }
+    }
     if (ckpt_cfg.coord_fd >= 0 && ckpt_cfg.coord_host[0]) {
         /* The token goes in the options descriptor, never on a command line. The old
          * connection stays open until the new one is made: a coordinator that exits with its

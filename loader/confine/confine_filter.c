@@ -97,7 +97,9 @@ int confine_install_filter(int virtual_ids)
         /* /proc/self/exe (confine_exe.c) */
         SYS_readlink, SYS_readlinkat, SYS_execve, SYS_execveat,
         /* a vfork child is a split process too (tree_fork.c) */
-        SYS_vfork};
+        SYS_vfork,
+        /* the lower half's fds survive a program's close-everything (confine_exe.c) */
+        SYS_close_range};
     struct bpf_asm a = {.n = 0};
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);

@@ -48,3 +48,14 @@ int lower_fd_is_ours(int fd)
             return 1;
     return 0;
 }
+
+/* Called from the SIGSYS handler too (close_range, confine_exe.c): no libc, no TLS. */
+long lower_fd_next(long from)
+{
+    long best = -1;
+    int n = __atomic_load_n(&n_fds, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < n && i < MAX_LOWER_FDS; i++)
+        if (fds[i] >= from && (best < 0 || fds[i] < best))
+            best = fds[i];
+    return best;
+}

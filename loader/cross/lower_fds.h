@@ -6,6 +6,8 @@
 /* Move fd to a high free number (close-on-exec), record it, return the new number or -1. */
 int lower_fd_adopt(int fd);
 int lower_fd_is_ours(int fd);
+/* The smallest recorded fd >= from, or -1 (TLS-free). */
+long lower_fd_next(long from);
 /* Record fd as the lower half's without moving it. */
 void lower_fd_record(int fd);
 
