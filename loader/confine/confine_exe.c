@@ -148,6 +148,17 @@ long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3
 /* close_range(first, last, flags) from the program (Python closes every descriptor before its
  * exec): the lower half's own (the coordinator connection, which keeps a forked child in the job
  * until its exec'd loader has joined; the manager's wake-up) stay open. */
+/* The smallest lower-half fd >= from, or -1. */
+static long lower_fd_next(long from)
+{
+    long best = -1;
+    int32_t n = __atomic_load_n(&lower_fd_count, __ATOMIC_SEQ_CST);
+    for (int32_t i = 0; i < n && i < MAX_LOWER_FDS; i++)
+        if (lower_fd_slots[i] >= from && (best < 0 || lower_fd_slots[i] < best))
+            best = lower_fd_slots[i];
+    return best;
+}
+
 long emu_close_range(long a1, long a2, long a3)
 {
     uint64_t cur = (uint32_t)a1, last = (uint32_t)a2;
