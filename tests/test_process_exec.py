@@ -26,6 +26,7 @@ import pytest
 from ckpt_harness import (
     base_env,
     complete_generations,
+    counter_lines,
     latest_complete,
     run_cycles,
     tree,
@@ -146,6 +147,21 @@ def test_exec_tree_two_cycles(apps, tmp_path, mode):
     _two_cycles(root, tmp_path, "X", steps, 8)
     # every process of the first checkpoint was under crac: the tree's images are complete
     assert len(complete_generations(tmp_path / "ckpt")) >= 1
+
+
+def test_sequential_shell_script_two_cycles(tmp_path):
+    """`sh -c 'a; b; c'` in a loop: the shell (dash, under crac) vforks and execs sleep and
+    printf (each a split process of the job) one after the other. (A pipeline `a | b` needs pipes
+    shared between processes, which are not recreated shared yet.)"""
+    steps = 30
+    done = counter_lines(steps)[-1]
+    script = (
+        f"k=1; while [ $k -le {steps} ]; do /usr/bin/sleep 0.06; "
+        '/usr/bin/printf "S step %d\\n" $k; k=$((k+1)); done; '
+        f'/usr/bin/printf "S {done}\\n"'
+    )
+    root = Tree(["/bin/sh", "-c", script], tmp_path)
+    _two_cycles(root, tmp_path, "S", steps, 6)
 
 
 @pytest.fixture(scope="module")
