@@ -150,15 +150,17 @@ def test_exec_tree_two_cycles(apps, tmp_path, mode):
 
 
 def test_sequential_shell_script_two_cycles(tmp_path):
-    """`sh -c 'a; b; c'` in a loop: the shell (dash, under crac) vforks and execs sleep and
-    printf (each a split process of the job) one after the other. (A pipeline `a | b` needs pipes
+    """`sh -c 'a; b; c'` in a loop: the shell (dash, under crac) vforks and execs a shell that
+    runs sleep then printf (each a split process of the job). (A pipeline `a | b` needs pipes
     shared between processes, which are not recreated shared yet.)"""
     steps = 30
     done = counter_lines(steps)[-1]
+    # Each step's line comes from a child shell after its sleep: a child the checkpoint finds
+    # asleep must come back with the restart, or its line is missing.
     script = (
-        f"k=1; while [ $k -le {steps} ]; do /usr/bin/sleep 0.06; "
-        '/usr/bin/printf "S step %d\\n" $k; k=$((k+1)); done; '
-        f'/usr/bin/printf "S {done}\\n"'
+        f"k=1; while [ $k -le {steps} ]; do "
+        "/bin/sh -c \"/usr/bin/sleep 0.06; /usr/bin/printf 'S step %d\\n' $k\"; "
+        f"k=$((k+1)); done; /usr/bin/printf 'S {done}\\n'"
     )
     root = Tree(["/bin/sh", "-c", script], tmp_path)
     _two_cycles(root, tmp_path, "S", steps, 6)
