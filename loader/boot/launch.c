@@ -6,6 +6,7 @@
 #include "confine.h"
 #include "crac_layout.h"
 #include "elf_load.h"
+#include "tree.h"
 #include "upper_stack.h"
 
 #include <signal.h>
@@ -112,9 +113,12 @@ void launch_run(const struct options *o, const struct crac_lh_api *api, char **e
         die("%s", err);
     free(uargv);
 
-    int e;
-    if ((e = confine_install_handler()) != 0 || (e = confine_install_filter(0)) != 0)
+    int e, ids = tree_exec_filter(); /* an exec'd loader may keep the inherited filter */
+    if ((e = confine_install_handler()) != 0 ||
+        (ids >= 0 && (e = confine_install_filter(ids)) != 0))
         die("cannot install the seccomp confinement: %s", strerror(-e));
+    if (ids < 0)
+        confine_filter_kept();
     /* The checkpoint signal has been blocked since main() began and the program's threads
      * inherit that mask; a lower thread waits for it (ckpt_trigger.c). */
     fflush(NULL); /* the lower stdio is never flushed again: the process exits through the upper */
