@@ -149,7 +149,14 @@ def collect(members: list[tuple[Path, int]]) -> list[Obj]:
                 continue
             o = objs.setdefault(key, Obj(key[0], key, sock=s))
             o.ends.append(End(gen, vpid, fd, side, queued))
-    return [o for o in objs.values() if len({e.gen for e in o.ends}) >= 2]
+    # A pipe no process of the tree reads from leads outside (the tree's stdout to a shell's
+    # pipe, say): each process keeps the restart's own stdio instead (fd_pipe.c).
+    return [
+        o
+        for o in objs.values()
+        if len({e.gen for e in o.ends}) >= 2
+        and not (o.kind == "pipe" and all(e.side == "w" for e in o.ends))
+    ]
 
 
 def _refill_pipe(w: int, saved: Path) -> None:

@@ -97,21 +97,30 @@ static void refill(const struct fd_restore *r, uint64_t ino, int wfd)
     fcntl(wfd, F_SETFL, fl);
 }
 
+/* fd 0-2 as a pipe not shared with another process of the tree: the restart's own. */
+static int kept_stdio(const struct fd_view *v)
+{
+    return v->rec.fd <= 2 && fd_shared_held(v->rec.fd) < 0;
+}
+
 /* Whether v is the lowest-numbered fd of its pipe (the pipe is made there, once). */
 static int first_end(const struct fd_restore *r, const struct fd_view *v)
 {
     struct fd_view o;
     size_t off = 0;
     while (fd_next(r->note, r->len, &off, &o) > 0)
-        if (o.rec.kind == v->rec.kind && o.rec.ino == v->rec.ino && o.rec.fd < v->rec.fd)
+        if (o.rec.kind == v->rec.kind && o.rec.ino == v->rec.ino && o.rec.fd < v->rec.fd &&
+            !kept_stdio(&o))
             return 0;
     return 1;
 }
 
-/* Every end of an anonymous pipe: a new pipe, each number given its end, the bytes put back. */
+/* Every end of an anonymous pipe: a new pipe, each number given its end, the bytes put back.
+ * Ends at 0-2 that no process of the tree shares (fds.c gave it the inherited ones first) stay
+ * the restart's own stdin/stdout/stderr, as other stdio does: the other end was outside. */
 static int pipe_reopen(const struct fd_restore *r, const struct fd_view *v)
 {
-    if (!first_end(r, v))
+    if (kept_stdio(v) || !first_end(r, v))
         return 0;
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0)
@@ -120,7 +129,7 @@ static int pipe_reopen(const struct fd_restore *r, const struct fd_view *v)
     struct fd_view o;
     size_t off = 0;
     while (fd_next(r->note, r->len, &off, &o) > 0) {
-        if (o.rec.kind != CRAC_FD_PIPE || o.rec.ino != v->rec.ino)
+        if (o.rec.kind != CRAC_FD_PIPE || o.rec.ino != v->rec.ino || kept_stdio(&o))
             continue;
         int end = (o.rec.open_flags & O_ACCMODE) == O_RDONLY ? p[0] : p[1];
         int dup = fcntl(end, F_DUPFD_CLOEXEC, 0);

@@ -435,11 +435,11 @@ int fd_proc_gone(const struct fd_view *v)
     return fd;
 }
 
-/* fds 0-2 are always the restart's own stdin/stdout/stderr. */
+/* fds 0-2 are the restart's own stdin/stdout/stderr, except an anonymous pipe: it may join two
+ * processes of the tree (`a | b`), which the tree's restart then makes again (fd_pipe.c). */
 static int stdio_recognise(int fd, const struct fd_entry *e, const struct stat *st)
 {
-    (void)e, (void)st;
-    return fd <= 2;
+    return fd <= 2 && !(S_ISFIFO(st->st_mode) && strncmp(e->path, "pipe:", 5) == 0);
 }
 
 static int stdio_reopen(const struct fd_restore *r, const struct fd_view *v)
