@@ -101,7 +101,6 @@ def fork_tree(root: str, others: list[str]) -> tuple[str, list[str]]:
         _hold_signals()
     groups = _Groups(me, rest)
     parent = 0
-    _own_session(me, is_root=True)
     while True:
         # Ended children first: their SIGCHLD is taken back before a restarted child can end.
         forked = _recreate_zombies(me)
@@ -110,7 +109,7 @@ def fork_tree(root: str, others: list[str]) -> tuple[str, list[str]]:
             pid = os.fork()
             if pid == 0:  # the child restarts KID and, in turn, its children
                 parent, me = me.vpid, kid
-                _own_session(me, is_root=False)
+                _own_session(me)
                 break
             forked += ["--child-pid", f"{kid.vpid}:{pid}"]
         else:
@@ -168,23 +167,22 @@ def _wait_ended(pid: int) -> None:
             return
 
 
-def _own_session(me: Member, is_root: bool) -> None:
+def _own_session(me: Member) -> None:
     """A session leader (its sid is its pid) makes its session again, before it forks the
     processes that were in it; the others keep the session they are forked into (their
-    parent's, as at their fork). The root of a tree in its launcher's session stays in the
-    session it is restarted from."""
+    parent's, as at their fork). Never the root: it stays in the group and session it is
+    restarted in (a terminal's job control keeps working), mapped to the ids it knew."""
     if me.sid and me.sid == me.vpid:
         try:
             os.setsid()
         except OSError:
-            if not is_root:  # (a root already leading a group or session cannot: it stays)
-                raise TreeError(f"{me.gen}: cannot make its session again") from None
+            raise TreeError(f"{me.gen}: cannot make its session again") from None
 
 
 class _Groups:
     """Process groups made again, leaders first. For each group of the tree one member makes it
-    (the process whose pid the group's id is; else the root, which stays in the group it is
-    restarted in; else the first member) and tells the others its kernel id through a pipe the
+    (the root, which stays in the group it is restarted in; else the process whose pid the
+    group's id is; else the first member) and tells the others its kernel id through a pipe the
     whole tree inherits; each of them joins it. A process does this once it has forked its own
     children, so no wait depends on a process not yet forked. Each process then tells its
     loader how the group and session ids it knew map to the kernel's now (--group-id,
@@ -197,7 +195,7 @@ class _Groups:
         for pgid in dict.fromkeys(m.pgid for m in members if m.pgid):
             inside = [m for m in members if m.pgid == pgid]
             leader = [m for m in inside if m.vpid == pgid]
-            first = leader[0] if leader else root if root.pgid == pgid else inside[0]
+            first = root if root.pgid == pgid else leader[0] if leader else inside[0]
             self.maker[pgid] = first.vpid
             self.joiners[pgid] = len(inside) - 1
         # os.pipe() is close-on-exec: the loaders do not inherit these.
@@ -213,7 +211,7 @@ class _Groups:
                 os.close(w)
         if pgid:
             if self.maker[pgid] == me.vpid:
-                if pgid == me.vpid:
+                if pgid == me.vpid and me.vpid != self.root:
                     try:
                         os.setpgid(0, 0)
                     except OSError:  # a session leader already leads its group
