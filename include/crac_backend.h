@@ -38,6 +38,9 @@ struct crac_backend_info {
      * checkpoint writes it to the image without a copy through a bounce buffer. NULL (or a
      * NULL result) where it cannot: then read() is used. */
     const void *(*host_view)(uint64_t addr, uint64_t len);
+    /* Waits until every write() has reached the device (a backend may return from write() with
+     * its copy still in flight); NULL where write() is synchronous. 0 or a cudaError_t. */
+    int (*flush)(void);
 };
 
 /* The one symbol a backend library exports. Returns NULL on failure (message on stderr). */

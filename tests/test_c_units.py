@@ -29,6 +29,7 @@ INCLUDES = [
     GEN_INCLUDE,
     *build_native.LOADER_INCLUDES,
     "-Iupperhalf/cudart",
+    "-Ibackends/cuda",
     f"-I{C_DIR}",
 ]
 
@@ -39,6 +40,7 @@ PROGRAMS: dict[str, tuple[list[str], list[str]]] = {
     "test_upper_alloc": (["loader/confine/upper_alloc.c"], []),
     "test_dalloc": (["upperhalf/cudart/dalloc.c"], ["-lpthread"]),
     "test_restart_notes": ([], []),
+    "test_cuda_xfer": (["backends/cuda/cuda_xfer.c"], []),
 }
 # restart.c is one part of the loader: the linker drops its functions the test never reaches, and
 # with them their calls into the rest of the loader, rather than linking the whole loader.
@@ -82,7 +84,9 @@ def test_every_program_is_listed():
     assert sorted(p.stem for p in C_DIR.glob("test_*.c")) == sorted(PROGRAMS)
 
 
-@pytest.mark.parametrize("name", ["test_crc32c", "test_upper_alloc", "test_dalloc"])
+@pytest.mark.parametrize(
+    "name", ["test_crc32c", "test_upper_alloc", "test_dalloc", "test_cuda_xfer"]
+)
 def test_c_program(name, tmp_path):
     run(build(name, tmp_path))
 

@@ -161,3 +161,95 @@ def test_gpu_check_fails_fast_without_gpu(tmp_path):
     )
     assert cp.returncode == 2, cp
     assert "no GPU here" in cp.stderr and "nothing to check" in cp.stderr, cp.stderr
+
+
+# ---- nvcc-built programs on the cuda backend (issue 16: the real runtime in the lower half) ----
+
+
+def find_libcuda_stub() -> Path | None:
+    """NVIDIA's stub libcuda.so (the toolkit's lib64/stubs, or a wheel's), or None."""
+    from crac_py.codegen.cudart_locate import find_cuda
+
+    roots = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    roots.append(Path("/usr/local/cuda"))
+    try:
+        roots.append(find_cuda().libcudart.parent.parent)
+    except Exception:  # no toolkit: then no stub either
+        pass
+    for root in roots:
+        for sub in ("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs"):
+            if (root / sub / "libcuda.so").is_file():
+                return root / sub / "libcuda.so"
+    return None
+
+
+@pytest.fixture(scope="module")
+def nvcc_plain(tmp_path_factory) -> dict[str, Path]:
+    """examples/cuda built exactly as `nvcc -cudart shared` makes them (no rpath to the sim)."""
+    from test_nvcc_programs import EXAMPLES, NVCC, PROGRAMS
+
+    if NVCC is None:
+        pytest.skip("nvcc (CUDA 13) is not installed: nvcc-built programs cannot be built")
+    out = tmp_path_factory.mktemp("nvcc_cuda")
+    built: dict[str, Path] = {}
+    for name in PROGRAMS:
+        exe = out / name
+        cmd = [str(NVCC), "-cudart", "shared", "-o", str(exe), str(EXAMPLES / f"{name}.cu")]
+        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert cp.returncode == 0, cp.stderr
+        built[name] = exe
+    return built
+
+
+def native_vs_cuda_backend(exe: Path, libdirs: list[Path], tmp_path: Path):
+    """The program natively on NVIDIA's runtime (libdirs first on LD_LIBRARY_PATH) and under
+    `crac launch --device cuda` with the same environment."""
+    env = dict(base_env(), LD_LIBRARY_PATH=":".join(map(str, libdirs)))
+    native = subprocess.run(
+        [str(exe), "3"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
+    under = subprocess.run(
+        [*crac_cmd(), "launch", "--device", "cuda", "-c", str(tmp_path / "ck"), "--", str(exe),
+         "3"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )  # fmt: skip
+    return native, under
+
+
+@pytest.mark.parametrize("name", ["vector_add", "managed", "multistream", "graph"])
+def test_nvcc_program_same_as_native(name, nvcc_plain, real_cudart, tmp_path):
+    """No driver here: the runtime's own error, from NVIDIA's libcudart in the lower half, word
+    for word as the program prints it natively, and the same exit status."""
+    native, under = native_vs_cuda_backend(
+        nvcc_plain[name], [real_cudart.libcudart.parent], tmp_path
+    )
+    assert native.returncode != 0 and "CUDA driver" in native.stderr, native
+    assert (under.returncode, under.stdout, under.stderr) == (
+        native.returncode,
+        native.stdout,
+        native.stderr,
+    )
+
+
+def test_nvcc_program_with_stub_libcuda(nvcc_plain, real_cudart, tmp_path):
+    """NVIDIA's stub libcuda.so as the driver (as a build machine has it): natively and under crac
+    the runtime answers the same (the stub's error)."""
+    stub = find_libcuda_stub()
+    if stub is None:
+        pytest.skip("NVIDIA's stub libcuda.so is not installed (CUDA_HOME/lib64/stubs)")
+    drv = tmp_path / "drv"
+    drv.mkdir()
+    (drv / "libcuda.so.1").symlink_to(stub)
+    native, under = native_vs_cuda_backend(
+        nvcc_plain["vector_add"], [drv, real_cudart.libcudart.parent], tmp_path
+    )
+    assert native.returncode != 0, native
+    assert (under.returncode, under.stdout, under.stderr) == (
+        native.returncode,
+        native.stdout,
+        native.stderr,
+    )

@@ -34,7 +34,7 @@ from conftest import crac_cmd, require_native
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "cuda"
 APPS = Path(__file__).resolve().parent / "apps"
-PROGRAMS = ("vector_add", "reduce", "symbols", "managed")
+PROGRAMS = ("vector_add", "reduce", "symbols", "managed", "multistream", "graph")
 TIMEOUT = 300
 
 
@@ -145,7 +145,7 @@ def test_two_checkpoint_restart_cycles(name, programs, tmp_path):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("name", ("symbols", "managed"))
+@pytest.mark.parametrize("name", ("symbols", "managed", "multistream", "graph"))
 def test_cycles_switching_sim_versions(name, programs, tmp_path):
     """launch on sim1 -> checkpoint -> kill -> restart on sim2 -> checkpoint -> kill -> restart on
     sim1: the variables are bound again on each new backend, the output is the native run's."""

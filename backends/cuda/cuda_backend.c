@@ -53,6 +53,7 @@ static int bk_quiesce(void)
     if (cuda_bk_context() != cudaSuccess)
         return 0; /* no usable device: nothing can be in flight */
     cudaError_t e = cuda_real.cudaDeviceSynchronize();
+    cuda_io_reset(); /* nothing read ahead for an earlier checkpoint is served for this one */
     if (e == cudaSuccess && cuda_vars_to_shadows() != 0)
         e = cudaErrorUnknown;
     return (int)e;
@@ -66,44 +67,13 @@ static int bk_map(uint64_t addr, uint64_t size, int kind)
     return (int)lh_dev_map(addr, size, (uint64_t)kind);
 }
 
-static int bk_read(uint64_t addr, void *dst, uint64_t len)
-{
-    int kind = cuda_vmm_kind_of(addr);
-    if (!kind && cuda_bk_context() != cudaSuccess) {
-        /* No device here: the shim's allocations never got memory (every call failed as it does
-         * natively); what is saved for them is empty. */
-        memset(dst, 0, len);
-        return 0;
-    }
-    if (kind == CUDA_BK_MANAGED) {
-        memcpy(dst, (const void *)(uintptr_t)addr, len);
-        return 0;
-    }
-    return (int)cuda_real.cudaMemcpy(dst, (const void *)(uintptr_t)addr, len,
-                                     cudaMemcpyDeviceToHost);
-}
-
-static int bk_write(uint64_t addr, const void *src, uint64_t len)
-{
-    if (cuda_vmm_kind_of(addr) == CUDA_BK_MANAGED) {
-        memcpy((void *)(uintptr_t)addr, src, len);
-        return 0;
-    }
-    return (int)cuda_real.cudaMemcpy((void *)(uintptr_t)addr, src, len, cudaMemcpyHostToDevice);
-}
-
-static const void *bk_host_view(uint64_t addr, uint64_t len)
-{
-    (void)len;
-    return cuda_vmm_kind_of(addr) == CUDA_BK_MANAGED ? (const void *)(uintptr_t)addr : NULL;
-}
-
 static const struct crac_lh_entry own_entries[] = {
     {"crac_lh_event_timestamp", (void *)lh_event_timestamp},
     {"crac_lh_event_restore", (void *)lh_event_restore},
     {"crac_lh_dev_map", (void *)lh_dev_map},
     {"crac_lh_dev_unmap", (void *)lh_dev_unmap},
     {"crac_sim_record_error", (void *)lh_record_error},
+    {"crac_lh_init_module", (void *)cuda_vars_init_module},
 };
 
 #define N_OWN (sizeof(own_entries) / sizeof(own_entries[0]))
@@ -155,8 +125,9 @@ crac_backend_init(const struct crac_backend_host *host)
     info.n_entries = CUDA_LH_GEN_N_ENTRIES + N_OWN;
     info.quiesce = bk_quiesce;
     info.map = bk_map;
-    info.read = bk_read;
-    info.write = bk_write;
-    info.host_view = bk_host_view;
+    info.read = cuda_io_read;
+    info.write = cuda_io_write;
+    info.host_view = cuda_io_host_view;
+    info.flush = cuda_io_flush;
     return &info;
 }

@@ -26,6 +26,7 @@ cudaError_t cuda_vmm_unmap(uint64_t addr);
 /* Managed memory at a chosen address: host memory the device reaches through HMM/ATS. */
 cudaError_t cuda_managed_map(uint64_t addr, uint64_t size);
 int cuda_vmm_kind_of(uint64_t addr);
+int cuda_vmm_range_of(uint64_t addr, uint64_t *end);
 void cuda_vmm_reset(void);
 
 /* Makes the runtime's primary context current on this thread; the runtime's own error (e.g.
@@ -35,8 +36,17 @@ cudaError_t cuda_bk_context(void);
 /* nvcc's device variables (cuda_vars.c): their values into the shadows in D before a checkpoint
  * saves D; the number that failed. */
 void cuda_vars_resolve(void *runtime);
+uint64_t cuda_vars_init_module(uint64_t module, uint64_t a1, uint64_t a2);
 int cuda_vars_to_shadows(void);
 void cuda_mem_resolve(void *runtime);
+
+/* device.img's copies (cuda_io.c): managed memory in place, device memory streamed through
+ * pinned buffers on several streams (cuda_xfer.c). */
+int cuda_io_read(uint64_t addr, void *dst, uint64_t len);
+int cuda_io_write(uint64_t addr, const void *src, uint64_t len);
+const void *cuda_io_host_view(uint64_t addr, uint64_t len);
+int cuda_io_flush(void);
+void cuda_io_reset(void);
 
 /* The error the upper shim reports (crac_sim_record_error) for this thread, merged into
  * cudaGetLastError/cudaPeekAtLastError. */

@@ -7,14 +7,16 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct var {
     void **module; /* the runtime's handle (the shim translated the program's) */
     const char *host_var;
     const char *name;
     uint64_t shadow, size;
-    int restored; /* the shadow came back with the device state: copy it in at module end */
-    int managed;  /* __managed__: not saved yet (docs/CUDA.md), said once at a checkpoint */
+    int restored;    /* the shadow came back with the device state: copy it in at module end */
+    int managed;     /* __managed__: read and written through host_ptr, where the runtime put it */
+    void **host_ptr; /* __managed__: nvcc's pointer to the variable (program memory) */
 };
 
 static struct var *vars;
@@ -22,11 +24,13 @@ static size_t n_vars, cap_vars;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static cudaError_t (*launch)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 static cudaError_t (*launch_ptsz)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
+static char (*init_module)(void **);
 
 void cuda_vars_resolve(void *runtime)
 {
     *(void **)&launch = dlsym(runtime, "cudaLaunchKernel");
     *(void **)&launch_ptsz = dlsym(runtime, "cudaLaunchKernel_ptsz");
+    *(void **)&init_module = dlsym(runtime, "__cudaInitModule");
 }
 
 static void add(struct var v)
@@ -50,7 +54,7 @@ void cudabk___cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *device
                                 constant, global);
     if (crac_addr && size) /* restored: the shadow came back with the device state */
         add((struct var){fatCubinHandle, hostVar, deviceName, crac_addr, size,
-                         cuda_vmm_kind_of(crac_addr) != 0, 0});
+                         cuda_vmm_kind_of(crac_addr) != 0, 0, NULL});
 }
 
 void cudabk___cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
@@ -61,7 +65,26 @@ void cudabk___cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAdd
     if (cuda_real.__cudaRegisterManagedVar)
         cuda_real.__cudaRegisterManagedVar(fatCubinHandle, hostVarPtrAddress, deviceAddress,
                                            deviceName, ext, size, constant, global);
-    add((struct var){fatCubinHandle, NULL, deviceName, crac_addr, size, 0, 1});
+    if (crac_addr && size && hostVarPtrAddress)
+        add((struct var){fatCubinHandle, NULL, deviceName, crac_addr, size,
+                         cuda_vmm_kind_of(crac_addr) == CUDA_BK_MANAGED, 1, hostVarPtrAddress});
+}
+
+/* nvcc's __cudaInitModule, crossed from the shim (whose own answer serves the sim). */
+uint64_t cuda_vars_init_module(uint64_t module, uint64_t a1, uint64_t a2)
+{
+    (void)a1, (void)a2;
+    return init_module ? (uint64_t)(unsigned char)init_module((void **)(uintptr_t)module) : 0;
+}
+
+/* nvcc's pointer to a managed variable is set by the runtime when it loads the module (lazily:
+ * __cudaInitModule, which nvcc's code calls before host code first touches the variable, or the
+ * module's first launch). The runtime's memory, or NULL where it cannot (no device). */
+static void *managed_bind(struct var *v)
+{
+    if (!*v->host_ptr && init_module)
+        init_module(v->module);
+    return *v->host_ptr;
 }
 
 void cudabk___cudaRegisterFatBinaryEnd(void **fatCubinHandle)
@@ -70,7 +93,18 @@ void cudabk___cudaRegisterFatBinaryEnd(void **fatCubinHandle)
         cuda_real.__cudaRegisterFatBinaryEnd(fatCubinHandle);
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < n_vars; i++)
-        if (vars[i].module == fatCubinHandle && vars[i].restored && !vars[i].managed) {
+        if (vars[i].module == fatCubinHandle && vars[i].restored && vars[i].managed) {
+            /* The program's pointer still names the old runtime's memory: loading the module
+             * on this runtime points it at the new one, which gets the saved value. */
+            vars[i].restored = 0;
+            *vars[i].host_ptr = NULL;
+            void *at = managed_bind(&vars[i]);
+            if (at)
+                memcpy(at, (const void *)(uintptr_t)vars[i].shadow, vars[i].size);
+            else
+                fprintf(stderr, "crac: error: __managed__ variable %s could not be restored\n",
+                        vars[i].name ? vars[i].name : "?");
+        } else if (vars[i].module == fatCubinHandle && vars[i].restored) {
             vars[i].restored = 0;
             cudaError_t e = cuda_real.cudaMemcpyToSymbol(vars[i].host_var,
                                                          (const void *)(uintptr_t)vars[i].shadow,
@@ -104,14 +138,16 @@ int cuda_vars_to_shadows(void)
     for (size_t i = 0; i < n_vars; i++) {
         struct var *v = &vars[i];
         if (v->managed) {
-            /* Its shadow is saved as the shim allocated it (managed: host memory), empty. */
-            if (v->shadow && !cuda_vmm_kind_of(v->shadow))
-                cuda_managed_map(v->shadow, v->size);
-            if (v->managed++ == 1)
-                fprintf(stderr,
-                        "crac: warning: __managed__ variable %s is not saved by the cuda "
-                        "backend (docs/CUDA.md)\n",
-                        v->name ? v->name : "?");
+            /* Its shadow is managed memory (host memory, as the shim allocated it); the value is
+             * where the runtime's pointer says, host-readable after the synchronisation. */
+            void *at = managed_bind(v);
+            if ((!cuda_vmm_kind_of(v->shadow) &&
+                 cuda_managed_map(v->shadow, v->size) != cudaSuccess) ||
+                !at) {
+                failed++;
+                continue;
+            }
+            memcpy((void *)(uintptr_t)v->shadow, at, v->size);
             continue;
         }
         if (!cuda_vmm_kind_of(v->shadow) && cuda_vmm_map(v->shadow, v->size) != cudaSuccess) {

@@ -270,6 +270,20 @@ cudaError_t cuda_managed_map(uint64_t addr, uint64_t size)
     return e;
 }
 
+/* The allocation that contains addr (not only starts there): its kind and end; 0 if none. */
+int cuda_vmm_range_of(uint64_t addr, uint64_t *end)
+{
+    int kind = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_allocs && !kind; i++)
+        if (allocs[i].addr <= addr && addr - allocs[i].addr < allocs[i].size) {
+            kind = allocs[i].kind;
+            *end = allocs[i].addr + allocs[i].size;
+        }
+    pthread_mutex_unlock(&lock);
+    return kind;
+}
+
 int cuda_vmm_kind_of(uint64_t addr)
 {
     pthread_mutex_lock(&lock);

@@ -104,6 +104,7 @@ struct crac_kernel_entry;
 struct sim_kernel_launch {
     const struct crac_sim_kernel_desc *desc; /* a CRAC_SIM_KERNEL kernel, or NULL */
     const struct crac_kernel_entry *kentry;  /* a kernel from a kernels library, or NULL */
+    const void *func;                        /* the host function launched (graphs name it) */
     dim3 grid, block;
     size_t shared;
     void *argv[32]; /* max(CRAC_SIM_MAX_PARAMS, CRAC_KERNEL_MAX_PARAMS) */
@@ -173,6 +174,12 @@ void sim_kernel_free(struct sim_kernel_launch *k);
 /* ---- cudaapi: more of the runtime (sim_attr.c, sim_graph.c) ---- */
 /* The kernel registered for host_fun (caller holds sim_lock); *desc NULL for GPU code. */
 cudaError_t sim_kernel_lookup(const void *host_fun, const struct crac_sim_kernel_desc **desc);
+/* The code a launch of host_fun runs: *desc or *kentry set (caller holds sim_lock). */
+cudaError_t sim_kernel_code(const void *host_fun, const struct crac_sim_kernel_desc **desc,
+                            const struct crac_kernel_entry **kentry);
+uint32_t sim_kernel_n_params(const struct sim_kernel_launch *k);
+/* Copies args into k->argbuf/argv as a launch does (k->desc or k->kentry set); -1: no memory. */
+int sim_kernel_copy_args(struct sim_kernel_launch *k, void **args);
 unsigned sim_stream_flags(const struct sim_stream *s);
 void sim_op_free(struct sim_op *op); /* an op never queued (or a graph's) */
 /* What sim_stream_enqueue returns for an operation a capturing stream put into its graph. */

@@ -171,7 +171,7 @@ static struct sim_op *op_clone(const struct sim_op *src)
             return NULL;
         }
         memcpy(op->u.kernel.argbuf, k->argbuf, k->argbuf_size);
-        for (uint32_t i = 0; i < k->desc->n_params; i++)
+        for (uint32_t i = 0; i < sim_kernel_n_params(k); i++)
             op->u.kernel.argv[i] = op->u.kernel.argbuf + ((unsigned char *)k->argv[i] - k->argbuf);
     }
     return op;
@@ -212,10 +212,6 @@ int sim_graph_capture_op(struct sim_stream *s, struct sim_op *op)
     struct sim_graph *g = capture_graph(c);
     if (!g)
         return -1;
-    /* A kernel from a kernels library (nvcc-built programs) lives in the lower half: a graph
-     * exported into upper memory could not name it after a restart. Not captured yet (SIM.md). */
-    if (op->type == OP_KERNEL && !op->u.kernel.desc)
-        return -1;
     if (op->type == OP_RECORD) {
         /* Remember the event (a stream waiting on it joins this capture); replaying a record of
          * an event of this sim's is meaningless after a restart, so the node is empty. */
@@ -227,6 +223,10 @@ int sim_graph_capture_op(struct sim_stream *s, struct sim_op *op)
     struct sim_gnode *nd = node_add(g, node_type_of(op->type), g->n ? 1 : 0);
     if (!nd)
         return -1;
+    /* The node names its kernel by the host function (program code, kept by a restart): an
+     * nvcc kernel's code in the kernels library is found again through it after a restart. */
+    if (op->type == OP_KERNEL)
+        nd->func = op->u.kernel.func;
     chain_append(nd, op);
     return 1;
 }
@@ -535,36 +535,27 @@ cudaError_t sim_cudaGraphAddEmptyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t g
 static cudaError_t kernel_op(const struct cudaKernelNodeParams *p, struct sim_op **out)
 {
     const struct crac_sim_kernel_desc *d = NULL;
-    cudaError_t e = sim_kernel_lookup(p->func, &d);
+    const struct crac_kernel_entry *ke = NULL;
+    cudaError_t e = sim_kernel_code(p->func, &d, &ke);
     if (e != cudaSuccess)
         return e;
-    if (!d)
-        return cudaErrorNoKernelImageForDevice;
-    if ((d->n_params && !p->kernelParams) || p->extra)
-        return cudaErrorInvalidValue;
     struct sim_op *op = sim_op_new(OP_KERNEL);
     if (!op)
         return cudaErrorMemoryAllocation;
     struct sim_kernel_launch *k = &op->u.kernel;
-    size_t off[CRAC_SIM_MAX_PARAMS], total = 0;
-    for (uint32_t i = 0; i < d->n_params; i++) {
-        size_t align = d->param_align[i] ? d->param_align[i] : 1;
-        total = (total + align - 1) / align * align;
-        off[i] = total;
-        total += d->param_size[i];
+    k->desc = d;
+    k->kentry = ke;
+    k->func = p->func;
+    if ((sim_kernel_n_params(k) && !p->kernelParams) || p->extra) {
+        op->type = OP_WAIT; /* nothing to free */
+        sim_op_free(op);
+        return cudaErrorInvalidValue;
     }
-    k->argbuf_size = total ? total : 1;
-    k->argbuf = bk_alloc(k->argbuf_size);
-    if (!k->argbuf) {
+    if (sim_kernel_copy_args(k, p->kernelParams) != 0) {
         op->type = OP_WAIT;
         sim_op_free(op);
         return cudaErrorMemoryAllocation;
     }
-    for (uint32_t i = 0; i < d->n_params; i++) {
-        memcpy(k->argbuf + off[i], p->kernelParams[i], d->param_size[i]);
-        k->argv[i] = k->argbuf + off[i];
-    }
-    k->desc = d;
     k->grid = p->gridDim;
     k->block = p->blockDim;
     k->shared = p->sharedMemBytes;
@@ -873,10 +864,11 @@ struct blob_op {
             size_t n;
         } set;
         struct {
-            const struct crac_sim_kernel_desc *desc;
+            const struct crac_sim_kernel_desc *desc; /* NULL: a kernels library's kernel */
+            const void *func;                        /* its host function (found again by it) */
             dim3 grid, block;
             size_t shared;
-            uint32_t argv_off[CRAC_SIM_MAX_PARAMS];
+            uint32_t argv_off[32]; /* sim_kernel_launch's argv */
         } kernel;
         struct {
             cudaHostFn_t fn;
@@ -936,10 +928,11 @@ uint64_t sim_graph_export(uint64_t handle, void *buf, uint64_t cap)
                     const struct sim_kernel_launch *k = &op->u.kernel;
                     bo.argbuf_size = (uint32_t)k->argbuf_size;
                     bo.u.kernel.desc = k->desc;
+                    bo.u.kernel.func = k->func;
                     bo.u.kernel.grid = k->grid;
                     bo.u.kernel.block = k->block;
                     bo.u.kernel.shared = k->shared;
-                    for (uint32_t a = 0; a < k->desc->n_params; a++)
+                    for (uint32_t a = 0; a < sim_kernel_n_params(k); a++)
                         bo.u.kernel.argv_off[a] =
                             (uint32_t)((unsigned char *)k->argv[a] - k->argbuf);
                 }
@@ -1026,10 +1019,20 @@ uint64_t sim_graph_import(const void *buf, uint64_t len)
                 memcpy(kl->argbuf, args, bo->argbuf_size);
                 kl->argbuf_size = bo->argbuf_size;
                 kl->desc = bo->u.kernel.desc;
+                kl->func = bo->u.kernel.func;
+                /* An nvcc kernel: its code is in this lower half's kernels library, found by
+                 * the host function the restored module registered again (shim_state.c runs
+                 * before the graphs are imported). */
+                if (!kl->desc && sim_kernel_code(kl->func, &kl->desc, &kl->kentry) != cudaSuccess) {
+                    op->type = OP_KERNEL; /* frees the argument copy */
+                    sim_op_free(op);
+                    bad = 1;
+                    break;
+                }
                 kl->grid = bo->u.kernel.grid;
                 kl->block = bo->u.kernel.block;
                 kl->shared = bo->u.kernel.shared;
-                for (uint32_t a = 0; a < kl->desc->n_params; a++)
+                for (uint32_t a = 0; a < sim_kernel_n_params(kl); a++)
                     kl->argv[a] = kl->argbuf + bo->u.kernel.argv_off[a];
             }
             op->type = bo->type;

@@ -211,7 +211,7 @@ static int bad_dims(dim3 g, dim3 b)
 }
 
 /* Copies the arguments the way a driver does at launch (args may be reused at once). */
-static int copy_args(struct sim_kernel_launch *k, void **args)
+int sim_kernel_copy_args(struct sim_kernel_launch *k, void **args)
 {
     uint32_t n = k->kentry ? k->kentry->n_params : k->desc->n_params;
     const uint32_t *size = k->kentry ? k->kentry->param_size : k->desc->param_size;
@@ -234,6 +234,36 @@ static int copy_args(struct sim_kernel_launch *k, void **args)
     return 0;
 }
 
+/* The code a launch of host_fun runs (caller holds sim_lock): a CRAC_SIM_KERNEL descriptor, or
+ * an nvcc kernel's entry in the kernels library (looked up again when it was not there at
+ * registration: the library path may have come later). Launches and graph kernel nodes share it,
+ * so a captured kernel fails exactly as a launched one would. */
+cudaError_t sim_kernel_code(const void *host_fun, const struct crac_sim_kernel_desc **desc,
+                            const struct crac_kernel_entry **kentry)
+{
+    struct sim_func *f = host_fun ? func_find(host_fun) : NULL;
+    if (!f)
+        return cudaErrorInvalidDeviceFunction;
+    if (!f->desc && !f->kentry && f->device_name &&
+        !(f->kentry = sim_kernels_find(f->device_name))) {
+        /* nvcc's GPU code and no CPU code for it (no library, or the kernel is not in it). */
+        if (!f->reported)
+            sim_kernels_report_missing(f->device_name);
+        f->reported = 1;
+        return cudaErrorInvalidDeviceFunction;
+    }
+    if (!f->desc && !f->kentry)
+        return cudaErrorNoKernelImageForDevice; /* a GPU fat binary: nothing the sim can run */
+    *desc = f->desc;
+    *kentry = f->desc ? NULL : f->kentry;
+    return cudaSuccess;
+}
+
+uint32_t sim_kernel_n_params(const struct sim_kernel_launch *k)
+{
+    return k->kentry ? k->kentry->n_params : k->desc->n_params;
+}
+
 cudaError_t sim_cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                                  size_t sharedMem, cudaStream_t stream)
 {
@@ -242,34 +272,23 @@ cudaError_t sim_cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, 
         return sim_ret(cudaErrorInvalidConfiguration);
     pthread_mutex_lock(&sim_lock);
     struct sim_stream *s = sim_stream_get(stream);
-    struct sim_func *f = func ? func_find(func) : NULL;
-    cudaError_t e = cudaSuccess;
-    if (!s)
-        e = cudaErrorInvalidResourceHandle;
-    else if (!f)
-        e = cudaErrorInvalidDeviceFunction;
-    else if (!f->desc && !f->kentry && f->device_name &&
-             !(f->kentry = sim_kernels_find(f->device_name))) {
-        /* nvcc's GPU code and no CPU code for it (no library, or the kernel is not in it). */
-        if (!f->reported)
-            sim_kernels_report_missing(f->device_name);
-        f->reported = 1;
-        e = cudaErrorInvalidDeviceFunction;
-    } else if (!f->desc && !f->kentry)
-        e = cudaErrorNoKernelImageForDevice; /* a GPU fat binary: nothing the sim can run */
-    else if ((f->desc ? f->desc->n_params : f->kentry->n_params) && !args)
+    const struct crac_sim_kernel_desc *desc = NULL;
+    const struct crac_kernel_entry *kentry = NULL;
+    cudaError_t e = s ? sim_kernel_code(func, &desc, &kentry) : cudaErrorInvalidResourceHandle;
+    if (e == cudaSuccess && (desc ? desc->n_params : kentry->n_params) && !args)
         e = cudaErrorInvalidValue;
     struct sim_op *op = NULL;
     if (e == cudaSuccess && !(op = sim_op_new(OP_KERNEL)))
         e = cudaErrorMemoryAllocation;
     if (e == cudaSuccess) {
         struct sim_kernel_launch *k = &op->u.kernel;
-        k->desc = f->desc;
-        k->kentry = f->desc ? NULL : f->kentry;
+        k->desc = desc;
+        k->kentry = kentry;
+        k->func = func;
         k->grid = gridDim;
         k->block = blockDim;
         k->shared = sharedMem;
-        if (copy_args(k, args) != 0 || !sim_stream_enqueue(s, op, NULL))
+        if (sim_kernel_copy_args(k, args) != 0 || !sim_stream_enqueue(s, op, NULL))
             e = cudaErrorMemoryAllocation;
     }
     pthread_mutex_unlock(&sim_lock);

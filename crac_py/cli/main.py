@@ -36,7 +36,7 @@ from crac_py.cli.options import (
 from crac_py.coord import client as coord_client
 from crac_py.coord.client import CoordError
 from crac_py.image import generation as image
-from crac_py.launch import devices, job, runner, tree
+from crac_py.launch import devices, hosts, job, runner, tree
 from crac_py.launch import mpi as mpi_launch
 from crac_py.launch.preflight import PreflightError, preflight
 
@@ -298,6 +298,15 @@ def restart(
             "(the restart script gives them).",
         ),
     ] = None,
+    search_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--search-dir",
+            metavar="DIR",
+            help="An image not at its path is looked for in DIR (by its process directory's "
+            "name): images copied from another host's local directory.",
+        ),
+    ] = None,
 ) -> None:
     """Restart a checkpointed program where it stopped (a job directory: every process)."""
     try:
@@ -311,6 +320,8 @@ def restart(
             coord_port,
             coord_token,
         )
+        path = hosts.locate(path, search_dir)
+        tree_member = [hosts.locate(m, search_dir) for m in tree_member or []]
         rank = mpi_launch.launcher_rank()
         rank_dir = mpi_launch.rank_process_dir(path, rank) if rank is not None else None
         if rank_dir is not None:  # one rank of an MPI job, started by mpirun/srun
@@ -331,7 +342,7 @@ def restart(
             passthrough += ["--no-fork-writer"] if no_fork_writer else []
             status = job.restart_job(Path(path), procs, choice, passthrough)
             raise typer.Exit(status)
-    except (config.ConfigError, CoordError, image.ImageError) as exc:
+    except (config.ConfigError, CoordError, image.ImageError, hosts.ImageNotHere) as exc:
         _error(str(exc))
     # Its descendants (--tree-member) and its children that had ended unwaited-for are forked
     # first, so each is the child of this process (launch/tree.py).

@@ -25,6 +25,19 @@ from crac_py.launch.tree import roots_and_members
 
 SCRIPT_NAME = "crac_restart_script.sh"
 PROCESS_MARK = "# crac-job-process: "
+HOST_MARK = "# crac-job-host: "
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a process ran at checkpoint time: its host name and the address its connection to
+    the coordinator came from (docs/HOSTS.md)."""
+
+    host: str
+    addr: str = ""
+
+    def describe(self) -> str:
+        return f"{self.host} ({self.addr})" if self.addr and self.addr != self.host else self.host
 
 
 @dataclass(frozen=True)
@@ -35,6 +48,7 @@ class ScriptJob:
     port: int
     interval: int
     crac_cmd: str  # shell words that run crac
+    hosts: list[Placement] | None = None  # per gen_dirs entry, where it ran
 
 
 def _gen_word(job_dir: Path, gen: Path) -> str:
@@ -65,13 +79,17 @@ def render(job: ScriptJob) -> str:
         f"# restarts the job's {n} process(es) from the generations listed below.",
         "#",
         "# Usage: crac_restart_script.sh [-h|--coord-host H] [-p|--coord-port P]",
-        "#            [-i|--interval S] [--ckptdir DIR] [crac restart options...]",
+        "#            [-i|--interval S] [--ckptdir DIR] [--part K/M|auto]",
+        "#            [crac restart options...]",
         "# Host, port and interval: the flags, else CRAC_COORD_HOST/PORT and",
         "# CRAC_CHECKPOINT_INTERVAL, else their DMTCP_* twins, else the values at checkpoint",
         "# time. A coordinator is started on that port when none answers there. --ckptdir DIR",
-        "# restarts from a copy of this directory. Other options go to each `crac restart`.",
+        "# restarts from a copy of this directory; an image not at its path is looked for there.",
+        "# --part K/M restarts only task K's share of M tasks (auto: srun's or mpirun's task",
+        "# number); the coordinator must already run. Other options go to each `crac restart`.",
         "#",
         *(PROCESS_MARK + _marker(job.job_dir, g) for g in job.gen_dirs),
+        *_host_lines(job),
         "",
         f'crac_cmd() {{ {job.crac_cmd} "$@"; }}',
         "host=${CRAC_COORD_HOST:-${DMTCP_COORD_HOST:-${DMTCP_HOST:-localhost}}}",
@@ -79,6 +97,7 @@ def render(job: ScriptJob) -> str:
         f"interval=${{CRAC_CHECKPOINT_INTERVAL:-${{DMTCP_CHECKPOINT_INTERVAL:-{job.interval}}}}}",
         f"dir={shlex.quote(str(job.job_dir))}",
         "started=",
+        "part=",
         "while [ $# -gt 0 ]; do",
         '  case "$1" in',
         "    -h|--coord-host|--host) host=$2; shift 2 ;;",
@@ -89,12 +108,19 @@ def render(job: ScriptJob) -> str:
         "    --interval=*) interval=${1#*=}; shift ;;",
         "    --ckptdir|--restartdir|-d) dir=$2; shift 2 ;;",
         "    --ckptdir=*|--restartdir=*) dir=${1#*=}; shift ;;",
-        "    --help) sed -n '2,11p' \"$0\"; exit 0 ;;",
+        "    --part) part=$2; shift 2 ;;",
+        "    --part=*) part=${1#*=}; shift ;;",
+        "    --help) sed -n '2,14p' \"$0\"; exit 0 ;;",
         "    --) shift; break ;;",
         "    *) break ;;",
         "  esac",
         "done",
-        'if [ "$port" = 0 ] ||',
+        *_PART_LINES,
+        'if [ -n "$part" ]; then',
+        '  crac_cmd command -h "$host" -p "$port" status >/dev/null 2>&1 || {',
+        '    echo "crac_restart_script.sh: no coordinator answers on $host:$port; with --part," \\',
+        '      "start it first (crac coordinator --daemon ...)" >&2; exit 2; }',
+        'elif [ "$port" = 0 ] ||',
         '   ! crac_cmd command -h "$host" -p "$port" status >/dev/null 2>&1; then',
         "  portfile=$(mktemp) || exit 2",
         '  crac_cmd coordinator --daemon --exit-on-last --stale-timeout 600 -q -p "$port" \\',
@@ -108,16 +134,16 @@ def render(job: ScriptJob) -> str:
         return "\n".join(lines + _mpi_lines(job, n)) + "\n"
     # A process tree is restarted by its root, which forks its descendants (launch/tree.py).
     roots = roots_and_members(job.gen_dirs)
-    for i, (gen, members) in enumerate(roots, 1):
+    lines.append("pids=")
+    for i, (gen, members) in enumerate(roots):
         tree_words = "".join(f" --tree-member {_gen_word(job.job_dir, m)}" for m in members)
         lines.append(
-            'crac_cmd restart --join-coordinator --coord-host "$host" --coord-port "$port" '
-            f'"$@"{tree_words} -- {_gen_word(job.job_dir, gen)} &'
+            f'if mine {i}; then crac_cmd restart --join-coordinator --coord-host "$host" '
+            f'--coord-port "$port" --search-dir "$dir" "$@"{tree_words} -- '
+            f'{_gen_word(job.job_dir, gen)} & pids="$pids $!"; fi'
         )
-        lines.append(f"pid{i}=$!")
     lines.append("rc=0")
-    for i in range(1, len(roots) + 1):
-        lines.append(f'wait "$pid{i}"; s=$?; [ "$rc" -eq 0 ] && rc=$s')
+    lines.append('for p in $pids; do wait "$p"; s=$?; [ "$rc" -eq 0 ] && rc=$s; done')
     # A coordinator started here that no process joined (every restart failed) goes too.
     lines.append('if [ -n "$started" ] &&')
     lines.append('   crac_cmd command -h "$host" -p "$port" status 2>/dev/null |')
@@ -125,6 +151,40 @@ def render(job: ScriptJob) -> str:
     lines.append('then crac_cmd command -h "$host" -p "$port" quit >/dev/null 2>&1; fi')
     lines.append('exit "$rc"')
     return "\n".join(lines) + "\n"
+
+
+# --part K/M: this task restarts the roots whose index i has i % M == K (docs/HOSTS.md).
+_PART_LINES = [
+    "task=0; ntasks=1",
+    'case "$part" in',
+    "  '') ;;",
+    "  auto) task=${SLURM_PROCID:-${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-}}}",
+    "        ntasks=${SLURM_NTASKS:-${OMPI_COMM_WORLD_SIZE:-${PMI_SIZE:-}}} ;;",
+    "  */*) task=${part%%/*}; ntasks=${part#*/} ;;",
+    "  *) task=x ;;",
+    "esac",
+    'case "$task/$ntasks" in',
+    "  */|/*|*[!0-9/]*|*/*/*)",
+    '    echo "crac_restart_script.sh: --part wants K/M with 0 <= K < M, or auto under srun" \\',
+    '      "or mpirun (got ${part})" >&2; exit 2 ;;',
+    "esac",
+    'if [ "$ntasks" -lt 1 ] || [ "$task" -ge "$ntasks" ]; then',
+    '  echo "crac_restart_script.sh: --part $task/$ntasks: K must be below M" >&2; exit 2',
+    "fi",
+    'mine() { [ $(($1 % ntasks)) -eq "$task" ]; }',
+]
+
+
+def _host_lines(job: ScriptJob) -> list[str]:
+    """Where each process ran (`# crac-job-host: {...}`), in gen_dirs order: what a restart on
+    other hosts must copy where (docs/HOSTS.md)."""
+    if not job.hosts:
+        return []
+    lines = []
+    for g, h in zip(job.gen_dirs, job.hosts, strict=False):
+        rec = {"process": json.loads(_marker(job.job_dir, g)), "host": h.host, "addr": h.addr}
+        lines.append(HOST_MARK + json.dumps(rec))
+    return lines
 
 
 def mpi_ranks(gen_dirs: list[Path]) -> bool:

@@ -97,6 +97,7 @@ class Peer:
     # A forked process of a tree (docs/PROTOCOL.md): one that ends before it is suspended is left
     # out of the checkpoint (its parent's image keeps its exit status), not a failure.
     tree_child: bool = False
+    addr: str = ""  # the address its connection came from (which host, for the restart script)
 
     @property
     def label(self) -> str:
@@ -134,6 +135,7 @@ class JobCheckpoint:
     published: dict[str, Path] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)  # participants that disconnected
     started: float = field(default_factory=time.monotonic)
+    messages: int = 0  # phase messages sent and answers received (bench/hosts.py counts them)
 
     def fail(self, reason: str) -> None:
         """The first failure wins; it ends the current phase's wait at once."""
@@ -169,6 +171,12 @@ def _read_tcp_uids() -> None:
         pass
     _TCP_UIDS.clear()
     _TCP_UIDS.update(table)
+
+
+def _peer_address(writer: asyncio.StreamWriter) -> str:
+    """The IP address a worker's connection came from ('' when unknown)."""
+    peer = writer.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
 
 
 def loopback_peer_uid(
@@ -418,6 +426,7 @@ class Coordinator:
             restarted=bool(hello.get("restarted")),
             writer=writer,
             tree_child=bool(hello.get("tree_child")),
+            addr=_peer_address(writer),
         )
         self.peers[peer.id] = peer
         self.ever_connected = True
@@ -483,6 +492,7 @@ class Coordinator:
             self.log(f"ignored {kind!r} from {peer.label} during the {ck.phase} phase")
             return
         ck.waiting.discard(peer.id)
+        ck.messages += 1
         if kind == "suspended":
             peer.state = "SUSPENDED"
         elif kind == "written":
@@ -601,6 +611,7 @@ class Coordinator:
         for p in ck.participants.values():
             p.state = _PHASE_STATE[phase]
             p.send(msg)
+            ck.messages += 1
         try:
             await asyncio.wait_for(asyncio.shield(ck.barrier), self.cfg.phase_timeout)
         except TimeoutError:
@@ -651,6 +662,7 @@ class Coordinator:
     def _complete(self, ck: JobCheckpoint) -> Msg:
         self.generation += 1
         ordered = [ck.published[i] for i in ck.participants]
+        hosts = [restart_script.Placement(p.host, p.addr) for i, p in ck.participants.items()]
         first = ck.participants[next(iter(ck.participants))]
         job_dir = first.proc_dir.parent
         elapsed = time.monotonic() - ck.started
@@ -661,6 +673,7 @@ class Coordinator:
             port=self.cfg.port,
             interval=self.cfg.interval,
             crac_cmd=self.cfg.crac_cmd,
+            hosts=hosts,
         )
         try:
             script = restart_script.write(job)
@@ -679,7 +692,7 @@ class Coordinator:
         self.last_script = script
         self.log(
             f"checkpoint {ck.number} complete in {elapsed:.2f} s: job generation "
-            f"{self.generation}, {len(ordered)} image(s); {script} written"
+            f"{self.generation}, {len(ordered)} image(s), {ck.messages} messages; {script} written"
         )
         return {
             "ok": True,
@@ -687,6 +700,7 @@ class Coordinator:
             "dirs": [str(d) for d in ordered],
             "script": str(script),
             "seconds": round(elapsed, 3),
+            "messages": ck.messages,
         }
 
     def _abandon(self, ck: JobCheckpoint, reason: str) -> Msg:

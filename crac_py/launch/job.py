@@ -153,6 +153,30 @@ def job_process_dirs(arg: str) -> list[Path]:
     return procs if len(procs) > 1 and image.is_job(path, procs) else []
 
 
+# Where srun, mpirun and PMI launchers give a task its number and the number of tasks (the
+# restart script's `--part auto` reads the same).
+TASK_VARS = (
+    ("SLURM_PROCID", "SLURM_NTASKS"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ("PMI_RANK", "PMI_SIZE"),
+)
+
+
+def launcher_tasks() -> int:
+    """How many tasks the launcher that started this process started (1 outside one)."""
+    env = os.environ
+    for rank, size in TASK_VARS:
+        if not (env.get(rank, "").isdigit() and env.get(size, "").isdigit()):
+            continue
+        # A Slurm batch shell has SLURM_PROCID and SLURM_NTASKS too, but is no task of a step:
+        # only srun's tasks have a (small) step id.
+        step = env.get("SLURM_STEP_ID", "")
+        if rank == "SLURM_PROCID" and not (step.isdigit() and int(step) < 0xFFFFFFF0):
+            continue
+        return int(env[size])
+    return 1
+
+
 def restart_job(
     job_dir: Path,
     procs: list[Path],
@@ -169,6 +193,8 @@ def restart_job(
     script = job_dir / restart_script.SCRIPT_NAME
     if script.is_file():
         argv = ["/bin/sh", str(script), "--ckptdir", str(job_dir.resolve())]
+        if launcher_tasks() > 1:  # one task of srun/mpirun: its share (docs/HOSTS.md)
+            argv += ["--part", "auto"]
         if choice.explicit_endpoint:
             argv += ["--coord-host", ep.host, "--coord-port", str(ep.port)]
         argv += ["--", *passthrough]

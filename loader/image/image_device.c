@@ -295,6 +295,13 @@ int device_image_restore(const char *dir, char *err, size_t errlen)
             goto out;
         }
     }
+    /* The backend may still be copying the last chunks (cuda: write-behind on its streams). */
+    int fe = ckpt_backend->flush ? ckpt_backend->flush() : 0;
+    if (fe != 0) {
+        snprintf(err, errlen, "the %s backend could not write device memory back (error %d)",
+                 ckpt_backend->name, fe);
+        goto out;
+    }
     rc = 0;
 out:
     close(fd);

@@ -177,6 +177,12 @@ cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
 
 char CUDARTAPI __cudaInitModule(void **fatCubinHandle)
 {
-    (void)fatCubinHandle;
-    return 1; /* managed variables were bound when they were registered */
+    /* The sim bound managed variables when they were registered (no entry: 1). NVIDIA's runtime
+     * (the cuda backend) binds nvcc's pointer to each when it loads the module, which this call
+     * is for: host code reads the variable through that pointer next. */
+    static struct shim_entry_cache cache;
+    int found;
+    uint64_t r = shim_cross(&cache, "crac_lh_init_module",
+                            (uint64_t)(uintptr_t)backend_of(fatCubinHandle), 0, 0, &found);
+    return found ? (char)r : 1;
 }
