@@ -71,6 +71,19 @@ def _pids_of(job: Path) -> list[int]:
     return [int(d.name.rsplit("-", 1)[1]) for d in job.glob("ckpt_*")]
 
 
+def _kill_app(app: Path) -> None:
+    """Every process still running APP (this run's own build, in its temporary directory): a
+    restarted tree's processes are no children of ours, and may have left our process groups."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0]
+                if argv0 == str(app).encode():
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
+
+
 def one_rep(work: Path, app: Path, n: int, mib: int, tree: bool) -> tuple[float, float]:
     """Launch, checkpoint (timed), SIGKILL, restart (timed), SIGKILL. Seconds."""
     work.mkdir(parents=True)
@@ -121,6 +134,7 @@ def one_rep(work: Path, app: Path, n: int, mib: int, tree: bool) -> tuple[float,
             except ProcessLookupError:
                 pass
         _kill(procs)
+        _kill_app(app)
 
 
 def main() -> int:
