@@ -19,6 +19,7 @@ and handlers, timer values, limits, memory protections) are not mutated: an imag
 different but well-formed value there restarts a different, valid program.
 
     python bench/fuzz_image.py [-n 10000] [-j JOBS] [--seed-image GEN] [--rng 1] [--start K]
+                               [--compress none|lz4|zstd]
                                [--json]
 
 Case i is the same mutation in every run with the same --rng: `--start K -n N` runs cases
@@ -419,9 +420,10 @@ def run_case(args: tuple[int, int]) -> Result:
         write_case(gen, seed, seed.header, seed.manifest, recompute=False)
 
 
-def make_seed(base: Path) -> Path:
+def make_seed(base: Path, compress: str = "none") -> Path:
     """A generation of tests/apps/fuzz_seed.c taken at step 20 (it runs on for a long time: the
-    fuzzer's restarts are ended once the program prints its next line)."""
+    fuzzer's restarts are ended once the program prints its next line); --compress MODE: written
+    compressed (format 3), so the region records mutated point at chunk streams."""
     app = base / "fuzz_seed"
     subprocess.run(["gcc", *CFLAGS, "-o", str(app), str(APPS_DIR / "fuzz_seed.c")], check=True)
     ckpt, data = base / "seed", base / "data"
@@ -429,7 +431,7 @@ def make_seed(base: Path) -> Path:
     data.mkdir()
     crac = [sys.executable, "-m", "crac_py"]
     proc = subprocess.Popen(
-        [*crac, "launch", "-c", str(ckpt), "--", str(app), str(data)],
+        [*crac, "launch", "--compress", compress, "-c", str(ckpt), "--", str(app), str(data)],
         stdout=(base / "seed.out").open("w"),
         stderr=subprocess.DEVNULL,
         cwd=base,
@@ -492,10 +494,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rng", type=int, default=1)
     ap.add_argument("--start", type=int, default=0, help="first case number")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--compress",
+        default="none",
+        help="the seed's --compress (none, lz4, zstd): fuzz a compressed image's structure",
+    )
     args = ap.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="crac-fuzz-"))
     try:
-        gen = args.seed_image.resolve() if args.seed_image else make_seed(base)
+        gen = args.seed_image.resolve() if args.seed_image else make_seed(base, args.compress)
         t0 = time.monotonic()
 
         def progress(done: int) -> None:

@@ -60,7 +60,32 @@ OPTIONS: dict[str, Option] = {
     "checkpoint_dir": Option("--ckptdir", _twins("CHECKPOINT_DIR"), "."),
     "checkpoint_interval": Option("--interval", _twins("CHECKPOINT_INTERVAL"), "0"),
     "sigckpt": Option("--ckpt-signal", _twins("SIGCKPT"), "12"),
+    # Checked by compress_spec (zstd:LEVEL is open-ended); DMTCP_GZIP is read there too.
+    "compress": Option("--compress", ("CRAC_COMPRESS",), "none"),
 }
+
+
+def compress_spec(flag_value: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The --compress value: none, lz4, zstd or zstd:LEVEL (1..19).
+
+    DMTCP_GZIP (DMTCP's switch for gzip'd images) is honoured when neither the flag nor
+    CRAC_COMPRESS is given: 0 means none, any other value the default compressed method (zstd).
+    """
+    environ = os.environ if environ is None else environ
+    found = OPTIONS["compress"].resolve(flag_value, environ)
+    if found.source == "default" and environ.get("DMTCP_GZIP", "") != "":
+        found = Resolved("none" if environ["DMTCP_GZIP"].strip() == "0" else "zstd", "DMTCP_GZIP")
+    value = found.value
+    method, _, level = value.partition(":")
+    ok = value in ("none", "lz4", "zstd") or (
+        method == "zstd" and level.isdigit() and 1 <= int(level) <= 19
+    )
+    if not ok:
+        where = OPTIONS["compress"].flag if found.source == "flag" else found.source
+        raise ConfigError(
+            f"invalid value {value!r} for {where}; use one of: none, lz4, zstd, zstd:LEVEL (1..19)"
+        )
+    return value
 
 
 def resolve(

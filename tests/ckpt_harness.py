@@ -41,6 +41,7 @@ POLL_S = 0.01
 # Variables that would change where or how a launched program is checkpointed: never inherited
 # from the environment the tests run in (tests set them on purpose).
 _CKPT_ENV_PREFIXES = ("CRAC_CHECKPOINT", "DMTCP_CHECKPOINT", "CRAC_SIGCKPT", "DMTCP_SIGCKPT")
+_CKPT_ENV_PREFIXES += ("CRAC_COMPRESS", "DMTCP_GZIP")  # the image's compression (--compress)
 
 
 # The acceptance programs (DMTCP's acceptance set; docs/ARCHITECTURE.md "Testing"),
@@ -388,7 +389,11 @@ def check_inspect(gen: Path) -> dict:
     top = {k for k in documented if "." not in k}
     assert top <= keys, f"{gen}: MANIFEST.json lacks {top - keys}"
     process = info["notes"]["process"]
-    assert process["format"] == image_format.CRAC_IMAGE_FORMAT, process
+    assert process["format"] == manifest["format_version"], process
+    assert process["format"] in (
+        image_format.CRAC_IMAGE_FORMAT,
+        image_format.CRAC_IMAGE_FORMAT_COMPRESSED,
+    ), process
     assert process["generation"] == manifest["generation"] == gen_number(gen), process
     assert process["ckpt_signal"] == manifest["process"]["ckpt_signal"], process
     assert len(info["notes"]["threads"]) == manifest["process"]["threads"], info["threads"]
@@ -614,6 +619,7 @@ def run_cycles(
     after: int = 2,
     launch_opts: Sequence[str] = (),
     sig: int = signal.SIGUSR2,
+    restart_opts: Sequence[str] = (),
 ) -> CycleResult:
     """The acceptance scenario (docs/ARCHITECTURE.md "Testing"): an uninterrupted native run gives
     the expected output; then launch -> (wait until step fractions[i] * N -> checkpoint -> wait
@@ -661,7 +667,9 @@ def run_cycles(
             # exactly one process), then the generation itself.
             path = ckptdir if i == 0 else gen
             label = f"restart{i + 1}"
-            proc = restart(path, out_dir=logs, label=label, cwd=tmp_path / "restart_cwd")
+            proc = restart(
+                path, out_dir=logs, label=label, opts=restart_opts, cwd=tmp_path / "restart_cwd"
+            )
             wait_for_step(proc, 1)
             check_resume_point(Segment(proc.label, proc.lines()), seg)
 

@@ -18,6 +18,7 @@ from crac_py.cli.options import (
     AllowChangedOpt,
     AnyCoordOpt,
     CkptDirOpt,
+    CompressOpt,
     CoordHostOpt,
     CoordPortOpt,
     CoordTokenFileOpt,
@@ -189,6 +190,7 @@ def launch(
     exit_after: ExitAfterOpt = False,
     verbose: VerboseOpt = False,
     no_fork_writer: NoForkWriterOpt = False,
+    compress: CompressOpt = None,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -213,6 +215,7 @@ def launch(
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
         ckpt.verbose = verbose
         ckpt.no_fork_writer = no_fork_writer
+        ckpt.compress = config.compress_spec(compress)
         loader = str(paths.loader())
         coord_token = coord_client.token_option(coord_token, coord_token_file)
         choice = _coord_choice(
@@ -281,6 +284,7 @@ def restart(
     exit_after: ExitAfterOpt = False,
     verbose: VerboseOpt = False,
     no_fork_writer: NoForkWriterOpt = False,
+    compress: CompressOpt = None,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -340,6 +344,7 @@ def restart(
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
             passthrough += ["--verbose"] if verbose else []
             passthrough += ["--no-fork-writer"] if no_fork_writer else []
+            passthrough += [] if compress is None else ["--compress", compress]
             status = job.restart_job(Path(path), procs, choice, passthrough)
             raise typer.Exit(status)
     except (config.ConfigError, CoordError, image.ImageError, hosts.ImageNotHere) as exc:
@@ -375,6 +380,7 @@ def restart(
             exit_after=exit_after,
             verbose=verbose,
             no_fork_writer=no_fork_writer,
+            compress=config.compress_spec(compress),
         )
         core_size, header_crc = gen.core_check
         coord_args = job.connect(choice, ckpt.interval, interval is not None)

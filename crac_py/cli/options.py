@@ -38,6 +38,15 @@ NoForkWriterOpt = Annotated[
         "(env CRAC_NO_FORK_WRITER=1).",
     ),
 ]
+CompressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--compress",
+        metavar="none|lz4|zstd[:LEVEL]",
+        help="Compress images in chunks on worker threads (env CRAC_COMPRESS; DMTCP_GZIP=0/1 "
+        "means none/zstd; default none).",
+    ),
+]
 SimVersionOpt = Annotated[
     int | None,
     typer.Option("--sim-version", min=1, max=2, help="Version of the sim device to load."),

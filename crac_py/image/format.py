@@ -130,6 +130,13 @@ N_RLIMITS = 16
 N_SIGNAL_RECS = 65  # indexed by signal number: 0 unused, then 1..64
 REGION_OUTSIDE_W, REGION_NORESERVE, REGION_DONTDUMP = 1, 2, 4
 REGION_SHARED_ALIAS = 8
+# Format 3: an image with compressed regions (--compress); format 2 images are written without it
+# and both are read (docs/IMAGE.md "Compressed regions").
+CRAC_IMAGE_FORMAT_COMPRESSED = 3
+REGION_COMPRESSED = 16
+CHUNK_MAGIC = 0x4B435243  # "CRCK" little-endian
+CHUNK_RAW, CHUNK_LZ4, CHUNK_ZSTD = 0, 1, 2
+CHUNK_MAX_PAGES = 256  # 1 MiB of raw pages per chunk
 
 # (C name, value, doc) -> #define NAME value
 DEFINES: tuple[tuple[str, str, str], ...] = (
@@ -152,6 +159,21 @@ DEFINES: tuple[tuple[str, str, str], ...] = (
         "region flag: ANON_SHARED mapping of an object (dev, ino) an earlier region maps too, "
         "over the same pages: not saved again, shared with it after a restart",
     ),
+    (
+        "CRAC_IMAGE_FORMAT_COMPRESSED",
+        str(CRAC_IMAGE_FORMAT_COMPRESSED),
+        "format_version/PROCESS format of an image with CRAC_REGION_COMPRESSED regions",
+    ),
+    (
+        "CRAC_REGION_COMPRESSED",
+        f"{REGION_COMPRESSED}u",
+        "region flag: its saved pages are a stream of crac_chunk_hdr chunks at core_offset",
+    ),
+    ("CRAC_CHUNK_MAGIC", f"0x{CHUNK_MAGIC:08x}u", 'crac_chunk_hdr.magic ("CRCK")'),
+    ("CRAC_CHUNK_RAW", str(CHUNK_RAW), "chunk method: the pages stored as they are"),
+    ("CRAC_CHUNK_LZ4", str(CHUNK_LZ4), "chunk method: LZ4 block (LZ4_compress_fast)"),
+    ("CRAC_CHUNK_ZSTD", str(CHUNK_ZSTD), "chunk method: one zstd frame"),
+    ("CRAC_CHUNK_MAX_PAGES", str(CHUNK_MAX_PAGES), "pages of one chunk at most (1 MiB)"),
     ("CRAC_N_RLIMITS", str(N_RLIMITS), "RLIMIT_CPU (0) .. RLIMIT_RTTIME (15)"),
     ("CRAC_N_SIGNAL_RECS", str(N_SIGNAL_RECS), "SIGNALS note records, by signal number (0 unused)"),
     ("CRAC_DEV_MAGIC", f'"{DEV_MAGIC.decode()}"', "device.img's first 8 bytes"),
@@ -266,13 +288,14 @@ RECORDS: tuple[Record, ...] = (
         F("start", "u64"), F("end", "u64"),
         F("prot", "u32", "PROT_* bits"),
         F("flags", "u32", "CRAC_REGION_OUTSIDE_W, CRAC_REGION_NORESERVE, CRAC_REGION_DONTDUMP, "
-          "CRAC_REGION_SHARED_ALIAS"),
+          "CRAC_REGION_SHARED_ALIAS, CRAC_REGION_COMPRESSED"),
         F("core_offset", "u64", "where the region's pages start in upper.core (0: nothing saved)"),
         F("file_offset", "u64", "for file kinds: offset of start in the file"),
         F("dev", "u64", "file identity, checked at restart; ANON_SHARED: the shared object's "
           "(regions of the same one are shared again)"), F("ino", "u64"),
         F("file_size", "u64"), F("mtime_ns", "i64"),
-        F("crc32c", "u32", "over every saved page: 8-byte page index, then 4096 bytes"),
+        F("crc32c", "u32", "over every saved page: 8-byte page index, then 4096 bytes; "
+          "COMPRESSED: over its chunks' crc32c, each as 4 bytes"),
         F("saved_pages", "u32"),
         F("path_len", "u32", "NUL-terminated path follows, padded to 8"),
         F("bitmap_bytes", "u32", "FILE_PRIVATE: one bit per page (1 = saved), after the path"),
@@ -356,6 +379,16 @@ RECORDS: tuple[Record, ...] = (
         F("n", "u32", "number of crac_dev_record that follow the header"),
         F("data_start", "u64", "header and records rounded up to 4096 (zero padding)"),
         F("index_crc", "u32", "CRC-32C of this header (index_crc 0), the records and padding"),
+        F("pad", "u32"),
+    )),
+    Record("crac_chunk_hdr", 32, "upper.core, a compressed region's data: one chunk, then its "
+           "stored bytes padded to 8; a chunk of n_pages 0 ends the region", (
+        F("magic", "u32", "CRAC_CHUNK_MAGIC"),
+        F("method", "u32", "CRAC_CHUNK_RAW, CRAC_CHUNK_LZ4 or CRAC_CHUNK_ZSTD"),
+        F("first_page", "u64", "index in the region of the chunk's first page"),
+        F("n_pages", "u32", "consecutive saved pages (0: the region's last chunk, nothing stored)"),
+        F("stored_len", "u32", "bytes stored after the header (n_pages * 4096 when raw)"),
+        F("crc32c", "u32", "CRC-32C of the chunk's n_pages * 4096 raw (decompressed) bytes"),
         F("pad", "u32"),
     )),
     Record("crac_dev_record", 40, "device.img, after the header: one allocation", (

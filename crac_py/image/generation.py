@@ -22,6 +22,8 @@ from crac_py.image import digest
 
 FORMAT = "crac-image"
 FORMAT_VERSION = 2  # crac_py/image/format.py CRAC_IMAGE_FORMAT
+# Read too: format 3, an image with compressed regions (CRAC_IMAGE_FORMAT_COMPRESSED).
+FORMAT_VERSIONS = (FORMAT_VERSION, 3)
 MANIFEST = "MANIFEST.json"
 CORE = "upper.core"
 _DIGEST_RE = re.compile(rb'"manifest_sha256": "([0-9a-f]{64})"')
@@ -215,11 +217,9 @@ def load_manifest(gen: Path) -> dict[str, Any]:
     if manifest.get("format") != FORMAT:
         raise ImageError(f"{mpath} is not a crac image manifest")
     version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in FORMAT_VERSIONS:
         shown = version if isinstance(version, int) and abs(version) < 10**9 else "(garbled)"
-        raise ImageError(
-            f"{gen} uses image format {shown}; this crac reads format {FORMAT_VERSION}"
-        )
+        raise ImageError(f"{gen} uses image format {shown}; this crac reads formats 2 and 3")
     problem = schema_problem(manifest)
     if problem is not None:
         raise ImageError(f"image corrupted: {mpath}: {problem}")

@@ -137,7 +137,7 @@ def verify_generation(gen: Path, target: str, advance: Callable[[int], None]) ->
     try:
         manifest = image.load_manifest(gen)
         report.checks.append(
-            Check(image.MANIFEST, OK, f"checksum and format {image.FORMAT_VERSION}")
+            Check(image.MANIFEST, OK, f"checksum and format {manifest['format_version']}")
         )
         info = image.Generation(gen, manifest)
         image.check_fields(info)

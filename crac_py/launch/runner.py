@@ -21,6 +21,7 @@ class CheckpointOptions:
     exit_after: bool = False
     verbose: bool = False
     no_fork_writer: bool = False
+    compress: str = "none"  # none, lz4, zstd or zstd:LEVEL (config.compress_spec)
 
     def loader_args(self) -> list[str]:
         args = [] if self.ckpt_dir is None else ["--ckpt-dir", self.ckpt_dir]
@@ -36,6 +37,8 @@ class CheckpointOptions:
             args.append("--verbose")
         if self.no_fork_writer:
             args.append("--no-fork-writer")
+        if self.compress != "none":
+            args += ["--compress", self.compress]
         return args
 
 

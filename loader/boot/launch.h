@@ -20,6 +20,7 @@ struct options {
     int keep, interval, exit_after, no_truncate, verbose;
     int allow_changed_files; /* restart: go on when a file the program reads changed */
     int no_fork_writer;      /* --no-fork-writer (ckpt_writer.c) */
+    const char *compress;    /* --compress none|lz4|zstd[:LEVEL] (image_compress.c) */
     const char *crac_cmd;
     const char *coord_host, *coord_port, *coord_token; /* host NULL: no coordinator */
     const char *restart_dir;                           /* restart mode: the generation directory */

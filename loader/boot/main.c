@@ -8,6 +8,7 @@
 #include "elf_load.h"
 #include "image_device.h"
 #include "image_check.h"
+#include "image_compress.h"
 #include "launch.h"
 #include "manager.h"
 #include "probe.h"
@@ -56,7 +57,8 @@ static void usage(void)
             "                   [--child-pid VPID:PID ...] [--parent-pid VPID]\n"
             "                   [--group-id VPGID:PGID] [--session-id VSID:SID]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
-            "                   [--mpi-shim SONAME] -- PROGRAM [ARGS...]\n"
+            "                   [--mpi-shim SONAME] [--compress none|lz4|zstd[:LEVEL]]\n"
+            "                   -- PROGRAM [ARGS...]\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
             "                   [--allow-changed-files]\n"
             "                   [options above] -- PROGRAM [ARGS...]\n"
@@ -155,6 +157,8 @@ static struct options parse_args(int argc, char **argv)
             o.core_size = strtoull(v, NULL, 10);
         else if (strcmp(a, "--mpi-shim") == 0)
             o.mpi_shim = v;
+        else if (strcmp(a, "--compress") == 0)
+            o.compress = v;
         else if (strcmp(a, "--child-pid") == 0) {
             if (tree_restart_child(v) != 0)
                 die("--child-pid: '%s' is not VPID:PID", v);
@@ -236,6 +240,15 @@ static void fill_ckpt_config(const struct options *o, const struct crac_backend_
     c->no_fork_writer = o->no_fork_writer || (getenv("CRAC_NO_FORK_WRITER") &&
                                               strcmp(getenv("CRAC_NO_FORK_WRITER"), "0") != 0);
     c->ckpt_signal = o->ckpt_signal;
+    /* Loaded now: a library that is missing is said at launch, not at the first checkpoint, and
+     * the forked writer finds it loaded. */
+    if (o->compress) {
+        char err[256];
+        if (compress_parse(o->compress, &c->compress, &c->compress_level) != 0)
+            die("--compress: '%s' is not none, lz4, zstd or zstd:LEVEL (1..19)", o->compress);
+        if (compress_load(c->compress, err, sizeof(err)) != 0)
+            die("--compress %s: %s", o->compress, err);
+    }
     c->argc = o->program_argc;
     c->argv = o->program_argv;
 }

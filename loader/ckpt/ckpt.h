@@ -25,6 +25,7 @@ struct ckpt_config {
     int verbose;        /* --verbose: one line per checkpoint on stderr */
     int no_fork_writer; /* --no-fork-writer: write with the program paused (ckpt_writer.c) */
     int ckpt_signal;
+    int compress, compress_level; /* --compress: CRAC_CHUNK_* method (RAW: none) and level */
     int argc;
     char **argv;  /* the program's argv, for the manifest */
     int coord_fd; /* connection to the job's coordinator, -1: none */
@@ -32,6 +33,8 @@ struct ckpt_config {
 };
 
 extern struct ckpt_config ckpt_cfg;
+/* The format an image is written in: compressed regions need a reader that knows them. */
+#define CKPT_IMAGE_FORMAT() (ckpt_cfg.compress ? CRAC_IMAGE_FORMAT_COMPRESSED : CRAC_IMAGE_FORMAT)
 extern struct crac_registry *ckpt_registry; /* the upper runtime's, once it registered */
 extern volatile int32_t ckpt_publishing;
 

@@ -3,6 +3,7 @@
  * without restoring anything; `crac verify` runs it (docs/IMAGE.md "Checksums"). */
 #include "crac_image.h"
 #include "crc32c.h"
+#include "image_compress.h"
 #include "page_zero.h"
 
 #include <elf.h>
@@ -81,6 +82,55 @@ static int region_crc(int fd, const struct crac_region_rec *r, const unsigned ch
     return 0;
 }
 
+/* A compressed region (image_compress.c): every chunk decompressed and checked against its
+ * CRC-32C, the chunks in order, inside the region and (FILE_PRIVATE) in its bitmap. -1: damaged;
+ * -2: the codec's library cannot be loaded (err). */
+static int chunks_crc(int fd, const struct crac_region_rec *r, const unsigned char *bitmap,
+                      unsigned char *buf, uint32_t *crc, uint32_t *pages, char *err, size_t errlen)
+{
+    static unsigned char *stored;
+    uint64_t n_pages = (r->end - r->start) / PAGE, next = 0, pos = r->core_offset;
+    if (!stored && !(stored = malloc(CRAC_CHUNK_MAX_PAGES * PAGE)))
+        return -1;
+    for (;;) {
+        struct crac_chunk_hdr h;
+        if (read_full(fd, (unsigned char *)&h, sizeof(h), pos) != 0 ||
+            h.magic != CRAC_CHUNK_MAGIC || h.method > CRAC_CHUNK_ZSTD ||
+            h.n_pages > CRAC_CHUNK_MAX_PAGES)
+            return -1;
+        if (!h.n_pages)
+            break;
+        uint64_t len = (uint64_t)h.n_pages * PAGE;
+        if (h.first_page < next || h.first_page + h.n_pages > n_pages || h.stored_len > len ||
+            (h.method == CRAC_CHUNK_RAW) != (h.stored_len == len))
+            return -1;
+        for (uint64_t i = h.first_page; bitmap && i < h.first_page + h.n_pages; i++)
+            if (!((bitmap[i / 8] >> (i % 8)) & 1))
+                return -1;
+        if (h.method != CRAC_CHUNK_RAW && compress_load((int)h.method, err, errlen) != 0)
+            return -2;
+        if (h.method == CRAC_CHUNK_RAW
+                ? read_full(fd, buf, len, pos + sizeof(h)) != 0
+                : read_full(fd, stored, h.stored_len, pos + sizeof(h)) != 0 ||
+                      compress_decompress((int)h.method, buf, len, stored, h.stored_len) != 0)
+            return -1;
+        if (crc32c_update(0, buf, len) != h.crc32c)
+            return -1;
+        *crc = crc32c_update(*crc, &h.crc32c, 4);
+        *pages += h.n_pages;
+        next = h.first_page + h.n_pages;
+        pos += sizeof(h) + ((h.stored_len + 7) & ~7UL);
+    }
+    if (bitmap) {
+        uint32_t want = 0;
+        for (uint64_t i = 0; i < n_pages; i++)
+            want += (bitmap[i / 8] >> (i % 8)) & 1;
+        if (want != *pages)
+            return -1;
+    }
+    return 0;
+}
+
 static int bad(const char *path, const char *what)
 {
     printf("%s: %s\n", path, what);
@@ -140,7 +190,8 @@ int image_check_main(int argc, char **argv)
         memcpy(&r, regions + off, sizeof(r));
         if (r.size < sizeof(r) || off + r.size > regions_len || r.end < r.start ||
             sizeof(r) + r.path_len + r.bitmap_bytes > r.size ||
-            (r.core_offset && r.core_offset + (r.end - r.start) > core_size))
+            (r.core_offset && !(r.flags & CRAC_REGION_COMPRESSED) &&
+             r.core_offset + (r.end - r.start) > core_size))
             return bad(path, "a malformed region record");
         const unsigned char *bitmap = NULL;
         if (r.kind == CRAC_REGION_FILE_PRIVATE) {
@@ -149,8 +200,20 @@ int image_check_main(int argc, char **argv)
             bitmap = regions + off + sizeof(r) + r.path_len;
         }
         uint32_t crc = 0, pages = 0;
-        if (r.core_offset && (region_crc(fd, &r, bitmap, buf, &crc, &pages) != 0 ||
-                              crc != r.crc32c || pages != r.saved_pages)) {
+        if (r.flags & CRAC_REGION_COMPRESSED) {
+            char err[256];
+            int c = r.core_offset ? chunks_crc(fd, &r, bitmap, buf, &crc, &pages, err, sizeof(err))
+                                  : -1;
+            if (c == -2)
+                return bad(path, err);
+            if (c != 0 || crc != r.crc32c || pages != r.saved_pages) {
+                char what[128];
+                snprintf(what, sizeof(what), "region 0x%llx-0x%llx: a compressed chunk is damaged",
+                         (unsigned long long)r.start, (unsigned long long)r.end);
+                return bad(path, what);
+            }
+        } else if (r.core_offset && (region_crc(fd, &r, bitmap, buf, &crc, &pages) != 0 ||
+                                     crc != r.crc32c || pages != r.saved_pages)) {
             char what[128];
             snprintf(what, sizeof(what), "region 0x%llx-0x%llx fails its CRC-32C",
                      (unsigned long long)r.start, (unsigned long long)r.end);

@@ -237,7 +237,7 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     sha256_file("/proc/self/exe", loader_hash);
     time_t now = time(NULL);
     strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    jraw(&j, "{\n  \"format\": \"crac-image\",\n  \"format_version\": %d,\n", CRAC_IMAGE_FORMAT);
+    jraw(&j, "{\n  \"format\": \"crac-image\",\n  \"format_version\": %d,\n", CKPT_IMAGE_FORMAT());
     jraw(&j, "  \"crac_version\": \"%s\",\n  \"generation\": %d,\n  \"created\": \"%s\",\n",
          CRAC_VERSION, generation, created);
     jraw(&j, "  \"host\": {\"hostname\": ");

@@ -5,6 +5,7 @@
 
 #include "crac_layout.h"
 #include "crc32c.h"
+#include "image_compress.h"
 #include "page_digest.h"
 #include "page_zero.h"
 #include "state.h"
@@ -34,6 +35,7 @@ struct region {
     struct crac_region_rec rec;
     char path[PATH_MAX];
     unsigned char *bitmap;
+    struct cz_region cz; /* --compress: where its chunks went */
 };
 
 struct buf {
@@ -301,6 +303,7 @@ struct writer {
     uint64_t kicked;            /* file offsets below this were handed to write-back */
     unsigned char *bounce;      /* for regions we cannot read directly (PROT_NONE, write-only) */
     struct page_digest *digest; /* hashes behind us */
+    struct cz_pipe *cz;         /* --compress: regions go through the chunk pipeline */
 };
 
 /* Which pages of [a, a+n pages) to consider saving. */
@@ -420,8 +423,10 @@ static int write_region(struct writer *w, struct region *r)
                 save = r->rec.kind == CRAC_REGION_FILE_PRIVATE || !page_is_zero(page);
                 if (save) {
                     uint64_t index = (a - r->rec.start) / PAGE + i;
-                    crc = crc32c_update(crc, &index, 8);
-                    crc = crc32c_update(crc, page, PAGE);
+                    if (!w->cz) { /* compressed: each chunk's CRC-32C, on the workers */
+                        crc = crc32c_update(crc, &index, 8);
+                        crc = crc32c_update(crc, page, PAGE);
+                    }
                     r->rec.saved_pages++;
                     if (r->bitmap)
                         r->bitmap[index / 8] |= (unsigned char)(1u << (index % 8));
@@ -433,13 +438,27 @@ static int write_region(struct writer *w, struct region *r)
                 run_len++;
                 continue;
             }
-            if (run_len) {
+            if (run_len && w->cz) {
+                /* Chunks of at most CRAC_CHUNK_MAX_PAGES; a bounce buffer is reused by the
+                 * next batch, so its pages are copied. */
+                for (uint64_t c = 0; c < run_len; c += CRAC_CHUNK_MAX_PAGES) {
+                    uint64_t k =
+                        run_len - c < CRAC_CHUNK_MAX_PAGES ? run_len - c : CRAC_CHUNK_MAX_PAGES;
+                    uint64_t first = (a - r->rec.start) / PAGE + run_start + c;
+                    if (cz_submit(w->cz, &r->cz, first, (uint32_t)k, src + (run_start + c) * PAGE,
+                                  !readable) != 0)
+                        return -1;
+                }
+                run_len = 0;
+            } else if (run_len) {
                 off_t off = (off_t)(r->rec.core_offset + (a - r->rec.start) + run_start * PAGE);
                 if (write_all(w->core, src + run_start * PAGE, run_len * PAGE, off) != 0)
                     return -1;
                 run_len = 0;
             }
         }
+        if (w->cz)
+            continue;
         uint64_t below = r->rec.core_offset + (a - r->rec.start) + n * PAGE;
         page_digest_progress(w->digest, below);
         if (below >= w->kicked + WRITEBACK_STEP) {
@@ -448,6 +467,8 @@ static int write_region(struct writer *w, struct region *r)
             w->kicked = below;
         }
     }
+    if (w->cz)
+        return cz_end_region(w->cz, &r->cz);
     r->rec.crc32c = crc;
     return 0;
 }
@@ -511,7 +532,7 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
     struct buf pb = {0};
     mode_t mask = umask(0);
     umask(mask);
-    struct crac_process_rec pr = {CRAC_IMAGE_FORMAT,
+    struct crac_process_rec pr = {(uint32_t)CKPT_IMAGE_FORMAT(),
                                   (uint32_t)vid_from_real(crac_ctrl(), core_pid()),
                                   (uint64_t)ckpt_registry,
                                   CRAC_W_START,
@@ -567,7 +588,7 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
                struct page_digest **digest)
 {
     static struct region rs[MAX_REGIONS];
-    struct writer w = {-1, -1, -1, 0, NULL, NULL};
+    struct writer w = {-1, -1, -1, 0, NULL, NULL, NULL};
     int rc = -1, nr = 0;
     struct buf notes = {0};
     w.pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
@@ -596,12 +617,37 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     w.core = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (w.core < 0)
         goto out;
-    /* digest NULL: the forked writer (ckpt_writer.c), which starts no thread of its own. */
+    /* digest NULL: the forked writer (ckpt_writer.c), which starts no digest thread (its
+     * --compress workers are the chunk pipeline's, joined before it returns). */
     if (digest)
         w.digest = page_digest_start(path, base, offset > base ? offset : base);
+    /* Compressed: the regions' chunk streams follow each other from base, in region order. */
+    if (ckpt_cfg.compress != CRAC_CHUNK_RAW &&
+        !(w.cz = cz_start(ckpt_cfg.compress, ckpt_cfg.compress_level, w.core, base)))
+        goto out;
     for (int i = 0; i < nr; i++)
         if (rs[i].rec.core_offset && write_region(&w, &rs[i]) != 0)
             goto out;
+    if (w.cz) {
+        uint64_t end = base;
+        int failed = cz_finish(w.cz, &end);
+        w.cz = NULL;
+        if (failed)
+            goto out;
+        offset = end;
+        for (int i = 0; i < nr; i++) {
+            struct region *r = &rs[i];
+            if (!r->rec.core_offset)
+                continue;
+            if (r->cz.pages != r->rec.saved_pages) { /* cannot happen: one count per page */
+                errno = EPROTO;
+                goto out;
+            }
+            r->rec.core_offset = r->cz.core_offset;
+            r->rec.crc32c = r->cz.crc32c;
+            r->rec.flags |= CRAC_REGION_COMPRESSED;
+        }
+    }
     /* Now the notes with the final checksums and bitmaps. */
     notes.len = 0;
     if (build_notes(&notes, rs, nr, ts, nt, generation, kind_notes) != 0)
@@ -629,12 +675,12 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
         Elf64_Phdr ph = {PT_LOAD,
                          ((r->prot & PROT_READ) ? PF_R : 0) | ((r->prot & PROT_WRITE) ? PF_W : 0) |
                              ((r->prot & PROT_EXEC) ? PF_X : 0),
-                         r->core_offset,
-                         r->start,
-                         0,
-                         r->core_offset ? r->end - r->start : 0,
-                         r->end - r->start,
-                         PAGE};
+                         r->core_offset, r->start, 0,
+                         /* a compressed region's chunks are not its bytes: none in the file
+                          * for gdb and readelf (docs/IMAGE.md) */
+                         r->core_offset && !(r->flags & CRAC_REGION_COMPRESSED) ? r->end - r->start
+                                                                                : 0,
+                         r->end - r->start, PAGE};
         put(&head_buf, &ph, sizeof(ph));
     }
     put(&head_buf, notes.data, notes.len);
@@ -658,6 +704,12 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     *file_size = size;
     rc = 0;
 out:
+    if (w.cz) { /* failed on the way: stop the workers */
+        int saved = errno;
+        uint64_t end;
+        cz_finish(w.cz, &end);
+        errno = saved;
+    }
     if (rc != 0)
         fprintf(stderr, "crac: error: cannot write %s: %s\n", path, strerror(errno));
     if (rc == 0 && digest) {

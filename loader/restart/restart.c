@@ -79,8 +79,9 @@ static int parse_notes(struct restart_image *img, const unsigned char *notes, si
         }
         off = next;
     }
-    if (img->proc.format != CRAC_IMAGE_FORMAT || !img->regions || !img->threads ||
-        state_note_missing(img)) {
+    if ((img->proc.format != CRAC_IMAGE_FORMAT &&
+         img->proc.format != CRAC_IMAGE_FORMAT_COMPRESSED) ||
+        !img->regions || !img->threads || state_note_missing(img)) {
         snprintf(err, errlen, "image corrupted: upper.core lacks crac's notes");
         return -1;
     }

@@ -100,8 +100,14 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
         else if (r.prot & ~(unsigned)(PROT_READ | PROT_WRITE | PROT_EXEC))
             why = "has unknown protection bits";
         else if (r.flags & ~(CRAC_REGION_OUTSIDE_W | CRAC_REGION_NORESERVE | CRAC_REGION_DONTDUMP |
-                             CRAC_REGION_SHARED_ALIAS))
+                             CRAC_REGION_SHARED_ALIAS | CRAC_REGION_COMPRESSED))
             why = "has unknown flags";
+        /* Chunks (image_compress.c): 8-aligned, from the data on; each is checked as read. */
+        else if ((r.flags & CRAC_REGION_COMPRESSED) &&
+                 (img->proc.format != CRAC_IMAGE_FORMAT_COMPRESSED || !r.core_offset ||
+                  r.core_offset & 7 || r.core_offset < img->data_start ||
+                  r.core_offset >= core_size))
+            why = "has its compressed data outside upper.core";
         /* A second mapping of a shared object saved once (image_core.c): its pages are the
          * earlier region's, none of its own. */
         else if ((r.flags & CRAC_REGION_SHARED_ALIAS) &&
@@ -117,8 +123,9 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
             why = "is marked outside W but overlaps W, D or the kernel's range";
         else if (r.start < prev_end)
             why = "overlaps or precedes the region before it";
-        else if (r.core_offset && (r.core_offset & (PAGE - 1) || r.core_offset < img->data_start ||
-                                   r.core_offset > core_size || len > core_size - r.core_offset))
+        else if (r.core_offset && !(r.flags & CRAC_REGION_COMPRESSED) &&
+                 (r.core_offset & (PAGE - 1) || r.core_offset < img->data_start ||
+                  r.core_offset > core_size || len > core_size - r.core_offset))
             why = "has its data outside upper.core";
         /* Nothing saved means no pages and no checksum: saved pages without data would come
          * back as zeros. */
@@ -148,9 +155,11 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
         const Elf64_Phdr *ph = n - 1 < img->n_loads && img->loads ? &img->loads[n - 1] : NULL;
         unsigned flags = ((r.prot & PROT_READ) ? PF_R : 0) | ((r.prot & PROT_WRITE) ? PF_W : 0) |
                          ((r.prot & PROT_EXEC) ? PF_X : 0);
-        if (!why && (!ph || ph->p_type != PT_LOAD || ph->p_vaddr != r.start || ph->p_memsz != len ||
-                     ph->p_offset != r.core_offset || ph->p_filesz != (r.core_offset ? len : 0) ||
-                     ph->p_flags != flags))
+        if (!why &&
+            (!ph || ph->p_type != PT_LOAD || ph->p_vaddr != r.start || ph->p_memsz != len ||
+             ph->p_offset != r.core_offset ||
+             ph->p_filesz != (r.core_offset && !(r.flags & CRAC_REGION_COMPRESSED) ? len : 0) ||
+             ph->p_flags != flags))
             why = "does not match its program header";
         if (why) {
             snprintf(what + w, sizeof(what) - w, "%s", why);

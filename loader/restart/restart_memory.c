@@ -4,9 +4,11 @@
 
 #include "crac_layout.h"
 #include "crc32c.h"
+#include "image_compress.h"
 #include "page_zero.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -106,6 +108,50 @@ static int fill_bitmap(int core, const struct crac_region_rec *r, const unsigned
         (*pages)++;
     }
     return 0;
+}
+
+/* Compressed regions (image_compress.c): the chunks from core_offset, each decompressed straight
+ * into place and checked against its CRC-32C; pages not in a chunk stay as mapped (zero, or the
+ * file's). A library that cannot be loaded is said in err; any other failure is a corrupted
+ * image. */
+static int fill_chunks(int core, const struct crac_region_rec *r, const unsigned char *bitmap,
+                       uint32_t *crc, uint32_t *pages, char *err, size_t errlen)
+{
+    static unsigned char *stored;
+    uint64_t n_pages = (r->end - r->start) / PAGE, next = 0, pos = r->core_offset;
+    if (!stored && !(stored = malloc(CRAC_CHUNK_MAX_PAGES * PAGE)))
+        return -1;
+    for (;;) {
+        struct crac_chunk_hdr h;
+        if (read_full(core, (unsigned char *)&h, sizeof(h), pos) != 0 ||
+            h.magic != CRAC_CHUNK_MAGIC || h.method > CRAC_CHUNK_ZSTD ||
+            h.n_pages > CRAC_CHUNK_MAX_PAGES)
+            return -1;
+        if (!h.n_pages)
+            return h.stored_len ? -1 : 0;
+        uint64_t len = (uint64_t)h.n_pages * PAGE;
+        if (h.first_page < next || h.first_page + h.n_pages > n_pages || h.stored_len > len ||
+            (h.method == CRAC_CHUNK_RAW) != (h.stored_len == len))
+            return -1;
+        for (uint64_t i = h.first_page; bitmap && i < h.first_page + h.n_pages; i++)
+            if (!(bitmap[i / 8] & (1u << (i % 8))))
+                return -1;
+        unsigned char *dst = (unsigned char *)(r->start + h.first_page * PAGE);
+        if (h.method != CRAC_CHUNK_RAW && compress_load((int)h.method, err, errlen) != 0)
+            return -2;
+        madvise(dst, len, MADV_POPULATE_WRITE);
+        if (h.method == CRAC_CHUNK_RAW
+                ? read_full(core, dst, len, pos + sizeof(h)) != 0
+                : read_full(core, stored, h.stored_len, pos + sizeof(h)) != 0 ||
+                      compress_decompress((int)h.method, dst, len, stored, h.stored_len) != 0)
+            return -1;
+        if (crc32c_update(0, dst, len) != h.crc32c)
+            return -1;
+        *crc = crc32c_update(*crc, &h.crc32c, 4);
+        *pages += h.n_pages;
+        next = h.first_page + h.n_pages;
+        pos += sizeof(h) + ((h.stored_len + 7) & ~7UL);
+    }
 }
 
 static int same_file(const struct crac_region_rec *r, const struct stat *st)
@@ -290,8 +336,13 @@ mapped:
     if (!r->core_offset)
         return 0;
     uint32_t crc = 0, pages = 0;
-    int rc = r->kind == CRAC_REGION_FILE_PRIVATE ? fill_bitmap(core, r, bitmap, &crc, &pages)
-                                                 : fill_anon(core, r, &crc, &pages);
+    int rc = r->flags & CRAC_REGION_COMPRESSED
+                 ? fill_chunks(core, r, r->kind == CRAC_REGION_FILE_PRIVATE ? bitmap : NULL, &crc,
+                               &pages, err, errlen)
+             : r->kind == CRAC_REGION_FILE_PRIVATE ? fill_bitmap(core, r, bitmap, &crc, &pages)
+                                                   : fill_anon(core, r, &crc, &pages);
+    if (rc == -2) /* err says which library */
+        return -1;
     if (rc != 0 || crc != r->crc32c || pages != r->saved_pages) {
         snprintf(err, errlen, "image corrupted: region 0x%lx-0x%lx %s fails its checksum",
                  (unsigned long)r->start, (unsigned long)r->end, path[0] ? path : "(anonymous)");

@@ -166,7 +166,7 @@ int main(void)
     CHECK(parse_in_child(used, corrupt) == 1);
     /* Another image format, another window layout, another owner's name. */
     whole_set();
-    poke_note(CRAC_NT_PROCESS, 20, CRAC_IMAGE_FORMAT + 1); /* proc.format */
+    poke_note(CRAC_NT_PROCESS, 20, CRAC_IMAGE_FORMAT_COMPRESSED + 1); /* proc.format */
     CHECK(parse_in_child(used, corrupt) == 1);
     whole_set();
     poke_note(CRAC_NT_PROCESS, 20 + 16, 0x1000); /* low half of proc.w_start */

@@ -1,0 +1,413 @@
+/* image_compress.c — --compress: the codecs, loaded with dlopen from the runtime libraries
+ * (libzstd.so.1, liblz4.so.1; no -dev package at build time), and the chunk pipeline: worker
+ * threads compress chunks while the calling thread writes them in order (docs/IMAGE.md). */
+#include "image_compress.h"
+
+#include "crc32c.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define PAGE 4096UL
+#define CHUNK_BYTES (CRAC_CHUNK_MAX_PAGES * PAGE)
+/* A chunk is compressed whole only if its first SAMPLE bytes compress; either must save at least
+ * a tenth, or the chunk is stored raw (random data costs one small trial, docs/DECISIONS.md). */
+#define SAMPLE (64UL << 10)
+#define WRITEBACK_STEP (32UL << 20)
+#define MAX_WORKERS 8
+
+/* Our own prototypes of the few functions used (the libraries' stable ABI). */
+static struct {
+    void *zstd, *lz4;
+    size_t (*zstd_bound)(size_t);
+    void *(*zstd_create)(void);
+    size_t (*zstd_free)(void *);
+    size_t (*zstd_cctx)(void *, void *, size_t, const void *, size_t, int);
+    size_t (*zstd_decompress)(void *, size_t, const void *, size_t);
+    unsigned (*zstd_is_error)(size_t);
+    int (*lz4_bound)(int);
+    int (*lz4_fast)(const char *, char *, int, int, int);
+    int (*lz4_decompress)(const char *, char *, int, int);
+} lib;
+
+int compress_parse(const char *spec, int *method, int *level)
+{
+    *level = 0;
+    if (strcmp(spec, "none") == 0)
+        *method = CRAC_CHUNK_RAW;
+    else if (strcmp(spec, "lz4") == 0)
+        *method = CRAC_CHUNK_LZ4;
+    else if (strcmp(spec, "zstd") == 0) {
+        *method = CRAC_CHUNK_ZSTD;
+        *level = 1;
+    } else if (strncmp(spec, "zstd:", 5) == 0) {
+        char *end;
+        long l = strtol(spec + 5, &end, 10);
+        if (spec[5] == '\0' || *end || l < 1 || l > 19)
+            return -1;
+        *method = CRAC_CHUNK_ZSTD;
+        *level = (int)l;
+    } else
+        return -1;
+    return 0;
+}
+
+const char *compress_name(int method)
+{
+    return method == CRAC_CHUNK_ZSTD ? "zstd" : method == CRAC_CHUNK_LZ4 ? "lz4" : "none";
+}
+
+static void *sym(void *h, const char *name, int *missing)
+{
+    void *f = dlsym(h, name);
+    if (!f)
+        *missing = 1;
+    return f;
+}
+
+int compress_load(int method, char *err, size_t errlen)
+{
+    int missing = 0;
+    if (method == CRAC_CHUNK_ZSTD && !lib.zstd) {
+        void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            snprintf(err, errlen, "zstd compression needs libzstd.so.1, which cannot be loaded: %s",
+                     dlerror());
+            return -1;
+        }
+        lib.zstd_bound = (size_t (*)(size_t))sym(h, "ZSTD_compressBound", &missing);
+        lib.zstd_create = (void *(*)(void))sym(h, "ZSTD_createCCtx", &missing);
+        lib.zstd_free = (size_t (*)(void *))sym(h, "ZSTD_freeCCtx", &missing);
+        lib.zstd_cctx = (size_t (*)(void *, void *, size_t, const void *, size_t, int))sym(
+            h, "ZSTD_compressCCtx", &missing);
+        lib.zstd_decompress =
+            (size_t (*)(void *, size_t, const void *, size_t))sym(h, "ZSTD_decompress", &missing);
+        lib.zstd_is_error = (unsigned (*)(size_t))sym(h, "ZSTD_isError", &missing);
+        if (missing) {
+            snprintf(err, errlen, "libzstd.so.1 lacks a function crac uses (too old?)");
+            dlclose(h);
+            return -1;
+        }
+        lib.zstd = h;
+    }
+    if (method == CRAC_CHUNK_LZ4 && !lib.lz4) {
+        void *h = dlopen("liblz4.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            snprintf(err, errlen, "lz4 compression needs liblz4.so.1, which cannot be loaded: %s",
+                     dlerror());
+            return -1;
+        }
+        lib.lz4_bound = (int (*)(int))sym(h, "LZ4_compressBound", &missing);
+        lib.lz4_fast =
+            (int (*)(const char *, char *, int, int, int))sym(h, "LZ4_compress_fast", &missing);
+        lib.lz4_decompress =
+            (int (*)(const char *, char *, int, int))sym(h, "LZ4_decompress_safe", &missing);
+        if (missing) {
+            snprintf(err, errlen, "liblz4.so.1 lacks a function crac uses (too old?)");
+            dlclose(h);
+            return -1;
+        }
+        lib.lz4 = h;
+    }
+    return 0;
+}
+
+static size_t bound(int method, size_t n)
+{
+    if (method == CRAC_CHUNK_ZSTD)
+        return lib.zstd_bound(n);
+    if (method == CRAC_CHUNK_LZ4)
+        return (size_t)lib.lz4_bound((int)n);
+    return n;
+}
+
+/* Compressed size, or 0 when it does not fit cap or fails. */
+static size_t compress(int method, int level, void *zctx, unsigned char *dst, size_t cap,
+                       const unsigned char *src, size_t n)
+{
+    if (method == CRAC_CHUNK_ZSTD) {
+        size_t r = lib.zstd_cctx(zctx, dst, cap, src, n, level);
+        return lib.zstd_is_error(r) ? 0 : r;
+    }
+    int r = lib.lz4_fast((const char *)src, (char *)dst, (int)n, (int)cap, 1);
+    return r > 0 ? (size_t)r : 0;
+}
+
+int compress_decompress(int method, unsigned char *dst, size_t raw_len, const unsigned char *src,
+                        size_t stored_len)
+{
+    if (method == CRAC_CHUNK_ZSTD && lib.zstd) {
+        size_t r = lib.zstd_decompress(dst, raw_len, src, stored_len);
+        return !lib.zstd_is_error(r) && r == raw_len ? 0 : -1;
+    }
+    if (method == CRAC_CHUNK_LZ4 && lib.lz4) {
+        int r = lib.lz4_decompress((const char *)src, (char *)dst, (int)stored_len, (int)raw_len);
+        return r >= 0 && (size_t)r == raw_len ? 0 : -1;
+    }
+    return -1;
+}
+
+/* ---- the pipeline ---------------------------------------------------------------------------
+ * A ring of slots filled in order by the caller; workers take them in order, compress them and
+ * mark them done; the caller writes the oldest slot once it is done and the ring is full (and
+ * all of them at the end). So the file is written in order by one thread while N compress. */
+
+enum { SLOT_FREE, SLOT_READY, SLOT_BUSY, SLOT_DONE };
+
+struct slot {
+    int state;
+    struct cz_region *region;
+    uint64_t first;
+    uint32_t n;
+    const unsigned char *src;
+    unsigned char *in;  /* CHUNK_BYTES, for a copied chunk (made on first use) */
+    unsigned char *out; /* the bound of CHUNK_BYTES */
+    uint32_t method, stored, crc;
+};
+
+struct cz_pipe {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    int method, level, fd, n_workers, stop, failed;
+    uint64_t at, kicked;
+    size_t out_cap;
+    struct slot *slots;
+    uint64_t n_slots, head, tail, take; /* head: next to write; take: next for a worker */
+    pthread_t workers[MAX_WORKERS];
+};
+
+static void compress_slot(struct cz_pipe *p, struct slot *s, void *zctx)
+{
+    size_t len = (size_t)s->n * PAGE;
+    s->crc = crc32c_update(0, s->src, len);
+    s->method = CRAC_CHUNK_RAW;
+    s->stored = (uint32_t)len;
+    if (p->method == CRAC_CHUNK_RAW || (p->method == CRAC_CHUNK_ZSTD && !zctx))
+        return;
+    if (len >= 4 * SAMPLE) {
+        size_t t = compress(p->method, p->level, zctx, s->out, p->out_cap, s->src, SAMPLE);
+        if (!t || t > SAMPLE - SAMPLE / 10)
+            return;
+    }
+    size_t c = compress(p->method, p->level, zctx, s->out, p->out_cap, s->src, len);
+    if (c && c <= len - len / 10) {
+        s->method = (uint32_t)p->method;
+        s->stored = (uint32_t)c;
+    }
+}
+
+static void *worker(void *arg)
+{
+    struct cz_pipe *p = arg;
+    void *zctx = p->method == CRAC_CHUNK_ZSTD ? lib.zstd_create() : NULL;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->take == p->tail)
+            pthread_cond_wait(&p->work, &p->mu);
+        if (p->take == p->tail)
+            break;               /* stop, nothing left */
+        if (p->take < p->head) { /* end-of-region markers the writer is already past */
+            p->take = p->head;
+            continue;
+        }
+        struct slot *s = &p->slots[p->take++ % p->n_slots];
+        if (s->state != SLOT_READY) /* an end-of-region marker, already done */
+            continue;
+        s->state = SLOT_BUSY;
+        pthread_mutex_unlock(&p->mu);
+        compress_slot(p, s, zctx);
+        pthread_mutex_lock(&p->mu);
+        s->state = SLOT_DONE;
+        pthread_cond_broadcast(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (zctx)
+        lib.zstd_free(zctx);
+    return NULL;
+}
+
+static int write_fully(int fd, struct iovec *iov, int n, uint64_t off)
+{
+    while (n) {
+        ssize_t w = pwritev(fd, iov, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = ENOSPC;
+            return -1;
+        }
+        off += (uint64_t)w;
+        while (n && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+/* Write the oldest slot (waiting for its worker); called by the caller's thread only. */
+static int write_head(struct cz_pipe *p)
+{
+    struct slot *s = &p->slots[p->head % p->n_slots];
+    pthread_mutex_lock(&p->mu);
+    while (s->state != SLOT_DONE)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    static const unsigned char zeros[8];
+    struct crac_chunk_hdr h = {CRAC_CHUNK_MAGIC, s->method, s->first, s->n, s->stored, s->crc, 0};
+    struct iovec iov[3] = {{&h, sizeof(h)},
+                           {(void *)(s->method == CRAC_CHUNK_RAW ? s->src : s->out), s->stored},
+                           {(void *)zeros, (8 - s->stored % 8) % 8}};
+    struct cz_region *r = s->region;
+    if (!p->failed) {
+        if (!r->core_offset)
+            r->core_offset = p->at;
+        if (write_fully(p->fd, iov, 3, p->at) != 0)
+            p->failed = errno;
+        p->at += sizeof(h) + s->stored + iov[2].iov_len;
+        if (s->n) {
+            r->crc32c = crc32c_update(r->crc32c, &s->crc, 4);
+            r->pages += s->n;
+        }
+        if (p->at >= p->kicked + WRITEBACK_STEP) {
+            sync_file_range(p->fd, (off_t)p->kicked, (off_t)(p->at - p->kicked),
+                            SYNC_FILE_RANGE_WRITE);
+            p->kicked = p->at;
+        }
+    }
+    s->state = SLOT_FREE;
+    p->head++;
+    return p->failed ? -1 : 0;
+}
+
+static int workers_wanted(void)
+{
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    return n < 1 ? 1 : n > MAX_WORKERS ? MAX_WORKERS : n;
+}
+
+struct cz_pipe *cz_start(int method, int level, int fd, uint64_t at)
+{
+    struct cz_pipe *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->method = method;
+    p->level = level;
+    p->fd = fd;
+    p->at = p->kicked = at;
+    p->out_cap = bound(method, CHUNK_BYTES);
+    int n = workers_wanted();
+    p->n_slots = 2 * (uint64_t)n + 2;
+    p->slots = calloc(p->n_slots, sizeof(*p->slots));
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->done, NULL);
+    if (!p->slots)
+        goto fail;
+    for (uint64_t i = 0; i < p->n_slots; i++)
+        if (method != CRAC_CHUNK_RAW && !(p->slots[i].out = malloc(p->out_cap)))
+            goto fail;
+    for (int i = 0; i < n; i++) {
+        if (pthread_create(&p->workers[i], NULL, worker, p) != 0)
+            break;
+        p->n_workers++;
+    }
+    if (p->n_workers)
+        return p;
+fail:
+    if (p->slots)
+        for (uint64_t i = 0; i < p->n_slots; i++)
+            free(p->slots[i].out);
+    free(p->slots);
+    free(p);
+    errno = ENOMEM;
+    return NULL;
+}
+
+static struct slot *next_slot(struct cz_pipe *p)
+{
+    if (p->tail - p->head == p->n_slots && write_head(p) != 0)
+        return NULL;
+    return &p->slots[p->tail % p->n_slots];
+}
+
+static void publish(struct cz_pipe *p, struct slot *s, int state)
+{
+    pthread_mutex_lock(&p->mu);
+    s->state = state;
+    p->tail++;
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->mu);
+}
+
+int cz_submit(struct cz_pipe *p, struct cz_region *r, uint64_t first_page, uint32_t n,
+              const unsigned char *src, int copy)
+{
+    struct slot *s = next_slot(p);
+    if (!s)
+        return -1;
+    if (copy) {
+        if (!s->in && !(s->in = malloc(CHUNK_BYTES)))
+            return -1;
+        memcpy(s->in, src, (size_t)n * PAGE);
+        src = s->in;
+    }
+    s->region = r;
+    s->first = first_page;
+    s->n = n;
+    s->src = src;
+    publish(p, s, SLOT_READY);
+    return 0;
+}
+
+int cz_end_region(struct cz_pipe *p, struct cz_region *r)
+{
+    struct slot *s = next_slot(p);
+    if (!s)
+        return -1;
+    *s = (struct slot){.state = s->state, .in = s->in, .out = s->out, .region = r};
+    s->method = CRAC_CHUNK_RAW;
+    publish(p, s, SLOT_DONE);
+    return 0;
+}
+
+int cz_finish(struct cz_pipe *p, uint64_t *end)
+{
+    int rc = 0;
+    while (p->head < p->tail)
+        if (write_head(p) != 0)
+            rc = -1;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_workers; i++)
+        pthread_join(p->workers[i], NULL);
+    for (uint64_t i = 0; i < p->n_slots; i++) {
+        free(p->slots[i].in);
+        free(p->slots[i].out);
+    }
+    *end = p->at;
+    if (p->failed) {
+        errno = p->failed;
+        rc = -1;
+    }
+    free(p->slots);
+    free(p);
+    return rc;
+}
