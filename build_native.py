@@ -258,6 +258,7 @@ TARGETS: dict[str, Target] = {
         libs=("-lpthread", "-ldl"),
         tls_free=(
             "loader/confine/confine_exe.c",
+            "loader/confine/confine_seccomp.c",
             "loader/confine/confine_trap.c",
             "loader/confine/restorer.c",
             "loader/confine/signal_wrap.c",
@@ -359,6 +360,7 @@ def _mpi_shim_target() -> None:
         ),
         ldflags=("-shared", f"-Wl,-soname,{flavour.soname}"),
         libs=("-lpthread",),
+        tls_free=("upperhalf/mpi/mpi_userop_tramp.c",),
     )
 
 

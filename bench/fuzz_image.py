@@ -2,10 +2,10 @@
 
 Takes one good generation (a seed; made here from tests/apps/ckpt_counter.c unless --seed names
 one), and for each case changes one structural thing of it: a field of a crac note's record
-(regions, threads, fds, the process, timers and pending counts), a note's header, or a key of
-MANIFEST.json; then recomputes every checksum (upper.core's header CRC-32C and page digest, the
-manifest's own SHA-256), so only the structure is tested, not the checksums. Each case is run
-through what reads images:
+(regions, threads, fds, the process, timers, pending and seccomp counts), a note's header, or a
+key of MANIFEST.json; then recomputes every checksum (upper.core's header CRC-32C and page
+digest, the manifest's own SHA-256), so only the structure is tested, not the checksums. Each
+case is run through what reads images:
 
 * `crac-loader --check-image` (the structural checks restart and verify share);
 * when that passes, the restart itself (the loader run by hand, as `crac restart` runs it), until
@@ -77,6 +77,7 @@ STRUCTURAL: dict[str, tuple[str, ...]] = {
                     "pos", "ino"),
     "crac_timers_rec": ("n_posix",),
     "crac_pending_rec": ("n_threads",),
+    "crac_seccomp_rec": ("n_filters", "n_threads"),
 }  # fmt: skip
 NOTE_RECORD = {
     0x43520001: ("crac_process_rec", False),
@@ -85,6 +86,7 @@ NOTE_RECORD = {
     0x43520004: ("crac_fd_rec", True),
     0x43520006: ("crac_timers_rec", False),
     0x43520007: ("crac_pending_rec", False),
+    0x43520022: ("crac_seccomp_rec", False),
 }
 
 

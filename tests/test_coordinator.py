@@ -543,3 +543,52 @@ def test_duplicate_requests_after_a_checkpoint_dropped(coord, tmp_path):
     for w in (w1, w2):
         w.expect("checkpoint")
     answer_all([w1, w2], 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Where restarted connections meet (docs/HOSTS.md, "Connections between hosts")
+
+
+def _connections(port: int, processes: int, ends: list, timeout: float = TIMEOUT) -> dict:
+    msg = {"type": "command", "verb": "connections", "token": "", "processes": processes}
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as s:
+        s.sendall((json.dumps(msg | {"ends": ends}) + "\n").encode())
+        s.settimeout(timeout)
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    return json.loads(buf)
+
+
+def test_connections_meet_once_every_announced_process_reported(coord):
+    """After `expect 3`, each report waits for the others; the two ends of a connection get each
+    other's address (the smaller name connects), an end whose peer is not in the job gets none,
+    and malformed reports are refused without harm."""
+    import concurrent.futures
+
+    a, b, outside = "0200aa", "0200bb", "0200cc"
+    assert coord.request("expect", 3)["ok"]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(_connections, coord.port, 1, [{"local": a, "peer": b, "addr": "h1:1"}])
+        second = pool.submit(
+            _connections,
+            coord.port,
+            1,
+            [
+                {"local": b, "peer": a, "addr": "h2:2"},
+                {"local": b, "peer": outside, "addr": "h2:3"},
+            ],
+        )
+        assert not first.done() and not second.done()  # a third process is announced
+        for bad in ([{"local": "zz", "peer": a, "addr": "x:1"}], "nope", [{"local": a}]):
+            reply = _connections(coord.port, 1, bad)  # type: ignore[arg-type]
+            assert reply["ok"] is False and "connections" in reply["error"]
+        third = _connections(coord.port, 1, [])
+        assert third == {"ok": True, "peers": [], "complete": True}
+        r1, r2 = first.result(TIMEOUT), second.result(TIMEOUT)
+    assert r1["peers"] == [{"addr": "h2:2", "connect": True}]
+    assert r2["peers"] == [{"addr": "h1:1", "connect": False}, {"addr": None}]
+    assert coord.request("status")["ok"]

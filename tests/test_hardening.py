@@ -486,3 +486,61 @@ def assert_refused_lines(cp: subprocess.CompletedProcess, what: str) -> None:
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert lines and all(ln.startswith("crac: error: ") for ln in lines), f"{what}\n{describe(cp)}"
     assert b"step" not in cp.stdout, f"{what}: the program ran\n{describe(cp)}"
+
+
+def _bc_with_worker(coord: Coordinator, worker: FakeWorker, gen: int, published: Path):
+    """One `crac command bc` the fake worker answers, publishing PUBLISHED as its generation."""
+    bc = command_bg(coord.port, "bc")
+    worker.expect("checkpoint")
+    worker.send({"type": "suspended"})
+    worker.expect("write")
+    worker.send({"type": "written", "gen": gen})
+    worker.expect("resume")
+    published.mkdir(parents=True, exist_ok=True)
+    worker.send({"type": "published", "gen": gen, "dir": str(published)})
+    return finish(bc)
+
+
+@pytest.mark.parametrize("where", ["group_writable", "not_its_images", "symlink"])
+def test_coordinator_writes_the_restart_script_only_into_the_jobs_directory(tmp_path, where):
+    """A token holder names the directory of the job's restart script (the parent of its hello's
+    proc_dir). The coordinator used to write crac_restart_script.sh into any directory its user
+    owned: one shared with the group, one the worker never published images into (a home
+    directory), one reached through a link. Now the checkpoint's images stay valid but the script
+    is refused with the reason, and nothing is written there."""
+    coord = Coordinator(tmp_path / "coord")
+    worker = None
+    images = tmp_path / "ckpt"
+    if where == "group_writable":
+        job_dir = tmp_path / "shared"
+        job_dir.mkdir()
+        job_dir.chmod(0o775)
+        proc_dir = job_dir / "ckpt_fake_1-1"
+        published = proc_dir / "gen-000001"
+    elif where == "not_its_images":
+        job_dir = tmp_path / "home"
+        job_dir.mkdir(mode=0o700)
+        proc_dir = job_dir / "ckpt_fake_1-1"
+        published = images / "ckpt_fake_1-1" / "gen-000001"
+    else:
+        (tmp_path / "real").mkdir(mode=0o700)
+        job_dir = tmp_path / "link"
+        job_dir.symlink_to(tmp_path / "real")
+        proc_dir = job_dir / "ckpt_fake_1-1"
+        published = proc_dir / "gen-000001"
+    try:
+        worker = FakeWorker(coord.port, proc_dir, pid=4243)
+        assert worker.welcome["type"] == "welcome", worker.welcome
+        rc, out, err = _bc_with_worker(coord, worker, 1, published)
+        assert rc != 0 and "restart script" in err and "refused" in err, (rc, out, err)
+        for d in (job_dir, tmp_path / "real"):
+            assert not (d / "crac_restart_script.sh").exists(), where
+        # The job goes on: a checkpoint into a proper directory writes its script.
+        worker.close()
+        worker = FakeWorker(coord.port, images / "ckpt_fake_2-2", pid=4244)
+        rc, out, err = _bc_with_worker(coord, worker, 1, images / "ckpt_fake_2-2" / "gen-000001")
+        assert rc == 0 and (images / "crac_restart_script.sh").is_file(), (rc, out, err)
+    finally:
+        if worker is not None:
+            worker.close()
+        coord.stop()

@@ -98,10 +98,10 @@ class NetJob:
                 return int(line.split("=", 1)[1])
         return -1
 
-    def launch(self, i: int, tag: str, ckptdir: Path) -> CracProc:
+    def launch(self, i: int, tag: str, ckptdir: Path, args: list[str] | None = None) -> CracProc:
         argv = [*crac_cmd(), "launch", "--join-coordinator", "--coord-host"]
         argv += [self.hosts.addr(self.coord_host), "-p", str(PORT), "-c", str(ckptdir), "--"]
-        argv += [str(self.app), tag, str(STEPS), "20"]
+        argv += [str(self.app), tag, *(args if args is not None else [str(STEPS), "20"])]
         p = CracProc(
             self.hosts.argv(i, argv),
             out_dir=self.logs,
@@ -406,3 +406,80 @@ def test_multinode_batch_script_requeued_onto_other_nodes(hosts4, apps, tmp_path
             if b is not None:
                 _kill_session(b.pid)
                 b.stop()
+
+
+def test_tcp_connection_between_hosts_with_bytes_in_flight(hosts4, apps, tmp_path):
+    """Four processes of one job on two hosts, two servers and their clients, each pair across
+    the hosts, exchanging checked blocks with about 8 KiB unread at each end at any time;
+    checkpointed, killed, restarted over two other hosts, then over one: each connection is made
+    again between wherever its ends are, every byte in order."""
+    job = NetJob(hosts4, tmp_path)
+    job.app = apps["xhost_tcp"]
+    tags = ["srv1", "cli1", "srv2", "cli2"]
+    scratch = tmp_path / "shared-ckpt"  # one directory every host sees
+    try:
+        job.start_coordinator(1, "coord-a")
+        launched = {}
+        for n, (server_host, client_host) in enumerate(((1, 2), (2, 1)), 1):
+            port = str(7000 + n)
+            launched[f"srv{n}"] = job.launch(
+                server_host, f"srv{n}", scratch, ["server", port, str(STEPS), "20"]
+            )
+            launched[f"cli{n}"] = job.launch(
+                client_host,
+                f"cli{n}",
+                scratch,
+                ["client", hosts4.addr(server_host), port, str(STEPS), "20"],
+            )
+        job.wait_peers(4)
+        outs = output_of(launched)
+        for t in tags:
+            wait_steps(outs[t], [t], 30, launched[t], extra=job.report())
+        before = {t: outs[t].last_step(t) for t in tags}
+        script = job.bcheckpoint(1)
+        after = {t: outs[t].last_step(t) for t in tags}
+        gens = listed_generations(script)
+        for t in tags:
+            wait_steps(outs[t], [t], after[t] + 2, launched[t], extra=job.report())
+        job.kill_all()
+        chains = {t: [segments_of(outs[t], [t], before, after)[t]] for t in tags}
+        order = _tags_in_order(gens, tmp_path, launched)
+
+        # process i of the script on host 3 + i % 2
+        job.start_coordinator(3, "coord-b")
+        runs = {
+            i: job.run_script(i, script, f"restart1-h{i}", "--part", f"{i - 3}/2") for i in (3, 4)
+        }
+        job.wait_peers(4)
+        run_out = {
+            t: Output(runs[3 + n % 2].out_path, f"restart1/{t}") for n, t in enumerate(order)
+        }
+        first = {
+            t: wait_steps(run_out[t], [t], 1, runs[3], runs[4], extra=job.report())[t] for t in tags
+        }
+        for t in tags:
+            wait_steps(run_out[t], [t], first[t] + 30, runs[3], runs[4], extra=job.report())
+        before2 = {t: run_out[t].last_step(t) for t in tags}
+        script2 = job.bcheckpoint(3)
+        after2 = {t: run_out[t].last_step(t) for t in tags}
+        for t in tags:
+            wait_steps(run_out[t], [t], after2[t] + 2, runs[3], runs[4], extra=job.report())
+        job.kill_all()
+        for t in tags:
+            chains[t].append(segments_of(run_out[t], [t], before2, after2)[t])
+
+        # both on host 2
+        job.start_coordinator(2, "coord-c")
+        final = job.run_script(2, script2, "restart2")
+        assert final.wait(timeout=RUN_TIMEOUT) == 0, job.report()
+        final_out = Output(final.out_path, "restart2")
+        for t in tags:
+            chains[t].append(segments_of(final_out, [t], None, None)[t])
+        check_chain(chains, STEPS)
+        errs = "".join(p.stderr_text() for p in job.scripts)
+        assert "dropped connection" not in errs, errs
+    except BaseException:
+        print(job.report())
+        raise
+    finally:
+        job.kill_all()

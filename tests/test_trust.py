@@ -258,6 +258,25 @@ def duplicate_note(seed, h):
     struct.pack_into("<I", h, _note(seed, NT_TIMERS).hdr + 8, NT_FDS)
 
 
+NT_SECCOMP = 0x43520022  # the seed installs one filter of its own (tests/apps/fuzz_seed.c)
+
+
+def seccomp_filter_count(seed, h):
+    struct.pack_into("<I", h, _note(seed, NT_SECCOMP).desc, 65)
+
+
+def seccomp_filter_without_instructions(seed, h):
+    at = _note(seed, NT_SECCOMP).desc + fuzz_image.fmt.RECORD["crac_seccomp_rec"].size
+    struct.pack_into("<I", h, at + _field("crac_seccomp_filter_rec", "n_insns"), 0)
+
+
+def seccomp_thread_names_missing_filter(seed, h):
+    note = _note(seed, NT_SECCOMP)
+    rec = fuzz_image.fmt.RECORD["crac_seccomp_thread_rec"]
+    at = note.desc + note.size - rec.size + _field("crac_seccomp_thread_rec", "filters")
+    struct.pack_into("<Q", h, at, 0b10)
+
+
 ATTACKS: list[Callable[[fuzz_image.Seed, bytearray], None]] = [
     region_outside_w,
     region_over_loader,
@@ -270,6 +289,9 @@ ATTACKS: list[Callable[[fuzz_image.Seed, bytearray], None]] = [
     region_size_hides_next,
     region_start_moved,
     duplicate_note,
+    seccomp_filter_count,
+    seccomp_filter_without_instructions,
+    seccomp_thread_names_missing_filter,
 ]
 
 

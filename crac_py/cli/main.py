@@ -353,7 +353,8 @@ def restart(
     # first, so each is the child of this process (launch/tree.py).
     tree_args: list[str] = []
     try:
-        path, tree_args = tree.fork_tree(path, tree_member or [])
+        joining = choice.ep if choice.mode == "join" else None
+        path, tree_args = tree.fork_tree(path, tree_member or [], joining)
     except (tree.TreeError, image.ImageError, OSError) as exc:
         if tree_member:
             _error(str(exc))

@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 import shlex
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,6 +241,31 @@ def write_private(directory: Path, name: str, data: bytes, mode: int = 0o600) ->
     finally:
         os.close(dfd)
     return directory / name
+
+
+def script_dir_problem(job_dir: Path, gen_dirs: list[Path]) -> str | None:
+    """Why the coordinator must not write a job's script into JOB_DIR, or None. The directory
+    comes from a worker's hello (any token holder's): it must be the checkpoint directory the
+    first process really published into (its generation directory is JOB_DIR/<process>/gen-N,
+    a real directory), a real directory (not a link) of the coordinator's user, writable by
+    nobody else (docs/TRUST.md, "Concurrent use, scripts, coordinator")."""
+    first = gen_dirs[0] if gen_dirs else None
+    if first is None or first.parent.parent != job_dir:
+        return f"{job_dir} is not the checkpoint directory of the job's first process"
+    try:
+        st = os.lstat(job_dir)
+        gen_st = os.lstat(first)
+    except OSError as exc:
+        return f"{job_dir}: {exc.strerror}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{job_dir} is not a directory"
+    if not stat.S_ISDIR(gen_st.st_mode):
+        return f"{first} is not a directory"
+    if st.st_uid != os.geteuid():
+        return f"{job_dir} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return f"{job_dir} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
 
 
 def write(job: ScriptJob) -> Path:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import os
 import socket
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crac_py.coord import restart_script
+from crac_py.coord import connections, restart_script
 from crac_py.coord.proto import (
     ANSWERS,
     MAX_EXPECT,
@@ -211,6 +212,7 @@ class Coordinator:
         self.last_script: Path | None = None
         self.last_end = float("-inf")  # when the last job checkpoint ended
         self.expect: tuple[int, float] | None = None  # (restarted joins awaited, deadline)
+        self.meeting = connections.Meeting(0, 0.0)  # where restarted connections meet again
         self.restarted_joins = 0
         self.exit_reason: str | None = None
         self._stop = asyncio.Event()
@@ -675,7 +677,10 @@ class Coordinator:
             crac_cmd=self.cfg.crac_cmd,
             hosts=hosts,
         )
+        problem = restart_script.script_dir_problem(job_dir, ordered)
         try:
+            if problem is not None:
+                raise PermissionError(errno.EPERM, f"refused: {problem}")
             script = restart_script.write(job)
         except OSError as exc:
             message = (
@@ -826,6 +831,10 @@ class Coordinator:
                 }
             self.restarted_joins = sum(p.restarted for p in self.peers.values())
             self.expect = (value, time.monotonic() + self.cfg.phase_timeout)
+            if not self.meeting.open(value):  # a second task of the same restart keeps it
+                self.meeting = connections.Meeting(value, self.expect[1])
             self._wake.set()
             return {"ok": True, "expect": value}
+        if verb == "connections":
+            return await self.meeting.report(msg, self.cfg.phase_timeout)
         return {"ok": False, "error": f"unknown verb {verb!r}"}

@@ -220,6 +220,14 @@ NOTES: tuple[Note, ...] = (
         optional=True,
     ),  # fmt: skip
     Note("CRAC_NT_PRCTL", 0x43520021, "one crac_prctl_rec", optional=True),
+    Note(
+        "CRAC_NT_SECCOMP",
+        0x43520022,
+        "crac_seccomp_rec, then per filter in installation order a crac_seccomp_filter_rec "
+        "and its n_insns BPF instructions (8 bytes each), then n_threads "
+        "crac_seccomp_thread_rec (docs/TRUST.md)",
+        optional=True,
+    ),  # fmt: skip
 )
 NOTE_TYPES = {n.type: n for n in NOTES}
 
@@ -365,6 +373,24 @@ RECORDS: tuple[Record, ...] = (
         F("child_subreaper", "i32", "PR_GET_CHILD_SUBREAPER"),
         F("pad", "i32"),
         F("timerslack_ns", "u64", "the main thread's timer slack"),
+    )),
+    Record("crac_seccomp_rec", 16, "SECCOMP note: the program's own seccomp filters and the "
+           "per-thread and process prctl state crac records as the program sets it", (
+        F("n_filters", "u32", "at most 64"), F("n_threads", "u32"),
+        F("thp_disable", "i32", "PR_GET_THP_DISABLE"),
+        F("mdwe", "i32", "PR_GET_MDWE's flags (0 where the kernel has none)"),
+    )),
+    Record("crac_seccomp_filter_rec", 16, "SECCOMP note: one filter as the program installed it", (
+        F("flags", "u32", "its SECCOMP_FILTER_FLAG_*"),
+        F("n_insns", "u32", "1..4096 struct sock_filter follow"),
+        F("tid", "i32", "the installing thread, as the program knows it"),
+        F("pad", "u32"),
+    )),
+    Record("crac_seccomp_thread_rec", 32, "SECCOMP note: one thread's filters and prctl state", (
+        F("tid", "i32", "as the program knows it"),
+        F("pdeathsig", "i32", "PR_SET_PDEATHSIG, re-armed at restart"),
+        F("filters", "u64", "bit i: the thread has filter i"),
+        F("name", "char", "PR_SET_NAME (its comm), NUL-terminated", (16,)),
     )),
     Record("crac_mq_file", 24, "files/mq-<fd>: this header, then per message (highest priority "
            "first, FIFO within one) a crac_mq_msg and its bytes padded to 8", (

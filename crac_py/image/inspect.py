@@ -167,6 +167,18 @@ def _file_ids(blob: bytes) -> list[dict[str, Any]]:
 
 
 # One decoder per note type of the spec (tests check that none is missing).
+def _seccomp(blob: bytes) -> dict[str, Any]:
+    """The header, each filter's record (its instructions counted, not listed), each thread's."""
+    head = _rec(fmt.RECORD["crac_seccomp_rec"], blob, 0)
+    frec, trec = fmt.RECORD["crac_seccomp_filter_rec"], fmt.RECORD["crac_seccomp_thread_rec"]
+    off, filters = fmt.RECORD["crac_seccomp_rec"].size, []
+    for _ in range(head["n_filters"]):
+        f = _rec(frec, blob, off)
+        filters.append(f)
+        off += frec.size + 8 * f["n_insns"]
+    return {**head, "filters": filters, "threads": _array(trec, blob, off, head["n_threads"])}
+
+
 DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_PROCESS": _process,
     "CRAC_NT_REGIONS": _regions,
@@ -178,6 +190,7 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_RLIMITS": _rlimits,
     "CRAC_NT_FILE_IDS": _file_ids,
     "CRAC_NT_PRCTL": lambda blob: _rec(fmt.RECORD["crac_prctl_rec"], blob, 0),
+    "CRAC_NT_SECCOMP": _seccomp,
 }
 
 

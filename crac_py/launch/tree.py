@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from crac_py.coord.client import Endpoint
 from crac_py.image.generation import ImageError, resolve_generation
+from crac_py.launch import share, xconn
 
 
 class TreeError(Exception):
@@ -91,12 +94,37 @@ def roots_and_members(gens: list[Path]) -> list[tuple[Path, list[Path]]]:
     return [(r, out[r]) for r in gens if r in out]
 
 
-def fork_tree(root: str, others: list[str]) -> tuple[str, list[str]]:
+def _shared_objects(members: list[Member]) -> dict[Path, list[tuple[str, str, int]]]:
+    """The pipes and connections between processes of the tree, made once before the fork
+    (crac_py/launch/share.py)."""
+    if len(members) < 2:
+        return {}
+    try:
+        return share.plan([(m.gen, m.vpid) for m in members])
+    except (share.ShareError, ImageError, OSError) as exc:
+        raise TreeError(str(exc)) from exc
+
+
+def fork_tree(
+    root: str, others: list[str], coordinator: Endpoint | None = None
+) -> tuple[str, list[str]]:
     """Forks the processes of the tree rooted at ROOT (OTHERS: its descendants' generations).
     Returns, in each process, the generation it restarts and the loader options saying who its
-    children and its parent are, and which group and session ids it knew."""
+    children and its parent are, and which group and session ids it knew. With the COORDINATOR
+    the restarted job joins, connections to processes of other trees are made again first
+    (crac_py/launch/xconn.py)."""
     me = member(root)
     rest = [member(g) for g in others]
+    shared = _shared_objects([me, *rest])
+    made = {(g, fd) for g, pairs in shared.items() for fd, _ in pairs}
+    try:
+        others_made = xconn.reconnect([(m.gen, m.vpid) for m in (me, *rest)], made, coordinator)
+    except (xconn.ConnError, ImageError, OSError) as exc:
+        # The program runs on; those connections fail as dropped ones (the loader warns).
+        print(f"crac: warning: {exc}", file=sys.stderr)
+        others_made = {}
+    for g, pairs in others_made.items():
+        shared.setdefault(g, []).extend(pairs)
     if rest or me.zombies:
         _hold_signals()
     groups = _Groups(me, rest)
@@ -114,7 +142,8 @@ def fork_tree(root: str, others: list[str]) -> tuple[str, list[str]]:
             forked += ["--child-pid", f"{kid.vpid}:{pid}"]
         else:
             forked += groups.enter(me)
-            return str(me.gen), forked + (["--parent-pid", str(parent)] if parent else [])
+            own = share.keep(shared, me.gen) if shared else []
+            return str(me.gen), forked + (["--parent-pid", str(parent)] if parent else []) + own
 
 
 # Signals a process of a restarted tree holds back until its program's mask is restored: a

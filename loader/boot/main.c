@@ -6,6 +6,7 @@
 #include "confine.h"
 #include "crac_layout.h"
 #include "elf_load.h"
+#include "fds.h"
 #include "image_device.h"
 #include "image_check.h"
 #include "image_compress.h"
@@ -56,6 +57,7 @@ static void usage(void)
             "                   [--exit-after-checkpoint] [--no-fork-writer] [--crac-cmd CMD]\n"
             "                   [--child-pid VPID:PID ...] [--parent-pid VPID]\n"
             "                   [--group-id VPGID:PGID] [--session-id VSID:SID]\n"
+            "                   [--shared-fd FD:INHERITED_FD ...] [--shared-mem DEV:INO:FD ...]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
             "                   [--mpi-shim SONAME] [--compress none|lz4|zstd[:LEVEL]]\n"
             "                   -- PROGRAM [ARGS...]\n"
@@ -171,6 +173,12 @@ static struct options parse_args(int argc, char **argv)
         } else if (strcmp(a, "--session-id") == 0) {
             if (tree_restart_group_id(v, 1) != 0)
                 die("--session-id: '%s' is not VSID:SID", v);
+        } else if (strcmp(a, "--shared-fd") == 0) {
+            if (fd_shared_add(v) != 0)
+                die("--shared-fd: '%s' is not FD:INHERITED_FD", v);
+        } else if (strcmp(a, "--shared-mem") == 0) {
+            if (restart_shared_mem_add(v) != 0)
+                die("--shared-mem: '%s' is not DEV:INO:INHERITED_FD", v);
         } else if (strcmp(a, "--header-crc") == 0)
             o.header_crc = (uint32_t)strtoul(v, NULL, 10);
         else

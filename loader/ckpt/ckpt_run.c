@@ -208,6 +208,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         abandon(r, tmp, generation, 1, why);
         return -1;
     }
+    fd_socket_push_all();
     /* Barrier: every process of the job is suspended before any writes. */
     if (b && b->suspended(b->ctx) != 0) {
         abandon(r, tmp, generation, 1, "the coordinator called it off");

@@ -34,6 +34,10 @@ long emu_munmap(uint64_t addr, uint64_t len);
 long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint64_t dest);
 long emu_brk(uint64_t want);
 
+/* Copy from the program's memory as the kernel would (-EFAULT on a bad pointer), for the other
+ * emulations (confine_seccomp.c). TLS-free. */
+long confine_from_user(void *dst, const void *src, unsigned long n);
+
 /* readlink/readlinkat and execve/execveat of the program's own /proc/self/exe lead to the real
  * program (confine_exe.c); others are passed through. execve runs with program_mask. */
 long emu_readlink(long nr, long a1, long a2, long a3, long a4);

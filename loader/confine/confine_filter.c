@@ -1,6 +1,7 @@
 /* confine_filter.c — the seccomp-BPF program that traps address-space and signal calls made
  * from code inside W (docs/ARCHITECTURE.md "Confinement"). W is 4 GiB-aligned, so the high 32 bits of rip decide. */
 #include "confine.h"
+#include "confine_seccomp.h"
 
 #include "crac_layout.h"
 
@@ -28,6 +29,7 @@ enum label {
     L_MASK_ARG5,
     L_CPU_CLOCK,
     L_FCNTL_OWNER,
+    L_PRCTL,
     L_COUNT
 };
 
@@ -93,7 +95,9 @@ int confine_install_filter(int virtual_ids)
         SYS_rt_sigpending, SYS_rt_sigtimedwait, SYS_signalfd, SYS_signalfd4, SYS_tgkill, SYS_tkill,
         SYS_kill, SYS_rt_tgsigqueueinfo, SYS_rt_sigqueueinfo,
         /* /proc/self/exe (confine_exe.c) */
-        SYS_readlink, SYS_readlinkat, SYS_execve, SYS_execveat};
+        SYS_readlink, SYS_readlinkat, SYS_execve, SYS_execveat,
+        /* the program's own filters are recorded (confine_seccomp.c) */
+        SYS_seccomp};
     struct bpf_asm a = {.n = 0};
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);
@@ -146,6 +150,7 @@ int confine_install_filter(int virtual_ids)
     jump(&a, BPF_JEQ, SYS_epoll_pwait, L_MASK_ARG4, NEXT);
     jump(&a, BPF_JEQ, SYS_epoll_pwait2, L_MASK_ARG4, NEXT);
     jump(&a, BPF_JEQ, SYS_pselect6, L_MASK_ARG5, NEXT);
+    jump(&a, BPF_JEQ, SYS_prctl, L_PRCTL, NEXT);
     jump(&a, BPF_JEQ, 0, L_ALLOW, L_ALLOW); /* BPF only jumps forward: ALLOW is last */
     /* Threads (CLONE_VM) are created by the kernel as usual; fork-like clones are emulated. */
     here(&a, L_CLONE);
@@ -165,6 +170,11 @@ int confine_install_filter(int virtual_ids)
     jump(&a, BPF_JEQ, F_GETOWN, L_TRAP_IF_W, NEXT);
     jump(&a, BPF_JEQ, F_SETOWN_EX, L_TRAP_IF_W, NEXT);
     jump(&a, BPF_JEQ, F_GETOWN_EX, L_TRAP_IF_W, L_ALLOW);
+    /* prctl only for what crac records and restores (confine_seccomp.c). */
+    here(&a, L_PRCTL);
+    load(&a, ARG_LO(0));
+    jump(&a, BPF_JEQ, PR_SET_SECCOMP, L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, PR_SET_PDEATHSIG, L_TRAP_IF_W, L_ALLOW);
     mask_arg_block(&a, L_MASK_ARG3, 3);
     mask_arg_block(&a, L_MASK_ARG4, 4);
     mask_arg_block(&a, L_MASK_ARG5, 5);
@@ -187,5 +197,9 @@ int confine_install_filter(int virtual_ids)
             return -errno;
         r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog);
     }
-    return r == 0 ? 0 : -errno;
+    if (r != 0)
+        return -errno;
+    /* The program's filters go on top of these: a thread's count in /proc less this one. */
+    seccomp_table.base = seccomp_filters_of(0);
+    return 0;
 }

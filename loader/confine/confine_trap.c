@@ -2,6 +2,7 @@
  * mappings are placed in W, brk is emulated in W, reserved signals are virtualised (docs/ARCHITECTURE.md "Confinement").
  * TLS-free: runs on upper-half threads with the upper fs live; raw syscalls only, no errno. */
 #include "confine.h"
+#include "confine_seccomp.h"
 
 #include "crac_layout.h"
 #include "ckpt.h"
@@ -411,6 +412,11 @@ static inline long from_user(void *dst, const void *src, unsigned long n)
 static inline long to_user(void *dst, const void *src, unsigned long n)
 {
     return user_copy((void *)src, dst, n, 1);
+}
+
+long confine_from_user(void *dst, const void *src, unsigned long n)
+{
+    return from_user(dst, src, n);
 }
 
 static inline uint64_t ckpt_blocked(const struct crac_ctrl *c) { return sigbit(c->ckpt_sig); }
@@ -1165,6 +1171,8 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_pselect6:
     case SYS_epoll_pwait:
     case SYS_epoll_pwait2: r = emu_masked_wait(nr, a1, a2, a3, a4, a5, a6); break;
+    case SYS_seccomp: r = emu_seccomp(a1, a2, a3); break;
+    case SYS_prctl: r = emu_prctl(a1, a2, a3, a4, a5); break;
     default:
         /* Not one of ours (the program's own seccomp filter): its SIGSYS. */
         forward_program_sigsys(info, uc);

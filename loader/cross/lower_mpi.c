@@ -151,6 +151,23 @@ static uint64_t lh_mpi_callv(void *fn, const uint64_t *a, uint64_t n)
     return ((fn12)fn)(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]);
 }
 
+/* MPI_Test (FN) of one request up to A[3] times in a row, until it completes or fails: the wait
+ * loops of the upper shim poll in batches, one crossing per batch instead of per test (a
+ * crossing costs more than an idle MPI_Test; docs/MPI.md, "The split"). Bounded, so a thread
+ * never holds the checkpoint gate for long. A: request *, flag *, status *, tries. */
+typedef int (*test_fn)(uint64_t, uint64_t, uint64_t);
+static uint64_t lh_mpi_test_spin(void *fn, const uint64_t *a, uint64_t n)
+{
+    (void)n;
+    int rc = 0;
+    for (uint64_t i = 0; i < a[3]; i++) {
+        rc = ((test_fn)fn)(a[0], a[1], a[2]);
+        if (rc != 0 || *(volatile int *)(uintptr_t)a[1])
+            break;
+    }
+    return (uint64_t)(int64_t)rc;
+}
+
 const struct crac_lh_entry lower_mpi_entries[LOWER_MPI_N_ENTRIES] = {
     {"crac_lh_mpi_load", (void *)lh_mpi_load},
     {"crac_lh_mpi_sym", (void *)lh_mpi_sym},
@@ -159,4 +176,5 @@ const struct crac_lh_entry lower_mpi_entries[LOWER_MPI_N_ENTRIES] = {
     {"crac_lh_mpi_init_end", (void *)lh_mpi_init_end},
     {"crac_lh_mpi_callv", (void *)lh_mpi_callv},
     {"crac_lh_mpi_adopt_sockets", (void *)lh_mpi_adopt_sockets},
+    {"crac_lh_mpi_test_spin", (void *)lh_mpi_test_spin},
 };

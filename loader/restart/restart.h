@@ -51,6 +51,9 @@ int restart_check_main(int argc, char **argv);
 
 /* restart_memory.c */
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen);
+/* `--shared-mem DEV:INO:FD`: the shared object DEV:INO (ANON_SHARED regions) is the inherited
+ * FD, made and filled once for the whole tree. 0, or -1 when malformed. */
+int restart_shared_mem_add(const char *spec);
 /* restart_threads.c */
 __attribute__((noreturn)) void restart_threads(struct crac_registry *r, struct restart_image *img,
                                                const struct state_restore *st);

@@ -247,6 +247,12 @@ static int check_state_notes(const struct restart_image *img, char *err, size_t 
                 return bad(err, errlen, "the pending-signals note is shorter than its count");
             break;
         }
+        case CRAC_NT_SECCOMP: {
+            const char *why = seccomp_note_check(n->data, n->len);
+            if (why)
+                return bad(err, errlen, why);
+            break;
+        }
         default: break;
         }
     }

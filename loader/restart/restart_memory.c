@@ -198,8 +198,36 @@ static int shared_object_fd(const struct restart_image *img, const struct crac_r
     return fd;
 }
 
+/* Shared objects another process of the tree maps too (`--shared-mem DEV:INO:FD`): made once and
+ * filled by the restart of the tree (crac_py/launch/share.py), inherited here; mapped as they
+ * are, never filled again (a process already running would see its memory go back). */
+static struct shared_obj inherited_objs[MAX_SHARED];
+static int n_inherited;
+
+int restart_shared_mem_add(const char *spec)
+{
+    unsigned long long dev, ino;
+    int fd, used = 0;
+    if (sscanf(spec, "%llu:%llu:%d%n", &dev, &ino, &fd, &used) != 3 || spec[used] || fd < 3 ||
+        n_inherited == MAX_SHARED)
+        return -1;
+    inherited_objs[n_inherited++] = (struct shared_obj){dev, ino, fd};
+    return 0;
+}
+
+static int inherited_object_fd(const struct crac_region_rec *r)
+{
+    for (int i = 0; i < n_inherited; i++)
+        if (inherited_objs[i].dev == r->dev && inherited_objs[i].ino == r->ino)
+            return inherited_objs[i].fd;
+    return -1;
+}
+
 static void shared_objects_close(void)
 {
+    for (int i = 0; i < n_inherited; i++)
+        close(inherited_objs[i].fd);
+    n_inherited = 0;
     for (int i = 0; i < n_shared; i++)
         close(shared_objs[i].fd);
     n_shared = 0;
@@ -267,6 +295,15 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
     case CRAC_REGION_ANON: flags = MAP_PRIVATE | MAP_ANONYMOUS; break;
     case CRAC_REGION_ANON_SHARED:
         flags = MAP_SHARED | MAP_ANONYMOUS;
+        if (r->ino && !outside && (fd = inherited_object_fd(r)) >= 0) {
+            void *m = mmap((void *)r->start, len, (int)r->prot, MAP_SHARED | fixed, fd,
+                           (off_t)r->file_offset);
+            if (m == (void *)r->start)
+                goto shared_mapped;
+            snprintf(err, errlen, "cannot map the shared region 0x%lx-0x%lx back: %s",
+                     (unsigned long)r->start, (unsigned long)r->end, strerror(errno));
+            return -1;
+        }
         if (r->ino && !outside) {
             int id = sysv_segment(img, r, path);
             void *at = id < 0
@@ -327,13 +364,14 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
         return -1;
     }
 mapped:
+shared_mapped:
     /* Still excluded from the next checkpoints, as the program asked. */
     if ((r->flags & CRAC_REGION_DONTDUMP) && madvise((void *)r->start, len, MADV_DONTDUMP) != 0) {
         snprintf(err, errlen, "cannot exclude the region 0x%lx-0x%lx from images again: %s",
                  (unsigned long)r->start, (unsigned long)r->end, strerror(errno));
         return -1;
     }
-    if (!r->core_offset)
+    if (!r->core_offset || inherited_object_fd(r) >= 0)
         return 0;
     uint32_t crc = 0, pages = 0;
     int rc = r->flags & CRAC_REGION_COMPRESSED

@@ -6,6 +6,7 @@
 #include "tree.h"
 
 #include "ckpt.h"
+#include "confine_seccomp.h"
 #include "crac_rawsys.h"
 #include "upper_hooks.h"
 
@@ -69,6 +70,7 @@ __attribute__((noreturn)) void restored_thread_resume(struct crac_thread_rec *re
         stack_t ss = {(void *)rec->altstack_sp, 0, rec->altstack_size};
         raw_syscall2(SYS_sigaltstack, &ss, 0);
     }
+    seccomp_thread_resume(rec->tid); /* last: its filters may forbid what comes before */
     crac_jump_to_park(&rec->park);
 }
 

@@ -2,6 +2,7 @@
  * connected pairs within the process with their queued bytes); connections to outside fail. */
 #include "fds.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
@@ -177,6 +178,29 @@ static int save_queue(struct fd_entry *e, const struct sock *s, const char *file
         ssize_t n = buf ? recv(e->rec.fd, buf, (size_t)avail, MSG_PEEK | MSG_DONTWAIT) : -1;
         rc = n > 0 && write(out, buf, (size_t)n) == n ? 0 : -1;
         free(buf);
+    } else if (s->partner < 0) {
+        /* Datagrams for a socket whose peer is in another process of the tree: peeked one after
+         * the other (SO_PEEK_OFF moves past each one peeked), left in place. */
+        int zero = 0, off = -1;
+        size_t cap = (size_t)avail + 65536, len = 0;
+        char *all = setsockopt(e->rec.fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)) == 0
+                        ? malloc(cap)
+                        : NULL;
+        rc = all ? 0 : -1;
+        while (all && len + 4 + 65536 <= cap) {
+            ssize_t n = recv(e->rec.fd, all + len + 4, 65536, MSG_PEEK | MSG_DONTWAIT);
+            if (n < 0)
+                break;
+            uint32_t l32 = (uint32_t)n;
+            memcpy(all + len, &l32, 4);
+            len += 4 + (size_t)n;
+            if (n == 0)
+                break; /* an empty datagram does not move the offset: the rest is not seen */
+        }
+        setsockopt(e->rec.fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+        if (all && write(out, all, len) != (ssize_t)len)
+            rc = -1;
+        free(all);
     } else {
         /* Datagrams: taken one by one, then sent back in order through the partner. */
         size_t cap = (size_t)avail + 65536, len = 0;
@@ -216,64 +240,68 @@ static int save_queue(struct fd_entry *e, const struct sock *s, const char *file
     return 1;
 }
 
-/* A Unix datagram socket that is not one end of a pair: its datagrams are taken with their
- * senders and sent straight back, each from the program's own socket that sent it (found by its
- * name), so the running program sees the same queue with the same senders. Saved per datagram:
- * a u32 length, the sender's fd (-1: not the program's; resent from an unnamed socket, said with
- * a loss line) and its bytes, into files/sockq-<fd>. */
+/* A Unix datagram socket that is not one end of a pair: its datagrams are peeked one after the
+ * other with their senders (SO_PEEK_OFF moves past each one), left in place for the running
+ * program. Saved per datagram: a u32 length, the sender (the fd of the program's socket that
+ * sent it; -2: a named socket outside the process, its u32 name length and name follow, which
+ * another process of the tree may hold; -1: unnamed, resent from an unnamed socket, said with a
+ * loss line) and its bytes, into files/sockq-<fd>. */
 static int save_named_dgrams(struct fd_entry *e, const struct sock *s, const struct fd_entry *all,
                              int n, const char *files_dir)
 {
-    /* All taken first, then sent back: what is sent back would otherwise be taken again. */
+    (void)s;
     size_t cap = 0, len = 0;
-    char *q = NULL;
-    int rc = 0, lost = 0;
-    for (;;) {
-        if (len + 8 + 65536 > cap) {
-            char *more =
-                len + 8 + 65536 <= QUEUE_MAX ? realloc(q, cap = cap ? 2 * cap : 131072) : NULL;
+    char *q = NULL, data[65536];
+    int rc = 0, lost = 0, zero = 0, off = -1;
+    if (setsockopt(e->rec.fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)) != 0)
+        rc = -1;
+    while (rc == 0) {
+        struct sockaddr_storage from;
+        socklen_t flen = sizeof(from);
+        ssize_t got = recvfrom(e->rec.fd, data, sizeof(data), MSG_PEEK | MSG_DONTWAIT,
+                               (struct sockaddr *)&from, &flen);
+        if (got < 0)
+            break;
+        int32_t sender = -1;
+        struct sock o;
+        int named = flen > offsetof(struct sockaddr_un, sun_path);
+        for (int k = 0; k < n && sender < 0 && named; k++)
+            if (all[k].rec.kind == CRAC_FD_SOCKET && sock_read(all[k].rec.fd, &o) == 0 &&
+                same_addr(&o.local, o.llen, &from, flen))
+                sender = all[k].rec.fd;
+        if (sender < 0 && named)
+            sender = -2;
+        lost += sender == -1;
+        uint32_t name_len = sender == -2 ? (uint32_t)flen : 0;
+        size_t need = 8 + (sender == -2 ? 4 + name_len : 0) + (size_t)got;
+        if (len + need > QUEUE_MAX) {
+            state_loss("socket fd %d: datagrams past %u queued bytes are not saved", e->rec.fd,
+                       QUEUE_MAX);
+            break;
+        }
+        if (len + need > cap) {
+            char *more = realloc(q, cap = 2 * (len + need) + 65536);
             if (!more) {
-                if (len + 8 + 65536 > QUEUE_MAX) {
-                    state_loss("socket fd %d: datagrams past %u queued bytes are not saved",
-                               e->rec.fd, QUEUE_MAX);
-                    break; /* the rest stays queued for the running program */
-                }
                 rc = -1;
                 break;
             }
             q = more;
         }
-        struct sockaddr_storage from;
-        socklen_t flen = sizeof(from);
-        ssize_t got =
-            recvfrom(e->rec.fd, q + len + 8, 65536, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
-        if (got < 0)
-            break;
-        int32_t sender = -1;
-        struct sock o;
-        for (int k = 0; k < n && sender < 0 && flen > offsetof(struct sockaddr_un, sun_path); k++)
-            if (all[k].rec.kind == CRAC_FD_SOCKET && sock_read(all[k].rec.fd, &o) == 0 &&
-                same_addr(&o.local, o.llen, &from, flen))
-                sender = all[k].rec.fd;
-        lost += sender < 0;
         uint32_t l32 = (uint32_t)got;
         memcpy(q + len, &l32, 4);
         memcpy(q + len + 4, &sender, 4);
-        len += 8 + (size_t)got;
+        len += 8;
+        if (sender == -2) {
+            memcpy(q + len, &name_len, 4);
+            memcpy(q + len + 4, &from, name_len);
+            len += 4 + name_len;
+        }
+        memcpy(q + len, data, (size_t)got);
+        len += (size_t)got;
+        if (got == 0)
+            break; /* an empty datagram does not move the offset: the rest is not seen */
     }
-    for (size_t at = 0; at < len;) {
-        uint32_t l32;
-        int32_t sender;
-        memcpy(&l32, q + at, 4);
-        memcpy(&sender, q + at + 4, 4);
-        int via = sender >= 0 ? sender : socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        if (via < 0 || sendto(via, q + at + 8, l32, MSG_DONTWAIT,
-                              (const struct sockaddr *)&s->local, s->llen) != (ssize_t)l32)
-            rc = -1;
-        if (sender < 0 && via >= 0)
-            close(via);
-        at += 8 + l32;
-    }
+    setsockopt(e->rec.fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
     if (len && rc == 0) {
         char dst[PATH_MAX], name[48];
         snprintf(name, sizeof(name), "sockq-%d", e->rec.fd);
@@ -296,11 +324,47 @@ static int save_named_dgrams(struct fd_entry *e, const struct sock *s, const str
     return len > 0;
 }
 
+/* Whether ADDR is a loopback address (a connection to it may stay within the tree). */
+static int loopback(const struct sockaddr_storage *addr, unsigned alen)
+{
+    if (addr->ss_family == AF_INET && alen >= sizeof(struct sockaddr_in))
+        return (ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr) >> 24) == 127;
+    if (addr->ss_family == AF_INET6 && alen >= sizeof(struct sockaddr_in6))
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)addr)->sin6_addr);
+    return 0;
+}
+
+void fd_socket_push_all(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return;
+    int self = dirfd(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int fd = atoi(de->d_name);
+        struct stat st;
+        if (de->d_name[0] == '.' || fd == self || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+            continue;
+        int domain = opt(fd, SOL_SOCKET, SO_DOMAIN), one = 1;
+        if ((domain != AF_INET && domain != AF_INET6) ||
+            opt(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM || opt(fd, IPPROTO_TCP, TCP_NODELAY))
+            continue;
+        /* Setting TCP_NODELAY sends the pending segments at once; then the program's value. */
+        int zero = 0;
+        if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &zero, sizeof(zero));
+    }
+    closedir(d);
+}
+
 static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir)
 {
     struct sock s, o;
     sock_read(e->rec.fd, &s);
     s.partner = -1;
+    uint64_t peer_ino = 0;
+    int maybe_tree = 0;
     /* A connected socket's peer name reads back (for an unnamed Unix peer: the family only).
      * UDP is not connected in the sense here: connect() again at restart is all it needs. */
     int connected =
@@ -326,20 +390,43 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
             if (&all[k] != e && S_ISSOCK(all[k].rec.mode) && sock_read(all[k].rec.fd, &o) == 0 &&
                 o.role == R_LISTEN && o.type == s.type && listens_on(&o, &s.peer, s.plen))
                 s.role = R_PENDING;
-        if (s.role == R_OUTSIDE && s.type == SOCK_DGRAM)
+        if (s.role == R_OUTSIDE && s.type == SOCK_DGRAM &&
+            (!peer || s.plen > offsetof(struct sockaddr_un, sun_path)))
             s.role = R_PLAIN; /* connected to a named socket: connect() again by name */
-        if (s.role == R_OUTSIDE)
+        peer_ino = peer;
+        /* Its peer may be in another process of the tree (a Unix peer, a loopback address):
+         * the restart of the tree rebuilds it then (crac_py/launch/share.py), else the loader
+         * warns that it fails as a dropped connection. */
+        maybe_tree = s.role == R_OUTSIDE && (peer || loopback(&s.peer, s.plen));
+        /* A TCP connection may lead to a process of the job on another host or in another
+         * tree: the restart makes it again through the coordinator (crac_py/launch/xconn.py)
+         * with its bytes, else the loader warns then that it fails as a dropped connection. */
+        if (s.role == R_OUTSIDE && s.domain != AF_UNIX && s.type == SOCK_STREAM) {
+            maybe_tree = 1;
+            /* Bytes still in our send queue (the peer's buffer was full) are not readable here
+             * and not in the peer's saved queue: say so. */
+            int outq = 0;
+            if (ioctl(e->rec.fd, SIOCOUTQ, &outq) == 0 && outq > 0)
+                state_loss("socket fd %d: %d bytes sent but not yet received by the peer are "
+                           "not saved",
+                           e->rec.fd, outq);
+        }
+        if (s.role == R_OUTSIDE && !maybe_tree)
             state_loss("socket fd %d: its connection leaves the process; after a restart it "
                        "fails as a dropped connection",
                        e->rec.fd);
     }
     int queued = 0;
-    if (s.role == R_PAIR) {
+    if (s.role == R_PAIR || maybe_tree || (s.role == R_PENDING && s.type == SOCK_STREAM)) {
         /* save_queue sends datagrams back through the partner's fd (still the program's). */
         int rc = save_queue(e, &s, files_dir);
         if (rc < 0)
             return -1;
         queued = rc > 0;
+        int outq = 0;
+        if (s.role == R_PENDING && ioctl(e->rec.fd, SIOCOUTQ, &outq) == 0 && outq > 0)
+            state_loss("socket fd %d: %d bytes sent on a connection not yet accepted are lost",
+                       e->rec.fd, outq);
     } else if (s.role == R_PENDING && ioctl(e->rec.fd, SIOCOUTQ, &queued) == 0 && queued > 0) {
         /* They wait in the listener's queue, in a socket no fd names: not readable here. */
         state_loss("socket fd %d: %d bytes sent on a connection not yet accepted are lost",
@@ -360,9 +447,10 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
     hex_put(phex, &s.peer, s.plen);
     snprintf(text, sizeof(text),
              "domain %d type %d proto %d role %d partner %d queued %d reuse %d nodelay %d "
-             "keepalive %d rcvbuf %d sndbuf %d\nlocal %s\npeer %s\n",
+             "keepalive %d rcvbuf %d sndbuf %d\nlocal %s\npeer %s\npeerino %llu\n",
              s.domain, s.type, s.proto, s.role, s.partner, queued, s.reuse, s.nodelay, s.keepalive,
-             s.rcvbuf, s.sndbuf, s.llen ? lhex : "-", s.plen ? phex : "-");
+             s.rcvbuf, s.sndbuf, s.llen ? lhex : "-", s.plen ? phex : "-",
+             (unsigned long long)peer_ino);
     return fd_save_text(e, files_dir, "socket", text);
 }
 
@@ -559,17 +647,27 @@ static void refill_named(const struct fd_restore *r, int fd_no, const struct soc
     if (in < 0)
         return;
     static char buf[65536];
-    int ok = 1;
+    int ok = 1, lost_sender = 0;
     for (;;) {
         uint32_t l32;
         int32_t sender;
         ssize_t h = read(in, &l32, 4);
         if (h == 0)
             break;
+        uint32_t name_len = 0;
+        struct sockaddr_storage name;
         if (h != 4 || read(in, &sender, 4) != 4 || l32 > sizeof(buf) ||
+            (sender == -2 && (read(in, &name_len, 4) != 4 || name_len > sizeof(name) ||
+                              read(in, &name, name_len) != (ssize_t)name_len)) ||
             read(in, buf, l32) != (ssize_t)l32) {
             ok = 0;
             break;
+        }
+        if (sender == -2) {
+            /* Its sender was another process's socket; restarted outside that process's tree,
+             * it comes from an unnamed socket (the tree's restart sends it from the name). */
+            lost_sender = 1;
+            sender = -1;
         }
         int via = sender >= 0 ? sender : socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         if (via < 0 || sendto(via, buf, l32, MSG_DONTWAIT, (const struct sockaddr *)&s->local,
@@ -581,6 +679,11 @@ static void refill_named(const struct fd_restore *r, int fd_no, const struct soc
     close(in);
     if (!ok)
         fprintf(stderr, "crac: warning: socket fd %d: its queued datagrams cannot be put back\n",
+                fd_no);
+    if (lost_sender)
+        fprintf(stderr,
+                "crac: warning: socket fd %d: datagrams queued from another process come back "
+                "from an unnamed socket\n",
                 fd_no);
 }
 
@@ -672,12 +775,14 @@ static int sock_finish(const struct fd_restore *r, const struct fd_view *v)
     /* Named datagram sockets' queues first: their senders are all back (made at reopen). */
     off = 0;
     while (fd_next(r->note, r->len, &off, &o) > 0)
-        if (o.rec.kind == CRAC_FD_SOCKET && sock_load(r, &o, &s, &q) == 0 && s.role == R_PLAIN && q)
+        if (o.rec.kind == CRAC_FD_SOCKET && fd_shared_held(o.rec.fd) < 0 &&
+            sock_load(r, &o, &s, &q) == 0 && s.role == R_PLAIN && q)
             refill_named(r, o.rec.fd, &s);
     for (int round = R_PAIR; round <= R_OUTSIDE; round++) {
         off = 0;
         while (fd_next(r->note, r->len, &off, &o) > 0) {
-            if (o.rec.kind != CRAC_FD_SOCKET)
+            /* Shared with another process of the tree: inherited, already in place. */
+            if (o.rec.kind != CRAC_FD_SOCKET || fd_shared_held(o.rec.fd) >= 0)
                 continue;
             if (sock_load(r, &o, &s, &q) != 0)
                 return -1;

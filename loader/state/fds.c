@@ -475,7 +475,9 @@ int fds_restore(const struct state_restore *r, const void *note, size_t len)
     while (fd_next(note, len, &off, &v) > 0) {
         char live[PATH_MAX];
         v.path = live_path(r->img, v.path, live, sizeof(live));
-        if (ops_of(v.rec.kind)->reopen(&fr, &v) != 0) {
+        /* Shared with another process of the tree: made once by the restart, inherited. */
+        if (fd_shared_held(v.rec.fd) >= 0 ? fd_shared_install(&v) != 0
+                                          : ops_of(v.rec.kind)->reopen(&fr, &v) != 0) {
             /* A sub-kind that said why keeps its line; the others get this one. */
             if (!r->err[0])
                 snprintf(r->err, r->errlen, "fd %d (%s): cannot be restored: %s", v.rec.fd, v.path,
@@ -500,5 +502,6 @@ int fds_restore(const struct state_restore *r, const void *note, size_t len)
             }
         }
     }
+    fd_shared_release();
     return 0;
 }

@@ -73,6 +73,14 @@ extern const struct fd_ops fd_inotify_ops;                      /* fd_inotify.c 
 extern const struct fd_ops fd_socket_ops;                       /* fd_socket.c */
 extern const struct fd_ops fd_fifo_ops;                         /* fd_pipe.c */
 
+/* Descriptors shared with other processes of a restarted tree (fd_shared.c): `--shared-fd
+ * FD:HELD` (0, or -1 when malformed); the inherited descriptor for program fd FD, or -1; put it at
+ * v's number; close every inherited one once all fds are back. */
+int fd_shared_add(const char *spec);
+int fd_shared_held(int fd);
+int fd_shared_install(const struct fd_view *v);
+void fd_shared_release(void);
+
 /* Shared by the sub-kinds (fds.c). */
 /* DST = FILES_DIR/NAME, FILES_DIR made if missing. */
 void fd_files_path(char *dst, size_t size, const char *files_dir, const char *name);

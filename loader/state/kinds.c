@@ -34,6 +34,9 @@ const struct state_kind state_kinds[] = {
     /* Before the threads are cloned: they inherit it. */
     {"prctl state", CRAC_NT_PRCTL, sizeof(struct crac_prctl_rec), 0, STATE_WITH_MEMORY,
      prctl_capture, NULL, prctl_restore},
+    /* Last of all: the program's own seccomp filters might forbid crac's restore work. */
+    {"seccomp filters", CRAC_NT_SECCOMP, sizeof(struct crac_seccomp_rec), 0, STATE_WITH_THREADS,
+     seccomp_capture, seccomp_hold, seccomp_restore},
 };
 const int n_state_kinds = (int)(sizeof(state_kinds) / sizeof(state_kinds[0]));
 _Static_assert(sizeof(state_kinds) / sizeof(state_kinds[0]) <= STATE_KINDS_MAX,

@@ -82,6 +82,10 @@ int cputime_capture(const struct state_capture *c, void **blob, size_t *len);  /
 int children_capture(const struct state_capture *c, void **blob, size_t *len); /* children.c */
 int cputime_restore(const struct state_restore *r, const void *note, size_t len);
 int fds_capture(const struct state_capture *c, void **blob, size_t *len); /* fds.c */
+/* Threads parked, before the job-wide `suspended` barrier: every TCP socket sends what Nagle's
+ * algorithm held back, so a peer in another process of the tree has it queued when its image
+ * is written (fd_socket.c). */
+void fd_socket_push_all(void);
 int fds_hold(const struct state_restore *r, const void *note, size_t len);
 int fds_restore(const struct state_restore *r, const void *note, size_t len);
 int signals_capture(const struct state_capture *c, void **blob, size_t *len); /* signals.c */
@@ -96,5 +100,10 @@ int file_ids_capture(const struct state_capture *c, void **blob, size_t *len); /
 int file_ids_hold(const struct state_restore *r, const void *note, size_t len);
 int prctl_capture(const struct state_capture *c, void **blob, size_t *len); /* prctl_state.c */
 int prctl_restore(const struct state_restore *r, const void *note, size_t len);
+int seccomp_capture(const struct state_capture *c, void **blob, size_t *len); /* seccomp_state.c */
+int seccomp_hold(const struct state_restore *r, const void *note, size_t len);
+int seccomp_restore(const struct state_restore *r, const void *note, size_t len);
+/* Why a SECCOMP note is malformed, or NULL (restart_check.c runs it before anything is done). */
+const char *seccomp_note_check(const void *note, size_t len);
 
 #endif

@@ -1,13 +1,19 @@
 /* fuzz_seed.c — the program whose image bench/fuzz_image.py mutates: a second thread, an input
-   file read-only, an output file, /dev/null, a pipe, a timer; every step says so on stdout AND stderr (one
+   file read-only, an output file, /dev/null, a pipe, a timer, a seccomp filter of its own (acct:
+   EPERM; the SECCOMP note); every step says so on stdout AND stderr (one
    mutated fd record sends one of them to /dev/null; the other still shows the restart is done). */
 #define PROG "fuzz_seed"
 #define USAGE "DIR [STEPS]"
 #include "ckpt_common.h"
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 
 static volatile long ticks;
@@ -40,6 +46,16 @@ int main(int argc, char **argv)
     int nul = open("/dev/null", O_RDONLY); /* a device, reopened by path at restart */
     if (ifd < 0 || ofd < 0 || nul < 0 || pipe(p) != 0)
         fail("cannot open files: %s", strerror(errno));
+    struct sock_filter deny_acct[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_acct, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog fp = {4, deny_acct};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp) != 0)
+        fail("seccomp: %s", strerror(errno));
     pthread_t t;
     pthread_create(&t, NULL, spinner, NULL);
     signal(SIGALRM, SIG_IGN);

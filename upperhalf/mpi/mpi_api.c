@@ -85,10 +85,25 @@ int MPI_Query_thread(int *provided)
     return MPI_SUCCESS;
 }
 
+/* CRAC_MPI_TEST_FINALIZE_DELAY_MS=MS: world rank 1 waits MS ms between MPI_Finalize's barrier
+ * and its agreement, so a test can checkpoint while rank 0 is already leaving (tests/test_mpi.py). */
+static void test_finalize_delay(void)
+{
+    const char *v = getenv("CRAC_MPI_TEST_FINALIZE_DELAY_MS");
+    long ms = v ? atol(v) : 0;
+    if (ms <= 0 || mpi_world_rank != 1)
+        return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 int MPI_Finalize(void)
 {
     /* Everyone reaches here before the library goes: a barrier that a checkpoint can cut. */
     MPI_Barrier(MPI_COMM_WORLD);
+    test_finalize_delay();
+    mpi_finalize_agree(); /* a checkpoint from here on is refused (docs/MPI.md, "Finalize") */
     mpi_finalized = 1;
     return L("MPI_Finalize", 0);
 }
@@ -137,6 +152,19 @@ static void null_status(MPI_Status *st)
     st->MPI_TAG = MPI_ANY_TAG;
 }
 
+/* Under mpi_mu, inside a section: the send R describes, posted (counted for the cut). */
+static int start_send(struct vreq *r)
+{
+    void *real = NULL;
+    int rc = L("MPI_Isend", U(r->buf), (uint64_t)r->count, U(type_real(r->type)),
+               (uint64_t)rank_down(r->peer), (uint64_t)r->tag, U(r->comm->real), U(&real));
+    r->real = real;
+    r->state = VR_ACTIVE;
+    if (r->peer != MPI_PROC_NULL && r->peer >= 0 && r->peer < r->comm->size)
+        mpi_sent_to[r->comm->world_ranks[r->peer]]++;
+    return rc;
+}
+
 /* Under mpi_mu, inside a section. */
 static struct vreq *post_send(const void *buf, int count, MPI_Datatype t, int dest, int tag,
                               struct vcomm *c, int *rc)
@@ -148,13 +176,7 @@ static struct vreq *post_send(const void *buf, int count, MPI_Datatype t, int de
     r->peer = dest;
     r->tag = tag;
     r->comm = c;
-    void *real = NULL;
-    *rc = L("MPI_Isend", U(buf), (uint64_t)count, U(type_real(t)), (uint64_t)rank_down(dest),
-            (uint64_t)tag, U(c->real), U(&real));
-    r->real = real;
-    r->state = VR_ACTIVE;
-    if (dest != MPI_PROC_NULL && dest >= 0 && dest < c->size)
-        mpi_sent_to[c->world_ranks[dest]]++;
+    *rc = start_send(r);
     return r;
 }
 
@@ -179,8 +201,12 @@ static struct vreq *post_recv(void *buf, int count, MPI_Datatype t, int src, int
     return r;
 }
 
-/* Under mpi_mu. 1 when R is complete. */
-static int vreq_test(struct vreq *r)
+/* Polls of one crossing in the wait loops (mpi_ltest): enough that the crossing is a small part
+ * of a poll, few enough that a thread holds the checkpoint gate only briefly. */
+#define WAIT_TRIES 32
+
+/* Under mpi_mu. 1 when R is complete; up to TRIES tests of the library in one crossing. */
+static int vreq_test(struct vreq *r, int tries)
 {
     if (r->state == VR_UNPOSTED)
         mpi_post_recv(r);
@@ -188,7 +214,7 @@ static int vreq_test(struct vreq *r)
         int flag = 0;
         void *real = r->real;
         lstatus ls;
-        L("MPI_Test", U(&real), U(&flag), U(&ls));
+        mpi_ltest(&real, &flag, &ls, tries);
         if (flag) {
             status_up(&r->status, &ls);
             r->real = real;
@@ -200,26 +226,40 @@ static int vreq_test(struct vreq *r)
     return r->state == VR_DONE;
 }
 
-/* Waits for R in upper code, one test per section, then frees it. */
-static int vreq_wait(struct vreq *r, MPI_Status *st)
+/* R is complete: its status to ST; a persistent request goes inactive (the program keeps its
+ * handle), any other is freed and *REQ (when given) becomes MPI_REQUEST_NULL. */
+static int vreq_finish(struct vreq *r, MPI_Request *req, MPI_Status *st)
+{
+    int err = r->status.MPI_ERROR;
+    set_status(st, &r->status);
+    pthread_mutex_lock(&mpi_mu);
+    if (r->persistent) {
+        r->state = VR_INACTIVE;
+        r->real = NULL;
+    } else {
+        vreq_free(r);
+        if (req)
+            *req = MPI_REQUEST_NULL;
+    }
+    pthread_mutex_unlock(&mpi_mu);
+    return err == MPI_ERR_TRUNCATE ? err : MPI_SUCCESS;
+}
+
+/* Waits for R in upper code, one batch of tests per section, then finishes it. */
+static int vreq_wait(struct vreq *r, MPI_Status *st, MPI_Request *req)
 {
     unsigned spins = 0;
     for (;;) {
         mpi_enter(NULL, 0);
         pthread_mutex_lock(&mpi_mu);
-        int done = vreq_test(r);
+        int done = vreq_test(r, WAIT_TRIES);
         pthread_mutex_unlock(&mpi_mu);
         mpi_leave(NULL, 0);
         if (done)
             break;
         mpi_backoff(&spins);
     }
-    int err = r->status.MPI_ERROR;
-    set_status(st, &r->status);
-    pthread_mutex_lock(&mpi_mu);
-    vreq_free(r);
-    pthread_mutex_unlock(&mpi_mu);
-    return err == MPI_ERR_TRUNCATE ? err : MPI_SUCCESS;
+    return vreq_finish(r, req, st);
 }
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
@@ -258,14 +298,14 @@ int MPI_Send(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_
 {
     MPI_Request r;
     int rc = MPI_Isend(buf, count, t, dest, tag, comm, &r);
-    return rc != MPI_SUCCESS ? rc : vreq_wait((struct vreq *)(void *)r, MPI_STATUS_IGNORE);
+    return rc != MPI_SUCCESS ? rc : vreq_wait((struct vreq *)(void *)r, MPI_STATUS_IGNORE, NULL);
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm, MPI_Status *st)
 {
     MPI_Request r;
     int rc = MPI_Irecv(buf, count, t, src, tag, comm, &r);
-    return rc != MPI_SUCCESS ? rc : vreq_wait((struct vreq *)(void *)r, st);
+    return rc != MPI_SUCCESS ? rc : vreq_wait((struct vreq *)(void *)r, st, NULL);
 }
 
 int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
@@ -283,8 +323,8 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int
     mpi_leave(c, 0);
     if (rc1 != MPI_SUCCESS || rc2 != MPI_SUCCESS)
         return rc1 != MPI_SUCCESS ? rc1 : rc2;
-    vreq_wait(sr, MPI_STATUS_IGNORE);
-    return vreq_wait(rr, st);
+    vreq_wait(sr, MPI_STATUS_IGNORE, NULL);
+    return vreq_wait(rr, st, NULL);
 }
 
 /* Drained messages first: they were sent before anything the library holds now. */
@@ -338,12 +378,11 @@ static struct vreq *req_v(MPI_Request r)
 int MPI_Wait(MPI_Request *req, MPI_Status *st)
 {
     struct vreq *r = req_v(*req);
-    if (!r) {
+    if (!r || r->state == VR_INACTIVE) {
         null_status(st);
         return MPI_SUCCESS;
     }
-    *req = MPI_REQUEST_NULL;
-    return vreq_wait(r, st);
+    return vreq_wait(r, st, req);
 }
 
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
@@ -360,20 +399,237 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
 {
     struct vreq *r = req_v(*req);
-    if (!r) {
+    if (!r || r->state == VR_INACTIVE) {
         *flag = 1;
         null_status(st);
         return MPI_SUCCESS;
     }
     mpi_enter(NULL, 0);
     pthread_mutex_lock(&mpi_mu);
-    *flag = vreq_test(r);
+    *flag = vreq_test(r, 1);
     pthread_mutex_unlock(&mpi_mu);
     mpi_leave(NULL, 0);
-    if (*flag) {
-        *req = MPI_REQUEST_NULL;
-        return vreq_wait(r, st);
+    return *flag ? vreq_finish(r, req, st) : MPI_SUCCESS;
+}
+
+static MPI_Status *status_at(MPI_Status sts[], int i)
+{
+    return sts == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &sts[i];
+}
+
+/* One test of each active request of REQS in one section; DONE[i] set for the complete ones.
+ * Returns how many are active (neither MPI_REQUEST_NULL nor an inactive persistent one). */
+static int poll_reqs(int n, MPI_Request reqs[], char *done)
+{
+    int active = 0;
+    mpi_enter(NULL, 0);
+    pthread_mutex_lock(&mpi_mu);
+    for (int i = 0; i < n; i++) {
+        struct vreq *r = req_v(reqs[i]);
+        done[i] = 0;
+        if (!r || r->state == VR_INACTIVE)
+            continue;
+        active++;
+        done[i] = (char)vreq_test(r, 1);
     }
+    pthread_mutex_unlock(&mpi_mu);
+    mpi_leave(NULL, 0);
+    return active;
+}
+
+/* MPI_Waitany/Testany (WAIT 0: one poll): the first complete request, finished. */
+static int any(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st, int wait)
+{
+    char *done = malloc(n > 0 ? (size_t)n : 1);
+    if (!done)
+        return MPI_ERR_NO_MEM;
+    unsigned spins = 0;
+    int rc = MPI_SUCCESS;
+    for (;;) {
+        if (!poll_reqs(n, reqs, done)) {
+            *index = MPI_UNDEFINED;
+            *flag = 1;
+            null_status(st);
+            break;
+        }
+        int i = 0;
+        while (i < n && !done[i])
+            i++;
+        if (i < n) {
+            *index = i;
+            *flag = 1;
+            rc = vreq_finish(req_v(reqs[i]), &reqs[i], st);
+            break;
+        }
+        if (!wait) {
+            *index = MPI_UNDEFINED;
+            *flag = 0;
+            break;
+        }
+        mpi_backoff(&spins);
+    }
+    free(done);
+    return rc;
+}
+
+int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
+{
+    int flag;
+    return any(n, reqs, index, &flag, st, 1);
+}
+
+int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
+{
+    return any(n, reqs, index, flag, st, 0);
+}
+
+/* MPI_Waitsome/Testsome (WAIT 0: one poll): every request complete at one poll, finished. */
+static int some(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[], int wait)
+{
+    char *done = malloc(n > 0 ? (size_t)n : 1);
+    if (!done)
+        return MPI_ERR_NO_MEM;
+    unsigned spins = 0;
+    int rc = MPI_SUCCESS;
+    for (;;) {
+        if (!poll_reqs(n, reqs, done)) {
+            *outcount = MPI_UNDEFINED;
+            break;
+        }
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            if (!done[i])
+                continue;
+            indices[k] = i;
+            if (vreq_finish(req_v(reqs[i]), &reqs[i], status_at(sts, k)) != MPI_SUCCESS)
+                rc = MPI_ERR_IN_STATUS;
+            k++;
+        }
+        *outcount = k;
+        if (k || !wait)
+            break;
+        mpi_backoff(&spins);
+    }
+    free(done);
+    return rc;
+}
+
+int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[])
+{
+    return some(n, reqs, outcount, indices, sts, 1);
+}
+
+int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[])
+{
+    return some(n, reqs, outcount, indices, sts, 0);
+}
+
+/* Complete only when every request is; then all are finished, else none is touched. */
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
+{
+    char *done = malloc(n > 0 ? (size_t)n : 1);
+    if (!done)
+        return MPI_ERR_NO_MEM;
+    int active = poll_reqs(n, reqs, done), ndone = 0, rc = MPI_SUCCESS;
+    for (int i = 0; i < n; i++)
+        ndone += done[i];
+    *flag = ndone == active;
+    for (int i = 0; i < n && *flag; i++) {
+        struct vreq *r = req_v(reqs[i]);
+        if (!r || r->state == VR_INACTIVE)
+            null_status(status_at(sts, i));
+        else if (vreq_finish(r, &reqs[i], status_at(sts, i)) != MPI_SUCCESS)
+            rc = MPI_ERR_IN_STATUS;
+    }
+    free(done);
+    return rc;
+}
+
+/* ---- persistent requests: a description kept in upper memory; each MPI_Start posts an
+ * ordinary nonblocking call below, so the cut and a restart treat a started one like any
+ * other request, and an inactive one holds nothing in the library. ---- */
+
+static int persistent_new(void *buf, int count, MPI_Datatype t, int peer, int tag, MPI_Comm comm,
+                          int is_recv, MPI_Request *req)
+{
+    struct vcomm *c = comm_v(comm);
+    if (!c)
+        return MPI_ERR_COMM;
+    pthread_mutex_lock(&mpi_mu);
+    struct vreq *r = vreq_new();
+    r->buf = buf;
+    r->count = count;
+    r->type = t;
+    r->peer = peer;
+    r->tag = tag;
+    r->comm = c;
+    r->is_recv = is_recv;
+    r->persistent = 1;
+    r->state = VR_INACTIVE;
+    pthread_mutex_unlock(&mpi_mu);
+    *req = (MPI_Request)(void *)r;
+    return MPI_SUCCESS;
+}
+
+int MPI_Send_init(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+                  MPI_Request *req)
+{
+    return persistent_new((void *)buf, count, t, dest, tag, comm, 0, req);
+}
+
+int MPI_Recv_init(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
+                  MPI_Request *req)
+{
+    return persistent_new(buf, count, t, src, tag, comm, 1, req);
+}
+
+int MPI_Start(MPI_Request *req)
+{
+    struct vreq *r = req_v(*req);
+    if (!r || !r->persistent || r->state != VR_INACTIVE)
+        return MPI_ERR_REQUEST;
+    int rc = MPI_SUCCESS;
+    mpi_enter(r->comm, 0);
+    pthread_mutex_lock(&mpi_mu);
+    vreq_to_tail(r);
+    memset(&r->status, 0, sizeof(r->status));
+    if (!r->is_recv)
+        rc = start_send(r);
+    else if (r->peer == MPI_PROC_NULL) {
+        null_status(&r->status);
+        r->state = VR_DONE;
+    } else
+        rc = mpi_post_recv(r);
+    pthread_mutex_unlock(&mpi_mu);
+    mpi_leave(r->comm, 0);
+    return rc;
+}
+
+int MPI_Startall(int n, MPI_Request reqs[])
+{
+    for (int i = 0; i < n; i++) {
+        int rc = MPI_Start(&reqs[i]);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+/* An active request is completed first (the standard lets it finish in the background; here
+ * the program waits for it, which only matters for a receive nobody sends to). */
+int MPI_Request_free(MPI_Request *req)
+{
+    struct vreq *r = req_v(*req);
+    if (!r)
+        return MPI_ERR_REQUEST;
+    if (r->state != VR_INACTIVE)
+        vreq_wait(r, MPI_STATUS_IGNORE, NULL);
+    if (r->persistent) {
+        pthread_mutex_lock(&mpi_mu);
+        vreq_free(r);
+        pthread_mutex_unlock(&mpi_mu);
+    }
+    *req = MPI_REQUEST_NULL;
     return MPI_SUCCESS;
 }
 
@@ -391,7 +647,7 @@ static int coll_wait(struct vcomm *c, void *real, int rc)
         int flag = 0;
         mpi_enter(NULL, 0);
         lstatus ls;
-        L("MPI_Test", U(&real), U(&flag), U(&ls));
+        mpi_ltest(&real, &flag, &ls, WAIT_TRIES);
         mpi_leave(c, flag);
         if (flag)
             return MPI_SUCCESS;

@@ -58,9 +58,19 @@ static void release_waiters(void)
     futex_wake_all(&wake_word);
 }
 
+/* Between two tests of a wait loop. The first tests follow each other at once, as a native
+ * blocking call polls: the library's progress engine already yields the CPU when it is told the
+ * node is oversubscribed (Open MPI's mpi_yield_when_idle), and a sched_yield of ours on every
+ * test cost a 2-rank 8-byte ping-pong several times its native latency (docs/PERFORMANCE.md, "MPI").
+ * Then yields, then short sleeps: a long wait (a peer computing) leaves the CPU to others. */
 void mpi_backoff(unsigned *spins)
 {
-    if (++*spins < 64) {
+    ++*spins;
+    if (*spins < 256) {
+        __builtin_ia32_pause();
+        return;
+    }
+    if (*spins < 512) {
         sched_yield();
         return;
     }
@@ -181,6 +191,15 @@ int mpi_post_recv(struct vreq *r)
 struct seq_rec {
     uint64_t key, seq, inflight;
 };
+/* A rank's first record in the cut's allgather when its MPI_Finalize, not its cut, made the call
+ * (docs/MPI.md, "Finalize"). Communicator keys are hashes, never this. */
+#define FIN_KEY 1ULL
+
+/* Serialises this process's calls on the control communicator: the cut (hook thread) and the
+ * agreement of MPI_Finalize (a program thread) each make a whole sequence of them, and the
+ * ranks match them by order. */
+static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;
+static int fin_started; /* under ctl_mu: this rank's MPI_Finalize passed its barrier */
 
 static int ctl_allgather(void *mine, int n, void *all)
 {
@@ -190,7 +209,8 @@ static int ctl_allgather(void *mine, int n, void *all)
 
 /* Phase 1: every member of every communicator has started the same number of collectives on
  * it, and none is inside one. Ranks behind are let through to the highest count; new
- * collectives wait. */
+ * collectives wait. 1 (refused) when a rank is finalizing: its MPI_Finalize's allgather met
+ * this one, and every rank sees that in the same round. */
 static int cut_collectives(void)
 {
     pthread_mutex_lock(&mpi_mu);
@@ -213,6 +233,14 @@ static int cut_collectives(void)
                 mine[k++] = (struct seq_rec){c->key, c->seq, (uint64_t)c->inflight};
         pthread_mutex_unlock(&mpi_mu);
         ctl_allgather(mine, MAX_KEYS * (int)sizeof(*mine), all);
+        int finalizing = 0;
+        for (size_t r = 0; r < n; r++)
+            finalizing |= all[r * MAX_KEYS].key == FIN_KEY;
+        if (finalizing) {
+            free(mine);
+            free(all);
+            return 1;
+        }
         /* Decided from the gathered table alone, so every rank decides alike. */
         int settled = 1;
         for (size_t i = 0; i < MAX_KEYS * n; i++) {
@@ -389,10 +417,22 @@ static int on_event(enum crac_event ev, void *arg)
     if (!mpi_inited || mpi_finalized)
         return 0;
     switch (ev) {
-    case CRAC_EV_PRE_SUSPEND:
-        if (cut_collectives() != 0 || cut_p2p() != 0)
-            return -1;
-        return 0;
+    case CRAC_EV_PRE_SUSPEND: {
+        pthread_mutex_lock(&ctl_mu);
+        int rc = fin_started ? 1 : cut_collectives();
+        if (rc == 0)
+            rc = cut_p2p();
+        pthread_mutex_unlock(&ctl_mu);
+        if (rc == 1) {
+            /* No PRE_RESUME follows a failed PRE_SUSPEND: let held collectives go now. */
+            release_waiters();
+            fprintf(stderr,
+                    "crac: warning: MPI rank %d: checkpoint refused, the job is in "
+                    "MPI_Finalize\n",
+                    mpi_world_rank);
+        }
+        return rc == 0 ? 0 : -1;
+    }
     case CRAC_EV_PRE_RESUME: release_waiters(); return 0;
     case CRAC_EV_RESTART:
         mpi_lower_rebuild();
@@ -409,4 +449,29 @@ void mpi_register_hooks(void)
     crac_upper_hook_register("mpi.cut", CRAC_EV_PRE_SUSPEND, 0, 0, on_event, NULL);
     crac_upper_hook_register("mpi.release", CRAC_EV_PRE_RESUME, 0, 0, on_event, NULL);
     crac_upper_hook_register("mpi.rebuild", CRAC_EV_RESTART, 0, 0, on_event, NULL);
+}
+
+/* MPI_Finalize, after its barrier: the ranks agree to leave MPI on the control communicator,
+ * with the same allgather the cut makes, so that a cut running on another rank meets it (and is
+ * refused there) instead of waiting for a rank that is gone. Repeated until every rank's record
+ * says finalizing; from then on this rank's cut is refused without a call. */
+void mpi_finalize_agree(void)
+{
+    pthread_mutex_lock(&ctl_mu);
+    fin_started = 1;
+    size_t n = (size_t)mpi_world_size;
+    struct seq_rec *mine = calloc(MAX_KEYS, sizeof(*mine));
+    struct seq_rec *all = calloc(MAX_KEYS * n, sizeof(*all));
+    if (!mine || !all)
+        mpi_die("out of memory in the MPI shim");
+    mine[0] = (struct seq_rec){FIN_KEY, UINT64_MAX, 0};
+    for (int done = 0; !done;) {
+        ctl_allgather(mine, MAX_KEYS * (int)sizeof(*mine), all);
+        done = 1;
+        for (size_t r = 0; r < n; r++)
+            done &= all[r * MAX_KEYS].key == FIN_KEY;
+    }
+    free(mine);
+    free(all);
+    pthread_mutex_unlock(&ctl_mu);
 }

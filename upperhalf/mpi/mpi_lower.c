@@ -4,6 +4,7 @@
 #include "mpi_shim.h"
 
 #include "crac_registry.h"
+#include "mpi_userop.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -156,6 +157,25 @@ uint64_t mpi_lcall(struct lcache *c, const char *name, const uint64_t *args, int
                                     (uint64_t)n);
     cross_gate_leave();
     return r;
+}
+
+int mpi_ltest(void **real, int *flag, lstatus *ls, int tries)
+{
+    static struct lcache sym_c, test_c, spin_c;
+    cross_gate_enter();
+    int32_t e = epoch_now();
+    void *fn = lcache_get(&test_c, e);
+    if (!fn) {
+        fn = (void *)cross_call_entered(loader_entry(&sym_c, "crac_lh_mpi_sym"), U("MPI_Test"), 0,
+                                        0);
+        if (!fn)
+            mpi_die("the MPI library in the lower half has no MPI_Test");
+        lcache_put(&test_c, e, fn);
+    }
+    uint64_t a[4] = {U(real), U(flag), U(ls), (uint64_t)(tries > 0 ? tries : 1)};
+    uint64_t r = cross_call_entered(loader_entry(&spin_c, "crac_lh_mpi_test_spin"), U(fn), U(a), 4);
+    cross_gate_leave();
+    return (int)r;
 }
 
 /* ---- predefined objects ---- */
@@ -349,6 +369,7 @@ int mpi_lower_rebuild(void)
             L("MPI_Type_commit", U(&nt));
         t->real = nt;
     }
+    mpi_userop_rebuild();
     /* Freed types were kept only as bases of live ones: free them again now. */
     for (struct vtype *t = vtype_list; t; t = t->next)
         if (t->freed && t->real) {

@@ -39,8 +39,9 @@ void *op_real(MPI_Op o)
 {
     void *p = predef_lower((void *)o);
     if (!p)
-        mpi_die("MPI_Op %p is not a predefined operation (user operations are not supported yet)",
-                (void *)o);
+        p = userop_real(o);
+    if (!p)
+        mpi_die("MPI_Op %p is neither a predefined operation nor one of MPI_Op_create", (void *)o);
     return p;
 }
 
@@ -137,4 +138,21 @@ void vreq_free(struct vreq *r)
         r->next->prev = r->prev;
     r->magic = 0;
     free(r);
+}
+
+/* A persistent request started again is a new posting: the restart's repost order (the list's)
+ * must be the order of postings, not of MPI_Recv_init calls. Call under mpi_mu. */
+void vreq_to_tail(struct vreq *r)
+{
+    if (r == vreq_tail)
+        return;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        vreq_list = r->next;
+    r->next->prev = r->prev;
+    r->prev = vreq_tail;
+    r->next = NULL;
+    vreq_tail->next = r;
+    vreq_tail = r;
 }

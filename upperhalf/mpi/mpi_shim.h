@@ -41,6 +41,8 @@ typedef struct {
     uint64_t w[4];
 } lstatus;
 void status_up(MPI_Status *up, const lstatus *low);
+/* MPI_Test of *REAL up to TRIES times in one crossing, until *FLAG: the wait loops' poll. */
+int mpi_ltest(void **real, int *flag, lstatus *ls, int tries);
 void status_down(lstatus *low, const MPI_Status *up);
 int rank_down(int r); /* a rank argument (MPI_ANY_SOURCE, MPI_PROC_NULL ...) for the library */
 int rank_up(int r);
@@ -74,11 +76,13 @@ struct vtype {
     struct vtype *next;
 };
 
-enum { VR_ACTIVE = 1, VR_DONE = 2, VR_UNPOSTED = 3 };
+/* VR_INACTIVE: a persistent request not started, or completed and not started again. */
+enum { VR_ACTIVE = 1, VR_DONE = 2, VR_UNPOSTED = 3, VR_INACTIVE = 4 };
 struct vreq {
     uint64_t magic;
     void *real;
     int state, is_recv, is_coll;
+    int persistent; /* MPI_Send_init/MPI_Recv_init: kept after completion, started again */
     void *buf;
     int count, peer, tag;
     MPI_Datatype type;
@@ -94,6 +98,7 @@ extern struct vreq *vreq_list;
 struct vcomm *comm_v(MPI_Comm c); /* NULL for MPI_COMM_NULL or garbage */
 void *type_real(MPI_Datatype t);  /* lower handle */
 void *op_real(MPI_Op o);
+void *userop_real(MPI_Op o);           /* NULL unless one of MPI_Op_create (mpi_userop.c) */
 void *predef_lower(const void *upper); /* NULL unless a predefined object */
 void *predef_upper_of_lower(const void *lower);
 void *lower_named(const char *name); /* the lower object of a predefined name */
@@ -101,6 +106,7 @@ struct vcomm *vcomm_wrap(void *real);
 int vcomm_describe(struct vcomm *c); /* fills size, rank, world_ranks, key */
 struct vreq *vreq_new(void);
 void vreq_free(struct vreq *r);
+void vreq_to_tail(struct vreq *r); /* a started persistent request: posted after the others */
 struct vtype *vtype_new(void);
 
 /* ---- the library's life (mpi_lower.c) ---- */
@@ -128,5 +134,6 @@ int mpi_post_recv(struct vreq *r); /* drained match, else the real Irecv */
  * *st. Call under mpi_mu. */
 int mpi_drained_peek(struct vcomm *c, int source, int tag, MPI_Status *st);
 void mpi_register_hooks(void);
+void mpi_finalize_agree(void); /* MPI_Finalize after its barrier: every rank leaves together */
 
 #endif

@@ -1,0 +1,420 @@
+"""Connections between the processes of a restarted tree (docs/DECISIONS.md "Connections between
+processes"): a pipe, FIFO, socketpair, Unix socket connection or loopback TCP connection that two
+or more processes of the tree held at the checkpoint is made once here, in the root's `crac
+restart` before it forks the tree (crac_py/launch/tree.py), its saved bytes put back once, and
+each process's loader is given it (`--shared-fd FD:INHERITED_FD`) instead of making its own
+(loader/state/fd_shared.c). Each process keeps only its own inherited descriptors."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import stat
+import struct
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crac_py.image import format as fmt
+from crac_py.image import inspect as insp
+from crac_py.image.generation import CORE, ImageError
+
+_PIPE, _FIFO, _SOCKET = (
+    fmt.ENUM["crac_fd_kind"].value(c) for c in ("CRAC_FD_PIPE", "CRAC_FD_FIFO", "CRAC_FD_SOCKET")
+)
+_FDS_NOTE = next(n.type for n in fmt.NOTES if n.cname == "CRAC_NT_FDS")
+_REGIONS_NOTE = next(n.type for n in fmt.NOTES if n.cname == "CRAC_NT_REGIONS")
+_ANON_SHARED = fmt.ENUM["crac_region_kind"].value("CRAC_REGION_ANON_SHARED")
+_OUTSIDE_W = fmt.REGION_OUTSIDE_W
+_R_PAIR, _R_PENDING, _R_OUTSIDE = 2, 3, 4  # loader/state/fd_socket.c `enum role`
+_F_SETPIPE_SZ = 1031
+
+
+class ShareError(Exception):
+    pass
+
+
+@dataclass
+class End:
+    """One program fd of a shared object: in which process (generation), at which number, which
+    end of the object."""
+
+    gen: Path
+    vpid: int
+    fd: int
+    side: Any
+    queued: Path | None = None  # the bytes waiting to be read at this end (sockets)
+
+
+@dataclass
+class Obj:
+    kind: str  # pipe, fifo, unix, tcp
+    key: Any
+    ends: list[End] = field(default_factory=list)
+    sock: dict[str, Any] = field(default_factory=dict)  # the first end's saved socket text
+    path: str = ""  # a FIFO's
+
+
+def _fd_records(gen: Path) -> list[dict[str, Any]]:
+    notes = insp._crac_notes(gen / CORE)
+    blob = notes.get(_FDS_NOTE)
+    if blob is None:
+        return []
+    try:
+        return insp._fds(blob)
+    except insp._Short as exc:
+        raise ShareError(
+            f"image corrupted: the fds note of {gen / CORE} ends inside {exc}"
+        ) from exc
+
+
+def _socket_text(gen: Path, fd: int) -> dict[str, Any] | None:
+    """files/socket-<fd> (written by loader/state/fd_socket.c sock_save), or None."""
+    try:
+        text = (gen / "files" / f"socket-{fd}").read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = text.splitlines()
+    words = lines[0].split() if lines else []
+    out: dict[str, Any] = {}
+    try:
+        for k in range(0, len(words) - 1, 2):
+            out[words[k]] = int(words[k + 1])
+        for line in lines[1:]:
+            name, _, value = line.partition(" ")
+            if name in ("local", "peer"):
+                out[name] = b"" if value == "-" else bytes.fromhex(value)
+            elif name == "peerino":
+                out[name] = int(value)
+    except ValueError:
+        return None
+    return out if {"domain", "type", "role", "partner", "queued"} <= out.keys() else None
+
+
+def _ip_name(raw: bytes) -> tuple[int, tuple[Any, ...]] | None:
+    """A saved sockaddr_in/in6 as (family, address for socket.bind)."""
+    if len(raw) < 8:
+        return None
+    family = struct.unpack_from("=H", raw)[0]
+    port = struct.unpack_from("!H", raw, 2)[0]
+    if family == socket.AF_INET:
+        return family, (socket.inet_ntop(socket.AF_INET, raw[4:8]), port)
+    if family == socket.AF_INET6 and len(raw) >= 24:
+        return family, (socket.inet_ntop(socket.AF_INET6, raw[8:24]), port)
+    return None
+
+
+def collect(members: list[tuple[Path, int]]) -> list[Obj]:
+    """The objects held by two or more of MEMBERS ((generation, vpid) each)."""
+    objs: dict[Any, Obj] = {}
+    for gen, vpid in members:
+        recs = _fd_records(gen)
+        by_fd = {r["fd"]: r for r in recs}
+        for r in recs:
+            kind, fd = r["kind"], r["fd"]
+            if kind in (_PIPE, _FIFO):
+                key = ("pipe" if kind == _PIPE else "fifo", r["ino"])
+                side = "r" if r["open_flags"] & os.O_ACCMODE == os.O_RDONLY else "w"
+                o = objs.setdefault(key, Obj(key[0], key))
+                o.path = r["path"]
+                queued = gen / "files" / f"pipe-{r['ino']}"
+                o.ends.append(End(gen, vpid, fd, side, queued if queued.exists() else None))
+                continue
+            if kind != _SOCKET:
+                continue
+            s = _socket_text(gen, fd)
+            if s is None or s["role"] not in (_R_PAIR, _R_PENDING, _R_OUTSIDE):
+                continue
+            queued = gen / "files" / f"sockq-{fd}" if s["queued"] else None
+            if s["domain"] == socket.AF_UNIX and s["role"] != _R_PENDING:
+                peer = s.get("peerino", 0)
+                if s["role"] == _R_PAIR and s["partner"] in by_fd:
+                    peer = by_fd[s["partner"]]["ino"]
+                if not peer:
+                    continue
+                ends = tuple(sorted((r["ino"], peer)))
+                key = ("unix", s["type"], ends)
+                side = r["ino"]
+            elif (
+                s["domain"] in (socket.AF_INET, socket.AF_INET6) and s["type"] == socket.SOCK_STREAM
+            ):
+                local, peer_name = s.get("local", b""), s.get("peer", b"")
+                if not local or not peer_name:
+                    continue
+                key = ("tcp", tuple(sorted((local, peer_name))))
+                side = local
+            else:
+                continue
+            o = objs.setdefault(key, Obj(key[0], key, sock=s))
+            o.ends.append(End(gen, vpid, fd, side, queued))
+    return [o for o in objs.values() if len({e.gen for e in o.ends}) >= 2]
+
+
+def _refill_pipe(w: int, saved: Path) -> None:
+    data = saved.read_bytes()
+    if len(data) > 65536:
+        fcntl.fcntl(w, _F_SETPIPE_SZ, len(data))
+    flags = fcntl.fcntl(w, fcntl.F_GETFL)
+    fcntl.fcntl(w, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    try:
+        done = 0
+        while done < len(data):
+            done += os.write(w, data[done:])
+    finally:
+        fcntl.fcntl(w, fcntl.F_SETFL, flags)
+
+
+def _first_saved(ends: list[End]) -> Path | None:
+    """The saved bytes of the lowest-vpid process that saved them: every reader tees the same
+    bytes at the checkpoint (docs/DECISIONS.md), one copy is put back."""
+    saved = sorted((e.vpid, e.fd, e.queued) for e in ends if e.queued is not None)
+    return saved[0][2] if saved else None
+
+
+def _send_queue(into: socket.socket, saved: Path, stream: bool) -> None:
+    data = saved.read_bytes()
+    if stream:
+        into.sendall(data)
+        return
+    at = 0
+    while at + 4 <= len(data):
+        (n,) = struct.unpack_from("=I", data, at)
+        into.send(data[at + 4 : at + 4 + n])
+        at += 4 + n
+
+
+def _make(o: Obj) -> dict[Any, int]:
+    """The object made again: {side: descriptor}."""
+    if o.kind == "pipe":
+        r, w = os.pipe()
+        saved = _first_saved([e for e in o.ends if e.side == "r"])
+        if saved is not None:
+            _refill_pipe(w, saved)
+        return {"r": r, "w": w}
+    if o.kind == "fifo":
+        try:
+            os.mkfifo(o.path, 0o600)
+        except FileExistsError:
+            pass
+        if not stat.S_ISFIFO(os.stat(o.path).st_mode):
+            raise ShareError(f"{o.path}: not a FIFO any more")
+        hold = os.open(o.path, os.O_RDWR | os.O_NONBLOCK)
+        try:
+            saved = _first_saved([e for e in o.ends if e.side == "r"])
+            if saved is not None:
+                _refill_pipe(hold, saved)
+            r = os.open(o.path, os.O_RDONLY | os.O_NONBLOCK)
+            w = os.open(o.path, os.O_WRONLY | os.O_NONBLOCK)
+        finally:
+            os.close(hold)
+        return {"r": r, "w": w}
+    if o.kind == "unix":
+        a_ino, b_ino = o.key[2]
+        a, b = socket.socketpair(socket.AF_UNIX, o.key[1])
+        pairs = {a_ino: (a, b), b_ino: (b, a)}
+    else:
+        a_name, b_name = o.key[1]
+        a_addr, b_addr = _ip_name(a_name), _ip_name(b_name)
+        if a_addr is None or b_addr is None:
+            raise ShareError("a TCP connection with an unreadable address")
+        listener = socket.socket(b_addr[0], socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(b_addr[1])
+        listener.listen(1)
+        a = socket.socket(a_addr[0], socket.SOCK_STREAM)
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        a.bind(a_addr[1])
+        a.connect(b_addr[1])
+        b, _ = listener.accept()
+        listener.close()
+        pairs = {a_name: (a, b), b_name: (b, a)}
+    stream = o.kind == "tcp" or o.key[1] == socket.SOCK_STREAM
+    for side, (mine, other) in pairs.items():
+        saved = _first_saved([e for e in o.ends if e.side == side])
+        if saved is not None:  # the bytes waiting at this end, sent from the other
+            _send_queue(other, saved, stream)
+    return {side: mine.detach() for side, (mine, _) in pairs.items()}
+
+
+def _shared_memory(members: list[tuple[Path, int]]) -> dict[tuple[int, int], list[Any]]:
+    """Shared objects (ANON_SHARED regions with an identity: MAP_SHARED anonymous memory kept
+    across fork, POSIX shared memory, a semaphore of sem_open) mapped by two or more of MEMBERS:
+    {(dev, ino): [(vpid, generation, region), ...]}."""
+    by_obj: dict[tuple[int, int], list[Any]] = defaultdict(list)
+    for gen, vpid in members:
+        blob = insp._crac_notes(gen / CORE).get(_REGIONS_NOTE)
+        if blob is None:
+            continue
+        try:
+            regions = insp._regions(blob)
+        except insp._Short as exc:
+            raise ShareError(f"image corrupted: the regions note of {gen / CORE}: {exc}") from exc
+        for r in regions:
+            if r["kind"] == _ANON_SHARED and r["ino"] and not r["flags"] & _OUTSIDE_W:
+                by_obj[(r["dev"], r["ino"])].append((vpid, gen, r))
+    return {k: v for k, v in by_obj.items() if len({g for _, g, _ in v}) >= 2}
+
+
+def _make_memory(maps: list[Any]) -> int:
+    """One memfd for a shared object, its bytes from the images (the lowest vpid's last, so its
+    copy wins where several saved the same page; they were taken at one moment)."""
+    size = max(r["file_offset"] + r["end"] - r["start"] for _, _, r in maps)
+    fd = os.memfd_create("crac-shared", 0)
+    os.ftruncate(fd, size)
+    for _, gen, r in sorted(maps, key=lambda m: -m[0]):
+        if not r["core_offset"]:
+            continue
+        length = r["end"] - r["start"]
+        with (gen / CORE).open("rb") as core:
+            core.seek(r["core_offset"])
+            data = core.read(length)
+        os.pwrite(fd, data, r["file_offset"])
+    return fd
+
+
+def _unix_addr(raw: bytes) -> bytes | None:
+    """A saved sockaddr_un as Python's address: the path, or the abstract name with its NUL;
+    None for an unnamed one."""
+    name = raw[2:]
+    if not name:
+        return None
+    return name if name[0] == 0 else name.split(b"\0", 1)[0]
+
+
+def _named_dgrams(members: list[tuple[Path, int]]) -> list[tuple[Path, int, int, dict[str, Any]]]:
+    """Every Unix datagram socket bound to a name, not one end of a pair: (gen, vpid, fd, its
+    saved text)."""
+    out = []
+    for gen, vpid in members:
+        for r in _fd_records(gen):
+            if r["kind"] != _SOCKET:
+                continue
+            s = _socket_text(gen, r["fd"])
+            if (
+                s is not None
+                and s["domain"] == socket.AF_UNIX
+                and s["type"] == socket.SOCK_DGRAM
+                and s["role"] == 0
+                and _unix_addr(s.get("local", b"")) is not None
+            ):
+                out.append((gen, vpid, r["fd"], s))
+    return out
+
+
+def _datagrams(saved: Path) -> list[tuple[int, bytes | None, bytes]]:
+    """files/sockq-<fd> of a named datagram socket (loader/state/fd_socket.c save_named_dgrams):
+    (sender fd, sender's name for -2, bytes) each."""
+    data, at, out = saved.read_bytes(), 0, []
+    while at + 8 <= len(data):
+        n, sender = struct.unpack_from("=Ii", data, at)
+        at += 8
+        name = None
+        if sender == -2:
+            (nlen,) = struct.unpack_from("=I", data, at)
+            name = _unix_addr(data[at + 4 : at + 4 + nlen])
+            at += 4 + nlen
+        out.append((sender, name, data[at : at + n]))
+        at += n
+    return out
+
+
+def _make_dgrams(
+    dgrams: list[tuple[Path, int, int, dict[str, Any]]],
+) -> dict[tuple[Path, int], int]:
+    """The tree's named datagram sockets made here, each bound to its name (and connected to its
+    peer's), and their queued datagrams sent again, each from the socket bound to its sender's
+    name (another process's, which a loader restarting on its own cannot do)."""
+    socks: dict[tuple[Path, int], socket.socket] = {}
+    by_name: dict[bytes, socket.socket] = {}
+    for gen, _, fd, s in dgrams:
+        addr = _unix_addr(s["local"])
+        assert addr is not None
+        if addr[0] != 0:
+            try:
+                if stat.S_ISSOCK(os.lstat(addr).st_mode):
+                    os.unlink(addr)
+            except FileNotFoundError:
+                pass
+        sk = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sk.bind(addr)
+        socks[(gen, fd)] = by_name[addr] = sk
+    for gen, _, fd, s in dgrams:
+        peer = _unix_addr(s.get("peer", b""))
+        if peer is not None:
+            try:
+                socks[(gen, fd)].connect(peer)
+            except OSError:
+                pass  # its peer is gone: the program's next send says so
+    for gen, _, fd, s in dgrams:
+        saved = gen / "files" / f"sockq-{fd}"
+        if not s["queued"] or not saved.exists():
+            continue
+        to = _unix_addr(s["local"])
+        for sender, name, data in _datagrams(saved):
+            via = socks.get((gen, sender)) if sender >= 0 else by_name.get(name or b"")
+            if via is None:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as anon:
+                    anon.sendto(data, to)
+            else:
+                via.sendto(data, to)
+    return {key: sk.detach() for key, sk in socks.items()}
+
+
+def plan(members: list[tuple[Path, int]]) -> dict[Path, list[tuple[str, str, int]]]:
+    """Makes every object shared between MEMBERS once, its bytes put back; for each generation
+    its loader options (option, value, inherited descriptor). The descriptors are moved above
+    every number the programs used, so no loader puts anything over them before it takes them."""
+    objs = collect(members)
+    mems = _shared_memory(members)
+    dgrams = _named_dgrams(members)
+    if len({g for g, _, _, _ in dgrams}) < 2:
+        dgrams = []  # only one process has named datagram sockets: its loader makes them
+    if not objs and not mems and not dgrams:
+        return {}
+    top = max((r["fd"] for g, _ in members for r in _fd_records(g)), default=2)
+    out: dict[Path, list[tuple[str, str, int]]] = defaultdict(list)
+
+    def high(fd: int) -> int:
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD, top + 64)  # inheritable
+        os.close(fd)
+        return moved
+
+    for o in objs:
+        try:
+            made = _make(o)
+        except OSError as exc:
+            raise ShareError(f"cannot make a shared {o.kind} again: {exc}") from exc
+        moved = {side: high(fd) for side, fd in made.items()}
+        for e in o.ends:
+            out[e.gen].append(("--shared-fd", f"{e.fd}:{moved[e.side]}", moved[e.side]))
+    if dgrams:
+        try:
+            made_dgrams = _make_dgrams(dgrams)
+        except OSError as exc:
+            raise ShareError(f"cannot bind a datagram socket of the tree again: {exc}") from exc
+        for (gen, fd), sk in made_dgrams.items():
+            moved_fd = high(sk)
+            out[gen].append(("--shared-fd", f"{fd}:{moved_fd}", moved_fd))
+    for (dev, ino), maps in mems.items():
+        try:
+            fd = high(_make_memory(maps))
+        except OSError as exc:
+            raise ShareError(f"cannot make a shared memory object again: {exc}") from exc
+        for gen in {g for _, g, _ in maps}:
+            out[gen].append(("--shared-mem", f"{dev}:{ino}:{fd}", fd))
+    return dict(out)
+
+
+def keep(shared: dict[Path, list[tuple[str, str, int]]], gen: Path) -> list[str]:
+    """In the process that restarts GEN: closes the other processes' descriptors; the loader
+    options that give it its own."""
+    mine = shared.get(gen, [])
+    own = {h for _, _, h in mine}
+    for h in {h for items in shared.values() for _, _, h in items} - own:
+        os.close(h)
+    return [a for opt, value, _ in mine for a in (opt, value)]
+
+
+__all__ = ["ImageError", "ShareError", "collect", "keep", "plan"]

@@ -1,0 +1,44 @@
+"""share_pool TAG pool|executor [STEPS=300] [MS=20]: Python's process pools (fork start method)
+in a loop: `multiprocessing.Pool(2).map` or `concurrent.futures.ProcessPoolExecutor(2).map`
+(their pipes, a SimpleQueue, POSIX semaphores in /dev/shm, the pool's threads). Each step maps a
+function over a few numbers, checks the results and prints `TAG step N`; then `TAG DONE
+checksum=... steps=STEPS` (ckpt_counter's checksum). Exits non-zero on a wrong result."""
+
+import concurrent.futures
+import multiprocessing
+import sys
+import time
+
+
+def work(x: int) -> int:
+    return x * x + 7
+
+
+def main() -> int:
+    tag, mode = sys.argv[1], sys.argv[2]
+    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
+    ms = int(sys.argv[4]) if len(sys.argv) > 4 else 20
+    multiprocessing.set_start_method("fork")
+    if mode == "pool":
+        pool = multiprocessing.Pool(2)
+    else:
+        pool = concurrent.futures.ProcessPoolExecutor(2)
+    h = 0xCBF29CE484222325
+    with pool:
+        for k in range(1, steps + 1):
+            xs = list(range(k, k + k % 5 + 2))
+            got = list(pool.map(work, xs))
+            if got != [work(x) for x in xs]:
+                print(f"share_pool: FAIL at step {k}: {got}", file=sys.stderr)
+                return 1
+            for i in range(8):
+                h ^= (k >> (8 * i)) & 0xFF
+                h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+            print(f"{tag} step {k}", flush=True)
+            time.sleep(ms / 1000)
+    print(f"{tag} DONE checksum={h:016x} steps={steps}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

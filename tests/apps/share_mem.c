@@ -1,0 +1,108 @@
+/* share_mem TAG [STEPS=300] [MS=20]: memory shared between a parent and its forked child (no
+   exec): a MAP_SHARED|MAP_ANONYMOUS page holding two process-shared semaphores and the request,
+   and a POSIX shared memory object unlinked once mapped (as sem_open's are) holding the answers.
+   Each step the parent writes k, posts `req`, waits on `rep` and checks that the child wrote k*k
+   into slot k of the shm object (and every earlier slot still holds its square); it prints `TAG
+   step N`, then after the child's exit status 0 `TAG DONE checksum=... steps=STEPS`
+   (ckpt_counter's checksum). A checkpoint usually finds the child blocked on `req` and the
+   parent asleep. Exits non-zero on a mismatch. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <semaphore.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROG "share_mem"
+#define USAGE "TAG [STEPS] [MS]"
+#include "ckpt_common.h"
+
+struct ctl {
+    sem_t req, rep;
+    long value;
+};
+
+static void sem_wait_all(sem_t *s)
+{
+    while (sem_wait(s) != 0)
+        if (errno != EINTR)
+            fail("sem_wait: %s", strerror(errno));
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
+    while (nanosleep(&req, &rem) != 0 && errno == EINTR)
+        req = rem;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: " PROG " " USAGE "\n");
+        return 2;
+    }
+    const char *tag = argv[1];
+    long steps = arg(argc, argv, 2, 300, 1, 100000), ms = arg(argc, argv, 3, 20, 0, 10000);
+    struct ctl *c = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    char name[64];
+    snprintf(name, sizeof(name), "/share_mem_%d", (int)getpid());
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    size_t size = (size_t)(steps + 1) * sizeof(long);
+    long *sq = fd < 0 || ftruncate(fd, (off_t)size) != 0
+                   ? MAP_FAILED
+                   : mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (c == MAP_FAILED || sq == MAP_FAILED)
+        fail("shared memory: %s", strerror(errno));
+    close(fd);
+    shm_unlink(name);
+    if (sem_init(&c->req, 1, 0) != 0 || sem_init(&c->rep, 1, 0) != 0)
+        fail("sem_init: %s", strerror(errno));
+    fflush(stdout);
+    pid_t kid = fork();
+    if (kid < 0)
+        fail("fork: %s", strerror(errno));
+    if (kid == 0) {
+        for (;;) {
+            sem_wait_all(&c->req);
+            long k = c->value;
+            if (k < 0)
+                _exit(0);
+            sq[k] = k * k;
+            sem_post(&c->rep);
+        }
+    }
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (long k = 1; k <= steps; k++) {
+        c->value = k;
+        sem_post(&c->req);
+        sem_wait_all(&c->rep);
+        for (long j = 1; j <= k; j++)
+            if (sq[j] != j * j)
+                fail("slot %ld holds %ld at step %ld", j, sq[j], k);
+        for (int i = 0; i < 8; i++) {
+            h ^= ((uint64_t)k >> (8 * i)) & 0xff;
+            h *= 0x100000001b3ULL;
+        }
+        printf("%s step %ld\n", tag, k);
+        if (fflush(stdout) != 0)
+            fail("fflush(stdout)");
+        sleep_ms(ms);
+    }
+    c->value = -1;
+    sem_post(&c->req);
+    int st;
+    pid_t got;
+    while ((got = waitpid(kid, &st, 0)) < 0 && errno == EINTR)
+        ;
+    if (got != kid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail("child: waitpid %d, status %#x", (int)got, got > 0 ? st : 0);
+    printf("%s DONE checksum=%016llx steps=%ld\n", tag, (unsigned long long)h, steps);
+    return fflush(stdout) == 0 ? 0 : 1;
+}

@@ -1,0 +1,98 @@
+"""Connections between the processes of a tree (docs/DECISIONS.md "Connections between
+processes"): a pipe, socketpair or loopback TCP connection that a parent and its forked children
+share is made once at restart and given to each of them, with the bytes that were in it; so is
+memory they share (MAP_SHARED anonymous, POSIX shm, semaphores), which Python's process pools
+need besides their pipes.
+
+Each program (tests/apps/share_*.c) checks every byte it receives and prints one step per
+record; the tree is checkpointed by the signal to its root while the pipe or the connection has
+bytes in it (the reader is slow), SIGKILLed, restarted from the coordinator's script, checkpointed
+again, SIGKILLed, restarted and run to the end: the reader's output over the three runs is the
+uninterrupted run's, and its children end with status 0 (the reader checks).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from ckpt_harness import CracProc, base_env, process_dirs, tree, wait_exit
+from conftest import APPS_DIR, crac_cmd, require_native
+from coord_harness import free_port, wait_until
+from job_harness import Output, segments_of, wait_steps
+from test_process_trees import _restart_twice
+
+STEPS = 300
+TAG = "S"
+
+
+def _kill_tree(ckptdir: Path) -> None:
+    """SIGKILL every process of the tree still running (the pids of its image directories that
+    still run a share_* program)."""
+    for d in process_dirs(ckptdir):
+        pid = int(d.name.rsplit("-", 1)[1])
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"share_" in cmdline:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+CASES = [
+    ("share_pipe", "pair"),  # a writer blocked on a full pipe, a slow reader
+    ("share_pipe", "pipeline"),  # gen | filter | sum, three processes
+    ("share_sock", "pair"),  # a socketpair ping-pong, bytes waiting both ways
+    ("share_sock", "tcp"),  # a TCP client/server pair over 127.0.0.1
+    ("share_dgram", "named"),  # a Unix datagram ping-pong between two named sockets
+    ("share_mem", "memory"),  # MAP_SHARED anonymous + unlinked POSIX shm, pshared semaphores
+    ("share_pool", "pool"),  # multiprocessing.Pool(2).map in a loop
+    ("share_pool", "executor"),  # concurrent.futures.ProcessPoolExecutor(2).map in a loop
+]
+
+
+@pytest.mark.parametrize(("app", "mode"), CASES, ids=[f"{a}-{m}" for a, m in CASES])
+def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
+    require_native()
+    ckptdir = tmp_path / "ckpt"
+    if app == "share_pool":
+        program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py"), TAG, mode]
+    else:  # share_mem and share_dgram have no mode
+        program = [str(apps[app]), TAG, *([mode] if app in ("share_pipe", "share_sock") else [])]
+    argv = [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *program]
+    root = CracProc(
+        [*argv, str(STEPS), "20"], out_dir=tmp_path / "logs", label="launch", env=base_env()
+    )
+    out = Output(root.out_path, "launch")
+    runs = []
+    try:
+        wait_steps(out, [TAG], 30, root)
+        before = {TAG: out.last_step(TAG)}
+        os.kill(root.pid, signal.SIGUSR2)
+        script = ckptdir / "crac_restart_script.sh"
+        wait_until(script.exists, "the restart script")
+        after = {TAG: out.last_step(TAG)}
+        assert len(process_dirs(ckptdir)) >= 2, tree(ckptdir)
+        wait_steps(out, [TAG], max(after.values()) + 2, root)
+        _kill_tree(ckptdir)
+        if root.poll() is None:
+            root.kill()
+        wait_exit(root)
+        chains = {t: [s] for t, s in segments_of(out, [TAG], before, after).items()}
+        _restart_twice(script, free_port(), tmp_path, chains, runs, [TAG])
+        for r in runs:
+            assert "cannot be restored" not in r.report(), r.report()
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        _kill_tree(ckptdir)
+        root.stop()

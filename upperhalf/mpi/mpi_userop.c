@@ -1,0 +1,146 @@
+/* mpi_userop.c — MPI_Op_create/MPI_Op_free (docs/MPI.md, "User operations"): the library below
+ * gets a trampoline per operation (mpi_userop_tramp.c); the program's function runs on an upper
+ * executor thread of the shim, with the upper fs, its datatype argument translated back. */
+#include "mpi_shim.h"
+#include "mpi_userop.h"
+
+#include "crac_rawsys.h"
+
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct vop {
+    uint64_t magic;
+    void *real;
+    MPI_User_function *fn;
+    int commute, slot;
+};
+
+static struct vop *slots[UOP_MAX];
+static pid_t executor_pid;
+
+/* The program's MPI_Datatype for the library's handle *LTYPE. */
+static MPI_Datatype type_up(void *ltype)
+{
+    void *low = mpi_abi.mpich ? (void *)(intptr_t)*(int *)ltype : *(void **)ltype;
+    void *up = predef_upper_of_lower(low);
+    if (up)
+        return (MPI_Datatype)up;
+    for (struct vtype *t = vtype_list; t; t = t->next)
+        if (t->real == low && !t->freed)
+            return (MPI_Datatype)(void *)t;
+    return (MPI_Datatype)low;
+}
+
+static void *executor_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int32_t seen = __atomic_load_n(&uop_seq, __ATOMIC_ACQUIRE);
+        raw_lock(&uop_lock);
+        struct uop_call *c = uop_head;
+        if (c) {
+            uop_head = c->next;
+            if (!uop_head)
+                uop_tail = NULL;
+        }
+        raw_unlock(&uop_lock);
+        if (!c) {
+            syscall(SYS_futex, &uop_seq, 128 /* FUTEX_WAIT_PRIVATE */, seen, NULL, NULL, 0);
+            continue;
+        }
+        struct vop *v = slots[c->slot];
+        MPI_Datatype t = type_up(c->ltype);
+        if (v)
+            v->fn(c->in, c->inout, c->len, &t);
+        __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &c->done, 129 /* FUTEX_WAKE_PRIVATE */, 1, NULL, NULL, 0);
+    }
+    return NULL;
+}
+
+/* Under mpi_mu. */
+static int ensure_executor(void)
+{
+    if (executor_pid == getpid())
+        return 0;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int err = pthread_create(&t, &attr, executor_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (err)
+        return -1;
+    executor_pid = getpid();
+    return 0;
+}
+
+int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
+{
+    if (!fn)
+        return MPI_ERR_ARG;
+    struct vop *v = calloc(1, sizeof(*v));
+    if (!v)
+        return MPI_ERR_NO_MEM;
+    pthread_mutex_lock(&mpi_mu);
+    int slot = 0;
+    while (slot < UOP_MAX && slots[slot])
+        slot++;
+    if (slot == UOP_MAX || ensure_executor() != 0) {
+        pthread_mutex_unlock(&mpi_mu);
+        free(v);
+        return slot == UOP_MAX ? MPI_ERR_INTERN : MPI_ERR_OTHER;
+    }
+    *v = (struct vop){VMAGIC, NULL, fn, commute, slot};
+    slots[slot] = v;
+    pthread_mutex_unlock(&mpi_mu);
+    void *real = NULL;
+    int rc = L("MPI_Op_create", U(uop_tramps[slot]), (uint64_t)commute, U(&real));
+    v->real = real;
+    *op = (MPI_Op)(void *)v;
+    return rc;
+}
+
+static struct vop *op_v(MPI_Op op)
+{
+    struct vop *v = (struct vop *)(void *)op;
+    if (!v || predef_lower(v) || v->magic != VMAGIC)
+        return NULL;
+    return v;
+}
+
+void *userop_real(MPI_Op op)
+{
+    struct vop *v = op_v(op);
+    return v ? v->real : NULL;
+}
+
+int MPI_Op_free(MPI_Op *op)
+{
+    struct vop *v = op_v(*op);
+    if (!v)
+        return MPI_ERR_OP;
+    void *real = v->real;
+    int rc = L("MPI_Op_free", U(&real));
+    pthread_mutex_lock(&mpi_mu);
+    slots[v->slot] = NULL;
+    v->magic = 0;
+    pthread_mutex_unlock(&mpi_mu);
+    free(v);
+    *op = MPI_OP_NULL;
+    return rc;
+}
+
+void mpi_userop_rebuild(void)
+{
+    for (int i = 0; i < UOP_MAX; i++) {
+        struct vop *v = slots[i];
+        if (!v)
+            continue;
+        void *real = NULL;
+        L("MPI_Op_create", U(uop_tramps[i]), (uint64_t)v->commute, U(&real));
+        v->real = real;
+    }
+}
