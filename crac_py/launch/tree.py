@@ -116,7 +116,13 @@ def fork_tree(
     me = member(root)
     rest = [member(g) for g in others]
     shared = _shared_objects([me, *rest])
-    made = {(g, fd) for g, pairs in shared.items() for fd, _ in pairs}
+    # share.plan's items are (option, value, descriptor); xconn's pairs (program fd, descriptor)
+    made = {
+        (g, int(value.split(":", 1)[0]))
+        for g, items in shared.items()
+        for opt, value, _ in items
+        if opt == "--shared-fd"
+    }
     try:
         others_made = xconn.reconnect([(m.gen, m.vpid) for m in (me, *rest)], made, coordinator)
     except (xconn.ConnError, ImageError, OSError) as exc:
@@ -124,7 +130,7 @@ def fork_tree(
         print(f"crac: warning: {exc}", file=sys.stderr)
         others_made = {}
     for g, pairs in others_made.items():
-        shared.setdefault(g, []).extend(pairs)
+        shared.setdefault(g, []).extend(("--shared-fd", f"{fd}:{h}", h) for fd, h in pairs)
     if rest or me.zombies:
         _hold_signals()
     groups = _Groups(me, rest)
