@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from crac_py.codegen.cuda12 import Gen12
     from crac_py.codegen.generate import GenResult
 
 ROOT = Path(__file__).resolve().parent
@@ -147,6 +148,10 @@ class Target:
     cudart_abi: bool = False  # soname and symbol versions of the real libcudart.so.13
     static_fallback: bool = False  # linked without -static where no static libc is installed
     tls_free: tuple[str, ...] = ()  # sources held to the TLS-free rule (see check_tls_free)
+    # The CUDA 12 layer (crac_py/codegen/cuda12.py): compiled against CUDA 12's headers, soname
+    # libcudart.so.12, linked to this target's 13 library (built first). Skipped without CUDA 12.
+    cudart12_over: str = ""
+    needs_cuda12: bool = False  # built only where CUDA 12 is found (its generated headers)
 
     def sources(self, root: Path = ROOT) -> list[str]:
         """Source paths relative to root; each glob sorted, globs kept in the given order."""
@@ -175,11 +180,25 @@ class Target:
             link = [f"-Wl,-soname,{gen.lib.soname}", f"-Wl,--version-script={gen.version_script}"]
         return includes, generated, link
 
+    def _cuda12_parts(self, gen12: Gen12 | None) -> tuple[list[str], list[str]]:
+        """(include flags, generated sources) of a cudart12_over target."""
+        if not self.cudart12_over:
+            return [], []
+        if gen12 is None:
+            raise NativeBuildError(f"{self.output} needs the generated CUDA 12 sources")
+        return [f"-I{d}" for d in gen12.includes], [str(gen12.out_dir / "cudart12_fwd_gen.c")]
+
     def compile_units(
-        self, obj_dir: Path, root: Path = ROOT, gen: GenResult | None = None
+        self,
+        obj_dir: Path,
+        root: Path = ROOT,
+        gen: GenResult | None = None,
+        gen12: Gen12 | None = None,
     ) -> list[CompileUnit]:
         """One gcc -c per source file, each with its object and dependency file."""
         includes, generated, _ = self._cuda_parts(gen)
+        if self.cudart12_over:
+            includes, generated = self._cuda12_parts(gen12)
         units = []
         for src in [*self.sources(root), *generated]:
             stem = src.replace("/", "__").removesuffix(".c")
@@ -203,15 +222,27 @@ class Target:
         return units
 
     def link_command(
-        self, objects: list[Path], out_dir: Path, gen: GenResult | None = None
+        self,
+        objects: list[Path],
+        out_dir: Path,
+        gen: GenResult | None = None,
+        gen12: Gen12 | None = None,
     ) -> list[str]:
         _, _, link = self._cuda_parts(gen)
+        if self.cudart12_over and gen12 is not None:
+            link = [
+                "-Wl,-soname,libcudart.so.12",
+                f"-Wl,--version-script={gen12.version_script}",
+                "-Wl,-rpath,$ORIGIN",
+            ]
         return [
             "gcc",
             *self.cflags,
             *self.ldflags,
             *link,
             *map(str, objects),
+            # after the objects: ld binds their name@libcudart.so.13 references to it only then
+            *([str(out_dir / self.cudart12_over)] if self.cudart12_over else []),
             "-o",
             str(out_dir / self.output),
             *self.libs,
@@ -302,6 +333,24 @@ TARGETS["libcrac-cuda13.so"] = Target(
     generated=("cudart_cuda_gen.c",),
     uses_cuda=True,
 )
+# The same backend on NVIDIA's libcudart.so.12 (docs/CUDA.md "CUDA 12"): backends/cuda/cuda_v12.c
+# calls the functions whose structures changed with CUDA 12's layouts.
+TARGETS["libcrac-cuda12.so"] = Target(
+    output="libcrac-cuda12.so",
+    source_globs=("backends/cuda/*.c",),
+    cflags=(
+        *COMMON_CFLAGS,
+        "-fPIC",
+        "-fvisibility=hidden",
+        "-Ibackends/cuda",
+        "-DCRAC_CUDA_MAJOR=12",
+    ),
+    ldflags=("-shared", "-Wl,-z,defs"),
+    libs=("-lpthread", "-ldl"),
+    generated=("cudart_cuda_gen.c",),
+    uses_cuda=True,
+    needs_cuda12=True,
+)
 TARGETS["shim/libcudart.so.13"] = Target(
     output="shim/libcudart.so.13",
     source_globs=("upperhalf/cudart/*.c", "backends/sim/sim_errstr.c"),
@@ -328,6 +377,17 @@ TARGETS["native/libcudart.so.13"] = Target(
     uses_cuda=True,
     cudart_abi=True,
 )
+
+
+# The CUDA 12 layer (docs/CUDA.md "CUDA 12"): libcudart.so.12 over the shim and over the native sim.
+for _kind in ("shim", "native"):
+    TARGETS[f"{_kind}/libcudart.so.12"] = Target(
+        output=f"{_kind}/libcudart.so.12",
+        source_globs=("upperhalf/cudart12/*.c",),
+        cflags=(*COMMON_CFLAGS, "-fPIC"),
+        ldflags=("-shared",),
+        cudart12_over=f"{_kind}/libcudart.so.13",
+    )
 
 
 # The upper MPI shim (docs/MPI.md): built where Open MPI's headers and library are installed
@@ -401,6 +461,23 @@ def generate(root: Path = ROOT) -> GenResult:
     return gen
 
 
+def generate12(root: Path, gen: GenResult) -> Gen12 | None:
+    """The CUDA 12 layer's sources, or None (with a line) where CUDA 12 is not installed."""
+    from crac_py.codegen.cuda12 import generate12 as gen12
+    from crac_py.codegen.cudart_locate import CudaNotFoundError
+    from crac_py.codegen.generate import CodegenError
+
+    try:
+        g = gen12(root / GEN_DIR.relative_to(ROOT) / "cu12", gen.cuda)
+    except CudaNotFoundError as exc:
+        print(f"build_native: skipping the CUDA 12 layer: {exc}")
+        return None
+    except CodegenError as exc:
+        raise NativeBuildError(f"cannot generate the CUDA 12 layer: {exc}") from None
+    print(f"build_native: CUDA 12 layer: {g.layer.coverage_line()}", flush=True)
+    return g
+
+
 def generate_image_header(root: Path = ROOT) -> Path:
     """build/crac_gen/crac_image_gen.h from the image format spec (crac_py/image/format.py);
     rewritten only when its text changes, so objects that include it stay up to date."""
@@ -468,15 +545,20 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
     generate_image_header(root)
     generate_mpi(root)
     gen: GenResult | None = None
+    gen12: Gen12 | None = None
     plan: list[tuple[str, Target, list[CompileUnit]]] = []
     for name, target in TARGETS.items():
         if not target.sources(root):
             print(f"build_native: skipping {name}: no sources match {list(target.source_globs)}")
             continue
-        if target.uses_cuda and gen is None:
+        if (target.uses_cuda or target.cudart12_over or target.needs_cuda12) and gen is None:
             gen = generate(root)
+        if target.cudart12_over or target.needs_cuda12:
+            gen12 = gen12 or (generate12(root, gen) if gen is not None else None)
+            if gen12 is None:
+                continue
         obj_dir = obj_root / name.replace("/", "__")
-        plan.append((name, target, target.compile_units(obj_dir, root, gen)))
+        plan.append((name, target, target.compile_units(obj_dir, root, gen, gen12)))
     units = [u for _, _, us in plan for u in us]
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
         compiled = sum(pool.map(lambda u: _compile(u, root), units))
@@ -486,9 +568,14 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
         for name, target, us in plan:
             output = out_dir / target.output
             output.parent.mkdir(parents=True, exist_ok=True)
-            cmd = target.link_command([u.obj for u in us], out_dir, gen)
+            cmd = target.link_command([u.obj for u in us], out_dir, gen, gen12)
             stamp = obj_root / name.replace("/", "__") / "link.cmd"
-            if not _fresh(output, stamp, cmd, [u.obj for u in us]):
+            inputs = [u.obj for u in us]
+            if target.cudart12_over:
+                inputs.append(out_dir / target.cudart12_over)
+            if not _fresh(output, stamp, cmd, inputs) or any(
+                n == TARGETS[name].cudart12_over for n, _, _ in links
+            ):
                 links.append((name, stamp, cmd))
 
         def link(item: tuple[str, Path, list[str]]) -> None:
@@ -506,7 +593,9 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
                 _run(dynamic, name, root)
             stamp.write_text(shlex.join(cmd))
 
-        list(pool.map(link, links))
+        # The CUDA 12 layer links against a 13 library: after it.
+        list(pool.map(link, [x for x in links if not TARGETS[x[0]].cudart12_over]))
+        list(pool.map(link, [x for x in links if TARGETS[x[0]].cudart12_over]))
     print(
         f"build_native: {compiled} of {len(units)} sources compiled, {len(links)} of "
         f"{len(plan)} targets linked",

@@ -9,8 +9,9 @@ machine without a GPU it says why and exits 2 at once. Then, in this order:
    NVIDIA's runtime, so natively they run on it);
 2. each example: its output natively and under `crac launch --device cuda` must be identical; then
    two checkpoint -> SIGKILL -> restart cycles on the GPU (tests/ckpt_harness.py run_cycles: the
-   stitched output must equal the uninterrupted run); once more onto the other CUDA runtime major
-   version where crac has a backend for it (else "skipped", with the reason);
+   stitched output must equal the uninterrupted run); once more restarted from CUDA 13 onto
+   CUDA 12 (`crac restart --cuda-runtime 12`); and vector_add built against CUDA 12 (its headers,
+   NVIDIA's libcudart.so.12): native vs `--cuda-runtime 12`, then restarted onto CUDA 13;
 3. the crossing's cost: an empty kernel launched N times, natively and under crac (3 runs each,
    interleaved, medians), as a ratio;
 4. device memory: GIB GiB filled on the GPU; crac's checkpoint (from `crac launch -v`'s line) and
@@ -106,12 +107,91 @@ def check_example(prog: Path, work: Path) -> None:
         row(f"{name}: 2 checkpoint/restart cycles", "output identical to the native run", True)
     except pytest.fail.Exception as exc:
         row(f"{name}: 2 checkpoint/restart cycles", str(exc).splitlines()[0][:300], False)
-    other = REPO / "crac_py" / "_native" / "libcrac-cuda12.so"
-    row(
-        f"{name}: restart onto CUDA 12",
-        "no CUDA 12 backend yet (docs/CUDA.md)" if not other.exists() else "not scripted yet",
-        None,
+    restart_onto(prog, work / f"{name}-onto12", "13", "12")
+
+
+def restart_onto(prog: Path, work: Path, first: str, then: str) -> None:
+    """launch on CUDA runtime FIRST -> checkpoint -> SIGKILL -> `crac restart --cuda-runtime
+    THEN` -> run to the end: the stitched output must equal the native run's."""
+    import pytest
+    from ckpt_harness import (
+        Segment,
+        assert_same_output,
+        checkpoint,
+        kill9,
+        launch,
+        native_reference,
+        restart,
+        stitch,
+        wait_exit,
+        wait_for_step,
     )
+
+    what = f"{prog.name}: restart from CUDA {first} onto CUDA {then}"
+    if not (REPO / "crac_py" / "_native" / f"libcrac-cuda{then}.so").exists():
+        row(what, f"no CUDA {then} backend built (docs/CUDA.md)", None)
+        return
+    try:
+        ref = native_reference(prog, ["40", "30"], work / "ref", work / "ref_cwd")
+        ck, logs = work / "ck", work / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        opts = ["--device", "cuda", "--cuda-runtime", first]
+        proc = launch(prog, ["40", "30"], ck, out_dir=logs, opts=opts)
+        try:
+            wait_for_step(proc, ref.steps // 3)
+            before = proc.last_step()
+            gen = checkpoint(proc, ck)
+            at = proc.last_step()
+            kill9(proc)
+        finally:
+            proc.stop()
+        seg = Segment(proc.label, proc.lines(), before, at, gen)
+        again = restart(gen, out_dir=logs, label="restart", opts=["--cuda-runtime", then])
+        try:
+            status = wait_exit(again)
+            assert status == 0, again.report()
+            assert_same_output(stitch([seg, Segment(again.label, again.lines())]), ref.lines, what)
+        finally:
+            again.stop()
+        row(what, "output identical to the native run", True)
+    except (AssertionError, pytest.fail.Exception) as exc:
+        row(what, str(exc).splitlines()[0][:300], False)
+
+
+def cuda12_program(nvcc: str, src: Path, work: Path) -> None:
+    """A CUDA 12 program (CUDA 13's nvcc, CUDA 12's headers, NVIDIA's libcudart.so.12): natively on
+    NVIDIA's CUDA 12 runtime and under `crac launch --device cuda --cuda-runtime 12` the same,
+    then restarted onto CUDA 13 (docs/CUDA.md "CUDA 12")."""
+    from crac_py.codegen.cuda12 import find_cuda12
+    from crac_py.launch import devices
+
+    what = f"{src.stem} (CUDA 12): native vs crac launch --cuda-runtime 12"
+    try:
+        cu12 = find_cuda12()
+        libdir = devices.find_cuda_runtime("12").parent
+        prog = work / f"{src.stem}_cu12"
+        cmd = [nvcc, "-O2", "-cudart", "none", f"-I{cu12.include_dir}", f"-I{src.parent}"]
+        cmd += ["-o", str(prog), str(src), f"-L{libdir}", "-l:libcudart.so.12"]
+        cmd += [f"-Xlinker=-rpath,{libdir}"]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if res.returncode != 0:
+            raise RuntimeError(f"nvcc failed on {src.name}: {res.stderr.strip()[-500:]}")
+    except Exception as exc:  # no CUDA 12 here: say so in the table
+        row(what, f"not built: {exc}", False)
+        return
+    native = run([str(prog), "20", "0"], work)
+    opts = ["--device", "cuda", "--cuda-runtime", "12", "-c", str(work)]
+    under = run([*crac(), "launch", *opts, "--", str(prog), "20", "0"], work)
+    same = native.returncode == 0 and under.returncode == 0 and native.stdout == under.stdout
+    row(
+        what,
+        "identical"
+        if same
+        else f"native rc {native.returncode}, crac rc "
+        f"{under.returncode}: {under.stderr.decode(errors='replace').strip()[-300:]}",
+        same,
+    )
+    restart_onto(prog, work / f"{src.stem}_cu12-onto13", "12", "13")
 
 
 def launch_overhead(prog: Path, n: int, work: Path) -> None:
@@ -287,6 +367,7 @@ def main() -> int:
     for name, prog in built.items():
         if not name.startswith("gpu_"):
             check_example(prog, work)
+    cuda12_program(nvcc, REPO / "examples" / "cuda" / "vector_add.cu", work)
     if "gpu_launch_loop" in built:
         launch_overhead(built["gpu_launch_loop"], opts.launches, work)
     if "gpu_devmem" in built:

@@ -253,28 +253,28 @@ def test_unsupported_device_feature_fails_at_build(tmp_path):
     assert not (tmp_path / "shfl.kernels.so").exists()
 
 
-def test_cuda12_program_refused_with_the_fix(tmp_path):
-    """A program linked against CUDA 12's libcudart.so.12 (versioned imports, as the
-    nvidia-cuda-runtime-cu12 library has them) is refused: crac's runtime is libcudart.so.13."""
-    (tmp_path / "v.map").write_text("libcudart.so.12 { global: cudaMalloc; local: *; };\n")
+def test_cuda11_program_refused_with_the_fix(tmp_path):
+    """A program linked against another major's runtime (CUDA 11's libcudart.so.11, versioned
+    imports) is refused: crac provides libcudart.so.13 and the CUDA 12 layer (test_cuda12.py)."""
+    (tmp_path / "v.map").write_text("libcudart.so.11 { global: cudaMalloc; local: *; };\n")
     (tmp_path / "rt.c").write_text("int cudaMalloc(void **p, unsigned long n) { return 0; }\n")
     (tmp_path / "app.c").write_text(
         "int cudaMalloc(void **p, unsigned long n);\n"
         "int main(void) { void *p; return cudaMalloc(&p, 1); }\n"
     )
-    lib = tmp_path / "libcudart.so.12"
-    cc = ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.12"]
+    lib = tmp_path / "libcudart.so.11"
+    cc = ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.11"]
     res = run(
         [*cc, f"-Wl,--version-script={tmp_path / 'v.map'}", "-o", str(lib), str(tmp_path / "rt.c")]
     )
     assert res.returncode == 0, res.stderr
-    exe = tmp_path / "app12"
+    exe = tmp_path / "app11"
     res = run(["gcc", "-o", str(exe), str(tmp_path / "app.c"), str(lib), f"-Wl,-rpath,{tmp_path}"])
     assert res.returncode == 0, res.stderr
-    assert "cudaMalloc@libcudart.so.12" in run(["nm", "-D", str(exe)]).stdout
+    assert "cudaMalloc@libcudart.so.11" in run(["nm", "-D", str(exe)]).stdout
     cp = run([*crac_cmd(), "launch", *sim(1), "--", str(exe)])
     assert cp.returncode == 2, cp.stderr
-    assert "needs libcudart.so.12" in cp.stderr and "rebuild it with CUDA 13" in cp.stderr
+    assert "needs libcudart.so.11" in cp.stderr and "rebuild it with CUDA 12 or 13" in cp.stderr
 
 
 @needs_nvcc

@@ -37,6 +37,7 @@ from crac_py.cli.options import (
 from crac_py.coord import client as coord_client
 from crac_py.coord.client import CoordError
 from crac_py.image import generation as image
+from crac_py.launch import cuda12 as cuda12_launch
 from crac_py.launch import devices, hosts, job, runner, tree
 from crac_py.launch import mpi as mpi_launch
 from crac_py.launch.preflight import PreflightError, preflight
@@ -249,6 +250,7 @@ def launch(
         except (mpi_launch.MpiUnsupported, OSError) as exc:
             _error(str(exc))
     argv += mpi_args
+    argv += cuda12_launch.shim_args(info.needed)
     argv += ["--", info.path, *(args or [])]
     try:
         runner.exec_loader(loader, argv)
@@ -372,6 +374,8 @@ def restart(
                 file=sys.stderr,
             )
         dev = gen.backend if device is None else devices.resolve_device(device)
+        if dev == "cuda" and cuda_runtime is None:  # the runtime the image ran on (CUDA 12 or 13)
+            cuda_runtime = cuda12_launch.image_runtime_major(gen.manifest)
         runtime = str(devices.find_cuda_runtime(cuda_runtime)) if dev == "cuda" else None
         ckpt = runner.CheckpointOptions(
             ckpt_dir=None,

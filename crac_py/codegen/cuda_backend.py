@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from crac_py.codegen import cuda12
 from crac_py.codegen.cuda_spec import SPEC, Func
 from crac_py.codegen.generate import _to_u64, lower_stub_head
 
@@ -99,6 +100,9 @@ def gen_header() -> str:
         " * separated, truncated to LEN). Returns how many are missing. */",
         "int cuda_real_resolve(void *lib, char *missing, size_t len);",
         "",
+        "/* libcrac-cuda12.so: points the translated functions at backends/cuda/cuda_v12.c. */",
+        "int cuda_v12_resolve(void *lib, char *missing, size_t len);",
+        "",
         "/* Hand-written in backends/cuda/ (crac chooses part of the result). */",
         *(_bk_proto(f) for f in fns if hand_written(f)),
         "",
@@ -123,6 +127,26 @@ def _stub(f: Func) -> list[str]:
         lines.append(f"    return {_to_u64(f.ret, call)};")
     lines += ["}", ""]
     return lines
+
+
+def _resolve(f: Func) -> list[str]:
+    """dlsym of one function; libcrac-cuda12.so asks CUDA 12's runtime for the name that has
+    CUDA 13's ABI (crac_py/codegen/cuda12.py BACKEND_V2)."""
+    line = f'    *(void **)&cuda_real.{f.name} = dlsym(lib, "{{}}");'
+    v2 = cuda12.BACKEND_V2.get(f.name)
+    if v2 is None:
+        return [line.format(f.name)]
+    return ["#if CRAC_CUDA_MAJOR == 12", line.format(v2), "#else", line.format(f.name), "#endif"]
+
+
+def _resolve12_tail() -> list[str]:
+    """libcrac-cuda12.so: the functions whose structures changed go through backends/cuda/
+    cuda_v12.c (it replaces their pointers; CUDA 12's same names have CUDA 12's layouts)."""
+    return [
+        "#if CRAC_CUDA_MAJOR == 12",
+        "    n += cuda_v12_resolve(lib, missing, len);",
+        "#endif",
+    ]
 
 
 def gen_source() -> str:
@@ -155,10 +179,11 @@ def gen_source() -> str:
     ]
     for f in fns:
         out += [
-            f'    *(void **)&cuda_real.{f.name} = dlsym(lib, "{f.name}");',
+            *_resolve(f),
             f"    if (!cuda_real.{f.name})",
             f'        n++, note_missing(missing, len, "{f.name}");',
         ]
+    out += _resolve12_tail()
     out += ["    return n;", "}", ""]
     for f in fns:
         out.extend(_stub(f))

@@ -505,6 +505,16 @@ def generate(out_dir: Path, cuda: CudaRuntime | None = None) -> GenResult:
     return GenResult(out_dir, cuda, lib, cov)
 
 
+def _cuda12_line(cuda: CudaRuntime) -> str:
+    """The CUDA 12 layer's coverage line (crac_py/codegen/cuda12.py), or why there is none."""
+    from crac_py.codegen import cuda12
+
+    try:
+        return cuda12.plan(cuda12.find_cuda12(), cuda).coverage_line()
+    except CudaNotFoundError as exc:
+        return f"coverage of {cuda12.SONAME}: none, the CUDA 12 layer is not built ({exc})"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m crac_py.codegen.generate", description=(__doc__ or "").split("\n")[0]
@@ -521,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         lib = read_lib(cuda.libcudart)
         cov = coverage_of(lib, cuda.libcudart)
         print(cov.line())
+        print(_cuda12_line(cuda))
         for line in import_list_lines():
             print(line)
         if not ns.coverage:

@@ -21,6 +21,10 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from crac_py.codegen import cuda_spec
+from crac_py.launch import cuda12
+
+# The CUDA runtimes crac stands in for (docs/CUDA.md): CUDA 13's, and the CUDA 12 layer over it.
+CUDART_SONAMES = ("libcudart.so.13", cuda12.SONAME)
 
 ELF_MAGIC = b"\x7fELF"
 MAX_LISTED = 5
@@ -197,14 +201,20 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
             "rebuild with `nvcc -cudart shared` (then `crac kernels` builds its kernels for the "
             "sim: docs/SIM.md)"
         )
-    old_cudart = [n for n in needed if n.startswith("libcudart.so.") and n != "libcudart.so.13"]
-    if old_cudart:
-        # crac's runtime (the shim, the sim) is CUDA 13's libcudart.so.13: another major
-        # version's runtime would be loaded into the program beside it (docs/SIM.md).
+    other_cudart = [n for n in needed if n.startswith("libcudart.so.") and n not in CUDART_SONAMES]
+    if other_cudart:
+        # crac's runtimes are CUDA 13's libcudart.so.13 and its CUDA 12 layer: another major
+        # version's runtime would be loaded into the program beside them (docs/CUDA.md).
         raise PreflightError(
-            f"{program}: needs {old_cudart[0]}, but crac provides CUDA 13's libcudart.so.13; "
-            "rebuild it with CUDA 13 (`nvcc -cudart shared`)"
+            f"{program}: needs {other_cudart[0]}, but crac provides CUDA 13's libcudart.so.13 "
+            "and CUDA 12's libcudart.so.12; rebuild it with CUDA 12 or 13 (`nvcc -cudart shared`)"
         )
+    if cuda12.SONAME in needed and cuda_imports:
+        # Its cuda* imports are libcudart.so.12's (CUDA 12 names: cudaGetDeviceProperties_v2 ...).
+        try:
+            supported = cuda12.supported()
+        except cuda12.Cuda12Missing as exc:
+            raise PreflightError(f"{program}: needs libcudart.so.12, but {exc}") from None
     unsupported = [name for name in cuda_imports if name not in supported]
     if unsupported:
         listed = ", ".join(unsupported[:MAX_LISTED])

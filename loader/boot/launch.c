@@ -6,6 +6,7 @@
 #include "confine.h"
 #include "crac_layout.h"
 #include "elf_load.h"
+#include "tree.h"
 #include "upper_stack.h"
 
 #include <signal.h>
@@ -44,8 +45,8 @@ __attribute__((noreturn)) static void jump_to_upper(uint64_t sp, uint64_t entry)
     __builtin_unreachable();
 }
 
-static void upper_runtime_path(const char *dir, const char *device, const char *mpi_shim, char *out,
-                               size_t outlen)
+static void upper_runtime_path(const char *dir, const char *device, const char *mpi_shim,
+                               const char *cudart_shim, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s/libcrac-upper.so", dir);
     if (access(out, R_OK) != 0)
@@ -57,6 +58,16 @@ static void upper_runtime_path(const char *dir, const char *device, const char *
         snprintf(out + n, outlen - n, ":%s/shim/libcudart.so.13", dir);
         if (access(out + n + 1, R_OK) != 0)
             die("CUDA runtime shim %s is missing; reinstall crac-py", out + n + 1);
+    }
+    /* A program linked to CUDA 12's libcudart.so.12: the CUDA 12 layer, after the 13 shim it calls
+     * (docs/CUDA.md "CUDA 12"). One path component: nothing outside shim/. */
+    if (cudart_shim && *cudart_shim && strcmp(device, "none") != 0 && !strchr(cudart_shim, '/')) {
+        size_t n = strlen(out);
+        snprintf(out + n, outlen - n, ":%s/shim/%s", dir, cudart_shim);
+        if (access(out + n + 1, R_OK) != 0)
+            die("CUDA runtime shim %s is missing (crac was built without CUDA 12's headers: pip "
+                "install nvidia-cuda-runtime-cu12 and reinstall crac-py)",
+                out + n + 1);
     }
     /* The program links an MPI library: the shim with its soname (docs/MPI.md). The soname is
      * one path component, so it cannot name anything outside shim/. */
@@ -72,10 +83,11 @@ static void upper_runtime_path(const char *dir, const char *device, const char *
 
 void launch_run(const struct options *o, const struct crac_lh_api *api, char **envp)
 {
-    char err[512], interp[PATH_MAX], runtime[3 * PATH_MAX + 64];
+    char err[512], interp[PATH_MAX], runtime[4 * PATH_MAX + 64];
     if (elf_read_interp(o->program_argv[0], interp, sizeof(interp), err, sizeof(err)) != 0)
         die("%s", err);
-    upper_runtime_path(o->native_dir, o->device, o->mpi_shim, runtime, sizeof(runtime));
+    upper_runtime_path(o->native_dir, o->device, o->mpi_shim, o->cudart_shim, runtime,
+                       sizeof(runtime));
     struct loaded_elf ldso;
     if (elf_map_into_w(interp, &ldso, err, sizeof(err)) != 0)
         die("%s", err);
@@ -101,9 +113,12 @@ void launch_run(const struct options *o, const struct crac_lh_api *api, char **e
         die("%s", err);
     free(uargv);
 
-    int e;
-    if ((e = confine_install_handler()) != 0 || (e = confine_install_filter(0)) != 0)
+    int e, ids = tree_exec_filter(); /* an exec'd loader may keep the inherited filter */
+    if ((e = confine_install_handler()) != 0 ||
+        (ids >= 0 && (e = confine_install_filter(ids)) != 0))
         die("cannot install the seccomp confinement: %s", strerror(-e));
+    if (ids < 0)
+        confine_filter_kept();
     /* The checkpoint signal has been blocked since main() began and the program's threads
      * inherit that mask; a lower thread waits for it (ckpt_trigger.c). */
     fflush(NULL); /* the lower stdio is never flushed again: the process exits through the upper */

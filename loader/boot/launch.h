@@ -12,6 +12,8 @@
 struct options {
     const char *device;
     const char *mpi_shim; /* soname of the upper MPI shim to preload (docs/MPI.md), or NULL */
+    /* libcudart.so.12: the CUDA 12 layer preloaded after the 13 shim (docs/CUDA.md), or NULL */
+    const char *cudart_shim;
     int sim_version;
     const char *cuda_runtime; /* --device cuda: NVIDIA's libcudart the backend loads */
     const char *argv0;

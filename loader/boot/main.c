@@ -60,7 +60,9 @@ static void usage(void)
             "                   [--shared-fd FD:INHERITED_FD ...] [--shared-mem DEV:INO:FD ...]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
             "                   [--mpi-shim SONAME] [--compress none|lz4|zstd[:LEVEL]]\n"
-            "                   -- PROGRAM [ARGS...]\n"
+            "                   [--cudart-shim SONAME] -- PROGRAM [ARGS...]\n"
+            "       (an exec from the program adds --exec-vpid, --exec-signals, --exec-filter,\n"
+            "        --exec-lineage, --coord-old-fd: loader/ckpt/tree_exec.c)\n"
             "       crac-loader --restart GEN_DIR --core-size N --header-crc X [--no-truncate]\n"
             "                   [--allow-changed-files]\n"
             "                   [options above] -- PROGRAM [ARGS...]\n"
@@ -161,6 +163,8 @@ static struct options parse_args(int argc, char **argv)
             o.mpi_shim = v;
         else if (strcmp(a, "--compress") == 0)
             o.compress = v;
+        else if (strcmp(a, "--cudart-shim") == 0)
+            o.cudart_shim = v;
         else if (strcmp(a, "--child-pid") == 0) {
             if (tree_restart_child(v) != 0)
                 die("--child-pid: '%s' is not VPID:PID", v);
@@ -181,7 +185,9 @@ static struct options parse_args(int argc, char **argv)
                 die("--shared-mem: '%s' is not DEV:INO:INHERITED_FD", v);
         } else if (strcmp(a, "--header-crc") == 0)
             o.header_crc = (uint32_t)strtoul(v, NULL, 10);
-        else
+        else if (tree_exec_option(a, v) < 0)
+            die("%s: malformed value '%s'", a, v);
+        else if (tree_exec_option(a, v) == 0)
             usage();
     }
     if (i >= argc)
@@ -365,6 +371,7 @@ int main(int argc, char **argv)
     } else if (ctrl_init(opt.ckpt_signal) != 0) {
         die("cannot create the control block in the upper window");
     }
+    tree_exec_device(opt.device, opt.sim_version, opt.cuda_runtime);
     native_dir(opt.native_dir, sizeof(opt.native_dir));
 
     /* A restart keeps the signal of the image (crac restart passes it; a hand-made command line
@@ -401,6 +408,8 @@ int main(int argc, char **argv)
     if (!api)
         die("out of memory building the lower-half API table");
     fill_ckpt_config(&opt, backend);
+    if (!opt.restart_dir)
+        tree_exec_apply(); /* an exec'd process keeps its ids, children and image directory */
     /* A restart continues its image's lineage unless a running process writes it (the original
      * still running, or another restart of the same image): then one of its own, before the
      * coordinator hears where this process writes. */
@@ -408,12 +417,13 @@ int main(int argc, char **argv)
         die("cannot lock %s: %s", ckpt_cfg.proc_dir, strerror(errno));
     ckpt_cfg.coord_fd = -1;
     if (opt.coord_host) {
-        int vpid = opt.restart_dir ? (int)img.proc.pid : getpid();
+        int vpid = opt.restart_dir ? (int)img.proc.pid : tree_exec_vpid();
         int fd = coord_connect(opt.coord_host, opt.coord_port ? opt.coord_port : "7779",
                                opt.coord_token, opt.restart_dir != NULL, vpid, err, sizeof(err));
         if (fd < 0)
             die("%s", err);
         ckpt_cfg.coord_fd = lower_fd_adopt(fd);
+        tree_exec_joined();
         snprintf(ckpt_cfg.coord_host, sizeof(ckpt_cfg.coord_host), "%s", opt.coord_host);
         snprintf(ckpt_cfg.coord_port, sizeof(ckpt_cfg.coord_port), "%s",
                  opt.coord_port ? opt.coord_port : "7779");
@@ -422,6 +432,7 @@ int main(int argc, char **argv)
     }
     ckpt_config_done();
     confine_lower_fork = tree_fork_lower; /* every forked child is a split process too */
+    confine_lower_exec = (long (*)(const void *))tree_exec_lower; /* and every exec'd program */
     if (opt.restart_dir)
         restart_run(&opt, &img, api);
     launch_run(&opt, api, environ);

@@ -2,6 +2,7 @@
  * directory, resume, then publish (manifest, rename, latest). Also the lower-half entries the
  * upper runtime calls to register itself and to ask for a checkpoint. */
 #include "ckpt.h"
+#include "tree.h"
 
 #include "crac_layout.h"
 #include "crac_rawsys.h"
@@ -61,6 +62,7 @@ long ckpt_register_upper(struct crac_registry *r)
         return -EINVAL;
     if (ckpt_install_suspend_handler(r) != 0)
         return -EINVAL;
+    tree_exec_registered(r); /* an exec'd program's generations go on from its process's */
     ckpt_registry = r;
     ckpt_set_ready();
     return 0;

@@ -59,4 +59,37 @@ void tree_restart_group_remap(struct crac_ctrl *c);
 int32_t tree_program_pgid(void);
 int32_t tree_program_sid(void);
 
+/* Live children forked as split processes (kernel pids), up to max; how many. */
+int tree_children_list(int32_t *out, int max);
+
+/* Exec under crac (tree_exec.c, docs/DECISIONS.md "Exec under crac"). Runs on a borrowed lower
+ * TCB for the SIGSYS handler's execve: -errno when the exec fails (decided before the image is
+ * replaced where the kernel would refuse it), else it does not return. */
+struct tree_exec_call {
+    int at;     /* execveat */
+    long dirfd; /* execveat's */
+    long flags; /* execveat's */
+    const char *path;
+    char *const *argv, *const *envp;
+    uint64_t mask; /* the calling thread's mask as the program has it (the handler's undone) */
+};
+long tree_exec_lower(const struct tree_exec_call *x);
+/* The exec'd loader's side. Its --exec-* options (1: taken, -1: malformed, 0: not one). */
+int tree_exec_option(const char *name, const char *value);
+/* This loader's device options, which an exec'd one gets again. */
+void tree_exec_device(const char *device, int sim_version, const char *cuda_runtime);
+/* After the control block exists: the ids, children, signal view and image lineage the
+ * exec'ing process had. */
+void tree_exec_apply(void);
+/* The pid the program knows (for the coordinator's hello). */
+int tree_exec_vpid(void);
+/* The seccomp filter to add: -1 none (the inherited one does), else confine_install_filter's
+ * argument. */
+int tree_exec_filter(void);
+/* Joined the coordinator: the exec'ing loader's connection may close now. */
+void tree_exec_joined(void);
+struct crac_registry;
+/* The upper runtime registered: its generations go on from the lineage's. */
+void tree_exec_registered(struct crac_registry *r);
+
 #endif

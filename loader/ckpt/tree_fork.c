@@ -140,6 +140,17 @@ long tree_fork_lower(void)
     return 0;
 }
 
+int tree_children_list(int32_t *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < MAX_TREE_CHILDREN && n < max; i++) {
+        int32_t pid = __atomic_load_n(&tree_children[i], __ATOMIC_RELAXED);
+        if (pid > 0)
+            out[n++] = pid;
+    }
+    return n;
+}
+
 #define MAX_RESTART_CHILDREN 1024
 static struct crac_vid restart_children[MAX_RESTART_CHILDREN];
 static int n_restart_children;

@@ -12,6 +12,11 @@ int confine_install_handler(void);
 /* Install the seccomp filter on every thread of the process. virtual_ids: also trap getpid and
  * gettid (after a restart; the calls that take ids are always trapped). Returns 0 or -errno. */
 int confine_install_filter(int virtual_ids);
+/* Counts the seccomp filters present as crac's: the program's own go on top (confine_seccomp.c). */
+void confine_filter_kept(void);
+/* What the process's filters trap: -1 none installed by this loader, else the largest
+ * virtual_ids installed (an exec'd loader inherits them: loader/ckpt/tree_exec.c). */
+extern int confine_filter_ids;
 /* Map [addr, addr+len) inside W as the allocator would, for the loader's own placements. */
 long confine_place(unsigned long len, int prot, int flags, int fd, long off);
 
@@ -42,9 +47,14 @@ long confine_from_user(void *dst, const void *src, unsigned long n);
  * program (confine_exe.c); others are passed through. execve runs with program_mask. */
 long emu_readlink(long nr, long a1, long a2, long a3, long a4);
 long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4, long a5);
+long emu_close_range(long first, long last, long flags);
 
 /* The fork of a split process (loader/ckpt/tree_fork.c), called on a borrowed lower TCB; NULL:
  * forks are the kernel's plain ones. Set by main before the program runs. */
 extern long (*confine_lower_fork)(void);
+/* The same for execve (tree_exec_lower, whose argument is a struct tree_exec_call). */
+extern long (*confine_lower_exec)(const void *call);
+/* Run fn(arg) on a borrowed shadow TCB (lower libc live), as a crossing does. */
+long confine_on_lower(long (*fn)(const void *), const void *arg);
 
 #endif

@@ -1,10 +1,13 @@
 /* confine_exe.c — the program's /proc/self/exe names crac-loader, which cannot be changed without
- * CAP_SYS_RESOURCE; readlink and exec of it from W are redirected to the real program instead.
+ * CAP_SYS_RESOURCE; readlink and exec of it from W are redirected to the real program instead;
+ * exec goes through crac's loader (tree_exec.c); close_range spares the lower half's fds.
  * TLS-free: runs in the SIGSYS handler with the upper fs live; raw syscalls only, no errno. */
 #include "confine.h"
 
 #include "ckpt.h"
 #include "crac_rawsys.h"
+#include "lower_fds.h"
+#include "tree.h"
 #include "upper_alloc.h"
 
 #include <errno.h>
@@ -122,6 +125,17 @@ long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3
         if (at)
             a1 = AT_FDCWD;
     }
+    /* Through crac's loader again, or outside crac for what it cannot run (tree_exec.c). */
+    if (confine_lower_exec) {
+        struct tree_exec_call x = {at,
+                                   a1,
+                                   a5,
+                                   path,
+                                   (char *const *)(at ? a3 : a2),
+                                   (char *const *)(at ? a4 : a3),
+                                   *program_mask};
+        return confine_on_lower(confine_lower_exec, &x);
+    }
     /* The new program starts with the mask the calling thread had, not the handler's. */
     uint64_t saved;
     raw_syscall4(SYS_rt_sigprocmask, 2 /* SIG_SETMASK */, program_mask, &saved, 8);
@@ -129,4 +143,38 @@ long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3
         at ? raw_syscall6(nr, a1, (long)path, a3, a4, a5, 0) : raw_syscall3(nr, (long)path, a2, a3);
     raw_syscall4(SYS_rt_sigprocmask, 2, &saved, 0, 8);
     return r;
+}
+
+/* close_range(first, last, flags) from the program (Python closes every descriptor before its
+ * exec): the lower half's own (the coordinator connection, which keeps a forked child in the job
+ * until its exec'd loader has joined; the manager's wake-up) stay open. */
+/* The smallest lower-half fd >= from, or -1. */
+static long lower_fd_next(long from)
+{
+    long best = -1;
+    int32_t n = __atomic_load_n(&lower_fd_count, __ATOMIC_SEQ_CST);
+    for (int32_t i = 0; i < n && i < MAX_LOWER_FDS; i++)
+        if (lower_fd_slots[i] >= from && (best < 0 || lower_fd_slots[i] < best))
+            best = lower_fd_slots[i];
+    return best;
+}
+
+long emu_close_range(long a1, long a2, long a3)
+{
+    uint64_t cur = (uint32_t)a1, last = (uint32_t)a2;
+    if ((a3 & 4 /* CLOSE_RANGE_CLOEXEC: ours are close-on-exec already */) || cur > last)
+        return raw_syscall3(SYS_close_range, a1, a2, a3);
+    while (cur <= last) {
+        long ours = lower_fd_next((long)cur);
+        uint64_t end = ours < 0 || (uint64_t)ours > last ? last : (uint64_t)ours - 1;
+        if (ours < 0 || (uint64_t)ours != cur) {
+            long r = raw_syscall3(SYS_close_range, (long)cur, (long)end, a3);
+            if (r != 0)
+                return r;
+        }
+        if (ours < 0 || (uint64_t)ours > last)
+            break;
+        cur = (uint64_t)ours + 1;
+    }
+    return 0;
 }

@@ -86,6 +86,8 @@ static void ip_in_w_block(struct bpf_asm *a, enum label l, uint32_t action)
     stmt(a, BPF_RET | BPF_K, action);
 }
 
+int confine_filter_ids = -1;
+
 int confine_install_filter(int virtual_ids)
 {
     static const int always[] = {
@@ -97,7 +99,11 @@ int confine_install_filter(int virtual_ids)
         /* /proc/self/exe (confine_exe.c) */
         SYS_readlink, SYS_readlinkat, SYS_execve, SYS_execveat,
         /* the program's own filters are recorded (confine_seccomp.c) */
-        SYS_seccomp};
+        SYS_seccomp,
+        /* a vfork child is a split process too (tree_fork.c) */
+        SYS_vfork,
+        /* the lower half's fds survive a program's close-everything (confine_exe.c) */
+        SYS_close_range};
     struct bpf_asm a = {.n = 0};
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);
@@ -155,6 +161,7 @@ int confine_install_filter(int virtual_ids)
     /* Threads (CLONE_VM) are created by the kernel as usual; fork-like clones are emulated. */
     here(&a, L_CLONE);
     load(&a, ARG_LO(0));
+    jump(&a, BPF_JSET, CLONE_VFORK, L_TRAP_IF_W, NEXT); /* posix_spawn's: a process, not a thread */
     jump(&a, BPF_JSET, CLONE_VM, L_ALLOW, L_TRAP_IF_W);
     /* A CPU clock (negative id) or the calling process's or thread's: their values go on from
      * the checkpoint. */
@@ -199,7 +206,12 @@ int confine_install_filter(int virtual_ids)
     }
     if (r != 0)
         return -errno;
-    /* The program's filters go on top of these: a thread's count in /proc less this one. */
-    seccomp_table.base = seccomp_filters_of(0);
+    if (virtual_ids > confine_filter_ids)
+        confine_filter_ids = virtual_ids;
+    confine_filter_kept();
     return 0;
 }
+
+/* The program's filters go on top of crac's: a thread's count in /proc less the filters there
+ * now (ours, or those an exec'd loader kept: loader/ckpt/tree_exec.c). */
+void confine_filter_kept(void) { seccomp_table.base = seccomp_filters_of(0); }

@@ -9,6 +9,7 @@
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
 #include "signal_wrap.h"
+#include "tree.h"
 
 #include "fsgsbase.h"
 #include "shadow_pool.h"
@@ -703,6 +704,7 @@ static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5
 }
 
 long (*confine_lower_fork)(void);
+long (*confine_lower_exec)(const void *call);
 
 /* fs:0 is the TCB's own address in glibc (both halves). */
 static inline uint64_t current_fs(void)
@@ -736,17 +738,42 @@ __attribute__((noinline)) static long lower_fork(void)
     return r;
 }
 
+/* The same borrowing for other lower-libc work of the handler (an exec under crac). */
+__attribute__((noinline)) long confine_on_lower(long (*fn)(const void *), const void *arg)
+{
+    uint64_t lower = shadow_pool_borrow();
+    if (!lower)
+        return -EAGAIN;
+    uint64_t upper = current_fs();
+    set_fs(lower);
+    long r = fn(arg);
+    set_fs(upper);
+    shadow_pool_return(lower);
+    return r;
+}
+
 #define TREE_CLONE_FLAGS (CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | CLONE_PARENT_SETTID)
 
 /* A fork the child of which is a split process of the job: fork, or a clone of a new process
  * with only the flags libc's fork uses, and SIGCHLD. Others (a new stack, namespaces, another
  * exit signal) are the kernel's plain fork of this process, as before. */
-static int tree_forkable(long nr, long flags, long stack)
+static int tree_forkable(long nr, long flags)
 {
     if (!confine_lower_fork)
         return 0;
-    return nr == SYS_fork ||
-           (!stack && (flags & 0xff) == SIGCHLD && !(flags & ~(TREE_CLONE_FLAGS | 0xffL)));
+    return nr == SYS_fork || ((flags & 0xff) == SIGCHLD && !(flags & ~(TREE_CLONE_FLAGS | 0xffL)));
+}
+
+/* vfork, and posix_spawn's clone(CLONE_VM|CLONE_VFORK) on a stack of its own: a fork of a split
+ * process too, a copy, and the parent does not wait for the child's exec (docs/DECISIONS.md
+ * "Exec under crac"). */
+#define VFORK_FLAGS (CLONE_VM | CLONE_VFORK)
+static int tree_vforkable(long nr, long flags)
+{
+    if (!confine_lower_fork)
+        return 0;
+    return nr == SYS_vfork || ((flags & VFORK_FLAGS) == VFORK_FLAGS && (flags & 0xff) == SIGCHLD &&
+                               !(flags & ~(TREE_CLONE_FLAGS | VFORK_FLAGS | 0xffL)));
 }
 
 /* fork and fork-like clone, done with the allocator lock held so the child never inherits it
@@ -756,7 +783,16 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
 {
     struct crac_ctrl *c = crac_ctrl();
     int32_t forking_tid = (int32_t)raw_syscall0(SYS_gettid);
-    int tree = tree_forkable(nr, flags, stack);
+    if (nr != SYS_clone) /* fork and vfork take no arguments: the registers hold anything */
+        flags = stack = ptid = ctid = tls = 0;
+    int vfork = tree_vforkable(nr, flags);
+    int tree = vfork || tree_forkable(nr, flags);
+    /* A vfork that is not a split process is still a copy: the child must not run on the
+     * parent's stack below this handler's frame. */
+    if (!tree && nr == SYS_vfork)
+        nr = SYS_fork;
+    if (!tree && nr == SYS_clone)
+        flags &= ~(long)VFORK_FLAGS;
     raw_lock(&c->lock);
     long r = tree             ? lower_fork()
              : nr == SYS_fork ? raw_syscall0(SYS_fork)
@@ -1111,12 +1147,20 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
         r = emu_rt_sigprocmask(uc, a1, (const void *)a2, (void *)a3, a4);
         break;
     case SYS_fork:
+    case SYS_vfork:
     case SYS_clone: r = emu_fork(uc, nr, a1, a2, a3, a4, a5); break;
     case SYS_exit_group: r = emu_exit_group(a1); break;
     case SYS_readlink:
     case SYS_readlinkat: r = emu_readlink(nr, a1, a2, a3, a4); break;
     case SYS_execve:
-    case SYS_execveat: r = emu_execve((uint64_t *)&uc->uc_sigmask, nr, a1, a2, a3, a4, a5); break;
+    case SYS_execveat:
+        r = emu_execve((uint64_t *)&uc->uc_sigmask, nr, a1, a2, a3, a4, a5);
+        if (r == -513) { /* a checkpoint holds the threads: park, then exec (tree_exec.c) */
+            g[REG_RIP] -= 2;
+            r = nr;
+        }
+        break;
+    case SYS_close_range: r = emu_close_range(a1, a2, a3); break;
     case SYS_wait4:
     case SYS_waitid: r = emu_wait(uc, nr, a1, a2, a3, a4, a5); break;
     case SYS_getppid:

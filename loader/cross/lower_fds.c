@@ -7,11 +7,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define MAX_LOWER_FDS 512
 #define HIGH_MARGIN 64
 
-static volatile int32_t fds[MAX_LOWER_FDS];
-static volatile int32_t n_fds;
+/* Read by the SIGSYS handler too (close_range, loader/confine/confine_exe.c): plain data. */
+volatile int32_t lower_fd_slots[MAX_LOWER_FDS];
+volatile int32_t lower_fd_count;
 
 int lower_fd_adopt(int fd)
 {
@@ -25,9 +25,9 @@ int lower_fd_adopt(int fd)
         high = fd; /* no room up there: keep the number it has */
     else
         close(fd);
-    int slot = __atomic_fetch_add(&n_fds, 1, __ATOMIC_SEQ_CST);
+    int slot = __atomic_fetch_add(&lower_fd_count, 1, __ATOMIC_SEQ_CST);
     if (slot < MAX_LOWER_FDS)
-        fds[slot] = high;
+        lower_fd_slots[slot] = high;
     return high;
 }
 
@@ -35,16 +35,16 @@ int lower_fd_adopt(int fd)
  * where it is, since the library would not know about a move. */
 void lower_fd_record(int fd)
 {
-    int slot = __atomic_fetch_add(&n_fds, 1, __ATOMIC_SEQ_CST);
+    int slot = __atomic_fetch_add(&lower_fd_count, 1, __ATOMIC_SEQ_CST);
     if (slot < MAX_LOWER_FDS)
-        fds[slot] = fd;
+        lower_fd_slots[slot] = fd;
 }
 
 int lower_fd_is_ours(int fd)
 {
-    int n = __atomic_load_n(&n_fds, __ATOMIC_SEQ_CST);
+    int n = __atomic_load_n(&lower_fd_count, __ATOMIC_SEQ_CST);
     for (int i = 0; i < n && i < MAX_LOWER_FDS; i++)
-        if (fds[i] == fd)
+        if (lower_fd_slots[i] == fd)
             return 1;
     return 0;
 }

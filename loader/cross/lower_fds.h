@@ -3,6 +3,13 @@
 #ifndef CRAC_LOWER_FDS_H
 #define CRAC_LOWER_FDS_H
 
+#include <stdint.h>
+
+/* The recorded descriptors (the first lower_fd_count slots, at most MAX_LOWER_FDS). */
+#define MAX_LOWER_FDS 512
+extern volatile int32_t lower_fd_slots[MAX_LOWER_FDS];
+extern volatile int32_t lower_fd_count;
+
 /* Move fd to a high free number (close-on-exec), record it, return the new number or -1. */
 int lower_fd_adopt(int fd);
 int lower_fd_is_ours(int fd);

@@ -56,6 +56,23 @@ static int zombie_status(int pid)
     return -1;
 }
 
+/* A child forked as a split process that then exec'd a program crac cannot run (tree_exec.c):
+ * its state would be missing from the job's image, so the checkpoint is refused. */
+static int outside_child(int pid)
+{
+    char path[64], mine[PATH_MAX], its[PATH_MAX];
+    if (!tree_is_forked_child(pid))
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+    ssize_t a = readlink("/proc/self/exe", mine, sizeof(mine) - 1);
+    ssize_t b = readlink(path, its, sizeof(its) - 1);
+    if (a <= 0 || b <= 0)
+        return 0;
+    return a != b || memcmp(mine, its, (size_t)a) != 0;
+}
+
+static int refused;
+
 static void name_children(const char *task)
 {
     char path[PATH_MAX], comm[64];
@@ -75,6 +92,18 @@ static void name_children(const char *task)
         int zombie = zombie_status(pid);
         if (zombie >= 0) {
             tree_zombie_add(pid, zombie); /* a restart recreates it, ended the same way */
+            continue;
+        }
+        if (outside_child(pid)) {
+            char exe[PATH_MAX] = "?";
+            snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+            ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+            exe[n > 0 ? n : 1] = '\0';
+            fprintf(stderr,
+                    "crac: error: checkpoint refused: process %d (%s) of the job runs outside "
+                    "crac (crac cannot run it), so the image would be incomplete\n",
+                    vid_from_real(crac_ctrl(), pid), exe);
+            refused = 1;
             continue;
         }
         int member = crac_child(pid);
@@ -104,6 +133,7 @@ int children_capture(const struct state_capture *c, void **blob, size_t *len)
     *len = 0;
     tree_zombies_clear();
     n_members = 0;
+    refused = 0;
     DIR *d = opendir("/proc/self/task");
     if (!d)
         return 0;
@@ -112,5 +142,5 @@ int children_capture(const struct state_capture *c, void **blob, size_t *len)
         if (e->d_name[0] != '.')
             name_children(e->d_name);
     closedir(d);
-    return 0;
+    return refused ? -1 : 0;
 }
