@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -41,6 +41,9 @@ from crac_py.launch import cuda12 as cuda12_launch
 from crac_py.launch import devices, hosts, job, runner, tree
 from crac_py.launch import mpi as mpi_launch
 from crac_py.launch.preflight import PreflightError, preflight
+
+if TYPE_CHECKING:
+    from crac_py.image.tree_view import Tree, TreeMember
 
 # Exit status of `crac launch` when it refuses its input or cannot start the program.
 EXIT_REFUSED = 2
@@ -598,9 +601,14 @@ def inspect_cmd(
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON.")] = False,
 ) -> None:
-    """Show what an image holds: regions by kind, threads, file descriptors, device state."""
+    """Show what an image holds: regions by kind, threads, file descriptors, device state (a
+    job's directory: its process tree)."""
     from crac_py.image import inspect as inspect_image
+    from crac_py.image import tree_view
 
+    if tree_view.is_tree(path):
+        _inspect_tree(tree_view.read_tree(Path(path)), as_json)
+        return
     try:
         from crac_py.image import trust
 
@@ -658,6 +666,62 @@ def inspect_cmd(
     )
 
 
+def _inspect_tree(job_tree: Tree, as_json: bool) -> None:
+    """`crac inspect JOBDIR`: the tree (crac_py/image/tree_view.py), its connections, and what
+    makes it incomplete."""
+    if as_json:
+        print(json.dumps(job_tree.as_json(), indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    source = f"restart script {job_tree.script.name}" if job_tree.script else "latest generations"
+    n = len(job_tree.members)
+    console.print(f"process tree of {job_tree.job_dir} ({n} processes, {source})")
+    t = Table(title="processes (ids as the program knows them)")
+    for col in ("pid", "parent", "program", "generation", "pgid", "sid", "ended children"):
+        t.add_column(col)
+
+    def add(m: TreeMember, depth: int, seen: set[int]) -> None:
+        seen.add(id(m))
+        indent = "  " * depth + ("└ " if depth else "")
+        zombies = " ".join(map(str, m.zombies))
+        t.add_row(
+            Text(f"{indent}{m.vpid}"),
+            str(m.vppid),
+            Text(Path(m.program).name),
+            str(m.generation),
+            str(m.pgid or "?"),
+            str(m.sid or "?"),
+            zombies,
+        )
+        for kid in job_tree.kids(m):
+            if id(kid) not in seen:
+                add(kid, depth + 1, seen)
+
+    seen: set[int] = set()
+    for root in job_tree.roots() or job_tree.members[:1]:
+        add(root, 0, seen)
+    for m in job_tree.members:  # a cycle of parents has no root: still listed
+        if id(m) not in seen:
+            add(m, 0, seen)
+    console.print(t)
+    conns = [(m, c) for m in job_tree.members for c in m.connections]
+    if conns:
+        t = Table(title="connections between processes")
+        t.add_column("pid")
+        t.add_column("record")
+        for m, c in conns:
+            t.add_row(str(m.vpid), Text(", ".join(f"{k}={v}" for k, v in c.items())))
+        console.print(t)
+    else:
+        console.print("connections between processes: none recorded in the images")
+    for p in job_tree.problems:
+        console.print(Text(f"incomplete: {p}", style="bold red"))
+
+
 @app.command("verify", epilog="Example: crac verify /scratch/ckpt/ckpt_app_0a0b0c0d-4242")
 def verify_cmd(
     path: Annotated[
@@ -679,6 +743,14 @@ def verify_cmd(
         total = 0
     with progress.DelayedProgress("verifying", total=total or None) as bar:
         reports = verify.verify(path, bar.advance)
+    from crac_py.image import tree_view
+
+    # A job's tree: every member there, of one checkpoint (crac_py/image/tree_view.py).
+    tree_problems = tree_view.read_tree(Path(path)).problems if tree_view.is_tree(path) else []
+    if tree_problems:
+        tree_report = verify.Report(path)
+        tree_report.checks += [verify.Check("tree", verify.FAIL, p) for p in tree_problems]
+        reports.append(tree_report)
     if as_json:
         print(json.dumps([r.as_json() for r in reports], indent=2))
     else:
@@ -686,7 +758,11 @@ def verify_cmd(
     bad = [r for r in reports if not r.valid]
     if bad:
         for r in bad:
+            if r.checks and all(c.name == "tree" for c in r.checks):
+                continue  # one line per problem, below
             print(f"crac: error: {r.generation or r.target}: {r.reason}", file=sys.stderr)
+        for p in tree_problems:
+            print(f"crac: error: {p}", file=sys.stderr)
         raise typer.Exit(EXIT_REFUSED)
 
 

@@ -459,6 +459,12 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
      "restart recreates each, ended the same way"),
     ("process.zombies[].vpid", "integer", "the child's pid as the program knows it"),
     ("process.zombies[].status", "integer", "the status its wait gets (as waitpid's)"),
+    ("process.children", "list of integers", "its running children checkpointed with it in the "
+     "job, by pid as the program knows them (`crac verify` refuses a tree image without one)"),
+    ("process.pgid", "integer", "its process group as the program knows it (getpgrp; a restart "
+     "makes the tree's groups again)"),
+    ("process.sid", "integer", "its session as the program knows it (getsid; a session leader "
+     "calls setsid again)"),
     ("backend", "object", "the device backend the process ran with"),
     ("backend.name", "string", 'e.g. `"sim"`; `"none"` without a device backend'),
     ("backend.version", "string", "the backend's version string"),

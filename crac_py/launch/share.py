@@ -7,11 +7,13 @@ each process's loader is given it (`--shared-fd FD:INHERITED_FD`) instead of mak
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import socket
 import stat
 import struct
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,6 +194,39 @@ def _send_queue(into: socket.socket, saved: Path, stream: bool) -> None:
         at += 4 + n
 
 
+# The killed incarnation of the tree may still be exiting (its sockets hold the addresses) when
+# the restart begins: the addresses are tried again for this long before giving up.
+ADDRESS_RETRY_S = 15.0
+
+
+def _tcp_pair(
+    a_addr: tuple[int, tuple[Any, ...]], b_addr: tuple[int, tuple[Any, ...]]
+) -> tuple[socket.socket, socket.socket]:
+    """A loopback TCP connection from A_ADDR to B_ADDR again (A the connecting end)."""
+    deadline = time.monotonic() + ADDRESS_RETRY_S
+    while True:
+        listener = socket.socket(b_addr[0], socket.SOCK_STREAM)
+        a = socket.socket(a_addr[0], socket.SOCK_STREAM)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(b_addr[1])
+            listener.listen(1)
+            a.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            a.bind(a_addr[1])
+            a.connect(b_addr[1])
+            b, _ = listener.accept()
+            return a, b
+        except OSError as exc:
+            a.close()
+            if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+        finally:
+            listener.close()
+
+
 def _make(o: Obj) -> dict[Any, int]:
     """The object made again: {side: descriptor}."""
     if o.kind == "pipe":
@@ -226,16 +261,7 @@ def _make(o: Obj) -> dict[Any, int]:
         a_addr, b_addr = _ip_name(a_name), _ip_name(b_name)
         if a_addr is None or b_addr is None:
             raise ShareError("a TCP connection with an unreadable address")
-        listener = socket.socket(b_addr[0], socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(b_addr[1])
-        listener.listen(1)
-        a = socket.socket(a_addr[0], socket.SOCK_STREAM)
-        a.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        a.bind(a_addr[1])
-        a.connect(b_addr[1])
-        b, _ = listener.accept()
-        listener.close()
+        a, b = _tcp_pair(a_addr, b_addr)
         pairs = {a_name: (a, b), b_name: (b, a)}
     stream = o.kind == "tcp" or o.key[1] == socket.SOCK_STREAM
     for side, (mine, other) in pairs.items():

@@ -29,6 +29,8 @@ class Member:
     vpid: int
     vppid: int
     zombies: list[tuple[int, int]] = field(default_factory=list)  # (vpid, wait status)
+    pgid: int = 0  # process group and session as the program knew them (0: not recorded)
+    sid: int = 0
 
 
 def member(gen: str | Path) -> Member:
@@ -44,9 +46,10 @@ def member(gen: str | Path) -> Member:
         proc = json.loads((path / "MANIFEST.json").read_text())["process"]
         vpid, vppid = int(proc["vpid"]), int(proc["vppid"])
         zombies = [(int(z["vpid"]), int(z["status"])) for z in proc.get("zombies") or []]
+        pgid, sid = int(proc.get("pgid") or 0), int(proc.get("sid") or 0)
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise TreeError(f"{path}: no process ids in MANIFEST.json ({type(exc).__name__})") from exc
-    return Member(path, vpid, vppid, zombies)
+    return Member(path, vpid, vppid, zombies, pgid, sid)
 
 
 def _end_as(status: int) -> None:
@@ -107,13 +110,15 @@ def fork_tree(
 ) -> tuple[str, list[str]]:
     """Forks the processes of the tree rooted at ROOT (OTHERS: its descendants' generations).
     Returns, in each process, the generation it restarts and the loader options saying who its
-    children and its parent are. With the COORDINATOR the restarted job joins, connections to
-    processes of other trees are made again first (crac_py/launch/xconn.py)."""
+    children and its parent are, and which group and session ids it knew. With the COORDINATOR
+    the restarted job joins, connections to processes of other trees are made again first
+    (crac_py/launch/xconn.py)."""
     me = member(root)
     rest = [member(g) for g in others]
     shared = _shared_objects([me, *rest])
+    # share.plan's items are (option, value, descriptor); xconn's pairs (program fd, descriptor)
     made = {
-        (g, int(value.split(":")[0]))
+        (g, int(value.split(":", 1)[0]))
         for g, items in shared.items()
         for opt, value, _ in items
         if opt == "--shared-fd"
@@ -126,21 +131,145 @@ def fork_tree(
         others_made = {}
     for g, pairs in others_made.items():
         shared.setdefault(g, []).extend(("--shared-fd", f"{fd}:{h}", h) for fd, h in pairs)
+    if rest or me.zombies:
+        _hold_signals()
+    groups = _Groups(me, rest)
     parent = 0
     while True:
+        # Ended children first: their SIGCHLD is taken back before a restarted child can end.
+        forked = _recreate_zombies(me)
         kids = [m for m in rest if m.vppid == me.vpid and m.gen != me.gen]
-        forked: list[str] = []
         for kid in kids:
             pid = os.fork()
             if pid == 0:  # the child restarts KID and, in turn, its children
                 parent, me = me.vpid, kid
+                _own_session(me)
                 break
             forked += ["--child-pid", f"{kid.vpid}:{pid}"]
         else:
-            for vpid, status in me.zombies:
-                pid = os.fork()
-                if pid == 0:
-                    _end_as(status)
-                forked += ["--child-pid", f"{vpid}:{pid}"]
+            forked += groups.enter(me)
             own = share.keep(shared, me.gen) if shared else []
             return str(me.gen), forked + (["--parent-pid", str(parent)] if parent else []) + own
+
+
+# Signals a process of a restarted tree holds back until its program's mask is restored: a
+# process restored first may signal another (kill(-pgid), a child's end) still on its way.
+# Synchronous faults and SIGSYS (the loader's trap) are never blocked.
+_NOT_HELD = {
+    signal.SIGKILL,
+    signal.SIGSTOP,
+    signal.SIGSYS,
+    signal.SIGSEGV,
+    signal.SIGBUS,
+    signal.SIGILL,
+    signal.SIGFPE,
+    signal.SIGTRAP,
+}
+
+
+def _hold_signals() -> None:
+    """Blocked here, inherited by every forked process and kept across the exec: the loader keeps
+    them blocked (loader/restart/restart.c) until each thread gets the program's own mask back;
+    then what came meanwhile is delivered to the program's handlers."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals() - _NOT_HELD)
+
+
+def _recreate_zombies(me: Member) -> list[str]:
+    """Children that had ended and were not waited for end again, the same way. Their SIGCHLD was
+    the program's at the checkpoint already (delivered, or pending in the image: pending.c), so
+    the one they send now is taken back before any other child exists."""
+    out: list[str] = []
+    for vpid, status in me.zombies:
+        pid = os.fork()
+        if pid == 0:
+            _end_as(status)
+        out += ["--child-pid", f"{vpid}:{pid}"]
+        _wait_ended(pid)
+    if me.zombies and signal.SIGCHLD in signal.pthread_sigmask(signal.SIG_BLOCK, []):
+        signal.sigtimedwait([signal.SIGCHLD], 0)
+    return out
+
+
+def _wait_ended(pid: int) -> None:
+    """Until the recreated zombie PID has ended (it stays unreaped for the program)."""
+    while True:
+        try:
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+            return
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return
+
+
+def _own_session(me: Member) -> None:
+    """A session leader (its sid is its pid) makes its session again, before it forks the
+    processes that were in it; the others keep the session they are forked into (their
+    parent's, as at their fork). Never the root: it stays in the group and session it is
+    restarted in (a terminal's job control keeps working), mapped to the ids it knew."""
+    if me.sid and me.sid == me.vpid:
+        try:
+            os.setsid()
+        except OSError:
+            raise TreeError(f"{me.gen}: cannot make its session again") from None
+
+
+class _Groups:
+    """Process groups made again, leaders first. For each group of the tree one member makes it
+    (the root, which stays in the group it is restarted in; else the process whose pid the
+    group's id is; else the first member) and tells the others its kernel id through a pipe the
+    whole tree inherits; each of them joins it. A process does this once it has forked its own
+    children, so no wait depends on a process not yet forked. Each process then tells its
+    loader how the group and session ids it knew map to the kernel's now (--group-id,
+    --session-id)."""
+
+    def __init__(self, root: Member, rest: list[Member]) -> None:
+        members = [root, *rest]
+        self.maker: dict[int, int] = {}  # group id -> vpid of the member that makes it
+        self.joiners: dict[int, int] = {}  # group id -> how many members join it
+        for pgid in dict.fromkeys(m.pgid for m in members if m.pgid):
+            inside = [m for m in members if m.pgid == pgid]
+            leader = [m for m in inside if m.vpid == pgid]
+            first = root if root.pgid == pgid else leader[0] if leader else inside[0]
+            self.maker[pgid] = first.vpid
+            self.joiners[pgid] = len(inside) - 1
+        # os.pipe() is close-on-exec: the loaders do not inherit these.
+        self.pipes = {g: os.pipe() for g, n in self.joiners.items() if n}
+        self.root = root.vpid
+
+    def enter(self, me: Member) -> list[str]:
+        pgid = me.pgid
+        for g, (r, w) in self.pipes.items():  # what this process no longer needs
+            if g != pgid or self.maker[g] == me.vpid:
+                os.close(r)
+            if g != pgid or self.maker[g] != me.vpid:
+                os.close(w)
+        if pgid:
+            if self.maker[pgid] == me.vpid:
+                if pgid == me.vpid and me.vpid != self.root:
+                    try:
+                        os.setpgid(0, 0)
+                    except OSError:  # a session leader already leads its group
+                        pass
+                if pgid in self.pipes:
+                    w = self.pipes[pgid][1]
+                    os.write(w, os.getpgid(0).to_bytes(4, "little") * self.joiners[pgid])
+                    os.close(w)
+            else:
+                r = self.pipes[pgid][0]
+                got = os.read(r, 4)
+                os.close(r)
+                if len(got) != 4:
+                    raise TreeError(f"{me.gen}: the process making its group {pgid} failed")
+                try:
+                    os.setpgid(0, int.from_bytes(got, "little"))
+                except OSError as exc:
+                    raise TreeError(f"{me.gen}: cannot join its process group: {exc}") from exc
+        out: list[str] = []
+        for opt, vid, real in (
+            ("--group-id", pgid, os.getpgid(0)),
+            ("--session-id", me.sid, os.getsid(0)),
+        ):
+            if vid and vid != real:
+                out += [opt, f"{vid}:{real}"]
+        return out

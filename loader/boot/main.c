@@ -56,6 +56,7 @@ static void usage(void)
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
             "                   [--exit-after-checkpoint] [--no-fork-writer] [--crac-cmd CMD]\n"
             "                   [--child-pid VPID:PID ...] [--parent-pid VPID]\n"
+            "                   [--group-id VPGID:PGID] [--session-id VSID:SID]\n"
             "                   [--shared-fd FD:INHERITED_FD ...] [--shared-mem DEV:INO:FD ...]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
             "                   [--mpi-shim SONAME] [--compress none|lz4|zstd[:LEVEL]]\n"
@@ -170,6 +171,12 @@ static struct options parse_args(int argc, char **argv)
         } else if (strcmp(a, "--parent-pid") == 0) {
             if (tree_restart_parent(v) != 0)
                 die("--parent-pid: '%s' is not a pid", v);
+        } else if (strcmp(a, "--group-id") == 0) {
+            if (tree_restart_group_id(v, 0) != 0)
+                die("--group-id: '%s' is not VPGID:PGID", v);
+        } else if (strcmp(a, "--session-id") == 0) {
+            if (tree_restart_group_id(v, 1) != 0)
+                die("--session-id: '%s' is not VSID:SID", v);
         } else if (strcmp(a, "--shared-fd") == 0) {
             if (fd_shared_add(v) != 0)
                 die("--shared-fd: '%s' is not FD:INHERITED_FD", v);

@@ -37,6 +37,27 @@ struct tree_zombie {
 void tree_zombies_clear(void);
 void tree_zombie_add(int32_t pid, int wstatus);
 int tree_zombies(const struct tree_zombie **out);
+/* Running children checkpointed with this process in the job (children.c fills it with the
+ * zombies): their pids as the program knows them. */
+int tree_members(const int32_t **out);
+
+/* Process groups and sessions (loader/state/pgrp.c): a restarted process's group (session: 1,
+ * its session) id as the program knows it and the kernel's now (--group-id / --session-id V:R;
+ * 0, or -1 for a malformed value). Apart from the pid map: after a restart one kernel id can be
+ * both the group and the session id the program knew as two. The SIGSYS handler reads them. */
+#define TREE_MAX_VGROUPS 8
+struct tree_vgroup {
+    int32_t virt, real, session;
+};
+extern struct tree_vgroup tree_vgroups[TREE_MAX_VGROUPS];
+extern int tree_n_vgroups;
+struct crac_ctrl;
+int tree_restart_group_id(const char *spec, int session);
+/* After the children's ids are mapped: the parent's pid as the program knows it. */
+void tree_restart_group_remap(struct crac_ctrl *c);
+/* This process's group and session ids as the program knows them (for the manifest). */
+int32_t tree_program_pgid(void);
+int32_t tree_program_sid(void);
 
 /* Live children forked as split processes (kernel pids), up to max; how many. */
 int tree_children_list(int32_t *out, int max);

@@ -29,7 +29,7 @@ extern char **environ;
 static int tried; /* once per process: a failure is said once, not at each fork */
 
 /* The new process runs `crac coordinator --daemon`, which returns once it listens. It is a raw
- * clone with no exit signal, so the program gets no SIGCHLD for it; only async-signal-safe calls
+ * clone with no exit signal that never execs, so the program gets no SIGCHLD for it; only async-signal-safe calls
  * before the exec. Its descriptors are not the program's: a pipe it kept open would never see
  * EOF. */
 static int run_coordinator(const char *cmd, char **envp)
@@ -45,8 +45,18 @@ static int run_coordinator(const char *cmd, char **envp)
         for (int fd = 0; fd < 3 && null >= 0; fd++)
             raw_syscall2(SYS_dup2, null, fd);
         raw_syscall3(SYS_close_range, 3, ~0U, 0);
-        raw_syscall3(SYS_execve, (long)"/bin/sh", (long)argv, (long)envp);
-        raw_syscall1(SYS_exit_group, 127);
+        /* execve makes SIGCHLD a process's exit signal again (the kernel's de_thread), and the
+         * program's SIGCHLD handler would count a child it never made: exec in a grandchild,
+         * whose end only this child sees. */
+        long g = raw_syscall6(SYS_clone, SIGCHLD, 0, 0, 0, 0, 0);
+        if (g == 0) {
+            raw_syscall3(SYS_execve, (long)"/bin/sh", (long)argv, (long)envp);
+            raw_syscall1(SYS_exit_group, 127);
+        }
+        int gst = 127 << 8;
+        while (g > 0 && raw_syscall4(SYS_wait4, g, (long)&gst, 0, 0) == -EINTR)
+            ;
+        raw_syscall1(SYS_exit_group, WIFEXITED(gst) ? WEXITSTATUS(gst) : 127);
     }
     int st;
     while (waitpid((pid_t)pid, &st, WALL_) < 0)

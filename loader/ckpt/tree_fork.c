@@ -188,6 +188,7 @@ void tree_restart_remap(void)
      * a tree, a lone process) getppid is the kernel's. */
     c->vppid = restart_parent;
     c->real_ppid = restart_parent ? getppid() : 0;
+    tree_restart_group_remap(c);
 }
 
 static struct tree_zombie zombies[MAX_TREE_CHILDREN];

@@ -139,7 +139,8 @@ int confine_install_filter(int virtual_ids)
                                   SYS_clock_settime,
                                   SYS_clock_adjtime,
                                   SYS_migrate_pages,
-                                  SYS_move_pages};
+                                  SYS_move_pages,
+                                  SYS_getpgrp};
     for (unsigned i = 0; virtual_ids && i < sizeof(ids) / sizeof(ids[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)ids[i], L_TRAP_IF_W, NEXT);
     for (unsigned i = 0; virtual_ids && i < sizeof(id_args) / sizeof(id_args[0]); i++)

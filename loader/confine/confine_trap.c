@@ -13,6 +13,7 @@
 
 #include "fsgsbase.h"
 #include "shadow_pool.h"
+#include "tree.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -825,6 +826,24 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
     return r;
 }
 
+/* Group and session ids of a restarted tree (loader/state/pgrp.c) before the pid map: one kernel
+ * id can be both the group and the session id the program knew as two. */
+static int32_t vgroup_from_real(const struct crac_ctrl *c, int32_t real, int session)
+{
+    for (int i = 0; i < tree_n_vgroups && i < TREE_MAX_VGROUPS; i++)
+        if (tree_vgroups[i].real == real && tree_vgroups[i].session == session)
+            return tree_vgroups[i].virt;
+    return vid_from_real(c, real);
+}
+
+static int32_t vgroup_to_real(const struct crac_ctrl *c, int32_t virt)
+{
+    for (int i = 0; i < tree_n_vgroups && i < TREE_MAX_VGROUPS; i++)
+        if (tree_vgroups[i].virt == virt && !tree_vgroups[i].session)
+            return tree_vgroups[i].real;
+    return vid_to_real(c, virt);
+}
+
 /* Ids the program holds are the ones of its first launch; the kernel's differ after a restart. */
 static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
 {
@@ -852,9 +871,12 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
     case SYS_tkill: return raw_syscall2(SYS_tkill, vid_to_real(c, (int32_t)a1), a2);
     case SYS_kill:
         /* Our own pid, and our children's in a restarted tree (and their groups); other pids
-         * are the kernel's. 0 and -1 are not ids. */
+         * are the kernel's. 0 and -1 are not ids. A pid_t: glibc's kill is an assembly stub,
+         * so the register's upper half is not the argument's sign (kill(-pgid) arrives as a
+         * large positive number). */
+        a1 = (int32_t)a1;
         if (a1 > 0 || a1 < -1)
-            a1 = a1 > 0 ? vid_to_real(c, (int32_t)a1) : -vid_to_real(c, (int32_t)-a1);
+            a1 = a1 > 0 ? vid_to_real(c, (int32_t)a1) : -vgroup_to_real(c, (int32_t)-a1);
         return raw_syscall2(SYS_kill, a1, a2);
     case SYS_rt_sigqueueinfo:
         return raw_syscall3(nr, c->vpid && a1 == c->vpid ? c->pid : a1, a2, a3);
@@ -874,11 +896,11 @@ static long emu_wait(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4
     struct crac_ctrl *c = crac_ctrl();
     long r;
     for (;;) {
-        long id = a1, arg2 = a2;
-        if (nr == SYS_wait4 && (a1 > 0 || a1 < -1))
-            id = a1 > 0 ? vid_to_real(c, (int32_t)a1) : -vid_to_real(c, (int32_t)-a1);
+        long id = nr == SYS_wait4 ? (int32_t)a1 : a1, arg2 = a2; /* pid_t, as kill's */
+        if (nr == SYS_wait4 && (id > 0 || id < -1))
+            id = id > 0 ? vid_to_real(c, (int32_t)id) : -vgroup_to_real(c, (int32_t)-id);
         if (nr == SYS_waitid && (a1 == P_PID || a1 == P_PGID) && a2 > 0)
-            arg2 = vid_to_real(c, (int32_t)a2);
+            arg2 = a1 == P_PGID ? vgroup_to_real(c, (int32_t)a2) : vid_to_real(c, (int32_t)a2);
         int32_t before = __atomic_load_n(&c->pid, __ATOMIC_ACQUIRE);
         uint64_t during = upper_mask(c, *(uint64_t *)&uc->uc_sigmask), saved;
         raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &during, &saved, 8);
@@ -1007,11 +1029,14 @@ static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long
     case SYS_getpgid:
     case SYS_getsid: {
         long r = raw_syscall1(nr, vid_to_real(c, (int32_t)a1));
-        return r > 0 ? vid_from_real(c, (int32_t)r) : r; /* a leader's group is its pid */
+        /* a leader's group is its pid */
+        return r > 0 ? vgroup_from_real(c, (int32_t)r, nr == SYS_getsid) : r;
     }
+    case SYS_getpgrp: return vgroup_from_real(c, (int32_t)raw_syscall0(nr), 0);
     case SYS_setpgid:
+        /* the group to join: this process's, a child's, or the one it was restarted in */
         a1 = vid_to_real(c, (int32_t)a1);
-        a2 = c->vpid && a2 == c->vpid ? c->pid : a2;
+        a2 = vgroup_to_real(c, (int32_t)a2);
         break;
     case SYS_timer_create: {
         struct sigevent ev;
@@ -1175,6 +1200,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_getpgid:
     case SYS_getsid:
     case SYS_setpgid:
+    case SYS_getpgrp:
     case SYS_timer_create:
     case SYS_clock_gettime:
     case SYS_clock_getres:

@@ -247,8 +247,11 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     jraw(&j, ", \"glibc\": \"%s\"},\n", gnu_get_libc_version());
     /* vpid, vppid: the process and its parent as the program knows them (crac restart rebuilds
      * a tree from them: crac_py/launch/tree.py). */
-    jraw(&j, "  \"process\": {\"pid\": %d, \"vpid\": %d, \"vppid\": %d, \"program\": ", getpid(),
-         (int)vid_from_real(crac_ctrl(), getpid()), (int)tree_program_ppid());
+    jraw(&j,
+         "  \"process\": {\"pid\": %d, \"vpid\": %d, \"vppid\": %d, \"pgid\": %d, \"sid\": %d, "
+         "\"program\": ",
+         getpid(), (int)vid_from_real(crac_ctrl(), getpid()), (int)tree_program_ppid(),
+         (int)tree_program_pgid(), (int)tree_program_sid());
     jstr(&j, ckpt_cfg.program);
     jraw(&j, ", \"program_sha256\": \"%s\", \"argv\": [", prog_hash);
     for (int i = 0; i < ckpt_cfg.argc; i++) {
@@ -263,6 +266,12 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     int n_zombies = tree_zombies(&zs);
     for (int i = 0; i < n_zombies; i++)
         jraw(&j, "%s{\"vpid\": %d, \"status\": %d}", i ? ", " : "", (int)zs[i].vpid, zs[i].wstatus);
+    /* the children checkpointed with it: `crac verify` refuses a tree image that lacks one */
+    const int32_t *kids;
+    int n_kids = tree_members(&kids);
+    jraw(&j, "], \"children\": [");
+    for (int i = 0; i < n_kids; i++)
+        jraw(&j, "%s%d", i ? ", " : "", (int)kids[i]);
     jraw(&j, "]},\n");
     jraw(&j, "  \"backend\": {\"name\": ");
     jstr(&j, ckpt_cfg.backend_name);

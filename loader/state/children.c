@@ -1,5 +1,6 @@
 /* children.c — child processes are not part of this process's image: a checkpoint names each one
- * (losses.c) unless it is a split process of the same job, checkpointed with it. No note. */
+ * (losses.c) unless it is a split process of the same job, checkpointed with it (the manifest
+ * lists those). No note. */
 #include "state.h"
 
 #include "ckpt.h"
@@ -13,6 +14,17 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#define MAX_MEMBERS 4096
+static int32_t
+    members[MAX_MEMBERS]; /* children in this job checkpoint, as the program knows them */
+static int n_members;
+
+int tree_members(const int32_t **out)
+{
+    *out = members;
+    return n_members;
+}
 
 /* A child forked as a split process that still runs crac's loader (it has not exec'd another
  * program outside crac). */
@@ -95,8 +107,13 @@ static void name_children(const char *task)
             continue;
         }
         int member = crac_child(pid);
-        if (member && ckpt_cfg.coord_fd >= 0)
-            continue; /* a worker of the coordinator's job: in the same job checkpoint */
+        if (member && ckpt_cfg.coord_fd >= 0) {
+            /* a worker of the coordinator's job: in the same job checkpoint; the manifest names
+             * it, so `crac verify` can tell a tree image that lacks it */
+            if (n_members < MAX_MEMBERS)
+                members[n_members++] = vid_from_real(crac_ctrl(), pid);
+            continue;
+        }
         if (member) {
             state_loss("child process %d (%s) is checkpointed on its own (no coordinator): a "
                        "restart of this process does not bring it back",
@@ -115,6 +132,7 @@ int children_capture(const struct state_capture *c, void **blob, size_t *len)
     *blob = NULL;
     *len = 0;
     tree_zombies_clear();
+    n_members = 0;
     refused = 0;
     DIR *d = opendir("/proc/self/task");
     if (!d)

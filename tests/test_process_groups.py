@@ -1,0 +1,120 @@
+"""Process groups and sessions of a tree (docs/DECISIONS.md "Process groups, sessions and tree
+images"), each through two checkpoint->SIGKILL->restart cycles compared with an uninterrupted run:
+
+* tests/apps/tree_pgrp_group.c: two children in a new group led by the first, signalled with
+  kill(-pgid) at every step, and a child that called setsid(); each process's getpgrp()/getsid()
+  (and the root's getpgid/getsid of its children) stay what they were at the start.
+* tests/apps/tree_pgrp_chld.c: a SIGCHLD handler counts the children's ends; a restart neither
+  loses one nor sends one again for a recreated zombie.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+from ckpt_harness import CracProc, base_env, tree, wait_exit
+from conftest import crac_cmd, require_native
+from coord_harness import free_port, wait_until
+from job_harness import (
+    Output,
+    ScriptRun,
+    bcheckpoint,
+    check_chain,
+    kill_job,
+    segments_of,
+    wait_steps,
+)
+
+from crac_py.coord.restart_script import listed_generations
+
+STEPS = 200
+
+
+def _kill_app(app: Path) -> None:
+    """SIGKILL every process still running APP (this test's own build of it, under pytest's
+    temporary directory): the tree's processes are no children of ours, and some are in groups
+    and sessions of their own."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        if argv0 == str(app).encode():
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int) -> None:
+    """Launch APP, checkpoint the tree with the signal to the root, SIGKILL it; restart with the
+    coordinator's script, `-bc`, SIGKILL, restart again to the end: every process's output is
+    the uninterrupted run's."""
+    require_native()
+    ckptdir, logs = tmp / "ckpt", tmp / "logs"
+    root = CracProc(
+        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", str(apps[app]), "P", str(STEPS), str(ms)],
+        out_dir=logs,
+        label="launch",
+        env=base_env(),
+    )
+    out = Output(root.out_path, "launch")
+    runs: list[ScriptRun] = []
+    try:
+        wait_steps(out, tags, 20, root)
+        before = {t: out.last_step(t) for t in tags}
+        os.kill(root.pid, signal.SIGUSR2)
+        script = ckptdir / "crac_restart_script.sh"
+        wait_until(script.exists, "the restart script")
+        after = {t: out.last_step(t) for t in tags}
+        wait_steps(out, tags, max(after.values()) + 2, root)
+        _kill_app(apps[app])
+        if root.poll() is None:
+            root.kill()
+        wait_exit(root)
+        chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
+        for gen in listed_generations(script):  # what the restart recreates
+            proc = json.loads((gen / "MANIFEST.json").read_text())["process"]
+            assert proc["pgid"] > 0 and proc["sid"] > 0, proc
+
+        port = free_port()
+        run1 = ScriptRun(script, logs, "restart1", "-p", str(port))
+        runs.append(run1)
+        wait_steps(run1.out, tags, 1, run1.proc, extra=run1.report())
+        first = {t: run1.out.last_step(t) for t in tags}
+        wait_steps(run1.out, tags, max(first.values()) + 10, run1.proc, extra=run1.report())
+        before = {t: run1.out.last_step(t) for t in tags}
+        assert bcheckpoint(port) == script
+        after = {t: run1.out.last_step(t) for t in tags}
+        wait_steps(run1.out, tags, max(after.values()) + 2, run1.proc, extra=run1.report())
+        kill_job(port, run1)
+        for t, seg in segments_of(run1.out, tags, before, after).items():
+            chains[t].append(seg)
+
+        run2 = ScriptRun(script, logs, "restart2", "-p", str(port))
+        runs.append(run2)
+        assert run2.wait() == 0, run2.report()
+        for t, seg in segments_of(run2.out, tags, None, None).items():
+            chains[t].append(seg)
+        check_chain(chains, STEPS, ckptdir)
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), tree(ckptdir), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        _kill_app(apps[app])
+        root.stop()
+
+
+def test_group_and_session_ids_survive_two_restarts(apps, tmp_path):
+    _cycles(apps, tmp_path, "tree_pgrp_group", ["P.r", "P.a", "P.b", "P.s"], ms=20)
+
+
+def test_sigchld_count_survives_two_restarts(apps, tmp_path):
+    _cycles(apps, tmp_path, "tree_pgrp_chld", ["P"], ms=40)
