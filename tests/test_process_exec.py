@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -167,33 +166,6 @@ def test_exec_tree_two_cycles(apps, tmp_path, mode):
     _two_cycles(root, tmp_path, "X", steps, 8)
     # every process of the first checkpoint was under crac: the tree's images are complete
     assert len(complete_generations(tmp_path / "ckpt")) >= 1
-
-
-SUBPROCESS_LOOP = """
-import subprocess, sys
-steps = int(sys.argv[1])
-h = 0xCBF29CE484222325
-for k in range(1, steps + 1):
-    r = subprocess.run(["sh", "-c", f"sleep 0.05; echo {k}; exit {k % 50}"], capture_output=True)
-    if r.returncode != k % 50 or r.stdout != f"{k}\\n".encode():
-        sys.exit(f"step {k}: status {r.returncode}, output {r.stdout!r}")
-    for i in range(8):
-        h ^= (k >> (8 * i)) & 0xFF
-        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    print(f"P step {k}", flush=True)
-print(f"P DONE checksum={h:016x} steps={steps}", flush=True)
-"""
-
-
-def test_python_subprocess_loop_two_cycles(tmp_path):
-    """Python's subprocess.run in a loop (vfork and exec in _posixsubprocess, the child's output
-    through a pipe), with the interpreter's real path (a pyenv shim script is refused)."""
-    steps = 30
-    script = tmp_path / "loop.py"
-    script.write_text(SUBPROCESS_LOOP)
-    python = os.path.realpath(sys.executable)
-    root = Tree([python, "-S", str(script), str(steps)], tmp_path)
-    _two_cycles(root, tmp_path, "P", steps, 5)
 
 
 @pytest.fixture(scope="module")
