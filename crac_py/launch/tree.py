@@ -29,8 +29,10 @@ class Member:
     vpid: int
     vppid: int
     zombies: list[tuple[int, int]] = field(default_factory=list)  # (vpid, wait status)
-    pgid: int = 0  # process group and session as the program knew them (0: not recorded)
-    sid: int = 0
+    # process group and session as the program knew them: 0 where their leader was outside its
+    # pid namespace (getsid answers 0: a container's CI job), None where not recorded
+    pgid: int | None = None
+    sid: int | None = None
 
 
 def member(gen: str | Path) -> Member:
@@ -46,7 +48,7 @@ def member(gen: str | Path) -> Member:
         proc = json.loads((path / "MANIFEST.json").read_text())["process"]
         vpid, vppid = int(proc["vpid"]), int(proc["vppid"])
         zombies = [(int(z["vpid"]), int(z["status"])) for z in proc.get("zombies") or []]
-        pgid, sid = int(proc.get("pgid") or 0), int(proc.get("sid") or 0)
+        pgid, sid = (None if proc.get(k) is None else int(proc[k]) for k in ("pgid", "sid"))
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise TreeError(f"{path}: no process ids in MANIFEST.json ({type(exc).__name__})") from exc
     return Member(path, vpid, vppid, zombies, pgid, sid)
@@ -270,6 +272,6 @@ class _Groups:
             ("--group-id", pgid, os.getpgid(0)),
             ("--session-id", me.sid, os.getsid(0)),
         ):
-            if vid and vid != real:
+            if vid is not None and vid != real:
                 out += [opt, f"{vid}:{real}"]
         return out

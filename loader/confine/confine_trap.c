@@ -838,6 +838,8 @@ static int32_t vgroup_from_real(const struct crac_ctrl *c, int32_t real, int ses
 
 static int32_t vgroup_to_real(const struct crac_ctrl *c, int32_t virt)
 {
+    if (virt <= 0) /* setpgid's 0 is "the pid's own"; a mapped 0 is only ever an answer */
+        return virt;
     for (int i = 0; i < tree_n_vgroups && i < TREE_MAX_VGROUPS; i++)
         if (tree_vgroups[i].virt == virt && !tree_vgroups[i].session)
             return tree_vgroups[i].real;
@@ -1030,7 +1032,7 @@ static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long
     case SYS_getsid: {
         long r = raw_syscall1(nr, vid_to_real(c, (int32_t)a1));
         /* a leader's group is its pid */
-        return r > 0 ? vgroup_from_real(c, (int32_t)r, nr == SYS_getsid) : r;
+        return r >= 0 ? vgroup_from_real(c, (int32_t)r, nr == SYS_getsid) : r;
     }
     case SYS_getpgrp: return vgroup_from_real(c, (int32_t)raw_syscall0(nr), 0);
     case SYS_setpgid:

@@ -16,7 +16,7 @@ int tree_n_vgroups;
 int tree_restart_group_id(const char *spec, int session)
 {
     int v, r, n = 0;
-    if (sscanf(spec, "%d:%d%n", &v, &r, &n) != 2 || spec[n] || v <= 0 || r <= 0 ||
+    if (sscanf(spec, "%d:%d%n", &v, &r, &n) != 2 || spec[n] || v < 0 || r < 0 ||
         tree_n_vgroups >= TREE_MAX_VGROUPS)
         return -1;
     tree_vgroups[tree_n_vgroups++] = (struct tree_vgroup){v, r, session};
