@@ -62,7 +62,27 @@ OPTIONS: dict[str, Option] = {
     "sigckpt": Option("--ckpt-signal", _twins("SIGCKPT"), "12"),
     # Checked by compress_spec (zstd:LEVEL is open-ended); DMTCP_GZIP is read there too.
     "compress": Option("--compress", ("CRAC_COMPRESS",), "none"),
+    # --incremental (docs/IMAGE.md "Incremental generations"); --full-every N with it.
+    "incremental": Option("--incremental", ("CRAC_INCREMENTAL",), "0", ("0", "1")),
 }
+
+FULL_EVERY_DEFAULT = 8
+
+
+def incremental_spec(flag: bool, full_every: int | None, compress: str) -> int:
+    """The loader's --incremental value: 0 (every generation full) or K (every Kth full, the
+    others hold only the pages written since the one before). CRAC_INCREMENTAL=1 turns it on."""
+    on = OPTIONS["incremental"].resolve("1" if flag else None).value == "1"
+    if not on:
+        if full_every is not None:
+            raise ConfigError("--full-every is for --incremental")
+        return 0
+    if compress != "none":
+        raise ConfigError(
+            "--incremental cannot be combined with --compress: an incremental generation's "
+            "regions are not compressed; use one or the other"
+        )
+    return FULL_EVERY_DEFAULT if full_every is None else full_every
 
 
 def compress_spec(flag_value: str | None, environ: Mapping[str, str] | None = None) -> str:

@@ -146,6 +146,7 @@ static void abandon(struct crac_registry *r, const char *tmp, int generation, in
                     const char *why)
 {
     r->generation = generation - 1;
+    incr_abandoned();
     if (parked && hook_fs)
         upper_hook_run(r, CRAC_EV_PRE_RESUME, hook_fs);
     hook_fs = 0;
@@ -234,6 +235,10 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
                  : 0;
     if (derr[0])
         fprintf(stderr, "crac: error: %s\n", derr);
+    /* --incremental: the pages written since the last checkpoint, listed and protected again
+     * now, with nothing of the program running and before the writer forks (ckpt_incr.c). */
+    if (rc == 0)
+        incr_prepare(generation);
     pid_t writer = -1;
     double tc = now_ms(); /* the fork: copying the page tables is most of the pause */
     /* Not under a coordinator (b): the job's processes publish each on its own once written,
@@ -306,8 +311,10 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     report_timing(generation, t, n, core_size, fork_ms, writer > 0);
     if (rc != 0) {
         r->generation = generation - 1;
+        incr_abandoned();
         remove_tree(tmp);
     } else {
+        incr_published(generation, header_crc, core_size);
         report_verbose(generation, t, final);
     }
     if (b)
