@@ -524,12 +524,14 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("files.<path>.crc32c_regions", "boolean", "upper.core: `true`, checked by "
      "upper_core.header_crc32c and the REGIONS note's CRC-32C of each region"),
     ("manifest_sha256", "string", "SHA-256 of this file with this value written as 64 zeros"),
-    ("incremental", "object", "present when the process runs with --incremental (a restart "
-     "goes on with it)"),
-    ("incremental.full_every", "integer", "every how many generations one is full"),
+    ("incremental", "object", "--incremental (docs/IMAGE.md \"Incremental generations\"; a "
+     "restart goes on with it)"),
+    ("incremental.full_every", "integer", "every how many generations one is full; 0: off, "
+     "every generation full"),
     ("incremental.parent", "integer", "an incremental generation: its parent generation "
      "(the PARENT note); 0: a full one"),
-    ("incremental.base", "integer", "the full generation its chain starts at (itself if full)"),
+    ("incremental.base", "integer", "the full generation its chain starts at (itself if full; "
+     "0 when off)"),
     ("incremental.parent_header_crc32c", "integer", "the parent's upper_core.header_crc32c"),
 )  # fmt: skip
 

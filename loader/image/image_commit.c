@@ -289,12 +289,15 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
         jstr(&j, lost[i]);
     }
     jraw(&j, "],\n");
-    if (incr_full_every()) { /* --incremental (ckpt_incr.c): a restart goes on with it */
+    { /* --incremental (ckpt_incr.c; full_every 0: off): a restart goes on with it */
         const struct crac_parent_rec *p = incr_parent();
         jraw(&j,
              "  \"incremental\": {\"full_every\": %d, \"parent\": %d, \"base\": %d, "
              "\"parent_header_crc32c\": %u},\n",
-             incr_full_every(), p ? p->generation : 0, p ? p->base : generation,
+             incr_full_every(), p ? p->generation : 0,
+             p                   ? p->base
+             : incr_full_every() ? generation
+                                 : 0,
              p ? p->header_crc32c : 0);
     }
     jraw(&j, "  \"upper_core\": {\"size\": %llu, \"header_crc32c\": %u},\n",

@@ -64,6 +64,9 @@ int restart_shared_mem_add(const char *spec);
 int restart_chain_fill(const struct restart_image *img, const struct crac_region_rec *r,
                        const unsigned char *inherit, uint32_t *crc, uint32_t *pages, char *err,
                        size_t errlen);
+/* restart_chain.c: every region is filled: the parents' files are closed (the program must not
+ * inherit them as descriptors). */
+void restart_chain_done(void);
 /* restart_threads.c */
 __attribute__((noreturn)) void restart_threads(struct crac_registry *r, struct restart_image *img,
                                                const struct state_restore *st);

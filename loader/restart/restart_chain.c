@@ -122,6 +122,13 @@ static int fill_parents(const struct restart_image *img, uint64_t start, uint64_
     return -2;
 }
 
+void restart_chain_done(void)
+{
+    for (int i = 0; i < n_links; i++)
+        close(links[i].img.core_fd);
+    n_links = 0;
+}
+
 int restart_chain_fill(const struct restart_image *img, const struct crac_region_rec *r,
                        const unsigned char *inherit, uint32_t *crc, uint32_t *pages, char *err,
                        size_t errlen)

@@ -413,11 +413,13 @@ int restart_map_regions(const struct restart_image *img, char *err, size_t errle
         if (map_one(img, &r, path, bitmap, err, errlen) != 0) {
             shared_objects_close();
             sysv_done();
+            restart_chain_done();
             return -1;
         }
         off += r.size;
     }
     shared_objects_close();
     sysv_done();
+    restart_chain_done();
     return 0;
 }
