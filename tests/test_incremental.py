@@ -7,13 +7,16 @@ never removes a generation a kept one builds on."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from ckpt_harness import (
+    CracProc,
     Segment,
     assert_refused,
     assert_same_output,
@@ -27,14 +30,19 @@ from ckpt_harness import (
     kill9,
     launch,
     native_reference,
+    process_dirs,
     restart,
     run_restart,
     stitch,
     wait_exit,
     wait_for_step,
 )
-from conftest import CFLAGS, crac_cmd, describe
+from conftest import CFLAGS, crac_cmd, describe, require_native
+from coord_harness import Coordinator
+from job_harness import Output, ScriptRun, bcheckpoint, segments_of, wait_steps
+from job_harness import check_chain as check_tag_chain
 
+from crac_py.coord.restart_script import listed_generations
 from crac_py.image import format as image_format
 
 APP = Path(__file__).parent / "apps" / "ckpt_incr.c"
@@ -258,3 +266,57 @@ def test_with_compress_refused(app: Path, tmp_path: Path) -> None:
               str(app), "5", "1", "0", cwd=tmp_path)  # fmt: skip
     msg = assert_refused(cp, "--incremental with --compress")
     assert "--compress" in msg and "--incremental" in msg, msg
+
+
+def test_tree_each_process_its_own_chain(apps: dict[str, Path], tmp_path: Path) -> None:
+    """A forked child (a process of the job) keeps its own chain: three job checkpoints (`-bc`)
+    make gen-1 full and gen-2, gen-3 incremental in each process's directory, each on its own
+    gen before; the job restarted from them (the chains) finishes as an uninterrupted run."""
+    require_native()
+    steps, tags, ckptdir, logs = 600, ["T.p", "T.c"], tmp_path / "ckpt", tmp_path / "logs"
+    coord = Coordinator(tmp_path / "coord")
+    port = coord.port
+    argv = [*crac_cmd(), "launch", *OPTS, "--join-coordinator", "-p", str(port), "-c", str(ckptdir)]
+    root = CracProc(
+        [*argv, "--", str(apps["tree_counter"]), "T", str(steps), "20"],
+        out_dir=logs,
+        label="launch",
+        env=base_env(),
+    )
+    out = Output(root.out_path, "launch")
+    run = None
+    try:
+        coord.wait_peers(2)  # the root and its forked child
+        wait_steps(out, tags, 30, root)
+        for k in range(3):
+            before = {t: out.last_step(t) for t in tags}
+            script = bcheckpoint(port)
+            after = {t: out.last_step(t) for t in tags}
+            gens = listed_generations(script)
+            assert len(gens) == 2 and all(g.name == f"gen-{k + 1:06d}" for g in gens), gens
+            for g in gens:
+                assert manifest(g)["incremental"]["parent"] == k, manifest(g)["incremental"]
+            wait_steps(out, tags, max(after.values()) + 5, root)
+        for d in process_dirs(ckptdir):  # SIGKILL the tree (its pids name the directories)
+            pid = int(d.name.rsplit("-", 1)[1])
+            try:
+                if b"tree_counter" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
+        wait_exit(root)
+        coord.stop()
+        chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
+        run = ScriptRun(script, logs, "restart1", "-p", str(port))
+        assert run.wait() == 0, run.report()
+        for t, seg in segments_of(run.out, tags, None, None).items():
+            chains[t].append(seg)
+        check_tag_chain(chains, steps, ckptdir)
+    except BaseException:
+        print(root.report(), coord.log_text(), run.report() if run else "", sep="\n")
+        raise
+    finally:
+        if run is not None:
+            run.kill()
+        root.stop()
+        coord.stop()

@@ -338,17 +338,29 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
  * a full one or one that cannot be read. */
 static int manifest_parent(int gen)
 {
-    char path[PATH_MAX + 48], text[8192];
+    char path[PATH_MAX + 48];
     snprintf(path, sizeof(path), "%s/gen-%06d/MANIFEST.json", ckpt_cfg.proc_dir, gen);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size > (64 << 20)) {
+        if (fd >= 0)
+            close(fd);
         return 0;
-    ssize_t n = read(fd, text, sizeof(text) - 1);
+    }
+    /* Whole: argv, lost things and files come before or after the key, any length. */
+    char *text = malloc((size_t)st.st_size + 1);
+    ssize_t n = text ? pread(fd, text, (size_t)st.st_size, 0) : -1;
     close(fd);
-    text[n > 0 ? n : 0] = '\0';
-    const char *inc = strstr(text, "\"incremental\": {");
+    if (n <= 0) {
+        free(text);
+        return 0;
+    }
+    text[n] = '\0';
+    const char *inc = strstr(text, "\n  \"incremental\": {");
     const char *p = inc ? strstr(inc, "\"parent\": ") : NULL;
-    return p ? atoi(p + strlen("\"parent\": ")) : 0;
+    int parent = p ? atoi(p + strlen("\"parent\": ")) : 0;
+    free(text);
+    return parent;
 }
 
 static void rotate(int keep)
