@@ -46,7 +46,7 @@ from crac_py.coord.restart_script import listed_generations
 from crac_py.image import format as image_format
 
 APP = Path(__file__).parent / "apps" / "ckpt_incr.c"
-ARGS = ["1200", "16", "10"]  # steps, MiB dirtied at random (2 % a step), ms a step
+ARGS = ["2400", "16", "5"]  # steps, MiB dirtied at random (2 % a step), ms a step
 PER_CYCLE = 4  # checkpoints a cycle: one full, then incremental ones
 OPTS = ["--incremental", "--full-every", "8"]
 
