@@ -101,8 +101,8 @@ static void resolve_generation(const char *arg, char gen[PATH_MAX], int depth)
             decline("latest link broken");
         return;
     }
-    DIR *d = opendir(path);
-    if (!d || depth > 0)
+    DIR *d = depth > 0 ? NULL : opendir(path);
+    if (!d)
         decline("no generation");
     char one[PATH_MAX] = "";
     int count = 0;
