@@ -90,10 +90,9 @@ int MPI_Comm_size(MPI_Comm comm, int *size)
 
 typedef int (*f_post)(const void *, int, oh, int, int, oh, oh *);
 
-static int post(const char *fname, f_post f, const void *buf, int count, MPI_Datatype t, int peer,
-                int tag, MPI_Comm comm, MPI_Request *req)
+static int post(f_post f, const void *buf, int count, MPI_Datatype t, int peer, int tag,
+                MPI_Comm comm, MPI_Request *req)
 {
-    (void)fname;
     oh o = NULL;
     int rc = f(buf, count, type_in(t), rank_in(peer), tag_in(tag), comm_in(comm), &o);
     *req = rc == 0 ? req_out_new(o) : MPI_REQUEST_NULL;
@@ -103,25 +102,25 @@ static int post(const char *fname, f_post f, const void *buf, int count, MPI_Dat
 int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
               MPI_Request *req)
 {
-    return post("MPI_Isend", OFN(f_post, "MPI_Isend"), buf, count, t, dest, tag, comm, req);
+    return post(OFN(f_post, "MPI_Isend"), buf, count, t, dest, tag, comm, req);
 }
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
               MPI_Request *req)
 {
-    return post("MPI_Irecv", OFN(f_post, "MPI_Irecv"), buf, count, t, src, tag, comm, req);
+    return post(OFN(f_post, "MPI_Irecv"), buf, count, t, src, tag, comm, req);
 }
 
 int MPI_Send_init(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
                   MPI_Request *req)
 {
-    return post("MPI_Send_init", OFN(f_post, "MPI_Send_init"), buf, count, t, dest, tag, comm, req);
+    return post(OFN(f_post, "MPI_Send_init"), buf, count, t, dest, tag, comm, req);
 }
 
 int MPI_Recv_init(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
                   MPI_Request *req)
 {
-    return post("MPI_Recv_init", OFN(f_post, "MPI_Recv_init"), buf, count, t, src, tag, comm, req);
+    return post(OFN(f_post, "MPI_Recv_init"), buf, count, t, src, tag, comm, req);
 }
 
 int MPI_Send(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm)
@@ -294,7 +293,7 @@ int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
     return err_out(rc);
 }
 
-static int any(const char *fname, int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
+static int any(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
 {
     struct reqs a;
     struct ostatus os;
@@ -307,7 +306,6 @@ static int any(const char *fname, int n, MPI_Request reqs[], int *index, int *fl
     else
         rc = OFN(int (*)(int, oh *, int *, struct ostatus *), "MPI_Waitany")(n, a.o, index,
                                                                              status_arg(st, &os));
-    (void)fname;
     if (f) {
         reqs_out(&a, n, reqs);
         *index = undef_out(*index);
@@ -321,22 +319,23 @@ static int any(const char *fname, int n, MPI_Request reqs[], int *index, int *fl
 
 int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
 {
-    return any("MPI_Waitany", n, reqs, index, NULL, st);
+    return any(n, reqs, index, NULL, st);
 }
 
 int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
 {
-    return any("MPI_Testany", n, reqs, index, flag, st);
+    return any(n, reqs, index, flag, st);
 }
 
-static int some(const char *fname, int n, MPI_Request reqs[], int *outcount, int indices[],
-                MPI_Status sts[])
+typedef int (*f_some)(int, oh *, int *, int *, struct ostatus *);
+
+/* F: the shim's MPI_Waitsome or MPI_Testsome (each OFN caches one function: not by name here). */
+static int some(f_some f, int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[])
 {
     struct reqs a;
     if (!reqs_in(&a, n, reqs, sts != MPI_STATUSES_IGNORE))
         return MPI_ERR_NO_MEM;
-    int rc = OFN(int (*)(int, oh *, int *, int *, struct ostatus *),
-                 fname)(n, a.o, outcount, indices, reqs_statuses(&a));
+    int rc = f(n, a.o, outcount, indices, reqs_statuses(&a));
     *outcount = undef_out(*outcount);
     reqs_out(&a, n, reqs);
     for (int k = 0; *outcount != MPI_UNDEFINED && k < *outcount; k++)
@@ -347,14 +346,12 @@ static int some(const char *fname, int n, MPI_Request reqs[], int *outcount, int
 
 int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[])
 {
-    static const char *name = "MPI_Waitsome";
-    return some(name, n, reqs, outcount, indices, sts);
+    return some(OFN(f_some, "MPI_Waitsome"), n, reqs, outcount, indices, sts);
 }
 
 int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[])
 {
-    static const char *name = "MPI_Testsome";
-    return some(name, n, reqs, outcount, indices, sts);
+    return some(OFN(f_some, "MPI_Testsome"), n, reqs, outcount, indices, sts);
 }
 
 /* ---- collectives ---- */
