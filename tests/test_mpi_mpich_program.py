@@ -87,6 +87,20 @@ def test_mpich_program_restarts_on_open_mpi(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("built_with", ["mpich", "openmpi"])
+def test_mpi_abi_values_across_libraries(tmp_path: Path, built_with: str) -> None:
+    """The values an ABI defines (MPI_ANY_SOURCE, MPI_PROC_NULL statuses, MPI_IN_PLACE,
+    MPI_UNDEFINED, error classes, thread level, Testsome/Waitsome, counts, pack/unpack), checked
+    by the program each step, built with MPICH (restarted on Open MPI, then on MPICH) and with
+    Open MPI (restarted on MPICH, then on Open MPI): one restart each way for each."""
+    other_then_same = ("mpirun", "mpich") if built_with == "mpich" else ("mpich", "mpirun")
+    if built_with == "openmpi":
+        _require_mpich_program()
+    run_mpi_cycles(
+        "mpi_abi", ["120", "20"], tmp_path, restarts=other_then_same, built_with=built_with
+    )
+
+
 def test_mpich_program_unsupported_function_refused(tmp_path: Path) -> None:
     """An MPICH-built program calling an MPI function the MPICH-ABI shim lacks is refused at
     launch, by name, in one line."""
