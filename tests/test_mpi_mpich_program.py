@@ -117,3 +117,14 @@ def test_mpich_program_unsupported_function_refused(tmp_path: Path) -> None:
     assert cp.returncode != 0
     assert cp.stderr.startswith("crac: error: ") and "MPI_Comm_create" in cp.stderr, cp.stderr
     assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+
+
+def test_mpich_sonames_pick_the_mpich_shim() -> None:
+    """A program linking MPICH's library under either soname gets the MPICH-ABI shim, and is a
+    rank under Hydra (PMI_RANK); Open MPI's keeps its own."""
+    from crac_py.launch import mpi
+
+    for soname in ("libmpich.so.12", "libmpi.so.12"):
+        assert mpi.shim_args(["libc.so.6", soname]) == ["--mpi-shim", soname]
+        assert mpi.is_rank([soname], {"PMI_RANK": "1"})
+    assert mpi.shim_args(["libmpi.so.40"]) == ["--mpi-shim", "libmpi.so.40"]
