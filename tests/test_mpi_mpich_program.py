@@ -73,6 +73,14 @@ def test_mpich_program_user_operations(tmp_path: Path) -> None:
     )
 
 
+def test_mpich_program_gpu_ranks(tmp_path: Path) -> None:
+    """GPU + MPI ranks (the CUDA runtime on the sim device) built with MPICH: device memory and
+    MPI state restored together, two cycles under MPICH."""
+    run_mpi_cycles(
+        "mpi_gpu", ["120", "30"], tmp_path, restarts=("mpich", "mpich"), built_with="mpich"
+    )
+
+
 def test_mpich_program_restarts_on_open_mpi(tmp_path: Path) -> None:
     """The other way: an MPICH-built job (Comm_split, derived types, pending receives)
     checkpointed under MPICH, restarted under Open MPI's mpirun (Open MPI in the lower half, the
