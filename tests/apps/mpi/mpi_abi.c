@@ -2,7 +2,9 @@
    MPI's mpicc): MPI_ANY_SOURCE/MPI_ANY_TAG probes and receives, MPI_PROC_NULL statuses, MPI_IN_PLACE
    reductions and scatters, MPI_UNDEFINED (a split colour, Waitany and Testsome of null requests),
    MPI_Testsome and MPI_Waitsome, counts from statuses, error classes, thread level, processor
-   name, pack/unpack and type extents. Rank 0 prints `step N` and DONE (checksum). */
+   name, pack/unpack and type extents; at every step, the strings MPI writes (library version,
+   processor/communicator/type names, error strings) stay inside buffers of the program's own
+   MPI's maximum sizes, whichever library is below. Rank 0 prints `step N` and DONE (checksum). */
 #define PROG "mpi_abi"
 #define USAGE "[STEPS [MS_PER_STEP]]"
 #include "../ckpt_common.h"
@@ -60,6 +62,48 @@ static void local_checks(int rank)
     (void)rank;
 }
 
+/* A string output the size the program's mpi.h gives it, and guard bytes after it the library
+ * must not touch (another MPI below may have larger maximums). */
+#define GUARD 64
+
+static void bounded_check(const char *text, const char *guard, int len, int max, const char *what,
+                          long step)
+{
+    for (int i = 0; i < GUARD; i++)
+        check(guard[i] == 'g', what, step);
+    /* Open MPI's library version counts its NUL in the length, MPICH's does not */
+    int n = (int)strnlen(text, (size_t)max);
+    check(n < max && (len == n || len == n + 1), what, step);
+}
+
+#define BOUNDED_CALL(MAX, what, step, call)                                                        \
+    do {                                                                                           \
+        struct {                                                                                   \
+            char text[MAX];                                                                        \
+            char guard[GUARD];                                                                     \
+        } b_;                                                                                      \
+        memset(b_.text, 'x', sizeof(b_.text));                                                     \
+        memset(b_.guard, 'g', sizeof(b_.guard));                                                   \
+        int len_ = -1;                                                                             \
+        char *out_ = b_.text;                                                                      \
+        call;                                                                                      \
+        bounded_check(b_.text, b_.guard, len_, (MAX), what, step);                                 \
+    } while (0)
+
+static void string_checks(MPI_Datatype type, long step)
+{
+    BOUNDED_CALL(MPI_MAX_LIBRARY_VERSION_STRING, "MPI_Get_library_version bounds", step,
+                 MPI_Get_library_version(out_, &len_));
+    BOUNDED_CALL(MPI_MAX_PROCESSOR_NAME, "MPI_Get_processor_name bounds", step,
+                 MPI_Get_processor_name(out_, &len_));
+    BOUNDED_CALL(MPI_MAX_OBJECT_NAME, "MPI_Comm_get_name bounds", step,
+                 MPI_Comm_get_name(MPI_COMM_WORLD, out_, &len_));
+    BOUNDED_CALL(MPI_MAX_OBJECT_NAME, "MPI_Type_get_name bounds", step,
+                 MPI_Type_get_name(type, out_, &len_));
+    BOUNDED_CALL(MPI_MAX_ERROR_STRING, "MPI_Error_string bounds", step,
+                 MPI_Error_string(MPI_ERR_TRUNCATE, out_, &len_));
+}
+
 int main(int argc, char **argv)
 {
     long steps = arg(argc, argv, 1, 40, 1, 1000000);
@@ -86,6 +130,7 @@ int main(int argc, char **argv)
 
     uint64_t h = 0xcbf29ce484222325ULL;
     for (long k = 1; k <= steps; k++) {
+        string_checks(MPI_DOUBLE, k);
         /* Any source, any tag: probe, count, receive. */
         int out[3] = {(int)k, rank, (int)(k * rank)}, in[3] = {0, 0, 0};
         MPI_Request sreq;
