@@ -160,8 +160,9 @@ static int start_send(struct vreq *r)
                (uint64_t)rank_down(r->peer), (uint64_t)r->tag, U(r->comm->real), U(&real));
     r->real = real;
     r->state = VR_ACTIVE;
-    if (r->peer != MPI_PROC_NULL && r->peer >= 0 && r->peer < r->comm->size)
-        mpi_sent_to[r->comm->world_ranks[r->peer]]++;
+    int w = comm_peer_world(r->comm, r->peer); /* a remote rank on an inter-communicator */
+    if (w >= 0)
+        mpi_sent_to[w]++;
     return rc;
 }
 
