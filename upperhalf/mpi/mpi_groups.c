@@ -415,8 +415,10 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
     struct vcomm *c = comm_v(comm);
     struct vgroup *g = group_v(group);
-    if (!c || c->inter) /* the inter-communicator form is not supported (docs/MPI.md) */
+    if (!c)
         return MPI_ERR_COMM;
+    if (c->inter)
+        mpi_die("MPI_Comm_create on an inter-communicator is not supported yet (docs/MPI.md)");
     if (!g)
         return MPI_ERR_GROUP;
     for (int i = 0; i < g->size; i++)

@@ -137,6 +137,48 @@ static int *copy_ints(const int *w, int n)
     return c;
 }
 
+/* The record of a new inter-communicator REAL whose local group is LOCAL's. Its key is the
+ * same on both sides: both groups, and how many inter-communicators between them this process
+ * already holds (each side creates them in the same order). */
+static struct vcomm *inter_new(void *real, const struct vcomm *local, int rsize, const int *rw,
+                               int local_leader, int remote_leader_world, int tag)
+{
+    struct vcomm *v = calloc(1, sizeof(*v));
+    if (!v)
+        mpi_die("out of memory in the MPI shim");
+    v->magic = VMAGIC;
+    v->real = real;
+    v->inter = 1;
+    v->size = local->size;
+    v->rank = local->rank;
+    v->world_ranks = copy_ints(local->world_ranks, local->size);
+    v->remote_size = rsize;
+    v->remote_world = copy_ints(rw, rsize);
+    v->local_leader = local_leader;
+    v->remote_leader_world = remote_leader_world;
+    v->tag = tag;
+    uint64_t base = pair_hash(0x6b1e5d9a1c3f0001ULL, v->world_ranks, v->size, rw, rsize);
+    pthread_mutex_lock(&mpi_mu);
+    int ordinal = 0;
+    for (struct vcomm *o = vcomm_list; o; o = o->next)
+        if (o->inter && pair_hash(0x6b1e5d9a1c3f0001ULL, o->world_ranks, o->size, o->remote_world,
+                                  o->remote_size) == base)
+            ordinal++;
+    v->key = fnv(base, (uint64_t)ordinal) | 2;
+    vcomm_append(v);
+    pthread_mutex_unlock(&mpi_mu);
+    return v;
+}
+
+/* MPI_Comm_dup of an inter-communicator (counted on it by the caller): the same description,
+ * so a restart builds it with the same calls. */
+int mpi_inter_dup(struct vcomm *c, void *real, MPI_Comm *out)
+{
+    *out = (MPI_Comm)(void *)inter_new(real, c, c->remote_size, c->remote_world, c->local_leader,
+                                       c->remote_leader_world, c->tag);
+    return MPI_SUCCESS;
+}
+
 int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm,
                          int remote_leader, int tag, MPI_Comm *newintercomm)
 {
@@ -170,32 +212,7 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_co
         free(buf);
         return rc;
     }
-    struct vcomm *v = calloc(1, sizeof(*v));
-    if (!v)
-        mpi_die("out of memory in the MPI shim");
-    v->magic = VMAGIC;
-    v->real = real;
-    v->inter = 1;
-    v->size = lc->size;
-    v->rank = lc->rank;
-    v->world_ranks = copy_ints(lc->world_ranks, lc->size);
-    v->remote_size = rsize;
-    v->remote_world = copy_ints(rw, rsize);
-    v->local_leader = local_leader;
-    v->remote_leader_world = rw[rlead];
-    v->tag = tag;
-    /* The same on both sides: both groups, and how many inter-communicators between them
-     * this process already holds (each side creates them in the same order). */
-    uint64_t base = pair_hash(0x6b1e5d9a1c3f0001ULL, v->world_ranks, v->size, rw, rsize);
-    pthread_mutex_lock(&mpi_mu);
-    int ordinal = 0;
-    for (struct vcomm *o = vcomm_list; o; o = o->next)
-        if (o->inter && pair_hash(0x6b1e5d9a1c3f0001ULL, o->world_ranks, o->size, o->remote_world,
-                                  o->remote_size) == base)
-            ordinal++;
-    v->key = fnv(base, (uint64_t)ordinal) | 2;
-    vcomm_append(v);
-    pthread_mutex_unlock(&mpi_mu);
+    struct vcomm *v = inter_new(real, lc, rsize, rw, local_leader, rw[rlead], tag);
     free(buf);
     *newintercomm = (MPI_Comm)(void *)v;
     return MPI_SUCCESS;

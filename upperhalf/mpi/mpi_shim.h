@@ -148,6 +148,7 @@ int comm_peer_world(struct vcomm *c, int peer); /* world rank of a p2p peer, -1 
 extern struct vcomm *mpi_aux;                   /* the shim's own duplicate of the world */
 void mpi_groups_start(void);                    /* at MPI_Init, after the world: mpi_aux */
 void mpi_intercomm_rebuild(struct vcomm *c);    /* at restart, in creation order */
+int mpi_inter_dup(struct vcomm *c, void *real, MPI_Comm *out); /* MPI_Comm_dup's new one */
 /* The ghost counter of a creation whose participants are the world ranks A (and B, the other
  * side of an inter-communicator) with TAG: found or made, the same key on every participant. */
 struct vcomm *mpi_ghost(uint64_t kind, const int *a, int na, const int *b, int nb, int tag);

@@ -2,9 +2,11 @@
    its lower and upper halves, joined by MPI_Intercomm_create; every step each rank exchanges
    with its partner in the other half over the inter-communicator (MPI_Sendrecv, and a message
    sent before a pause and received after it, so checkpoints find it in flight there: one from a
-   lower rank, two from an upper one), and the ranks allreduce on the MPI_Intercomm_merge'd
-   communicator; every 10 steps a second inter-communicator and its merge are made, used and
-   freed. Rank 0 prints `step N` and a DONE line (checksum). Needs an even number of ranks. */
+   lower rank, two from an upper one), the ranks allreduce on the MPI_Intercomm_merge'd
+   communicator, and the lower half's first rank broadcasts to the upper half over a duplicate
+   of the inter-communicator (MPI_ROOT); every 10 steps a second inter-communicator and its
+   merge are made, used and freed. Rank 0 prints `step N` and a DONE line (checksum). Needs an
+   even number of ranks. */
 #define PROG "mpi_intercomm"
 #define USAGE "[STEPS [MS_PER_STEP]]"
 #include "../ckpt_common.h"
@@ -86,6 +88,10 @@ int main(int argc, char **argv)
     int r = -1;
     MPI_Comm_compare(inter, inter, &r);
     check(r == MPI_IDENT, "Comm_compare of the inter-communicator", 0);
+    MPI_Comm idup; /* a duplicate, for a collective across the halves */
+    MPI_Comm_dup(inter, &idup);
+    MPI_Comm_compare(inter, idup, &r);
+    check(r == MPI_CONGRUENT, "Comm_compare of the duplicate", 0);
     int partner_world = upper ? hrank : n + hrank;
     uint64_t h = 0xcbf29ce484222325ULL;
     for (long k = 1; k <= steps; k++) {
@@ -107,18 +113,25 @@ int main(int argc, char **argv)
         long mine = k * (rank + 1), sum = 0;
         MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, merged);
         check(sum == k * (long)size * (size + 1) / 2, "merged Allreduce", k);
-        long extra = 0;
+        /* The lower half's first rank to every rank of the upper half. */
+        long b[2] = {0, 0};
+        if (!upper && hrank == 0)
+            b[0] = k * 17, b[1] = k * 19;
+        MPI_Bcast(b, 2, MPI_LONG, upper ? 0 : (hrank == 0 ? MPI_ROOT : MPI_PROC_NULL), idup);
+        if (upper)
+            check(b[0] == k * 17 && b[1] == k * 19, "Bcast across the halves", k);
+        long extra = upper ? b[1] : 0;
         if (k % 10 == 0) { /* made, used and freed after restarts too */
             MPI_Comm i2, m2;
             join(half, upper, size, 98, &i2, &m2, k);
             long v = rank, mx = -1;
             MPI_Allreduce(&v, &mx, 1, MPI_LONG, MPI_MAX, m2);
             check(mx == size - 1, "second merged Allreduce", k);
-            long a = k + rank, b = -1;
-            MPI_Sendrecv(&a, 1, MPI_LONG, hrank, 13, &b, 1, MPI_LONG, hrank, 13, i2,
+            long a = k + rank, b2 = -1;
+            MPI_Sendrecv(&a, 1, MPI_LONG, hrank, 13, &b2, 1, MPI_LONG, hrank, 13, i2,
                          MPI_STATUS_IGNORE);
-            check(b == k + partner_world, "second inter-communicator", k);
-            extra = b;
+            check(b2 == k + partner_world, "second inter-communicator", k);
+            extra += b2;
             MPI_Comm_free(&m2);
             MPI_Comm_free(&i2);
         }
@@ -140,6 +153,7 @@ int main(int argc, char **argv)
         printf("DONE checksum=%016llx steps=%ld ranks=%d\n", (unsigned long long)all, steps, size);
         fflush(stdout);
     }
+    MPI_Comm_free(&idup);
     MPI_Comm_free(&merged);
     MPI_Comm_free(&inter);
     MPI_Comm_free(&half);
