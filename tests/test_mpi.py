@@ -352,9 +352,9 @@ def test_mpi_groups_four_ranks(tmp_path: Path) -> None:
 def test_mpi_intercomm_four_ranks(tmp_path: Path) -> None:
     """Two halves of the world exchanging over an inter-communicator every step (a message in
     flight on it at each checkpoint, drained and counted for the right rank), an allreduce on
-    its MPI_Intercomm_merge'd communicator, and a second pair made and freed every 10 steps,
+    its MPI_Intercomm_merge'd communicator, and a second pair made and freed every 3 steps,
     after restarts too: 4 ranks, two cycles."""
-    run_mpi_cycles("mpi_intercomm", ["150", "30"], tmp_path, ranks=4)
+    run_mpi_cycles("mpi_intercomm", ["150", "30", "3"], tmp_path, ranks=4)
 
 
 @pytest.mark.parametrize("name", ["mpi_groups", "mpi_intercomm"])

@@ -3,9 +3,9 @@
    _difference, communicators from them with MPI_Comm_create (the evens, the world reversed) and
    MPI_Comm_create_group (the odds), and checks MPI_Group_compare/MPI_Comm_compare. Every step
    it checks those groups again (sizes, ranks, translated ranks), makes a communicator from one
-   of them with MPI_Comm_create and frees it, and runs collectives and a ring on the created
-   communicators, with a message in flight on the reversed one across a pause. Rank 0 prints
-   `step N` and a DONE line (checksum). */
+   of them with MPI_Comm_create (and the odds one with MPI_Comm_create_group) and frees it, and
+   runs collectives and a ring on the created communicators, with a message in flight on the
+   reversed one across a pause. Rank 0 prints `step N` and a DONE line (checksum). */
 #define PROG "mpi_groups"
 #define USAGE "[STEPS [MS_PER_STEP]]"
 #include "../ckpt_common.h"
@@ -194,7 +194,14 @@ int main(int argc, char **argv)
             long b = rank == 1 ? k * 13 : 0;
             MPI_Bcast(&b, 1, MPI_LONG, 0, ocomm);
             check(b == k * 13, "odds Bcast", k);
-            half = b;
+            /* Made by the odds alone, again each step (the same group and tag). */
+            MPI_Comm tmp;
+            MPI_Comm_create_group(MPI_COMM_WORLD, g.odds, 42, &tmp);
+            long v = k + rank, mx = -1;
+            MPI_Allreduce(&v, &mx, 1, MPI_LONG, MPI_MAX, tmp);
+            check(mx == k + 2 * (size / 2) - 1, "odds' created group Allreduce", k);
+            MPI_Comm_free(&tmp);
+            half = b + mx;
         }
         h = mix(mix(mix(h, (uint64_t)in), (uint64_t)sum), (uint64_t)half);
         if (rank == 0)

@@ -4,11 +4,11 @@
    sent before a pause and received after it, so checkpoints find it in flight there: one from a
    lower rank, two from an upper one), the ranks allreduce on the MPI_Intercomm_merge'd
    communicator, and the lower half's first rank broadcasts to the upper half over a duplicate
-   of the inter-communicator (MPI_ROOT); every 10 steps a second inter-communicator and its
-   merge are made, used and freed. Rank 0 prints `step N` and a DONE line (checksum). Needs an
+   of the inter-communicator (MPI_ROOT); every EVERY (10) steps a second inter-communicator and
+   its merge are made, used and freed. Rank 0 prints `step N` and a DONE line (checksum). Needs an
    even number of ranks. */
 #define PROG "mpi_intercomm"
-#define USAGE "[STEPS [MS_PER_STEP]]"
+#define USAGE "[STEPS [MS_PER_STEP [EVERY]]]"
 #include "../ckpt_common.h"
 
 #include <mpi.h>
@@ -74,6 +74,7 @@ int main(int argc, char **argv)
 {
     long steps = arg(argc, argv, 1, 40, 1, 1000000);
     long ms = arg(argc, argv, 2, 50, 0, 10000);
+    long every = arg(argc, argv, 3, 10, 1, 1000000);
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -121,7 +122,7 @@ int main(int argc, char **argv)
         if (upper)
             check(b[0] == k * 17 && b[1] == k * 19, "Bcast across the halves", k);
         long extra = upper ? b[1] : 0;
-        if (k % 10 == 0) { /* made, used and freed after restarts too */
+        if (k % every == 0) { /* made, used and freed after restarts too */
             MPI_Comm i2, m2;
             join(half, upper, size, 98, &i2, &m2, k);
             long v = rank, mx = -1;
