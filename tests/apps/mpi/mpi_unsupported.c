@@ -1,6 +1,7 @@
 /* mpi_unsupported.c — calls an MPI function the crac MPI shim does not have (MPI_Win_create):
    `crac launch` must refuse it with one clear line instead of letting it die at the call. */
 #include <mpi.h>
+#include <stddef.h>
 
 int main(int argc, char **argv)
 {
