@@ -320,3 +320,30 @@ def test_tree_each_process_its_own_chain(apps: dict[str, Path], tmp_path: Path) 
             run.kill()
         root.stop()
         coord.stop()
+
+
+def test_restart_of_a_full_generation_goes_on_incrementally(
+    chain: tuple[list[Segment], list[str]], tmp_path: Path
+) -> None:
+    """gen-1 (full, format 2) of an --incremental run, restarted without options (the fast
+    restart path, without Python, would take it): the restarted program's checkpoints are
+    still incremental after its first (full) one."""
+    taken, _ = chain
+    first = taken[0].gen
+    assert first is not None
+    for seg in taken[1:]:  # the new run's generations go on from gen-2
+        assert seg.gen is not None
+        shutil.rmtree(seg.gen)
+    proc = restart(first, out_dir=tmp_path / "logs", label="restart_full")
+    try:
+        wait_for_step(proc, 1)
+        gens = [checkpoint(proc, first.parent.parent)]
+        wait_for_step(proc, proc.last_step() + 5)
+        gens.append(checkpoint(proc, first.parent.parent))
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    incs = [manifest(g)["incremental"] for g in gens]
+    assert incs[0]["full_every"] == 8 and incs[0]["parent"] == 0, incs
+    assert incs[1]["parent"] == int(gens[0].name[4:]), incs
