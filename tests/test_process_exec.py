@@ -55,6 +55,16 @@ def test_exec_in_place_keeps_the_process_two_cycles(apps, tmp_path):
     assert [g.name for g in res.gens] == ["gen-000001", "gen-000002"]
 
 
+def test_close_range_spares_the_checkpoints_own_files(apps, tmp_path):
+    """A program that closes every descriptor above 2 with close_range in a loop (as Python's
+    subprocess does in each child before its exec) while it is checkpointed: the files the
+    checkpoint opens while the program runs (its directory scans, the image published after the
+    program resumed: MANIFEST.json, the loader's hash) are not closed under it, so each
+    generation is complete and restarts."""
+    res = run_cycles(apps["tree_close_fds"], ["60", "40"], tmp_path, cycles=2)
+    assert [g.name for g in res.gens] == ["gen-000001", "gen-000002"]
+
+
 class Tree:
     """A launch in a session of its own (so every process it starts can be SIGKILLed at once),
     its output in one file."""

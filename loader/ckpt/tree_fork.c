@@ -90,6 +90,10 @@ static void child_restart_lower_half(void)
     shadow_pool_reset(CHILD_SHADOWS);
     ckpt_trigger_after_fork();
     __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
+    /* The parent's manager may hold its descriptors from the program's close_range now (or a
+     * parent's thread be inside one): neither is this process's. */
+    __atomic_store_n(&lower_fd_busy, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&lower_fd_closers, 0, __ATOMIC_SEQ_CST);
     struct crac_registry *r = ckpt_registry;
     if (r) {
         /* No hook thread here (the upper runtime's atfork handler says so too, but only once the
