@@ -10,7 +10,11 @@ children are split processes too; what crac cannot run is exec'd outside it.
   posix_spawn and vfork loops; the checkpoint signal to the root checkpoints the whole tree (the
   processes the children exec'd included), SIGKILL, the restart script, a second checkpoint,
   SIGKILL, the script again to the end; each output equals an uninterrupted run's. popen() (and
-  the others) without checkpoints: the same output as natively.
+  the others) without checkpoints: the same output as natively. Python's subprocess.run in a
+  loop the same way (its children close every descriptor with close_range before their exec).
+* close_range(3, ~0) in a loop while checkpointed (tests/apps/tree_close_fds.c): the files the
+  checkpoint opens while the program runs are not closed under it (docs/DECISIONS.md "The
+  program's close_range and the checkpoint's own files").
 * A static program exec'd outside crac: its own SIGUSR2 handler gets the signal (neither the
   blocked checkpoint signal nor crac's filter reach it), one warning; a checkpoint while it runs
   is refused naming it, and the last good checkpoint stays the latest.
@@ -21,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,6 +181,33 @@ def test_exec_tree_two_cycles(apps, tmp_path, mode):
     _two_cycles(root, tmp_path, "X", steps, 8)
     # every process of the first checkpoint was under crac: the tree's images are complete
     assert len(complete_generations(tmp_path / "ckpt")) >= 1
+
+
+SUBPROCESS_LOOP = """
+import subprocess, sys
+steps = int(sys.argv[1])
+h = 0xCBF29CE484222325
+for k in range(1, steps + 1):
+    r = subprocess.run(["sh", "-c", f"sleep 0.05; echo {k}; exit {k % 50}"], capture_output=True)
+    if r.returncode != k % 50 or r.stdout != f"{k}\\n".encode():
+        sys.exit(f"step {k}: status {r.returncode}, output {r.stdout!r}, errors {r.stderr!r}")
+    for i in range(8):
+        h ^= (k >> (8 * i)) & 0xFF
+        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    print(f"P step {k}", flush=True)
+print(f"P DONE checksum={h:016x} steps={steps}", flush=True)
+"""
+
+
+def test_python_subprocess_loop_two_cycles(tmp_path):
+    """Python's subprocess.run in a loop (vfork and exec in _posixsubprocess, the child's output
+    through a pipe), with the interpreter's real path (a pyenv shim script is refused)."""
+    steps = 30
+    script = tmp_path / "loop.py"
+    script.write_text(SUBPROCESS_LOOP)
+    python = os.path.realpath(sys.executable)
+    root = Tree([python, "-S", str(script), str(steps)], tmp_path)
+    _two_cycles(root, tmp_path, "P", steps, 5)
 
 
 @pytest.fixture(scope="module")
