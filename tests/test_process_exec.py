@@ -70,6 +70,28 @@ def test_close_range_spares_the_checkpoints_own_files(apps, tmp_path):
     assert [g.name for g in res.gens] == ["gen-000001", "gen-000002"]
 
 
+def test_child_forked_while_its_parent_is_held_can_exec(apps, tmp_path):
+    """A fork while the parent's checkpoint holds its threads (the checkpoint waits for the
+    parent's dmtcp_disable_ckpt() section; the fork comes from inside it): the child, which that
+    checkpoint does not include, execs and ends; it used to see the parent's "threads held" and
+    re-issue its exec for ever."""
+    go = tmp_path / "go"
+    root = Tree([str(apps["tree_fork_holding"]), str(go)], tmp_path)
+    try:
+        wait_until(lambda: "in section" in root.out.text(), "the section")
+        os.kill(root.proc.pid, signal.SIGUSR2)
+        wait_until(lambda: "waits for the program to leave" in root.err.read_text(), "the wait")
+        go.write_text("")
+        assert root.proc.wait(timeout=120) == 0, root.report()
+        assert root.out.text().endswith("DONE\n"), root.report()
+        assert len(complete_generations(tmp_path / "ckpt")) == 1, tree(tmp_path / "ckpt")
+    except BaseException:
+        print(root.report())
+        raise
+    finally:
+        root.kill()
+
+
 class Tree:
     """A launch in a session of its own (so every process it starts can be SIGKILLed at once),
     its output in one file."""
