@@ -81,6 +81,16 @@ def _mpiexec_mpich(n: int) -> list[str]:
     return [mpiexec, "-n", str(n)]
 
 
+def _require_mpich_program() -> str:
+    """MPICH's mpicc, and crac's shim for the programs it builds (docs/MPI.md)."""
+    mpicc = shutil.which("mpicc.mpich")
+    if not mpicc or not shutil.which("mpiexec.mpich"):
+        pytest.skip("MPICH is not installed (apt-get install mpich libmpich-dev)")
+    if not (native_dir() / "shim" / "libmpich.so.12").exists():
+        pytest.fail("MPICH is installed but crac has no libmpich.so.12 shim: rebuild")
+    return mpicc
+
+
 def _coord(port: int, *verb: str, timeout: float = WAIT_TIMEOUT) -> subprocess.CompletedProcess:
     return subprocess.run(
         [*crac_cmd(), "command", "-p", str(port), *verb],
@@ -120,17 +130,23 @@ def run_mpi_cycles(
     *,
     ranks: int = 2,
     restarts: Sequence[str] = ("mpirun", "script"),
+    built_with: str = "openmpi",
 ) -> None:
     """Launch under Open MPI's mpirun, then per entry of RESTARTS: checkpoint the job, SIGKILL
     every rank, restart with "mpirun" (Open MPI's), "mpich" (MPICH's mpiexec: MPICH in the lower
-    half) or "script" (the restart script the coordinator wrote)."""
+    half) or "script" (the restart script the coordinator wrote). BUILT_WITH "mpich": the
+    program built with MPICH's mpicc (crac's libmpich.so.12 shim), run natively and launched
+    under MPICH's mpiexec."""
     cycles = len(restarts)
     mpicc, mpirun = _require_openmpi()
     require_native()
+    launch = _mpirun(mpirun, ranks)
+    if built_with == "mpich":
+        mpicc, launch = _require_mpich_program(), _mpiexec_mpich(ranks)
     exe = _build(name, tmp_path, mpicc)
     env = base_env({**MPI_ENV, "CRAC_MPIRUN": mpirun})
     native = subprocess.run(
-        [*_mpirun(mpirun, ranks), str(exe), *args],
+        [*launch, str(exe), *args],
         capture_output=True,
         env=env,
         cwd=tmp_path,
@@ -146,7 +162,7 @@ def run_mpi_cycles(
     ckptdir = tmp_path / "ckpt"
     logs = tmp_path / "logs"
     ports = [_free_port() for _ in range(cycles + 1)]
-    argv = [*_mpirun(mpirun, ranks), *crac_cmd(), "launch", "-p", str(ports[0])]
+    argv = [*launch, *crac_cmd(), "launch", "-p", str(ports[0])]
     argv += ["-c", str(ckptdir), str(exe), *args]
     proc = CracProc(argv, out_dir=logs, label="launch", env=env, cwd=tmp_path)
     port = ports[0]
