@@ -6,6 +6,7 @@
 #include "crc32c.h"
 #include "image_compress.h"
 #include "page_zero.h"
+#include "restart_lazy.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -352,6 +353,10 @@ shared_mapped:
     }
     if (!r->core_offset || inherited_object_fd(r) >= 0)
         return 0;
+    /* --lazy: filled on first touch and by a prefetcher instead (restart_lazy.c). */
+    int lazy = restart_lazy_take(r, core, err, errlen);
+    if (lazy != 0)
+        return lazy < 0 ? -1 : 0;
     uint32_t crc = 0, pages = 0;
     int rc = r->flags & CRAC_REGION_COMPRESSED
                  ? fill_chunks(core, r, r->kind == CRAC_REGION_FILE_PRIVATE ? bitmap : NULL, &crc,

@@ -1,0 +1,157 @@
+"""`crac restart --lazy` (docs/DECISIONS.md "Lazy restart"): anonymous memory comes back on first
+touch and by a prefetcher. Two checkpoint/restart cycles give the uninterrupted run's results
+(plain and compressed images, threads, a program that forks while pages are still missing, a
+checkpoint taken while the prefetcher runs), the userfaultfd goes once every page is back, and an
+image truncated during a lazy restart ends the program with one clear line, never a hang.
+
+CRAC_LAZY_PREFETCH_DELAY_MS (a test knob) makes the prefetcher wait between its 1 MiB steps, so
+the program runs, forks and is checkpointed while pages are missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from ckpt_harness import (
+    WAIT_TIMEOUT,
+    build_ckpt_apps,
+    checkpoint,
+    kill9,
+    launch,
+    restart,
+    run_cycles,
+    wait_exit,
+    wait_for_step,
+)
+from conftest import CFLAGS
+
+APPS = Path(__file__).parent / "apps"
+
+
+def _build(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    out = tmp_path_factory.mktemp(name) / name
+    cmd = ["gcc", *CFLAGS, "-o", str(out), str(APPS / f"{name}.c")]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def apps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    built = build_ckpt_apps(tmp_path_factory)
+    for name in ("ckpt_compress", "ckpt_lazy_fork"):
+        built[name] = _build(tmp_path_factory, name)
+    return built
+
+
+@pytest.mark.parametrize("compress", ["none", "zstd"])
+def test_two_cycles(
+    apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compress: str
+) -> None:
+    """Every page checked every 25 steps; the second checkpoint comes while the prefetcher of
+    the first lazy restart still runs (it waits for it)."""
+    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "50")
+    run_cycles(
+        apps["ckpt_compress"],
+        ["600", "8", "20"],
+        tmp_path,
+        launch_opts=["--compress", compress],
+        restart_opts=["--lazy", "--compress", compress],
+    )
+
+
+def test_threads_env(
+    apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A multithreaded program, lazy through CRAC_LAZY_RESTART=1."""
+    monkeypatch.setenv("CRAC_LAZY_RESTART", "1")
+    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "20")
+    run_cycles(apps["ckpt_threads"], [], tmp_path)
+
+
+def test_fork_while_pages_missing(
+    apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child forked at each step checks all 64 MiB of its copy: the fork waits for the
+    prefetcher, so no child sees a page that was still missing as zeros."""
+    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "30")
+    run_cycles(apps["ckpt_lazy_fork"], ["200", "64", "20"], tmp_path, restart_opts=["--lazy"])
+
+
+def _image(app: Path, args: list[str], tmp_path: Path) -> tuple[Path, Path]:
+    """A generation of app (checkpointed at step 5, then SIGKILLed); (ckptdir, gen)."""
+    ckptdir = tmp_path / "ckpt"
+    ckptdir.mkdir()
+    proc = launch(app, args, ckptdir, out_dir=tmp_path, label="first")
+    try:
+        wait_for_step(proc, 5)
+        gen = checkpoint(proc, ckptdir)
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    return ckptdir, gen
+
+
+def _uffd_open(pid: int) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return False
+    for fd in fds:
+        try:
+            if "userfaultfd" in os.readlink(f"/proc/{pid}/fd/{fd}"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _wait_closed(pid: int) -> None:
+    deadline = time.monotonic() + WAIT_TIMEOUT
+    while _uffd_open(pid):
+        assert time.monotonic() < deadline, "the prefetcher did not finish"
+        time.sleep(0.05)
+
+
+def test_prefetch_completes(
+    apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The program runs while the userfaultfd is open, the prefetcher closes it once every page
+    is back, and the program then finishes as it should (all 32 MiB checked at its end)."""
+    ckptdir, gen = _image(apps["ckpt_compress"], ["400", "8", "20"], tmp_path)
+    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "100")
+    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
+    try:
+        wait_for_step(proc, 7)
+        assert _uffd_open(proc.pid), proc.report()
+        _wait_closed(proc.pid)
+        assert wait_exit(proc, WAIT_TIMEOUT) == 0, proc.report()
+    finally:
+        proc.stop()
+    assert "DONE" in proc.stdout_text(), proc.report()
+
+
+def test_image_truncated_mid_way(
+    apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """upper.core cut short while the program already runs: it ends with status 2 and one
+    `crac: error:` line naming the region and the image, never hangs on a missing page."""
+    ckptdir, gen = _image(apps["ckpt_compress"], ["2000", "16", "20"], tmp_path)
+    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "200")
+    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
+    try:
+        wait_for_step(proc, 7)
+        assert _uffd_open(proc.pid), proc.report()
+        os.truncate(gen / "upper.core", 8192)
+        status = wait_exit(proc, WAIT_TIMEOUT)
+    finally:
+        proc.stop()
+    assert status == 2, proc.report()
+    err = [ln for ln in proc.stderr_text().splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("crac: error: lazy restart: region 0x"), err
+    assert str(gen / "upper.core") in err[0] and "truncated" in err[0], err
+    assert "DONE" not in proc.stdout_text()
