@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 from ckpt_harness import (
+    RUN_TIMEOUT,
     WAIT_TIMEOUT,
     build_ckpt_apps,
     checkpoint,
     kill9,
     launch,
+    native_reference,
     restart,
     run_cycles,
     wait_exit,
@@ -51,8 +53,8 @@ def apps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_two_cycles(
     apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compress: str
 ) -> None:
-    """Every page checked every 25 steps; the second checkpoint comes while the prefetcher of
-    the first lazy restart still runs (it waits for it)."""
+    """Every page checked every 25 steps, the holey region included (pages of no extent, or of
+    no chunk, read as zeros); the prefetcher slowed so the program runs while pages are missing."""
     monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "50")
     run_cycles(
         apps["ckpt_compress"],
@@ -70,15 +72,6 @@ def test_threads_env(
     monkeypatch.setenv("CRAC_LAZY_RESTART", "1")
     monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "20")
     run_cycles(apps["ckpt_threads"], [], tmp_path)
-
-
-def test_fork_while_pages_missing(
-    apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A child forked at each step checks all 64 MiB of its copy: the fork waits for the
-    prefetcher, so no child sees a page that was still missing as zeros."""
-    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "30")
-    run_cycles(apps["ckpt_lazy_fork"], ["200", "64", "20"], tmp_path, restart_opts=["--lazy"])
 
 
 def _image(app: Path, args: list[str], tmp_path: Path) -> tuple[Path, Path]:
@@ -133,6 +126,55 @@ def test_prefetch_completes(
     finally:
         proc.stop()
     assert "DONE" in proc.stdout_text(), proc.report()
+
+
+def test_fork_while_pages_missing(
+    apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checkpointed before it forks (no child to lose); lazily restarted, it forks at each step
+    and a child checks all 64 MiB of its copy: the fork waits for the prefetcher, so no child sees
+    a page that was still missing as zeros. The result is the uninterrupted run's."""
+    args = ["60", "64", "100", "30"]
+    ref = native_reference(apps["ckpt_lazy_fork"], args, tmp_path / "ref", tmp_path / "ref_cwd")
+    ckptdir, _ = _image(apps["ckpt_lazy_fork"], args, tmp_path)
+    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "200")
+    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
+    try:
+        status = wait_exit(proc, RUN_TIMEOUT)
+    finally:
+        proc.stop()
+    assert status == 0, proc.report()
+    done = [ln for ln in proc.stdout_text().splitlines() if ln.startswith("DONE")]
+    assert done == [ref.lines[-1]], proc.report()
+
+
+def test_checkpoint_while_prefetching(
+    apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint asked for while the prefetcher still runs waits for it: the image it writes
+    has every page, and restarting it (eagerly) finishes as the uninterrupted run does (every page
+    is checked every 25 steps and at the end)."""
+    args = ["400", "8", "20"]
+    ref = native_reference(apps["ckpt_compress"], args, tmp_path / "ref", tmp_path / "ref_cwd")
+    ckptdir, first = _image(apps["ckpt_compress"], args, tmp_path)
+    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "60")
+    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
+    try:
+        wait_for_step(proc, 10)
+        assert _uffd_open(proc.pid), proc.report()
+        second = checkpoint(proc, ckptdir)
+        kill9(proc)
+    finally:
+        proc.stop()
+    assert second != first
+    monkeypatch.delenv("CRAC_LAZY_PREFETCH_DELAY_MS")
+    again = restart(second, out_dir=tmp_path, label="again")
+    try:
+        status = wait_exit(again, RUN_TIMEOUT)
+    finally:
+        again.stop()
+    assert status == 0, again.report()
+    assert again.stdout_text().splitlines()[-1] == ref.done, again.report()
 
 
 def test_image_truncated_mid_way(

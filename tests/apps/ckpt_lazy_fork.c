@@ -1,6 +1,6 @@
-/* ckpt_lazy_fork [STEPS=60] [MIB=64] [MS=20]: MIB MiB of pattern pages; at every step a forked
-   child checks every page of its copy (a lazy restart with pages still missing must not hand a
-   child zeros), then the parent rewrites one page. */
+/* ckpt_lazy_fork [STEPS=60] [MIB=64] [MS=20] [FORK_FROM=1]: MIB MiB of pattern pages; at every
+   step from FORK_FROM on a forked child checks every page of its copy (a lazy restart with pages
+   still missing must not hand a child zeros), then the parent rewrites one page. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #define PROG "ckpt_lazy_fork"
-#define USAGE "[STEPS] [MIB] [MS]"
+#define USAGE "[STEPS] [MIB] [MS] [FORK_FROM]"
 #include "ckpt_common.h"
 
 #define PG 4096UL
@@ -46,11 +46,27 @@ static size_t first_bad(void)
     return npages;
 }
 
+/* A child checks its copy of every page. */
+static void fork_and_check(long s)
+{
+    pid_t child = fork();
+    if (child < 0)
+        fail("fork: %s", strerror(errno));
+    if (child == 0)
+        _exit(first_bad() == npages ? 0 : 3);
+    int st;
+    if (waitpid(child, &st, 0) != child)
+        fail("waitpid: %s", strerror(errno));
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail("step %ld: the forked child found a page that is not as written (status %#x)", s, st);
+}
+
 int main(int argc, char **argv)
 {
     long steps = arg(argc, argv, 1, 60, 1, 1000000);
     long mib = arg(argc, argv, 2, 64, 1, 4096);
     long ms = arg(argc, argv, 3, 20, 0, 100000);
+    long fork_from = arg(argc, argv, 4, 1, 1, 1000000);
     npages = (size_t)mib * 256;
     mem = mmap(NULL, npages * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ver = mmap(NULL, npages * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -60,17 +76,8 @@ int main(int argc, char **argv)
         write_page(p);
     uint64_t h = 0xcbf29ce484222325ULL;
     for (long s = 1; s <= steps; s++) {
-        pid_t child = fork();
-        if (child < 0)
-            fail("fork: %s", strerror(errno));
-        if (child == 0)
-            _exit(first_bad() == npages ? 0 : 3);
-        int st;
-        if (waitpid(child, &st, 0) != child)
-            fail("waitpid: %s", strerror(errno));
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            fail("step %ld: the forked child found a page that is not as written (status %#x)", s,
-                 st);
+        if (s >= fork_from)
+            fork_and_check(s);
         size_t p = (size_t)((uint64_t)s * 7919 % npages);
         ver[p]++;
         write_page(p);
