@@ -20,6 +20,7 @@ from ckpt_harness import (
     WAIT_TIMEOUT,
     CracProc,
     Segment,
+    Terminal,
     assert_same_output,
     base_env,
     check_resume_point,
@@ -179,7 +180,13 @@ class ScriptRun:
     output file opened with O_APPEND (so lines never mix)."""
 
     def __init__(
-        self, script: Path, logs: Path, label: str, *args: str, env: Mapping[str, str] | None = None
+        self,
+        script: Path,
+        logs: Path,
+        label: str,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        terminal: Terminal | None = None,
     ):
         self.out = Output(logs / f"{label}.out", label)
         self.err_path = logs / f"{label}.err"
@@ -188,14 +195,18 @@ class ScriptRun:
         out_fd = os.open(self.out.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         err_fd = os.open(self.err_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
+            session = (
+                terminal.popen_args()
+                if terminal
+                else {"stdin": subprocess.DEVNULL, "start_new_session": True}
+            )
             self.proc = subprocess.Popen(
                 [str(script), *args],
-                stdin=subprocess.DEVNULL,
                 stdout=out_fd,
                 stderr=err_fd,
                 env=dict(env) if env is not None else base_env(),
                 cwd=elsewhere,
-                start_new_session=True,
+                **session,
             )
         finally:
             os.close(out_fd)

@@ -3,7 +3,8 @@ images"), each through two checkpoint->SIGKILL->restart cycles compared with an 
 
 * tests/apps/tree_pgrp_group.c: two children in a new group led by the first, signalled with
   kill(-pgid) at every step, and a child that called setsid(); each process's getpgrp()/getsid()
-  (and the root's getpgid/getsid of its children) stay what they were at the start.
+  (and the root's getpgid/getsid of its children) stay what they were at the start; with a
+  controlling terminal, the root's tcsetpgrp/tcgetpgrp/tcgetsid too (job control).
 * tests/apps/tree_pgrp_chld.c: a SIGCHLD handler counts the children's ends; a restart neither
   loses one nor sends one again for a recreated zombie.
 """
@@ -15,7 +16,7 @@ import os
 import signal
 from pathlib import Path
 
-from ckpt_harness import CracProc, base_env, tree, wait_exit
+from ckpt_harness import CracProc, Terminal, base_env, tree, wait_exit
 from conftest import crac_cmd, require_native
 from coord_harness import free_port, wait_until
 from job_harness import (
@@ -51,17 +52,21 @@ def _kill_app(app: Path) -> None:
                 pass
 
 
-def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int) -> None:
+def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int, tty: bool = False) -> None:
     """Launch APP, checkpoint the tree with the signal to the root, SIGKILL it; restart with the
     coordinator's script, `-bc`, SIGKILL, restart again to the end: every process's output is
-    the uninterrupted run's."""
+    the uninterrupted run's. TTY: each run with a terminal of its own as stdin and controlling
+    terminal (the app's `tty` mode)."""
     require_native()
     ckptdir, logs = tmp / "ckpt", tmp / "logs"
+    terminals = [Terminal() for _ in range(3)] if tty else []
     root = CracProc(
-        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", str(apps[app]), "P", str(STEPS), str(ms)],
+        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", str(apps[app]), "P", str(STEPS), str(ms)]
+        + (["tty"] if tty else []),
         out_dir=logs,
         label="launch",
         env=base_env(),
+        terminal=terminals[0] if tty else None,
     )
     out = Output(root.out_path, "launch")
     runs: list[ScriptRun] = []
@@ -84,7 +89,9 @@ def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int) -> None:
             assert all(isinstance(proc[k], int) and proc[k] >= 0 for k in ("pgid", "sid")), proc
 
         port = free_port()
-        run1 = ScriptRun(script, logs, "restart1", "-p", str(port))
+        run1 = ScriptRun(
+            script, logs, "restart1", "-p", str(port), terminal=terminals[1] if tty else None
+        )
         runs.append(run1)
         wait_steps(run1.out, tags, 1, run1.proc, extra=run1.report())
         first = {t: run1.out.last_step(t) for t in tags}
@@ -97,7 +104,9 @@ def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int) -> None:
         for t, seg in segments_of(run1.out, tags, before, after).items():
             chains[t].append(seg)
 
-        run2 = ScriptRun(script, logs, "restart2", "-p", str(port))
+        run2 = ScriptRun(
+            script, logs, "restart2", "-p", str(port), terminal=terminals[2] if tty else None
+        )
         runs.append(run2)
         assert run2.wait() == 0, run2.report()
         for t, seg in segments_of(run2.out, tags, None, None).items():
@@ -111,6 +120,8 @@ def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int) -> None:
             r.kill()
         _kill_app(apps[app])
         root.stop()
+        for t in terminals:
+            t.close()
 
 
 def test_group_and_session_ids_survive_two_restarts(apps, tmp_path):
@@ -119,3 +130,10 @@ def test_group_and_session_ids_survive_two_restarts(apps, tmp_path):
 
 def test_sigchld_count_survives_two_restarts(apps, tmp_path):
     _cycles(apps, tmp_path, "tree_pgrp_chld", ["P"], ms=40)
+
+
+def test_terminal_foreground_group_survives_two_restarts(apps, tmp_path):
+    """A shell's job control: the root hands its terminal to a child group and takes it back at
+    every step (tcsetpgrp/tcgetpgrp/tcgetsid in the ids it knew), each run on a terminal of its
+    own."""
+    _cycles(apps, tmp_path, "tree_pgrp_group", ["P.r", "P.a", "P.b", "P.s"], ms=20, tty=True)
