@@ -2,13 +2,15 @@
 touch and by a prefetcher. Two checkpoint/restart cycles give the uninterrupted run's results
 (plain and compressed images, threads, a program that forks while pages are still missing, a
 checkpoint taken while the prefetcher runs), the userfaultfd goes once every page is back, and an
-image truncated during a lazy restart ends the program with one clear line, never a hang.
+image truncated or damaged during a lazy restart ends the program with one clear line, never a
+hang.
 
 CRAC_LAZY_PREFETCH_DELAY_MS (a test knob) makes the prefetcher wait between its 1 MiB steps, so
 the program runs, forks and is checkpointed while pages are missing."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -28,7 +30,7 @@ from ckpt_harness import (
     wait_exit,
     wait_for_step,
 )
-from conftest import CFLAGS
+from conftest import CFLAGS, crac_cmd, describe
 
 APPS = Path(__file__).parent / "apps"
 
@@ -175,6 +177,43 @@ def test_checkpoint_while_prefetching(
         again.stop()
     assert status == 0, again.report()
     assert again.stdout_text().splitlines()[-1] == ref.done, again.report()
+
+
+def test_damaged_page_found_by_prefetcher(
+    apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A byte of the 64 MiB region changed in upper.core after the program already runs: the
+    prefetcher's CRC-32C of the region differs, the program is ended (status 2, one line naming
+    the region and the image), it never goes on with that memory."""
+    app = apps["ckpt_lazy_fork"]
+    ckptdir, gen = _image(app, ["100000", "64", "20", "1000000"], tmp_path)
+    cp = subprocess.run(
+        [*crac_cmd(), "inspect", "--json", str(gen)], capture_output=True, timeout=120
+    )
+    assert cp.returncode == 0, describe(cp)
+    big = [
+        r for r in json.loads(cp.stdout)["notes"]["regions"] if r["end"] - r["start"] == 64 << 20
+    ]
+    assert len(big) == 1, big
+    region = big[0]
+    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "200")
+    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
+    try:
+        wait_for_step(proc, 7)
+        assert _uffd_open(proc.pid), proc.report()
+        with open(gen / "upper.core", "r+b") as f:  # a data word of a page near the region's end
+            f.seek(region["core_offset"] + (60 << 20))
+            word = f.read(8)
+            f.seek(region["core_offset"] + (60 << 20))
+            f.write(bytes(b ^ 0x5A for b in word))
+        status = wait_exit(proc, WAIT_TIMEOUT)
+    finally:
+        proc.stop()
+    assert status == 2, proc.report()
+    err = [ln for ln in proc.stderr_text().splitlines() if ln.strip()]
+    want = f"crac: error: lazy restart: region {region['start']:#x}-{region['end']:#x}"
+    assert len(err) == 1 and err[0].startswith(want), (want, err)
+    assert str(gen / "upper.core") in err[0] and "checksum" in err[0], err
 
 
 def test_image_truncated_mid_way(
