@@ -150,6 +150,24 @@ def test_fork_while_pages_missing(
     assert done == [ref.lines[-1]], proc.report()
 
 
+def test_dropped_pages_read_as_zeros(
+    apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The program drops half its memory (MADV_DONTNEED) while pages are missing: those pages
+    read as zeros, not as the image had them (the madvise's REMOVE event marks them)."""
+    args = ["40", "64", "20", "1000000", "15"]
+    ref = native_reference(apps["ckpt_lazy_fork"], args, tmp_path / "ref", tmp_path / "ref_cwd")
+    ckptdir, _ = _image(apps["ckpt_lazy_fork"], args, tmp_path)
+    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "200")
+    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
+    try:
+        status = wait_exit(proc, RUN_TIMEOUT)
+    finally:
+        proc.stop()
+    assert status == 0, proc.report()
+    assert proc.stdout_text().splitlines()[-1] == ref.done, proc.report()
+
+
 def test_checkpoint_while_prefetching(
     apps: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,6 +1,8 @@
-/* ckpt_lazy_fork [STEPS=60] [MIB=64] [MS=20] [FORK_FROM=1]: MIB MiB of pattern pages; at every
-   step from FORK_FROM on a forked child checks every page of its copy (a lazy restart with pages
-   still missing must not hand a child zeros), then the parent rewrites one page. */
+/* ckpt_lazy_fork [STEPS=60] [MIB=64] [MS=20] [FORK_FROM=1] [DROP_AT=0]: MIB MiB of pattern pages;
+   at every step from FORK_FROM on a forked child checks every page of its copy (a lazy restart
+   with pages still missing must not hand a child zeros), then the parent rewrites one page. At
+   step DROP_AT the upper half is dropped (MADV_DONTNEED): it must read as zeros, then is written
+   again. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -12,7 +14,7 @@
 #include <unistd.h>
 
 #define PROG "ckpt_lazy_fork"
-#define USAGE "[STEPS] [MIB] [MS] [FORK_FROM]"
+#define USAGE "[STEPS] [MIB] [MS] [FORK_FROM] [DROP_AT]"
 #include "ckpt_common.h"
 
 #define PG 4096UL
@@ -61,12 +63,27 @@ static void fork_and_check(long s)
         fail("step %ld: the forked child found a page that is not as written (status %#x)", s, st);
 }
 
+/* Dropped private anonymous pages read as zeros (not as they were, nor as an image had them). */
+static void drop_and_check(long s)
+{
+    size_t half = npages / 2;
+    if (madvise(mem + half * (PG / 8), (npages - half) * PG, MADV_DONTNEED) != 0)
+        fail("madvise: %s", strerror(errno));
+    for (size_t p = half; p < npages; p++)
+        for (size_t w = 0; w < WORDS; w++)
+            if (mem[p * (PG / 8) + w * (PG / 8 / WORDS)] != 0)
+                fail("step %ld: page %zu is not zero after MADV_DONTNEED", s, p);
+    for (size_t p = half; p < npages; p++)
+        write_page(p);
+}
+
 int main(int argc, char **argv)
 {
     long steps = arg(argc, argv, 1, 60, 1, 1000000);
     long mib = arg(argc, argv, 2, 64, 1, 4096);
     long ms = arg(argc, argv, 3, 20, 0, 100000);
     long fork_from = arg(argc, argv, 4, 1, 1, 1000000);
+    long drop_at = arg(argc, argv, 5, 0, 0, 1000000);
     npages = (size_t)mib * 256;
     mem = mmap(NULL, npages * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ver = mmap(NULL, npages * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -78,6 +95,8 @@ int main(int argc, char **argv)
     for (long s = 1; s <= steps; s++) {
         if (s >= fork_from)
             fork_and_check(s);
+        if (s == drop_at)
+            drop_and_check(s);
         size_t p = (size_t)((uint64_t)s * 7919 % npages);
         ver[p]++;
         write_page(p);
