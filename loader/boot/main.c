@@ -15,6 +15,7 @@
 #include "probe.h"
 #include "restart.h"
 #include "restart_lazy.h"
+#include "restart_prepare.h"
 #include "tree.h"
 #include "upper_alloc.h"
 #include "window.h"
@@ -352,6 +353,8 @@ int main(int argc, char **argv)
         return restart_check_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "--check-core") == 0)
         return image_check_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "--fast-restart") == 0)
+        restart_prepare_main(argc, argv); /* `crac restart` without Python: never returns */
     options_from_fd(&argc, &argv);
     /* `crac launch`/`crac restart` exec us with the checkpoint signal blocked (the `crac` command
      * blocks it at its entry point, front/crac_front.c); block it here too for a loader started
