@@ -32,7 +32,7 @@ import sys
 import tomllib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -573,6 +573,17 @@ def _compile(unit: CompileUnit, root: Path) -> bool:
     return True
 
 
+def _front_for(target: Target, out_dir: Path, root: Path) -> Target:
+    """The `crac` command runs `crac restart` without Python (docs/DECISIONS.md "Restart without
+    Python") with the loader installed beside the Python package: the in-place crac_py/_native
+    for an editable install, else the interpreter's site-packages (where pip puts this build)."""
+    import sysconfig
+
+    inplace = out_dir == (root / "crac_py" / "_native").resolve()
+    native = out_dir if inplace else Path(sysconfig.get_paths()["purelib"]) / "crac_py" / "_native"
+    return replace(target, cflags=(*target.cflags, f'-DCRAC_NATIVE_DIR_BUILT="{native}"'))
+
+
 def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = None) -> list[Path]:
     """Build every target with sources into out_dir; return the paths built."""
     out_dir = Path(out_dir).resolve()
@@ -593,6 +604,8 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
             gen12 = gen12 or (generate12(root, gen) if gen is not None else None)
             if gen12 is None:
                 continue
+        if name == "crac":
+            target = _front_for(target, out_dir, root)
         obj_dir = obj_root / name.replace("/", "__")
         plan.append((name, target, target.compile_units(obj_dir, root, gen, gen12)))
     units = [u for _, _, us in plan for u in us]

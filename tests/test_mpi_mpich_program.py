@@ -123,7 +123,7 @@ def test_mpich_program_unsupported_function_refused(tmp_path: Path) -> None:
         timeout=WAIT_TIMEOUT,
     )
     assert cp.returncode != 0
-    assert cp.stderr.startswith("crac: error: ") and "MPI_Comm_create" in cp.stderr, cp.stderr
+    assert cp.stderr.startswith("crac: error: ") and "MPI_Win_create" in cp.stderr, cp.stderr
     assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
 
 

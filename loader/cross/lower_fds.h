@@ -15,6 +15,8 @@ int lower_fd_adopt(int fd);
 int lower_fd_is_ours(int fd);
 /* Record fd as the lower half's without moving it. */
 void lower_fd_record(int fd);
+/* No longer the lower half's (closed by it). */
+void lower_fd_forget(int fd);
 
 /* The manager's short-lived descriptors (directory scans, image files, /proc reads) are opened
  * while the program's threads may run, at whatever number is free: the program's close_range
