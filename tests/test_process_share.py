@@ -22,8 +22,7 @@ import pytest
 from ckpt_harness import CracProc, base_env, process_dirs, tree, wait_exit
 from conftest import APPS_DIR, crac_cmd, require_native
 from coord_harness import free_port, wait_until
-from job_harness import Output, segments_of, wait_steps
-from test_process_trees import _restart_twice
+from job_harness import Output, restart_twice, segments_of, wait_steps
 
 STEPS = 300
 TAG = "S"
@@ -85,7 +84,7 @@ def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
             root.kill()
         wait_exit(root)
         chains = {t: [s] for t, s in segments_of(out, [TAG], before, after).items()}
-        _restart_twice(script, free_port(), tmp_path, chains, runs, [TAG])
+        restart_twice(script, free_port(), tmp_path, chains, runs, [TAG], STEPS)
         for r in runs:
             assert "cannot be restored" not in r.report(), r.report()
     except BaseException:
