@@ -95,6 +95,32 @@ def _tail(text: str, limit: int = 3000) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
+class Terminal:
+    """A pseudo-terminal to be a process's stdin and controlling terminal (a shell's job control
+    needs one); the master end stays open as long as this object, so no hang-up arrives."""
+
+    def __init__(self) -> None:
+        self.master, self.slave = os.openpty()
+
+    def popen_args(self) -> dict:
+        """Popen arguments: a new session whose controlling terminal is the slave end."""
+
+        def take_terminal() -> None:  # after the session is made, before the exec
+            import fcntl
+            import termios
+
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        return {"stdin": self.slave, "start_new_session": True, "preexec_fn": take_terminal}
+
+    def close(self) -> None:
+        for fd in (self.slave, self.master):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 class CracProc(subprocess.Popen):
     """A process whose stdout and stderr go to files (read while it runs; no pipe to fill up).
 
@@ -109,6 +135,7 @@ class CracProc(subprocess.Popen):
         label: str,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        terminal: Terminal | None = None,
     ):
         out_dir.mkdir(parents=True, exist_ok=True)
         self.label = label
@@ -117,13 +144,14 @@ class CracProc(subprocess.Popen):
         if self.out_path.exists() or self.err_path.exists():
             raise ValueError(f"output files for {label!r} already exist in {out_dir}")
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            stdin: dict = terminal.popen_args() if terminal else {"stdin": subprocess.DEVNULL}
             super().__init__(
                 [str(a) for a in argv],
-                stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
                 env=dict(env) if env is not None else base_env(),
                 cwd=cwd,
+                **stdin,
             )
 
     def stdout_text(self) -> str:

@@ -20,6 +20,7 @@ from ckpt_harness import (
     WAIT_TIMEOUT,
     CracProc,
     Segment,
+    Terminal,
     assert_same_output,
     base_env,
     check_resume_point,
@@ -183,7 +184,13 @@ class ScriptRun:
     output file opened with O_APPEND (so lines never mix)."""
 
     def __init__(
-        self, script: Path, logs: Path, label: str, *args: str, env: Mapping[str, str] | None = None
+        self,
+        script: Path,
+        logs: Path,
+        label: str,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        terminal: Terminal | None = None,
     ):
         self.out = Output(logs / f"{label}.out", label)
         self.err_path = logs / f"{label}.err"
@@ -192,14 +199,18 @@ class ScriptRun:
         out_fd = os.open(self.out.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         err_fd = os.open(self.err_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
+            session = (
+                terminal.popen_args()
+                if terminal
+                else {"stdin": subprocess.DEVNULL, "start_new_session": True}
+            )
             self.proc = subprocess.Popen(
                 [str(script), *args],
-                stdin=subprocess.DEVNULL,
                 stdout=out_fd,
                 stderr=err_fd,
                 env=dict(env) if env is not None else base_env(),
                 cwd=elsewhere,
-                start_new_session=True,
+                **session,
             )
         finally:
             os.close(out_fd)
@@ -294,15 +305,17 @@ def restart_twice(
     *,
     lead: int = 20,
     check_generations: bool = True,
+    terminals: tuple[Terminal | None, Terminal | None] = (None, None),
 ) -> None:
     """Restart a tree with SCRIPT (its coordinator on PORT; logs in TMP/logs, images in
     TMP/ckpt), let it run LEAD steps past its first, `-bc`, SIGKILL everything, restart again
     and run to the end; every tag's output over the three runs is the uninterrupted run's
     (CHAINS holds each tag's first segment; RUNS gets the script runs, for the caller to kill).
     With CHECK_GENERATIONS, the `-bc` must have given every process of the script a new
-    complete generation (a child forked since the restart its first)."""
+    complete generation (a child forked since the restart its first). TERMINALS: the two runs'
+    controlling terminals (ScriptRun's), if any."""
     logs, ckptdir = tmp / "logs", tmp / "ckpt"
-    run1 = ScriptRun(script, logs, "restart1", "-p", str(port))
+    run1 = ScriptRun(script, logs, "restart1", "-p", str(port), terminal=terminals[0])
     runs.append(run1)
     wait_steps(run1.out, tags, 1, run1.proc, extra=run1.report())
     first = {t: run1.out.last_step(t) for t in tags}
@@ -319,7 +332,7 @@ def restart_twice(
     for t, seg in segments_of(run1.out, tags, before, after).items():
         chains[t].append(seg)
 
-    run2 = ScriptRun(script, logs, "restart2", "-p", str(port))
+    run2 = ScriptRun(script, logs, "restart2", "-p", str(port), terminal=terminals[1])
     runs.append(run2)
     assert run2.wait() == 0, run2.report()
     for t, seg in segments_of(run2.out, tags, None, None).items():

@@ -3,7 +3,8 @@ images"), each through two checkpoint->SIGKILL->restart cycles compared with an 
 
 * tests/apps/tree_pgrp_group.c: two children in a new group led by the first, signalled with
   kill(-pgid) at every step, and a child that called setsid(); each process's getpgrp()/getsid()
-  (and the root's getpgid/getsid of its children) stay what they were at the start.
+  (and the root's getpgid/getsid of its children) stay what they were at the start; with a
+  controlling terminal, the root's tcsetpgrp/tcgetpgrp/tcgetsid too (job control).
 * tests/apps/tree_pgrp_chld.c: a SIGCHLD handler counts the children's ends; a restart neither
   loses one nor sends one again for a recreated zombie.
 """
@@ -15,7 +16,7 @@ import os
 import signal
 from pathlib import Path
 
-from ckpt_harness import CracProc, base_env, tree, wait_exit
+from ckpt_harness import CracProc, Terminal, base_env, tree, wait_exit
 from conftest import crac_cmd, require_native
 from coord_harness import free_port, wait_until
 from job_harness import Output, ScriptRun, restart_twice, segments_of, wait_steps
@@ -43,17 +44,21 @@ def _kill_app(app: Path) -> None:
                 pass
 
 
-def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int) -> None:
+def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int, tty: bool = False) -> None:
     """Launch APP, checkpoint the tree with the signal to the root, SIGKILL it; restart with the
     coordinator's script, `-bc`, SIGKILL, restart again to the end: every process's output is
-    the uninterrupted run's."""
+    the uninterrupted run's. TTY: each run with a terminal of its own as stdin and controlling
+    terminal (the app's `tty` mode)."""
     require_native()
     ckptdir, logs = tmp / "ckpt", tmp / "logs"
+    terminals = [Terminal() for _ in range(3)] if tty else []
     root = CracProc(
-        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", str(apps[app]), "P", str(STEPS), str(ms)],
+        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", str(apps[app]), "P", str(STEPS), str(ms)]
+        + (["tty"] if tty else []),
         out_dir=logs,
         label="launch",
         env=base_env(),
+        terminal=terminals[0] if tty else None,
     )
     out = Output(root.out_path, "launch")
     runs: list[ScriptRun] = []
@@ -78,7 +83,16 @@ def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int) -> None:
         # Ten steps into the first restart (the trees' tests wait twenty); its images are not
         # checked generation by generation here.
         restart_twice(
-            script, free_port(), tmp, chains, runs, tags, STEPS, lead=10, check_generations=False
+            script,
+            free_port(),
+            tmp,
+            chains,
+            runs,
+            tags,
+            STEPS,
+            lead=10,
+            check_generations=False,
+            terminals=(terminals[1], terminals[2]) if tty else (None, None),
         )
     except BaseException:
         print(root.report(), *(r.report() for r in runs), tree(ckptdir), sep="\n")
@@ -88,6 +102,8 @@ def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int) -> None:
             r.kill()
         _kill_app(apps[app])
         root.stop()
+        for t in terminals:
+            t.close()
 
 
 def test_group_and_session_ids_survive_two_restarts(apps, tmp_path):
@@ -96,3 +112,10 @@ def test_group_and_session_ids_survive_two_restarts(apps, tmp_path):
 
 def test_sigchld_count_survives_two_restarts(apps, tmp_path):
     _cycles(apps, tmp_path, "tree_pgrp_chld", ["P"], ms=40)
+
+
+def test_terminal_foreground_group_survives_two_restarts(apps, tmp_path):
+    """A shell's job control: the root hands its terminal to a child group and takes it back at
+    every step (tcsetpgrp/tcgetpgrp/tcgetsid in the ids it knew), each run on a terminal of its
+    own."""
+    _cycles(apps, tmp_path, "tree_pgrp_group", ["P.r", "P.a", "P.b", "P.s"], ms=20, tty=True)

@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@ enum label {
     L_MASK_ARG5,
     L_CPU_CLOCK,
     L_FCNTL_OWNER,
+    L_IOCTL_PGRP,
     L_PRCTL,
     L_COUNT
 };
@@ -149,6 +151,7 @@ int confine_install_filter(int virtual_ids)
         jump(&a, BPF_JEQ, SYS_clock_gettime, L_CPU_CLOCK, NEXT);
         jump(&a, BPF_JEQ, SYS_clock_nanosleep, L_CPU_CLOCK, NEXT);
         jump(&a, BPF_JEQ, SYS_fcntl, L_FCNTL_OWNER, NEXT);
+        jump(&a, BPF_JEQ, SYS_ioctl, L_IOCTL_PGRP, NEXT);
     }
     jump(&a, BPF_JEQ, SYS_clone3, L_ENOSYS_IF_W, NEXT); /* glibc then falls back to clone */
     jump(&a, BPF_JEQ, SYS_clone, L_CLONE, NEXT);
@@ -177,6 +180,13 @@ int confine_install_filter(int virtual_ids)
     jump(&a, BPF_JEQ, F_GETOWN, L_TRAP_IF_W, NEXT);
     jump(&a, BPF_JEQ, F_SETOWN_EX, L_TRAP_IF_W, NEXT);
     jump(&a, BPF_JEQ, F_GETOWN_EX, L_TRAP_IF_W, L_ALLOW);
+    /* ioctl only for a terminal's foreground group and session (tcsetpgrp, tcgetpgrp,
+     * tcgetsid): a restarted tree's groups have new kernel ids. */
+    here(&a, L_IOCTL_PGRP);
+    load(&a, ARG_LO(1));
+    jump(&a, BPF_JEQ, TIOCSPGRP, L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, TIOCGPGRP, L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, TIOCGSID, L_TRAP_IF_W, L_ALLOW);
     /* prctl only for what crac records and restores (confine_seccomp.c). */
     here(&a, L_PRCTL);
     load(&a, ARG_LO(0));

@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/syscall.h>
@@ -1011,6 +1012,24 @@ static long emu_fcntl_owner(const struct crac_ctrl *c, long fd, long cmd, long a
     return raw_syscall3(SYS_fcntl, fd, cmd, arg);
 }
 
+/* A terminal's foreground group (tcsetpgrp/tcgetpgrp) and session (tcgetsid), in the ids the
+ * program knows. The kernel reads and writes a pid_t through the pointer: use one of ours. */
+static long emu_ioctl_pgrp(const struct crac_ctrl *c, long fd, long cmd, long arg)
+{
+    int32_t id;
+    if (cmd == TIOCSPGRP) {
+        if (from_user(&id, (const void *)arg, sizeof(id)) != 0)
+            return -EFAULT;
+        id = vgroup_to_real(c, id);
+        return raw_syscall3(SYS_ioctl, fd, cmd, &id);
+    }
+    long r = raw_syscall3(SYS_ioctl, fd, cmd, &id);
+    if (r != 0)
+        return r;
+    id = vgroup_from_real(c, id, cmd == TIOCGSID);
+    return to_user((void *)arg, &id, sizeof(id)) != 0 ? -EFAULT : 0;
+}
+
 /* Calls that name a process or thread by the id the program knows (after a restart). Only the
  * process's own ids and its threads' are translated: other pids are the kernel's. */
 static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5,
@@ -1079,6 +1098,7 @@ static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long
     case SYS_clock_settime:
     case SYS_clock_adjtime: a1 = real_clock(c, (int32_t)a1); break;
     case SYS_fcntl: return emu_fcntl_owner(c, a1, a2, a3);
+    case SYS_ioctl: return emu_ioctl_pgrp(c, a1, a2, a3);
     default: /* sched_*, prlimit64, pidfd_open, process_vm_*, get_robust_list: the id first */
         a1 = vid_to_real(c, (int32_t)a1);
         break;
@@ -1211,6 +1231,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_clock_adjtime:
     case SYS_migrate_pages:
     case SYS_move_pages:
+    case SYS_ioctl:
     case SYS_fcntl: r = emu_id_args(uc, nr, a1, a2, a3, a4, a5, a6); break;
     case SYS_rt_sigsuspend:
     case SYS_ppoll:

@@ -1,4 +1,4 @@
-/* tree_pgrp_group TAG [STEPS=100] [MS=20]: process groups and sessions of a tree. The root (`TAG.r`)
+/* tree_pgrp_group TAG [STEPS=100] [MS=20] [tty]: process groups and sessions of a tree. The root (`TAG.r`)
    forks A and B and puts both in a new group led by A (setpgid in parent and child, as a shell
    does), and S, which calls setsid(). Each step the root sends SIGUSR1 to the group
    (kill(-pgid)) and waits for both to answer (A with SIGRTMIN+2, B with SIGRTMIN+3, to its
@@ -6,7 +6,9 @@
    getpgrp(), getsid(0) (and the root: getpgid/getsid of its children) are what they were at the
    start, prints `TAG.x step N` and at the end `TAG.x DONE checksum=... steps=STEPS`
    (ckpt_counter's checksum). S counts on its own with MS ms sleeps. Exits non-zero on a
-   mismatch; the root also checks every child exited 0. */
+   mismatch; the root also checks every child exited 0. With `tty` (run with a controlling
+   terminal), the root also makes A's group the terminal's foreground group at each step and
+   its own again (tcsetpgrp, as a shell's job control does), checking tcgetpgrp and tcgetsid. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -14,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -117,6 +121,25 @@ static int session_leader(long steps, long ms)
     return done(h, steps);
 }
 
+/* The terminal's foreground group to A's and back, each checked. */
+static void job_control(long k, pid_t a, pid_t pgrp0, pid_t sid0)
+{
+    int tty = open("/dev/tty", O_RDWR | O_CLOEXEC);
+    if (tty < 0)
+        fail(k, "open /dev/tty", errno, 0);
+    if (tcsetpgrp(tty, a) != 0)
+        fail(k, "tcsetpgrp(A's group)", errno, a);
+    if (tcgetpgrp(tty) != a)
+        fail(k, "tcgetpgrp after tcsetpgrp(A's group)", tcgetpgrp(tty), a);
+    if (tcsetpgrp(tty, pgrp0) != 0)
+        fail(k, "tcsetpgrp(own group)", errno, pgrp0);
+    if (tcgetpgrp(tty) != pgrp0)
+        fail(k, "tcgetpgrp after tcsetpgrp(own group)", tcgetpgrp(tty), pgrp0);
+    if (tcgetsid(tty) != sid0)
+        fail(k, "tcgetsid", tcgetsid(tty), sid0);
+    close(tty);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -124,6 +147,9 @@ int main(int argc, char **argv)
         return 2;
     }
     long steps = argc > 2 ? atol(argv[2]) : 100, ms = argc > 3 ? atol(argv[3]) : 20;
+    int tty = argc > 4 && strcmp(argv[4], "tty") == 0;
+    if (tty) /* tcsetpgrp from a background group would stop the root */
+        signal(SIGTTOU, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -185,6 +211,8 @@ int main(int argc, char **argv)
             fail(k, "the children's group", getpgid(a), getpgid(b));
         if (getsid(a) != sid0 || getsid(s) != s)
             fail(k, "the children's sessions", getsid(a), getsid(s));
+        if (tty)
+            job_control(k, a, pgrp0, sid0);
         step_out(k, &h);
         sleep_ms(ms);
     }
