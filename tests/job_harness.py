@@ -32,7 +32,7 @@ from ckpt_harness import (
     tree,
 )
 from conftest import crac_cmd, require_native
-from coord_harness import Coordinator, command, describe_text, request
+from coord_harness import Coordinator, command, describe_text, request, wait_until
 
 from crac_py.coord.restart_script import listed_generations
 
@@ -292,6 +292,22 @@ def check_chain(
         assert_same_output(stitch(segs), expected(steps), f"{tag}'s output")
     if ckptdir is not None:
         inspect_images(ckptdir)
+
+
+def signal_checkpoint(
+    pid: int, out: Output, tags: Sequence[str], ckptdir: Path, first: int, *alive: subprocess.Popen
+) -> tuple[Path, dict[str, int], dict[str, int]]:
+    """Waits until every tag has printed step FIRST, sends the checkpoint signal (SIGUSR2) to the
+    root PID and waits for the coordinator's restart script in CKPTDIR. Returns the script and
+    each tag's last step before the signal and once the script was there (the checkpoint fell
+    between the two)."""
+    wait_steps(out, tags, first, *alive)
+    before = {t: out.last_step(t) for t in tags}
+    os.kill(pid, signal.SIGUSR2)
+    script = ckptdir / "crac_restart_script.sh"
+    wait_until(script.exists, "the restart script")
+    after = {t: out.last_step(t) for t in tags}
+    return script, before, after
 
 
 def restart_twice(

@@ -18,8 +18,15 @@ from pathlib import Path
 
 from ckpt_harness import CracProc, Terminal, base_env, tree, wait_exit
 from conftest import crac_cmd, require_native
-from coord_harness import free_port, wait_until
-from job_harness import Output, ScriptRun, restart_twice, segments_of, wait_steps
+from coord_harness import free_port
+from job_harness import (
+    Output,
+    ScriptRun,
+    restart_twice,
+    segments_of,
+    signal_checkpoint,
+    wait_steps,
+)
 
 from crac_py.coord.restart_script import listed_generations
 
@@ -63,12 +70,7 @@ def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int, tty: bool = Fal
     out = Output(root.out_path, "launch")
     runs: list[ScriptRun] = []
     try:
-        wait_steps(out, tags, 20, root)
-        before = {t: out.last_step(t) for t in tags}
-        os.kill(root.pid, signal.SIGUSR2)
-        script = ckptdir / "crac_restart_script.sh"
-        wait_until(script.exists, "the restart script")
-        after = {t: out.last_step(t) for t in tags}
+        script, before, after = signal_checkpoint(root.pid, out, tags, ckptdir, 20, root)
         wait_steps(out, tags, max(after.values()) + 2, root)
         _kill_app(apps[app])
         if root.poll() is None:

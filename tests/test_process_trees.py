@@ -26,8 +26,16 @@ from ckpt_harness import (
     wait_exit,
 )
 from conftest import crac_cmd, require_native
-from coord_harness import Coordinator, free_port, wait_until
-from job_harness import Output, ScriptRun, bcheckpoint, restart_twice, segments_of, wait_steps
+from coord_harness import Coordinator, free_port
+from job_harness import (
+    Output,
+    ScriptRun,
+    bcheckpoint,
+    restart_twice,
+    segments_of,
+    signal_checkpoint,
+    wait_steps,
+)
 
 from crac_py.coord.restart_script import listed_generations
 
@@ -105,12 +113,7 @@ def test_signal_to_the_root_checkpoints_the_tree(apps, tmp_path):
     root, out = _launch(apps, tmp_path)
     runs: list[ScriptRun] = []
     try:
-        wait_steps(out, TAGS, 30, root)
-        before = {t: out.last_step(t) for t in TAGS}
-        os.kill(root.pid, signal.SIGUSR2)
-        script = ckptdir / "crac_restart_script.sh"
-        wait_until(script.exists, "the restart script")
-        after = {t: out.last_step(t) for t in TAGS}
+        script, before, after = signal_checkpoint(root.pid, out, TAGS, ckptdir, 30, root)
         gens = complete_generations(ckptdir)
         assert len(gens) == 2 and set(gens.values()) == {1}, tree(ckptdir)
         wait_steps(out, TAGS, max(after.values()) + 2, root)
@@ -134,12 +137,7 @@ def test_fork_and_wait_loop_restarts_as_a_tree(apps, tmp_path):
     root, out = _launch(apps, tmp_path, app="tree_forkwait", ms=60)
     runs: list[ScriptRun] = []
     try:
-        wait_steps(out, tags, 10, root)
-        before = {t: out.last_step(t) for t in tags}
-        os.kill(root.pid, signal.SIGUSR2)
-        script = ckptdir / "crac_restart_script.sh"
-        wait_until(script.exists, "the restart script")
-        after = {t: out.last_step(t) for t in tags}
+        script, before, after = signal_checkpoint(root.pid, out, tags, ckptdir, 10, root)
         wait_steps(out, tags, max(after.values()) + 2, root)
         _kill_tree(ckptdir)
         kill9_if_running(root)
