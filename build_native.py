@@ -32,7 +32,7 @@ import sys
 import tomllib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -152,6 +152,9 @@ class Target:
     # libcudart.so.12, linked to this target's 13 library (built first). Skipped without CUDA 12.
     cudart12_over: str = ""
     needs_cuda12: bool = False  # built only where CUDA 12 is found (its generated headers)
+    # A library of the output directory this one links (DT_NEEDED, found beside it): linked
+    # after it (the MPICH-ABI MPI shim over shim/libmpi.so.40).
+    links_shim: str = ""
 
     def sources(self, root: Path = ROOT) -> list[str]:
         """Source paths relative to root; each glob sorted, globs kept in the given order."""
@@ -243,6 +246,7 @@ class Target:
             *map(str, objects),
             # after the objects: ld binds their name@libcudart.so.13 references to it only then
             *([str(out_dir / self.cudart12_over)] if self.cudart12_over else []),
+            *([str(out_dir / self.links_shim)] if self.links_shim else []),
             "-o",
             str(out_dir / self.output),
             *self.libs,
@@ -418,10 +422,41 @@ def _mpi_shim_target() -> None:
             f"-I{header.parent}",
             f"-I{mpi_spec.MPICH_HEADER.parent}",
         ),
-        ldflags=("-shared", f"-Wl,-soname,{flavour.soname}"),
+        # -Bsymbolic-functions: the shim's own calls (MPI_Finalize's MPI_Barrier ...) stay in
+        # it, never bound to the MPICH-ABI shim's functions of the same names above it.
+        ldflags=("-shared", f"-Wl,-soname,{flavour.soname}", "-Wl,-Bsymbolic-functions"),
         libs=("-lpthread",),
         tls_free=("upperhalf/mpi/mpi_userop_tramp.c",),
     )
+    # Programs built against MPICH (docs/MPI.md): its ABI over the shim above, under MPICH's
+    # two sonames (Debian's libmpich.so.12, upstream's libmpi.so.12).
+    if not mpi_spec.MPICH_HEADER.is_file():
+        return
+    for soname in mpi_spec.MPICH_SONAMES:
+        TARGETS[f"shim/{soname}"] = Target(
+            output=f"shim/{soname}",
+            source_globs=(
+                "upperhalf/mpich/*.c",
+                "build/crac_gen/mpich_ompi_gen.c",
+                "build/crac_gen/mpich_funcs_gen.c",
+            ),
+            # MPICH's headers only: mpich_ompi_gen.c names Open MPI's mpi.h by path.
+            cflags=(
+                *COMMON_CFLAGS,
+                "-fPIC",
+                "-Iupperhalf/mpich",
+                "-Iupperhalf/mpi",
+                f"-I{mpi_spec.MPICH_HEADER.parent}",
+            ),
+            # RPATH (not RUNPATH): the shim's libmpi.so.40 beside it, before LD_LIBRARY_PATH.
+            ldflags=(
+                "-shared",
+                f"-Wl,-soname,{soname}",
+                "-Wl,--disable-new-dtags,-rpath,$ORIGIN",
+            ),
+            libs=("-lpthread", "-ldl"),
+            links_shim=f"shim/{flavour.soname}",
+        )
 
 
 def generate_mpi(root: Path = ROOT) -> None:
@@ -432,6 +467,7 @@ def generate_mpi(root: Path = ROOT) -> None:
 
     try:
         mpi_spec.generate(root / GEN_DIR.relative_to(ROOT))
+        mpi_spec.generate_mpich(root / GEN_DIR.relative_to(ROOT))
     except mpi_spec.MpiGenError as exc:
         raise NativeBuildError(f"cannot generate the MPI shim's handles: {exc}") from None
 
@@ -537,6 +573,17 @@ def _compile(unit: CompileUnit, root: Path) -> bool:
     return True
 
 
+def _front_for(target: Target, out_dir: Path, root: Path) -> Target:
+    """The `crac` command runs `crac restart` without Python (docs/DECISIONS.md "Restart without
+    Python") with the loader installed beside the Python package: the in-place crac_py/_native
+    for an editable install, else the interpreter's site-packages (where pip puts this build)."""
+    import sysconfig
+
+    inplace = out_dir == (root / "crac_py" / "_native").resolve()
+    native = out_dir if inplace else Path(sysconfig.get_paths()["purelib"]) / "crac_py" / "_native"
+    return replace(target, cflags=(*target.cflags, f'-DCRAC_NATIVE_DIR_BUILT="{native}"'))
+
+
 def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = None) -> list[Path]:
     """Build every target with sources into out_dir; return the paths built."""
     out_dir = Path(out_dir).resolve()
@@ -557,6 +604,8 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
             gen12 = gen12 or (generate12(root, gen) if gen is not None else None)
             if gen12 is None:
                 continue
+        if name == "crac":
+            target = _front_for(target, out_dir, root)
         obj_dir = obj_root / name.replace("/", "__")
         plan.append((name, target, target.compile_units(obj_dir, root, gen, gen12)))
     units = [u for _, _, us in plan for u in us]
@@ -573,8 +622,10 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
             inputs = [u.obj for u in us]
             if target.cudart12_over:
                 inputs.append(out_dir / target.cudart12_over)
+            if target.links_shim:
+                inputs.append(out_dir / target.links_shim)
             if not _fresh(output, stamp, cmd, inputs) or any(
-                n == TARGETS[name].cudart12_over for n, _, _ in links
+                n in (TARGETS[name].cudart12_over, TARGETS[name].links_shim) for n, _, _ in links
             ):
                 links.append((name, stamp, cmd))
 
@@ -593,9 +644,13 @@ def build(out_dir: Path = DEFAULT_OUT, root: Path = ROOT, jobs: int | None = Non
                 _run(dynamic, name, root)
             stamp.write_text(shlex.join(cmd))
 
-        # The CUDA 12 layer links against a 13 library: after it.
-        list(pool.map(link, [x for x in links if not TARGETS[x[0]].cudart12_over]))
-        list(pool.map(link, [x for x in links if TARGETS[x[0]].cudart12_over]))
+        # The CUDA 12 layer links against a 13 library, the MPICH shim against the MPI shim:
+        # after it.
+        def later(name: str) -> bool:
+            return bool(TARGETS[name].cudart12_over or TARGETS[name].links_shim)
+
+        list(pool.map(link, [x for x in links if not later(x[0])]))
+        list(pool.map(link, [x for x in links if later(x[0])]))
     print(
         f"build_native: {compiled} of {len(units)} sources compiled, {len(links)} of "
         f"{len(plan)} targets linked",

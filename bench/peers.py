@@ -18,7 +18,8 @@ measure every tool the same way:
 * restart: from starting the restore command to the first tick the restored program writes
   (warm page cache; `--cold` adds a run after dropping caches where /proc/sys/vm/drop_caches is
   writable);
-* CPU: user+system seconds of the program (with its reaped children) and of the tool's commands
+* CPU: user+system seconds of the program (with its children, reaped or not: crac's forked
+  writer) and of the tool's commands
   during the checkpoint;
 * image: bytes allocated on disk.
 
@@ -110,6 +111,25 @@ def proc_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(pid: int) -> float:
+    """proc_cpu of PID and of its children still there (running or not yet reaped): crac's
+    forked image writer is the program's child, and may not be reaped when the checkpoint is
+    published, so cutime alone would miss its work."""
+    total = proc_cpu(pid)
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return total
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            continue
+        total += sum(tree_cpu(k) for k in kids)
+    return total
 
 
 def read_tree(path: Path) -> float:
@@ -406,11 +426,11 @@ def cycle(tool: Tool, exe: Path, size: int, kind: str, opts, base: Path, s: Samp
         prog = tool.launch(work, argv)
         wait_tick_after(tickfile, 0, 600, f"{tool.name}: launch", prog.alive)
         prefault_and_free(2 * size * MIB + PREFAULT_EXTRA)
-        cpu0, ccpu0 = proc_cpu(prog.pid), children_cpu()
+        cpu0, ccpu0 = tree_cpu(prog.pid), children_cpu()
         t0 = time.time_ns()
         tool.checkpoint(work, prog)
         t1 = time.time_ns()
-        cpu = proc_cpu(prog.pid) - cpu0 + children_cpu() - ccpu0
+        cpu = tree_cpu(prog.pid) - cpu0 + children_cpu() - ccpu0
         run(["sync", "-f", str(tool.images(work))], 600, "sync")
         t2 = time.time_ns()
         wait_tick_after(tickfile, t1, 600, f"{tool.name}: after checkpoint", prog.alive)

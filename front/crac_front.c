@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -98,9 +99,70 @@ __asm__(".text\n"
         "    mov %r12, %rdx\n"
         "    jmp _start\n");
 
+extern char **environ;
+
 #ifndef CRAC_PYTHON
 #define CRAC_PYTHON "python3"
 #endif
+
+/* `crac restart CHECKPOINT` of one process needs nothing of Python's (docs/DECISIONS.md "Restart
+ * without Python"): the loader's --fast-restart mode (loader/restart/restart_prepare.c) makes
+ * the Python CLI's checks and execs the loader as it would, or, when it cannot be sure to reach
+ * the same answer, runs this command again with CRAC_FAST_RESTART_DECLINED set, and the Python
+ * CLI decides. Here, before that: what only the Python path handles, seen in the arguments and
+ * the environment. Returns why not, or NULL. */
+static const char *fast_restart_blocker(int argc, char **argv)
+{
+    static const char *const flags[] = {
+        "--force", "--no-truncate",    "--allow-changed-files",   "--verbose",
+        "-v",      "--no-fork-writer", "--exit-after-checkpoint", "--lazy"};
+    int positional = 0;
+    for (int i = 2; i < argc; i++) {
+        int known = 0;
+        for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++)
+            known |= strcmp(argv[i], flags[f]) == 0;
+        if (!known && (argv[i][0] == '-' || argv[i][0] == '\0' || positional++))
+            return "an option only the Python CLI handles";
+    }
+    if (!positional)
+        return "no checkpoint named";
+    /* Every variable that can change what `crac restart` does (a coordinator, an interval, the
+     * compression, an MPI launcher's rank) is the Python CLI's; these few cannot. */
+    static const char *const harmless[] = {
+        "CRAC_SIGCKPT=",
+        "DMTCP_SIGCKPT=",
+        "CRAC_DEVICE=",
+        "CRAC_DEBUG_PATH=",
+        "CRAC_NATIVE_DIR=",
+        "CRAC_LAZY_PREFETCH_DELAY_MS=" /* the loader's test knob (restart_lazy.c) */};
+    static const char *const ranks[] = {
+        "OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "PMI_RANK=", "SLURM_PROCID="};
+    for (char **e = environ; *e; e++) {
+        int ok = strncmp(*e, "CRAC_", 5) != 0 && strncmp(*e, "DMTCP_", 6) != 0;
+        for (size_t h = 0; !ok && h < sizeof(harmless) / sizeof(harmless[0]); h++)
+            ok = strncmp(*e, harmless[h], strlen(harmless[h])) == 0;
+        for (size_t r = 0; ok && r < sizeof(ranks) / sizeof(ranks[0]); r++)
+            ok = strncmp(*e, ranks[r], strlen(ranks[r])) != 0;
+        if (!ok)
+            return "the environment names crac or MPI settings";
+    }
+    return NULL;
+}
+
+/* The loader the Python CLI would run (crac_py/paths.py): $CRAC_NATIVE_DIR's, else the one
+ * installed with this command (CRAC_NATIVE_DIR_BUILT, set by build_native.py). */
+static int find_loader(char *out, size_t len)
+{
+    const char *dir = getenv("CRAC_NATIVE_DIR");
+#ifdef CRAC_NATIVE_DIR_BUILT
+    if (!dir || !*dir)
+        dir = CRAC_NATIVE_DIR_BUILT;
+#endif
+    if (!dir || !*dir || snprintf(out, len, "%s/crac-loader", dir) >= (int)len)
+        return -1;
+    struct stat st;
+    return stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0 ? 0 : -1;
+}
 
 int main(int argc, char **argv)
 {
@@ -117,6 +179,30 @@ int main(int argc, char **argv)
     char **args = calloc((size_t)argc + 6, sizeof(char *));
     if (!args)
         return 2;
+    const char *debug = getenv("CRAC_DEBUG_PATH"), *declined = getenv("CRAC_FAST_RESTART_DECLINED");
+    const char *blocker = declined;
+    if (declined) {
+        blocker = strdup(declined);
+        unsetenv("CRAC_FAST_RESTART_DECLINED"); /* never the program's */
+    } else if (argc >= 2 && strcmp(argv[1], "restart") == 0) {
+        char loader[PATH_MAX];
+        blocker = n <= 0 ? "this command's path is unknown" : fast_restart_blocker(argc, argv);
+        if (!blocker && find_loader(loader, sizeof(loader)) != 0)
+            blocker = "the loader is not where this command was built for";
+        if (!blocker) {
+            int j = 0;
+            args[j++] = loader;
+            args[j++] = "--fast-restart";
+            args[j++] = self;
+            args[j++] = sigint_was_blocked ? "0" : "1";
+            for (int i = 1; i < argc; i++)
+                args[j++] = argv[i];
+            execv(loader, args);
+            blocker = "the loader cannot be run";
+        }
+    }
+    if (debug && *debug && blocker)
+        fprintf(stderr, "crac: debug: restart path: Python (%s)\n", blocker);
     int k = 0;
     args[k++] = python;
     args[k++] = "-P";

@@ -28,6 +28,7 @@ from crac_py.cli.options import (
     IntervalOpt,
     JoinOpt,
     KeepOpt,
+    LazyOpt,
     NewCoordOpt,
     NoCoordOpt,
     NoForkWriterOpt,
@@ -281,6 +282,7 @@ def restart(
         bool, typer.Option("--force", help="Restart even if the program or crac changed.")
     ] = False,
     allow_changed_files: AllowChangedOpt = False,
+    lazy: LazyOpt = False,
     interval: IntervalOpt = None,
     keep: KeepOpt = 2,
     exit_after: ExitAfterOpt = False,
@@ -343,6 +345,7 @@ def restart(
             passthrough += ["--no-truncate"] if no_truncate else []
             passthrough += ["--force"] if force else []
             passthrough += ["--allow-changed-files"] if allow_changed_files else []
+            passthrough += ["--lazy"] if lazy else []
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
             passthrough += ["--verbose"] if verbose else []
             passthrough += ["--no-fork-writer"] if no_fork_writer else []
@@ -388,6 +391,7 @@ def restart(
             compress=config.compress_spec(compress),
         )
         core_size, header_crc = gen.core_check
+        lazy = lazy or config.resolve("lazy_restart", None).value == "1"
         coord_args = job.connect(choice, ckpt.interval, interval is not None)
     except (
         image.ImageError,
@@ -407,6 +411,8 @@ def restart(
         argv.append("--no-truncate")
     if allow_changed_files:
         argv.append("--allow-changed-files")
+    if lazy:
+        argv.append("--lazy")
     argv += coord_args
     argv += [*tree_args, "--", *gen.argv]
     try:

@@ -10,8 +10,9 @@ from pathlib import Path
 from crac_py.image import generation as image
 
 # The MPI libraries the shim stands in for, by the soname programs link
-# (crac_py/codegen/mpi_spec.py).
-SHIM_SONAMES = ("libmpi.so.40",)
+# (crac_py/codegen/mpi_spec.py): Open MPI's, and MPICH's (Debian's and upstream's), whose shim is
+# a translation layer over Open MPI's (docs/MPI.md, "Programs built against MPICH").
+SHIM_SONAMES = ("libmpi.so.40", "libmpich.so.12", "libmpi.so.12")
 
 # Where launchers put a process's rank in MPI_COMM_WORLD (Open MPI, MPICH/Hydra, PMIx, Slurm).
 RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")

@@ -14,6 +14,8 @@
 #include "manager.h"
 #include "probe.h"
 #include "restart.h"
+#include "restart_lazy.h"
+#include "restart_prepare.h"
 #include "tree.h"
 #include "upper_alloc.h"
 #include "window.h"
@@ -122,6 +124,10 @@ static struct options parse_args(int argc, char **argv)
         }
         if (strcmp(a, "--no-truncate") == 0) {
             o.no_truncate = 1;
+            continue;
+        }
+        if (strcmp(a, "--lazy") == 0) { /* restart: memory on first touch (restart_lazy.c) */
+            restart_lazy_wanted = 1;
             continue;
         }
         if (strcmp(a, "--allow-changed-files") == 0) {
@@ -347,6 +353,8 @@ int main(int argc, char **argv)
         return restart_check_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "--check-core") == 0)
         return image_check_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "--fast-restart") == 0)
+        restart_prepare_main(argc, argv); /* `crac restart` without Python: never returns */
     options_from_fd(&argc, &argv);
     /* `crac launch`/`crac restart` exec us with the checkpoint signal blocked (the `crac` command
      * blocks it at its entry point, front/crac_front.c); block it here too for a loader started

@@ -8,6 +8,7 @@
 #include "crac_rawsys.h"
 #include "image_device.h"
 #include "page_digest.h"
+#include "restart_lazy.h"
 #include "state.h"
 #include "upper_hooks.h"
 
@@ -160,6 +161,9 @@ static void abandon(struct crac_registry *r, const char *tmp, int generation, in
 int ckpt_run(int exit_after, const struct ckpt_barrier *b)
 {
     static struct parked_thread threads[CRAC_MAX_THREADS];
+    /* A lazy restart still filling W: its writer (a forked copy) would read missing pages as
+     * zeros. The checkpoint waits for the prefetcher (docs/DECISIONS.md "Lazy restart"). */
+    restart_lazy_wait();
     struct crac_registry *r = ckpt_registry;
     int generation = r->generation + 1, n = 0;
     char tmp[PATH_MAX + 64], files[PATH_MAX + 80], core[PATH_MAX + 80], final[PATH_MAX + 64];

@@ -48,3 +48,13 @@ int lower_fd_is_ours(int fd)
             return 1;
     return 0;
 }
+
+/* A descriptor the lower half closed (the lazy restart's, restart_lazy.c): its number is the
+ * program's to have again. */
+void lower_fd_forget(int fd)
+{
+    int n = __atomic_load_n(&lower_fd_count, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < n && i < MAX_LOWER_FDS; i++)
+        if (lower_fd_slots[i] == fd)
+            lower_fd_slots[i] = -1;
+}

@@ -15,5 +15,7 @@ int lower_fd_adopt(int fd);
 int lower_fd_is_ours(int fd);
 /* Record fd as the lower half's without moving it. */
 void lower_fd_record(int fd);
+/* No longer the lower half's (closed by it). */
+void lower_fd_forget(int fd);
 
 #endif

@@ -160,8 +160,9 @@ static int start_send(struct vreq *r)
                (uint64_t)rank_down(r->peer), (uint64_t)r->tag, U(r->comm->real), U(&real));
     r->real = real;
     r->state = VR_ACTIVE;
-    if (r->peer != MPI_PROC_NULL && r->peer >= 0 && r->peer < r->comm->size)
-        mpi_sent_to[r->comm->world_ranks[r->peer]]++;
+    int w = comm_peer_world(r->comm, r->peer); /* a remote rank on an inter-communicator */
+    if (w >= 0)
+        mpi_sent_to[w]++;
     return rc;
 }
 
@@ -672,8 +673,8 @@ int MPI_Barrier(MPI_Comm comm)
 int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Ibcast", U(buf), (uint64_t)count, U(type_real(t)), (uint64_t)root, U(c->real),
-               U(&real));
+    int rc = L("MPI_Ibcast", U(buf), (uint64_t)count, U(type_real(t)), (uint64_t)rank_down(root),
+               U(c->real), U(&real));
     return coll_wait(c, real, rc);
 }
 
@@ -682,7 +683,7 @@ int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op o
 {
     COLL_BEGIN(comm);
     int rc = L("MPI_Ireduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
-               U(op_real(op)), (uint64_t)root, U(c->real), U(&real));
+               U(op_real(op)), (uint64_t)rank_down(root), U(c->real), U(&real));
     return coll_wait(c, real, rc);
 }
 
@@ -716,8 +717,9 @@ int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int
                MPI_Datatype rtype, int root, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Igather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
-               (uint64_t)rcount, U(type_real(rtype)), (uint64_t)root, U(c->real), U(&real));
+    int rc =
+        L("MPI_Igather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+          (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real), U(&real));
     return coll_wait(c, real, rc);
 }
 
@@ -725,8 +727,9 @@ int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, in
                 MPI_Datatype rtype, int root, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Iscatter", U(sbuf), (uint64_t)scount, U(type_real(stype)), buf_down(rbuf),
-               (uint64_t)rcount, U(type_real(rtype)), (uint64_t)root, U(c->real), U(&real));
+    int rc =
+        L("MPI_Iscatter", U(sbuf), (uint64_t)scount, U(type_real(stype)), buf_down(rbuf),
+          (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real), U(&real));
     return coll_wait(c, real, rc);
 }
 
@@ -752,6 +755,8 @@ static int new_comm(struct vcomm *c, void *nr, MPI_Comm *out)
  * half (every member gets there, or the cut lets it). */
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
+    if (comm_v(comm) && comm_v(comm)->inter)
+        mpi_die("MPI_Comm_split of an inter-communicator is not supported yet (docs/MPI.md)");
     COLL_BEGIN(comm);
     int rc = L("MPI_Comm_split", U(c->real), (uint64_t)color, (uint64_t)key, U(&real));
     mpi_leave(c, 1);
@@ -763,6 +768,8 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
     COLL_BEGIN(comm);
     int rc = L("MPI_Comm_dup", U(c->real), U(&real));
     mpi_leave(c, 1);
+    if (rc == MPI_SUCCESS && c->inter)
+        return mpi_inter_dup(c, real, newcomm);
     return rc != MPI_SUCCESS ? rc : new_comm(c, real, newcomm);
 }
 

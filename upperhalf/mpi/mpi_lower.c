@@ -320,6 +320,7 @@ int mpi_lower_start(void)
     vcomm_self = vcomm_wrap(lower_named("ompi_mpi_comm_self"));
     if (!mpi_sent_to || !vcomm_world || !vcomm_self)
         mpi_die("out of memory in the MPI shim");
+    mpi_groups_start();
     mpi_inited = 1;
     __atomic_store_n(&mpi_initing, 0, __ATOMIC_SEQ_CST);
     cross_gate_leave();
@@ -347,8 +348,12 @@ int mpi_lower_rebuild(void)
             c->real = lower_named("ompi_mpi_comm_self");
             continue;
         }
-        if (c->freed)
+        if (c->freed || c->ghost)
             continue;
+        if (c->inter) {
+            mpi_intercomm_rebuild(c);
+            continue;
+        }
         void *g = NULL, *nc = NULL;
         L("MPI_Group_incl", U(wgroup), (uint64_t)c->size, U(c->world_ranks), U(&g));
         /* Only the members take part, with a tag every member computes alike (under 32768,

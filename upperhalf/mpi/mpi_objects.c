@@ -98,6 +98,13 @@ struct vcomm *vcomm_wrap(void *real)
     return c;
 }
 
+/* Call under mpi_mu. */
+void vcomm_append(struct vcomm *c)
+{
+    *comm_tail = c;
+    comm_tail = &c->next;
+}
+
 struct vtype *vtype_new(void)
 {
     struct vtype *t = calloc(1, sizeof(*t));

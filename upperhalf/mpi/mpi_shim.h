@@ -64,6 +64,12 @@ struct vcomm {
     uint64_t seq, target; /* collectives started here; where the cut stops them */
     int inflight;         /* collectives started, not yet completed */
     struct vcomm *next;   /* creation order */
+    /* mpi_groups.c, mpi_intercomm.c: a counter only (no communicator: the cut counts a
+     * creation whose participants share no communicator on it), or an inter-communicator
+     * (world_ranks the local group; remote_world the remote one, rebuilt from both). */
+    int ghost, inter;
+    int remote_size, *remote_world;
+    int local_leader, remote_leader_world, tag;
 };
 
 enum { VT_CONTIG = 1, VT_VECTOR = 2 };
@@ -135,5 +141,18 @@ int mpi_post_recv(struct vreq *r); /* drained match, else the real Irecv */
 int mpi_drained_peek(struct vcomm *c, int source, int tag, MPI_Status *st);
 void mpi_register_hooks(void);
 void mpi_finalize_agree(void); /* MPI_Finalize after its barrier: every rank leaves together */
+
+/* ---- groups and inter-communicators (mpi_groups.c, mpi_intercomm.c) ---- */
+void vcomm_append(struct vcomm *c);             /* a record made outside vcomm_wrap, appended */
+int comm_peer_world(struct vcomm *c, int peer); /* world rank of a p2p peer, -1 if none */
+extern struct vcomm *mpi_aux;                   /* the shim's own duplicate of the world */
+void mpi_groups_start(void);                    /* at MPI_Init, after the world: mpi_aux */
+void mpi_intercomm_rebuild(struct vcomm *c);    /* at restart, in creation order */
+int mpi_inter_dup(struct vcomm *c, void *real, MPI_Comm *out); /* MPI_Comm_dup's new one */
+/* The ghost counter of a creation whose participants are the world ranks A (and B, the other
+ * side of an inter-communicator) with TAG: found or made, the same key on every participant. */
+struct vcomm *mpi_ghost(uint64_t kind, const int *a, int na, const int *b, int nb, int tag);
+void *mpi_lower_group(const int *w, int n); /* a lower group of those world ranks */
+void mpi_lower_group_free(void *g, int n);
 
 #endif

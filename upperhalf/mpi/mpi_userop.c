@@ -22,8 +22,12 @@ static MPI_Datatype type_up(void *ltype)
     void *up = predef_upper_of_lower(low);
     if (up)
         return (MPI_Datatype)up;
+    /* MPICH's handle of a created type sits zero-extended in its pointer-sized slot (the
+     * library writes 4 bytes of a zeroed word); the predefined values above are sign-extended
+     * (mpi_mpich_gen.c): 0x8c000005 must match too. */
+    void *created = mpi_abi.mpich ? (void *)(uintptr_t)(uint32_t)*(int *)ltype : low;
     for (struct vtype *t = vtype_list; t; t = t->next)
-        if (t->real == low && !t->freed)
+        if (t->real == created && !t->freed)
             return (MPI_Datatype)(void *)t;
     return (MPI_Datatype)low;
 }
