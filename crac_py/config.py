@@ -62,6 +62,8 @@ OPTIONS: dict[str, Option] = {
     "sigckpt": Option("--ckpt-signal", _twins("SIGCKPT"), "12"),
     # Checked by compress_spec (zstd:LEVEL is open-ended); DMTCP_GZIP is read there too.
     "compress": Option("--compress", ("CRAC_COMPRESS",), "none"),
+    # crac restart --lazy (memory filled on first touch and by a prefetcher): 0 or 1.
+    "lazy_restart": Option("--lazy", ("CRAC_LAZY_RESTART",), "0", ("0", "1")),
     # --incremental (docs/IMAGE.md "Incremental generations"); --full-every N with it.
     "incremental": Option("--incremental", ("CRAC_INCREMENTAL",), "0", ("0", "1")),
 }

@@ -114,8 +114,8 @@ extern char **environ;
 static const char *fast_restart_blocker(int argc, char **argv)
 {
     static const char *const flags[] = {
-        "--force", "--no-truncate",    "--allow-changed-files",  "--verbose",
-        "-v",      "--no-fork-writer", "--exit-after-checkpoint"};
+        "--force", "--no-truncate",    "--allow-changed-files",   "--verbose",
+        "-v",      "--no-fork-writer", "--exit-after-checkpoint", "--lazy"};
     int positional = 0;
     for (int i = 2; i < argc; i++) {
         int known = 0;
@@ -129,7 +129,12 @@ static const char *fast_restart_blocker(int argc, char **argv)
     /* Every variable that can change what `crac restart` does (a coordinator, an interval, the
      * compression, an MPI launcher's rank) is the Python CLI's; these few cannot. */
     static const char *const harmless[] = {
-        "CRAC_SIGCKPT=", "DMTCP_SIGCKPT=", "CRAC_DEVICE=", "CRAC_DEBUG_PATH=", "CRAC_NATIVE_DIR="};
+        "CRAC_SIGCKPT=",
+        "DMTCP_SIGCKPT=",
+        "CRAC_DEVICE=",
+        "CRAC_DEBUG_PATH=",
+        "CRAC_NATIVE_DIR=",
+        "CRAC_LAZY_PREFETCH_DELAY_MS=" /* the loader's test knob (restart_lazy.c) */};
     static const char *const ranks[] = {
         "OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "PMI_RANK=", "SLURM_PROCID="};
     for (char **e = environ; *e; e++) {

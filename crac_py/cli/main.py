@@ -30,6 +30,7 @@ from crac_py.cli.options import (
     IntervalOpt,
     JoinOpt,
     KeepOpt,
+    LazyOpt,
     NewCoordOpt,
     NoCoordOpt,
     NoForkWriterOpt,
@@ -287,6 +288,7 @@ def restart(
         bool, typer.Option("--force", help="Restart even if the program or crac changed.")
     ] = False,
     allow_changed_files: AllowChangedOpt = False,
+    lazy: LazyOpt = False,
     interval: IntervalOpt = None,
     keep: KeepOpt = 2,
     exit_after: ExitAfterOpt = False,
@@ -351,6 +353,7 @@ def restart(
             passthrough += ["--no-truncate"] if no_truncate else []
             passthrough += ["--force"] if force else []
             passthrough += ["--allow-changed-files"] if allow_changed_files else []
+            passthrough += ["--lazy"] if lazy else []
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
             passthrough += ["--verbose"] if verbose else []
             passthrough += ["--no-fork-writer"] if no_fork_writer else []
@@ -405,6 +408,7 @@ def restart(
         else:
             ckpt.incremental = int(recorded)
         core_size, header_crc = gen.core_check
+        lazy = lazy or config.resolve("lazy_restart", None).value == "1"
         coord_args = job.connect(choice, ckpt.interval, interval is not None)
     except (
         image.ImageError,
@@ -424,6 +428,8 @@ def restart(
         argv.append("--no-truncate")
     if allow_changed_files:
         argv.append("--allow-changed-files")
+    if lazy:
+        argv.append("--lazy")
     argv += coord_args
     argv += [*tree_args, "--", *gen.argv]
     try:

@@ -47,6 +47,14 @@ CompressOpt = Annotated[
         "means none/zstd; default none).",
     ),
 ]
+LazyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--lazy",
+        help="Run as soon as the threads are back: memory is read on first touch and by a "
+        "background prefetcher (env CRAC_LAZY_RESTART=1).",
+    ),
+]
 IncrementalOpt = Annotated[
     bool,
     typer.Option(

@@ -14,6 +14,7 @@
 #include "manager.h"
 #include "probe.h"
 #include "restart.h"
+#include "restart_lazy.h"
 #include "restart_prepare.h"
 #include "tree.h"
 #include "upper_alloc.h"
@@ -124,6 +125,10 @@ static struct options parse_args(int argc, char **argv)
         }
         if (strcmp(a, "--no-truncate") == 0) {
             o.no_truncate = 1;
+            continue;
+        }
+        if (strcmp(a, "--lazy") == 0) { /* restart: memory on first touch (restart_lazy.c) */
+            restart_lazy_wanted = 1;
             continue;
         }
         if (strcmp(a, "--allow-changed-files") == 0) {

@@ -7,6 +7,7 @@
 #include "crac_layout.h"
 #include "ckpt.h"
 #include "crac_rawsys.h"
+#include "restart_lazy.h"
 #include "upper_alloc.h"
 #include "signal_wrap.h"
 #include "tree.h"
@@ -222,6 +223,7 @@ long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint
     struct crac_ctrl *c = crac_ctrl();
     if (old & (CRAC_PAGE - 1))
         return -EINVAL;
+    restart_lazy_wait(); /* a range moved away from a lazy restart's userfaultfd loses it */
     uint64_t oldsize = page_up(oldlen), newsize = page_up(newlen);
     int keeps_old = oldlen == 0 || (flags & MREMAP_DONTUNMAP);
     if (!inside_w(old, oldsize ? oldsize : CRAC_PAGE)) {
@@ -786,6 +788,10 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
     int32_t forking_tid = (int32_t)raw_syscall0(SYS_gettid);
     if (nr != SYS_clone) /* fork and vfork take no arguments: the registers hold anything */
         flags = stack = ptid = ctid = tls = 0;
+    /* A copy made while a lazy restart still has pages missing would read them as zeros
+     * (docs/DECISIONS.md "Lazy restart"): the fork waits for the prefetcher. */
+    if (!(flags & CLONE_VM) || (flags & CLONE_VFORK))
+        restart_lazy_wait();
     int vfork = tree_vforkable(nr, flags);
     int tree = vfork || tree_forkable(nr, flags);
     /* A vfork that is not a split process is still a copy: the child must not run on the

@@ -89,39 +89,20 @@ static int region_crc(int fd, const struct crac_region_rec *r, const unsigned ch
 static int chunks_crc(int fd, const struct crac_region_rec *r, const unsigned char *bitmap,
                       unsigned char *buf, uint32_t *crc, uint32_t *pages, char *err, size_t errlen)
 {
-    static unsigned char *stored;
-    uint64_t n_pages = (r->end - r->start) / PAGE, next = 0, pos = r->core_offset;
-    if (!stored && !(stored = malloc(CRAC_CHUNK_MAX_PAGES * PAGE)))
-        return -1;
-    for (;;) {
-        struct crac_chunk_hdr h;
-        if (read_full(fd, (unsigned char *)&h, sizeof(h), pos) != 0 ||
-            h.magic != CRAC_CHUNK_MAGIC || h.method > CRAC_CHUNK_ZSTD ||
-            h.n_pages > CRAC_CHUNK_MAX_PAGES)
-            return -1;
-        if (!h.n_pages)
-            break;
-        uint64_t len = (uint64_t)h.n_pages * PAGE;
-        if (h.first_page < next || h.first_page + h.n_pages > n_pages || h.stored_len > len ||
-            (h.method == CRAC_CHUNK_RAW) != (h.stored_len == len))
-            return -1;
-        for (uint64_t i = h.first_page; bitmap && i < h.first_page + h.n_pages; i++)
-            if (!((bitmap[i / 8] >> (i % 8)) & 1))
-                return -1;
-        if (h.method != CRAC_CHUNK_RAW && compress_load((int)h.method, err, errlen) != 0)
-            return -2;
-        if (h.method == CRAC_CHUNK_RAW
-                ? read_full(fd, buf, len, pos + sizeof(h)) != 0
-                : read_full(fd, stored, h.stored_len, pos + sizeof(h)) != 0 ||
-                      compress_decompress((int)h.method, buf, len, stored, h.stored_len) != 0)
-            return -1;
-        if (crc32c_update(0, buf, len) != h.crc32c)
-            return -1;
+    static struct cz_reader rd; /* its scratch buffer kept for the next region */
+    uint64_t n_pages = (r->end - r->start) / PAGE;
+    struct crac_chunk_hdr h;
+    int more;
+    cz_read_begin(&rd, fd, r->core_offset, n_pages, bitmap);
+    while ((more = cz_read_next(&rd, &h)) == 1) {
+        int c = cz_read_pages(&rd, &h, buf, err, errlen);
+        if (c != 0)
+            return c;
         *crc = crc32c_update(*crc, &h.crc32c, 4);
         *pages += h.n_pages;
-        next = h.first_page + h.n_pages;
-        pos += sizeof(h) + ((h.stored_len + 7) & ~7UL);
     }
+    if (more < 0)
+        return -1;
     if (bitmap) {
         uint32_t want = 0;
         for (uint64_t i = 0; i < n_pages; i++)

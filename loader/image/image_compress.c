@@ -155,6 +155,77 @@ int compress_decompress(int method, unsigned char *dst, size_t raw_len, const un
     return -1;
 }
 
+/* ---- the reader ------------------------------------------------------------------------------
+ * The one walk over a region's chunks that every reader of a compressed region shares. */
+
+static int read_full(int fd, unsigned char *dst, uint64_t len, uint64_t off)
+{
+    while (len) {
+        ssize_t n = pread(fd, dst, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        dst += n;
+        len -= (uint64_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+void cz_read_begin(struct cz_reader *rd, int fd, uint64_t core_offset, uint64_t n_pages,
+                   const unsigned char *bitmap)
+{
+    unsigned char *stored = rd->stored; /* a reader used again keeps its buffer */
+    *rd = (struct cz_reader){fd, core_offset, 0, n_pages, 0, bitmap, stored};
+}
+
+int cz_read_next(struct cz_reader *rd, struct crac_chunk_hdr *h)
+{
+    if (read_full(rd->fd, (unsigned char *)h, sizeof(*h), rd->pos) != 0 ||
+        h->magic != CRAC_CHUNK_MAGIC || h->method > CRAC_CHUNK_ZSTD ||
+        h->n_pages > CRAC_CHUNK_MAX_PAGES)
+        return -1;
+    if (!h->n_pages)
+        return h->stored_len ? -1 : 0;
+    uint64_t len = (uint64_t)h->n_pages * PAGE;
+    if (h->first_page < rd->next || h->first_page + h->n_pages > rd->n_pages ||
+        h->stored_len > len || (h->method == CRAC_CHUNK_RAW) != (h->stored_len == len))
+        return -1;
+    for (uint64_t i = h->first_page; rd->bitmap && i < h->first_page + h->n_pages; i++)
+        if (!((rd->bitmap[i / 8] >> (i % 8)) & 1))
+            return -1;
+    rd->data_at = rd->pos + sizeof(*h);
+    rd->next = h->first_page + h->n_pages;
+    rd->pos = rd->data_at + ((h->stored_len + 7) & ~7UL);
+    return 1;
+}
+
+int cz_read_pages(struct cz_reader *rd, const struct crac_chunk_hdr *h, unsigned char *dst,
+                  char *err, size_t errlen)
+{
+    uint64_t len = (uint64_t)h->n_pages * PAGE;
+    if (h->method == CRAC_CHUNK_RAW) {
+        if (read_full(rd->fd, dst, len, rd->data_at) != 0)
+            return -1;
+    } else {
+        if (compress_load((int)h->method, err, errlen) != 0)
+            return -2;
+        if (!rd->stored && !(rd->stored = malloc(CHUNK_BYTES)))
+            return -1;
+        if (read_full(rd->fd, rd->stored, h->stored_len, rd->data_at) != 0 ||
+            compress_decompress((int)h->method, dst, len, rd->stored, h->stored_len) != 0)
+            return -1;
+    }
+    return crc32c_update(0, dst, len) == h->crc32c ? 0 : -1;
+}
+
+void cz_read_end(struct cz_reader *rd)
+{
+    free(rd->stored);
+    rd->stored = NULL;
+}
+
 /* ---- the pipeline ---------------------------------------------------------------------------
  * A ring of slots filled in order by the caller; workers take them in order, compress them and
  * mark them done; the caller writes the oldest slot once it is done and the ring is full (and

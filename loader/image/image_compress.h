@@ -20,6 +20,33 @@ int compress_load(int method, char *err, size_t errlen);
 int compress_decompress(int method, unsigned char *dst, size_t raw_len, const unsigned char *src,
                         size_t stored_len);
 
+/* Reading a compressed region's chunks back (restart, `crac verify`, lazy restart): one chunk
+ * header at a time, checked (magic, method, count, order, inside the region and, for a
+ * FILE_PRIVATE region, in its bitmap), then its pages decompressed and checked against the
+ * chunk's CRC-32C. */
+struct cz_reader {
+    int fd;
+    uint64_t pos;     /* the next chunk header */
+    uint64_t data_at; /* the stored bytes of the chunk cz_read_next returned */
+    uint64_t n_pages, next;
+    const unsigned char *bitmap; /* FILE_PRIVATE: the saved pages; NULL otherwise */
+    unsigned char *stored;       /* scratch for compressed bytes (made on first use) */
+};
+
+/* Start at a region's first chunk (core_offset) of a region of n_pages pages. */
+void cz_read_begin(struct cz_reader *rd, int fd, uint64_t core_offset, uint64_t n_pages,
+                   const unsigned char *bitmap);
+/* The next chunk's header in *h: 1, 0 at the region's end marker, -1 when unreadable or not a
+ * valid next chunk. */
+int cz_read_next(struct cz_reader *rd, struct crac_chunk_hdr *h);
+/* The pages of the chunk cz_read_next just returned, into dst (h->n_pages pages), checked
+ * against its CRC-32C: 0; -1 unreadable or damaged; -2 the codec's library cannot be loaded
+ * (err says which). */
+int cz_read_pages(struct cz_reader *rd, const struct crac_chunk_hdr *h, unsigned char *dst,
+                  char *err, size_t errlen);
+/* Release the scratch buffer. */
+void cz_read_end(struct cz_reader *rd);
+
 /* Where one region's chunks went: set by the pipeline as it writes them, in order. */
 struct cz_region {
     uint64_t core_offset; /* the region's first chunk (0 until one is written) */

@@ -8,6 +8,7 @@
 #include "crac_layout.h"
 #include "crc32c.h"
 #include "image_device.h"
+#include "restart_lazy.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -233,7 +234,9 @@ void restart_run(const struct options *o, struct restart_image *img, const struc
     sigdelset(&all, SIGSEGV);
     sigdelset(&all, SIGBUS);
     sigprocmask(SIG_SETMASK, &all, NULL);
+    /* A lazy restart's fault server runs before anything (this loader included) touches W. */
     if (restart_map_regions(img, err, sizeof(err)) != 0 ||
+        restart_lazy_start(o->restart_dir, err, sizeof(err)) != 0 ||
         device_image_restore(o->restart_dir, err, sizeof(err)) != 0)
         die("%s", err);
     if (img->cwd[0] && chdir(img->cwd) != 0)

@@ -6,6 +6,7 @@
 #include "crc32c.h"
 #include "image_compress.h"
 #include "page_zero.h"
+#include "restart_lazy.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -117,41 +118,20 @@ static int fill_bitmap(int core, const struct crac_region_rec *r, const unsigned
 static int fill_chunks(int core, const struct crac_region_rec *r, const unsigned char *bitmap,
                        uint32_t *crc, uint32_t *pages, char *err, size_t errlen)
 {
-    static unsigned char *stored;
-    uint64_t n_pages = (r->end - r->start) / PAGE, next = 0, pos = r->core_offset;
-    if (!stored && !(stored = malloc(CRAC_CHUNK_MAX_PAGES * PAGE)))
-        return -1;
-    for (;;) {
-        struct crac_chunk_hdr h;
-        if (read_full(core, (unsigned char *)&h, sizeof(h), pos) != 0 ||
-            h.magic != CRAC_CHUNK_MAGIC || h.method > CRAC_CHUNK_ZSTD ||
-            h.n_pages > CRAC_CHUNK_MAX_PAGES)
-            return -1;
-        if (!h.n_pages)
-            return h.stored_len ? -1 : 0;
-        uint64_t len = (uint64_t)h.n_pages * PAGE;
-        if (h.first_page < next || h.first_page + h.n_pages > n_pages || h.stored_len > len ||
-            (h.method == CRAC_CHUNK_RAW) != (h.stored_len == len))
-            return -1;
-        for (uint64_t i = h.first_page; bitmap && i < h.first_page + h.n_pages; i++)
-            if (!(bitmap[i / 8] & (1u << (i % 8))))
-                return -1;
+    static struct cz_reader rd; /* its scratch buffer kept for the next region */
+    struct crac_chunk_hdr h;
+    int more;
+    cz_read_begin(&rd, core, r->core_offset, (r->end - r->start) / PAGE, bitmap);
+    while ((more = cz_read_next(&rd, &h)) == 1) {
         unsigned char *dst = (unsigned char *)(r->start + h.first_page * PAGE);
-        if (h.method != CRAC_CHUNK_RAW && compress_load((int)h.method, err, errlen) != 0)
-            return -2;
-        madvise(dst, len, MADV_POPULATE_WRITE);
-        if (h.method == CRAC_CHUNK_RAW
-                ? read_full(core, dst, len, pos + sizeof(h)) != 0
-                : read_full(core, stored, h.stored_len, pos + sizeof(h)) != 0 ||
-                      compress_decompress((int)h.method, dst, len, stored, h.stored_len) != 0)
-            return -1;
-        if (crc32c_update(0, dst, len) != h.crc32c)
-            return -1;
+        madvise(dst, (size_t)h.n_pages * PAGE, MADV_POPULATE_WRITE);
+        int c = cz_read_pages(&rd, &h, dst, err, errlen);
+        if (c != 0)
+            return c;
         *crc = crc32c_update(*crc, &h.crc32c, 4);
         *pages += h.n_pages;
-        next = h.first_page + h.n_pages;
-        pos += sizeof(h) + ((h.stored_len + 7) & ~7UL);
     }
+    return more < 0 ? -1 : 0;
 }
 
 static int same_file(const struct crac_region_rec *r, const struct stat *st)
@@ -373,6 +353,10 @@ shared_mapped:
     }
     if (!r->core_offset || inherited_object_fd(r) >= 0)
         return 0;
+    /* --lazy: filled on first touch and by a prefetcher instead (restart_lazy.c). */
+    int lazy = restart_lazy_take(r, core, err, errlen);
+    if (lazy != 0)
+        return lazy < 0 ? -1 : 0;
     uint32_t crc = 0, pages = 0;
     int rc = r->flags & CRAC_REGION_INCREMENTAL
                  ? restart_chain_fill(img, r, bitmap, &crc, &pages, err, errlen)

@@ -528,6 +528,7 @@ int restart_prepare_main(int argc, char **argv)
     const char *dbg = getenv("CRAC_DEBUG_PATH");
     debug_path = dbg && *dbg;
     int force = 0, no_truncate = 0, allow_changed = 0, verbose = 0, no_fork = 0, exit_after = 0;
+    int lazy = 0;
     const char *arg = NULL;
     for (int i = 5; i < argc; i++) {
         const char *a = argv[i];
@@ -543,6 +544,8 @@ int restart_prepare_main(int argc, char **argv)
             no_fork = 1;
         else if (strcmp(a, "--exit-after-checkpoint") == 0)
             exit_after = 1;
+        else if (strcmp(a, "--lazy") == 0)
+            lazy = 1;
         else if (a[0] != '-' && !arg)
             arg = a;
         else
@@ -632,6 +635,8 @@ int restart_prepare_main(int argc, char **argv)
         add(&opts, "--no-truncate");
     if (allow_changed)
         add(&opts, "--allow-changed-files");
+    if (lazy)
+        add(&opts, "--lazy");
     tree_args(proc, &opts);
     const struct json *pargv = json_get(proc, "argv");
     add(&opts, "--");
