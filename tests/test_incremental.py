@@ -168,12 +168,16 @@ def chain(app: Path, tmp_path: Path) -> tuple[list[Segment], list[str]]:
     ], ref.lines
 
 
-def test_restart_from_the_middle(chain: tuple[list[Segment], list[str]], tmp_path: Path) -> None:
-    """gen-3 of the chain gen-1..4: it reads gen-1 and gen-2 under it, never gen-4."""
+@pytest.mark.parametrize("lazy", [[], ["--lazy"]], ids=["eager", "lazy"])
+def test_restart_from_the_middle(
+    chain: tuple[list[Segment], list[str]], tmp_path: Path, lazy: list[str]
+) -> None:
+    """gen-3 of the chain gen-1..4: it reads gen-1 and gen-2 under it, never gen-4 (with
+    --lazy too: the chain's regions are filled eagerly)."""
     taken, expected = chain
     middle = taken[2]
     assert middle.gen is not None
-    proc = restart(middle.gen, out_dir=tmp_path / "logs", label="restart_middle")
+    proc = restart(middle.gen, out_dir=tmp_path / "logs", label="restart_middle", opts=lazy)
     check_finished(proc, expected, middle)
 
 
