@@ -7,6 +7,7 @@
 #include "crac_layout.h"
 #include "crac_rawsys.h"
 #include "image_device.h"
+#include "lower_fds.h"
 #include "page_digest.h"
 #include "restart_lazy.h"
 #include "state.h"
@@ -152,7 +153,9 @@ static void abandon(struct crac_registry *r, const char *tmp, int generation, in
     hook_fs = 0;
     if (parked)
         ckpt_release_all();
+    lower_fds_hold(); /* the program runs: its close_range must not close the directory scan's */
     remove_tree(tmp);
+    lower_fds_release();
     fprintf(stderr, "crac: error: checkpoint %d abandoned%s%s; the previous one stays valid\n",
             generation, why ? ": " : "", why ? why : "");
     finish_attempt(r, 1);
@@ -167,7 +170,11 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     struct crac_registry *r = ckpt_registry;
     int generation = r->generation + 1, n = 0;
     char tmp[PATH_MAX + 64], files[PATH_MAX + 80], core[PATH_MAX + 80], final[PATH_MAX + 64];
+    /* The program still runs: descriptors opened until the suspension are held from its
+     * close_range (lower_fds.h). */
+    lower_fds_hold();
     if (mkdirs(ckpt_cfg.proc_dir) != 0 || image_lineage_claim(r->generation == 0) != 0) {
+        lower_fds_release();
         fprintf(stderr, "crac: error: checkpoint abandoned: cannot create or lock %s: %s\n",
                 ckpt_cfg.proc_dir, strerror(errno));
         if (b)
@@ -180,7 +187,9 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     snprintf(core, sizeof(core), "%s/upper.core", tmp);
     snprintf(final, sizeof(final), "%s/gen-%06d", ckpt_cfg.proc_dir, generation);
     remove_tree(tmp); /* left by a checkpoint that was killed while writing */
-    if (mkdir(tmp, 0700) != 0) {
+    int made = mkdir(tmp, 0700);
+    lower_fds_release();
+    if (made != 0) {
         fprintf(stderr, "crac: error: checkpoint abandoned: cannot create %s: %s\n", tmp,
                 strerror(errno));
         if (b)
@@ -294,6 +303,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     /* Publishing (and the forked writer) goes on after the release: a program that exits now
      * waits for it (confine_trap.c). */
     __atomic_store_n(&ckpt_publishing, 1, __ATOMIC_SEQ_CST);
+    lower_fds_hold(); /* publishing opens and writes files while the program runs again */
     ckpt_release_all();
     t[3] = now_ms();
     if (writer > 0 && ckpt_writer_wait(writer, &header_crc, &core_size) != 0) {
@@ -314,6 +324,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     } else {
         report_verbose(generation, t, final);
     }
+    lower_fds_release();
     if (b)
         b->published(b->ctx, rc == 0 ? generation : -1, final);
     /* Only now may the program end (emu_exit_group waits): a process of a job that ended before
