@@ -1,6 +1,7 @@
 /* image_chain.c — reads one generation's layer of a region saved incrementally (docs/IMAGE.md
  * "Incremental generations"): its own pages from upper.core, the others left to its parent. */
 #include "image_chain.h"
+#include "image_read.h"
 
 #include "crc32c.h"
 #include "page_zero.h"
@@ -11,21 +12,6 @@
 
 #define PAGE 4096UL
 #define BUF_BYTES (1UL << 20)
-
-static int read_full(int fd, unsigned char *dst, uint64_t len, uint64_t off)
-{
-    while (len) {
-        ssize_t n = pread(fd, dst, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        dst += n;
-        len -= (uint64_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
 
 static int marked(const unsigned char *inherit, uint64_t i)
 {
@@ -42,7 +28,7 @@ static int span(int fd, const struct crac_region_rec *r, uint64_t a, uint64_t b,
         unsigned char *to = dst && !inherited ? dst + a * PAGE : buf;
         if (to != buf)
             madvise(to, n * PAGE, MADV_POPULATE_WRITE);
-        if (read_full(fd, to, n * PAGE, r->core_offset + a * PAGE) != 0)
+        if (image_pread_full(fd, to, n * PAGE, r->core_offset + a * PAGE) != 0)
             return -1;
         for (uint64_t p = 0; p < n; p++) {
             const unsigned char *page = to + p * PAGE;

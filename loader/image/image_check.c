@@ -2,6 +2,7 @@
  * restart makes of upper.core (the header's CRC-32C, each region's CRC-32C over its saved pages),
  * without restoring anything; `crac verify` runs it (docs/IMAGE.md "Checksums"). */
 #include "crac_image.h"
+#include "image_read.h"
 #include "crc32c.h"
 #include "image_chain.h"
 #include "image_compress.h"
@@ -19,21 +20,6 @@
 #define PAGE 4096UL
 #define MAX_HEAD (256UL << 20)
 #define BUF_BYTES (1UL << 20)
-
-static int read_full(int fd, unsigned char *dst, uint64_t len, uint64_t off)
-{
-    while (len) {
-        ssize_t n = pread(fd, dst, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        dst += n;
-        len -= (uint64_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
 
 /* CRC-32C and count of the saved pages of region r: ANON kinds, every non-zero page of the data
  * extents; FILE_PRIVATE, the pages of its bitmap (any other page must be zero). -1: unreadable
@@ -53,7 +39,7 @@ static int region_crc(int fd, const struct crac_region_rec *r, const unsigned ch
             stop = end;
         for (uint64_t at = data; at < stop;) {
             uint64_t n = stop - at < BUF_BYTES ? stop - at : BUF_BYTES;
-            if (read_full(fd, buf, n, at) != 0)
+            if (image_pread_full(fd, buf, n, at) != 0)
                 return -1;
             for (uint64_t p = 0; p < n; p += PAGE) {
                 uint64_t index = (at + p - r->core_offset) / PAGE;
@@ -136,16 +122,16 @@ int image_check_main(int argc, char **argv)
         return bad(path, "its size is not the manifest's");
     Elf64_Ehdr eh;
     Elf64_Phdr note;
-    if (read_full(fd, (unsigned char *)&eh, sizeof(eh), 0) != 0 ||
+    if (image_pread_full(fd, (unsigned char *)&eh, sizeof(eh), 0) != 0 ||
         memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
         eh.e_phoff != sizeof(eh) || eh.e_phnum < 1 ||
-        read_full(fd, (unsigned char *)&note, sizeof(note), eh.e_phoff) != 0 ||
+        image_pread_full(fd, (unsigned char *)&note, sizeof(note), eh.e_phoff) != 0 ||
         note.p_type != PT_NOTE || note.p_offset != eh.e_phoff + eh.e_phnum * sizeof(note) ||
         note.p_offset + note.p_filesz > MAX_HEAD)
         return bad(path, "not a crac core file");
     uint64_t data_start = (note.p_offset + note.p_filesz + PAGE - 1) & ~(PAGE - 1);
     unsigned char *head = malloc(data_start), *buf = malloc(BUF_BYTES);
-    if (!head || !buf || data_start > core_size || read_full(fd, head, data_start, 0) != 0)
+    if (!head || !buf || data_start > core_size || image_pread_full(fd, head, data_start, 0) != 0)
         return bad(path, "truncated");
     if (crc32c_update(0, head, data_start) != header_crc)
         return bad(path, "its headers fail their CRC-32C");

@@ -2,6 +2,7 @@
  * (libzstd.so.1, liblz4.so.1; no -dev package at build time), and the chunk pipeline: worker
  * threads compress chunks while the calling thread writes them in order (docs/IMAGE.md). */
 #include "image_compress.h"
+#include "image_read.h"
 
 #include "crc32c.h"
 
@@ -158,21 +159,6 @@ int compress_decompress(int method, unsigned char *dst, size_t raw_len, const un
 /* ---- the reader ------------------------------------------------------------------------------
  * The one walk over a region's chunks that every reader of a compressed region shares. */
 
-static int read_full(int fd, unsigned char *dst, uint64_t len, uint64_t off)
-{
-    while (len) {
-        ssize_t n = pread(fd, dst, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        dst += n;
-        len -= (uint64_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
 void cz_read_begin(struct cz_reader *rd, int fd, uint64_t core_offset, uint64_t n_pages,
                    const unsigned char *bitmap)
 {
@@ -182,7 +168,7 @@ void cz_read_begin(struct cz_reader *rd, int fd, uint64_t core_offset, uint64_t 
 
 int cz_read_next(struct cz_reader *rd, struct crac_chunk_hdr *h)
 {
-    if (read_full(rd->fd, (unsigned char *)h, sizeof(*h), rd->pos) != 0 ||
+    if (image_pread_full(rd->fd, (unsigned char *)h, sizeof(*h), rd->pos) != 0 ||
         h->magic != CRAC_CHUNK_MAGIC || h->method > CRAC_CHUNK_ZSTD ||
         h->n_pages > CRAC_CHUNK_MAX_PAGES)
         return -1;
@@ -206,14 +192,14 @@ int cz_read_pages(struct cz_reader *rd, const struct crac_chunk_hdr *h, unsigned
 {
     uint64_t len = (uint64_t)h->n_pages * PAGE;
     if (h->method == CRAC_CHUNK_RAW) {
-        if (read_full(rd->fd, dst, len, rd->data_at) != 0)
+        if (image_pread_full(rd->fd, dst, len, rd->data_at) != 0)
             return -1;
     } else {
         if (compress_load((int)h->method, err, errlen) != 0)
             return -2;
         if (!rd->stored && !(rd->stored = malloc(CHUNK_BYTES)))
             return -1;
-        if (read_full(rd->fd, rd->stored, h->stored_len, rd->data_at) != 0 ||
+        if (image_pread_full(rd->fd, rd->stored, h->stored_len, rd->data_at) != 0 ||
             compress_decompress((int)h->method, dst, len, rd->stored, h->stored_len) != 0)
             return -1;
     }

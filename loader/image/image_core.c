@@ -2,6 +2,7 @@
  * page-aligned offsets, never-touched and zero pages left as holes), a NT_PRSTATUS per thread,
  * NT_FILE, NT_AUXV, and crac's own notes (crac_image.h, docs/IMAGE.md). */
 #include "ckpt.h"
+#include "image_read.h"
 
 #include "crac_layout.h"
 #include "crc32c.h"
@@ -330,26 +331,6 @@ static void candidates(const struct region *r, const uint64_t *pm, uint64_t n, u
     }
 }
 
-/* pread of exactly len bytes; a short read (past the end of a mapped file) is EIO, so errno always
- * names this call's failure. */
-static int read_exact(int fd, unsigned char *dst, size_t len, uint64_t off)
-{
-    while (len) {
-        ssize_t n = pread(fd, dst, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            if (n == 0)
-                errno = EIO;
-            return -1;
-        }
-        dst += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
 /* A region the program cannot read (PROT_NONE, write-only) is read through /proc/self/mem, and
  * only its wanted pages: the rest may not be readable at all. ld.so maps a library's 2 MiB
  * alignment gap PROT_NONE from the file, past the file's end; reading those pages fails. */
@@ -364,7 +345,7 @@ static int read_wanted(int mem, unsigned char *bounce, uint64_t a, const unsigne
         uint64_t j = i;
         while (j < n && want[j])
             j++;
-        if (read_exact(mem, bounce + i * PAGE, (j - i) * PAGE, a + i * PAGE) != 0)
+        if (image_pread_full(mem, bounce + i * PAGE, (j - i) * PAGE, a + i * PAGE) != 0)
             return -1;
         i = j;
     }
@@ -408,7 +389,7 @@ static int write_region(struct writer *w, struct region *r)
     for (uint64_t a = r->rec.start; a < r->rec.end; a += PAGEMAP_BATCH * PAGE) {
         uint64_t n =
             (r->rec.end - a) / PAGE < PAGEMAP_BATCH ? (r->rec.end - a) / PAGE : PAGEMAP_BATCH;
-        if (read_exact(w->pagemap, (unsigned char *)pm, n * 8, a / PAGE * 8) != 0)
+        if (image_pread_full(w->pagemap, (unsigned char *)pm, n * 8, a / PAGE * 8) != 0)
             return region_failed(r, "its page map cannot be read");
         candidates(r, pm, n, want);
         /* Incremental: a page in memory that was not written since the parent is the parent's

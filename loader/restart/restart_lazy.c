@@ -2,6 +2,7 @@
  * userfaultfd (MISSING) instead of read; one lower-half thread serves their faults from upper.core
  * and prefetches the rest in address order, checking each region's CRC-32C (docs/DECISIONS.md). */
 #include "restart_lazy.h"
+#include "image_read.h"
 
 #include "crc32c.h"
 #include "image_compress.h"
@@ -220,24 +221,6 @@ static void copy_pages(const struct lazy_region *l, uint64_t first, uint64_t n,
     }
 }
 
-static int read_full(unsigned char *dst, uint64_t len, uint64_t off)
-{
-    while (len) {
-        ssize_t n = pread(core_fd, dst, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            if (n == 0)
-                errno = EIO;
-            return -1;
-        }
-        dst += n;
-        len -= (uint64_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
 /* Index the next chunk header of a compressed region: 1, or 0 at its end marker. */
 static int index_one(struct lazy_region *l)
 {
@@ -339,7 +322,7 @@ static void serve_fault(uint64_t addr)
     uint64_t n_pages = (l->end - l->start) / PAGE;
     uint64_t first = page & ~(uint64_t)(FAULT_PAGES - 1);
     uint64_t n = first + FAULT_PAGES > n_pages ? n_pages - first : FAULT_PAGES;
-    if (read_full(buf, n * PAGE, l->core_offset + first * PAGE) != 0)
+    if (image_pread_full(core_fd, buf, n * PAGE, l->core_offset + first * PAGE) != 0)
         fatal(l, "cannot read it: %s", strerror(errno));
     copy_pages(l, first, n, buf);
 }
@@ -417,7 +400,7 @@ static void prefetch_plain(struct lazy_region *l)
             stop = end;
         for (uint64_t at = data_at; at < stop;) {
             uint64_t n = stop - at < BLOCK ? stop - at : BLOCK;
-            if (read_full(buf, n, at) != 0)
+            if (image_pread_full(core_fd, buf, n, at) != 0)
                 fatal(l, "cannot read it: %s", strerror(errno));
             uint64_t first = (at - l->core_offset) / PAGE;
             for (uint64_t p = 0; p < n / PAGE; p++) {

@@ -1,6 +1,7 @@
 /* restart_memory.c — maps every saved region back at its address and fills it from upper.core,
  * checking each region's CRC-32C as it goes (holes are skipped with SEEK_DATA). */
 #include "restart.h"
+#include "image_read.h"
 
 #include "crac_layout.h"
 #include "crc32c.h"
@@ -20,19 +21,6 @@
 
 #define PAGE 4096UL
 
-static int read_full(int fd, unsigned char *dst, uint64_t len, uint64_t off)
-{
-    while (len) {
-        ssize_t n = pread(fd, dst, len, (off_t)off);
-        if (n <= 0)
-            return -1;
-        dst += n;
-        len -= (uint64_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
 /* Anonymous regions: the data extents of the region's range in the core; zero pages inside an
  * extent are holes the writer did not write, so they do not count. */
 static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, uint32_t *pages)
@@ -51,7 +39,7 @@ static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, u
         /* Fault the extent in with one call rather than one fault per page as read() copies
          * (the extent is data: its pages would all be touched anyway). */
         madvise(dst, stop - data, MADV_POPULATE_WRITE);
-        if (read_full(core, dst, stop - data, data) != 0)
+        if (image_pread_full(core, dst, stop - data, data) != 0)
             return -1;
         for (uint64_t p = 0; p < stop - data; p += PAGE) {
             if (page_is_zero(dst + p))
@@ -83,7 +71,7 @@ static int unsaved_pages_empty(int core, const struct crac_region_rec *r,
             uint64_t i = (p - r->core_offset) / PAGE;
             if (bitmap[i / 8] & (1u << (i % 8)))
                 continue;
-            if (read_full(core, page, PAGE, p) != 0 || !page_is_zero(page))
+            if (image_pread_full(core, page, PAGE, p) != 0 || !page_is_zero(page))
                 return 0;
         }
         pos = (stop + PAGE - 1) & ~(PAGE - 1);
@@ -102,7 +90,7 @@ static int fill_bitmap(int core, const struct crac_region_rec *r, const unsigned
         if (!(bitmap[i / 8] & (1u << (i % 8))))
             continue;
         unsigned char *dst = (unsigned char *)(r->start + i * PAGE);
-        if (read_full(core, dst, PAGE, r->core_offset + i * PAGE) != 0)
+        if (image_pread_full(core, dst, PAGE, r->core_offset + i * PAGE) != 0)
             return -1;
         *crc = crc32c_update(*crc, &i, 8);
         *crc = crc32c_update(*crc, dst, PAGE);
