@@ -168,20 +168,22 @@ static uint64_t lh_mpi_test_spin(void *fn, const uint64_t *a, uint64_t n)
     return (uint64_t)(int64_t)rc;
 }
 
-/* A nonblocking post (FN: MPI_Isend or MPI_Irecv, A[0..6] its arguments, A[6] the request *)
- * and then up to A[10] MPI_Tests of it (A[7] the test function, A[8] flag *, A[9] status *), all
- * in one crossing: an eager small message of a blocking call completes here, and the call costs
- * one crossing instead of two (docs/DECISIONS.md, "MPI: fewer crossings per message"). Bounded
- * like lh_mpi_test_spin, so the checkpoint gate comes back soon. */
-typedef int (*post_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
+/* A nonblocking call (FN: MPI_Isend, MPI_Irecv, MPI_Iallreduce...; A[0..9] its arguments, unused
+ * ones 0: an x86-64 callee ignores arguments it does not take) and then up to A[14] MPI_Tests of
+ * the request it made (A[10] request *, A[11] the test function, A[12] flag *, A[13] status *),
+ * all in one crossing: a small message of a blocking call completes here, and the call costs one
+ * crossing instead of two (docs/DECISIONS.md, "MPI: fewer crossings per message"). Bounded like
+ * lh_mpi_test_spin, so the checkpoint gate comes back soon. */
+typedef int (*post_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+                       uint64_t, uint64_t, uint64_t);
 static uint64_t lh_mpi_post_spin(void *fn, const uint64_t *a, uint64_t n)
 {
     (void)n;
-    int rc = ((post_fn)fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+    int rc = ((post_fn)fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]);
     if (rc != 0)
         return (uint64_t)(int64_t)rc;
-    uint64_t t[4] = {a[6], a[8], a[9], a[10]};
-    return lh_mpi_test_spin((void *)(uintptr_t)a[7], t, 4);
+    uint64_t t[4] = {a[10], a[12], a[13], a[14]};
+    return lh_mpi_test_spin((void *)(uintptr_t)a[11], t, 4);
 }
 
 const struct crac_lh_entry lower_mpi_entries[LOWER_MPI_N_ENTRIES] = {

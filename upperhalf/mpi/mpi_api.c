@@ -304,7 +304,7 @@ static int p2p_blocking(void *buf, int count, MPI_Datatype t, int peer, int tag,
         uint64_t a[7] = {U(buf),        (uint64_t)count, U(type_real(t)), (uint64_t)rank_down(peer),
                          (uint64_t)tag, U(c->real),      U(&real)};
         int rc = mpi_lpost_test(is_recv ? &irecv_c : &isend_c, is_recv ? "MPI_Irecv" : "MPI_Isend",
-                                a, &flag, &ls, WAIT_TRIES);
+                                a, 7, &real, &flag, &ls, WAIT_TRIES);
         if (rc != MPI_SUCCESS && !flag) {
             mpi_leave_locked(c, 0);
             pthread_mutex_unlock(&mpi_mu);
@@ -735,6 +735,21 @@ static int coll_wait(struct vcomm *c, void *real, int rc)
     }
 }
 
+/* A collective's post and first batch of tests in one crossing: a small one (an 8-double
+ * allreduce on a node) usually completes in it, and then costs one crossing, not two. */
+static int coll_run(struct vcomm *c, struct lcache *lc, const char *name, const uint64_t *a, int n,
+                    void **real)
+{
+    int flag = 0;
+    lstatus ls;
+    int rc = mpi_lpost_test(lc, name, a, n, real, &flag, &ls, WAIT_TRIES);
+    if (flag) {
+        mpi_leave(c, 1);
+        return MPI_SUCCESS;
+    }
+    return coll_wait(c, *real, rc);
+}
+
 #define COLL_BEGIN(comm)                                                                           \
     struct vcomm *c = comm_v(comm);                                                                \
     if (!c)                                                                                        \
@@ -742,74 +757,74 @@ static int coll_wait(struct vcomm *c, void *real, int rc)
     void *real = NULL;                                                                             \
     mpi_enter(c, 1)
 
+/* The collective NAME posted and tested in one crossing (mpi_lpost_test); REAL its request. */
+#define COLL_RUN(name, ...)                                                                        \
+    ({                                                                                             \
+        static struct lcache lc_;                                                                  \
+        uint64_t la_[] = {__VA_ARGS__};                                                            \
+        coll_run(c, &lc_, name, la_, (int)(sizeof(la_) / sizeof(la_[0])), &real);                  \
+    })
+
 int MPI_Barrier(MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Ibarrier", U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Ibarrier", U(c->real), U(&real));
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Ibcast", U(buf), (uint64_t)count, U(type_real(t)), (uint64_t)rank_down(root),
-               U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Ibcast", U(buf), (uint64_t)count, U(type_real(t)),
+                    (uint64_t)rank_down(root), U(c->real), U(&real));
 }
 
 int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, int root,
                MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Ireduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
-               U(op_real(op)), (uint64_t)rank_down(root), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Ireduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+                    U(op_real(op)), (uint64_t)rank_down(root), U(c->real), U(&real));
 }
 
 int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Iallreduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
-               U(op_real(op)), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Iallreduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+                    U(op_real(op)), U(c->real), U(&real));
 }
 
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                  MPI_Datatype rtype, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Ialltoall", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
-               (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Ialltoall", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+                    (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
 }
 
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Iallgather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
-               (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Iallgather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)),
+                    U(rbuf), (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
 }
 
 int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                MPI_Datatype rtype, int root, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc =
-        L("MPI_Igather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
-          (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Igather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+                    (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real),
+                    U(&real));
 }
 
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                 MPI_Datatype rtype, int root, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc =
-        L("MPI_Iscatter", U(sbuf), (uint64_t)scount, U(type_real(stype)), buf_down(rbuf),
-          (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Iscatter", U(sbuf), (uint64_t)scount, U(type_real(stype)), buf_down(rbuf),
+                    (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real),
+                    U(&real));
 }
 
 /* ---- communicators ---- */

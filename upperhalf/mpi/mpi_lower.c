@@ -186,28 +186,25 @@ int mpi_ltest(void **real, int *flag, lstatus *ls, int tries)
     return (int)r;
 }
 
-int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args7, int *flag,
-                   lstatus *ls, int tries)
+int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args, int n, void **real,
+                   int *flag, lstatus *ls, int tries)
 {
     static struct lcache spin_c;
+    if (n > 10)
+        mpi_die("%s: %d arguments, the crossing takes 10", post, n);
     cross_gate_enter();
     /* Looked up after the gate: a thread that waited there may be on a new lower half. */
     int32_t e = epoch_now();
+    uint64_t a[15] = {0};
+    memcpy(a, args, sizeof(*args) * (size_t)n);
+    a[10] = U(real);
+    a[11] = U(lower_fn_entered(&test_c, e, "MPI_Test"));
+    a[12] = U(flag);
+    a[13] = U(ls);
+    a[14] = (uint64_t)(tries > 0 ? tries : 1);
     void *post_fn = lower_fn_entered(c, e, post);
-    void *test_fn = lower_fn_entered(&test_c, e, "MPI_Test");
-    uint64_t a[11] = {args7[0],
-                      args7[1],
-                      args7[2],
-                      args7[3],
-                      args7[4],
-                      args7[5],
-                      args7[6],
-                      U(test_fn),
-                      U(flag),
-                      U(ls),
-                      (uint64_t)(tries > 0 ? tries : 1)};
     uint64_t r =
-        cross_call_entered(loader_entry(&spin_c, "crac_lh_mpi_post_spin"), U(post_fn), U(a), 11);
+        cross_call_entered(loader_entry(&spin_c, "crac_lh_mpi_post_spin"), U(post_fn), U(a), 15);
     cross_gate_leave();
     return (int)r;
 }

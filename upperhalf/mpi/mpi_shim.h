@@ -43,10 +43,10 @@ typedef struct {
 void status_up(MPI_Status *up, const lstatus *low);
 /* MPI_Test of *REAL up to TRIES times in one crossing, until *FLAG: the wait loops' poll. */
 int mpi_ltest(void **real, int *flag, lstatus *ls, int tries);
-/* POST (MPI_Isend/MPI_Irecv) with ARGS7 (the last: the request *), then up to TRIES tests of
- * that request, in one crossing. */
-int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args7, int *flag,
-                   lstatus *ls, int tries);
+/* POST (a nonblocking MPI function) with its N (up to 10) ARGS, the last REAL (the request *),
+ * then up to TRIES tests of that request, in one crossing. */
+int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args, int n, void **real,
+                   int *flag, lstatus *ls, int tries);
 void status_down(lstatus *low, const MPI_Status *up);
 int rank_down(int r); /* a rank argument (MPI_ANY_SOURCE, MPI_PROC_NULL ...) for the library */
 int rank_up(int r);
