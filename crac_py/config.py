@@ -64,7 +64,27 @@ OPTIONS: dict[str, Option] = {
     "compress": Option("--compress", ("CRAC_COMPRESS",), "none"),
     # crac restart --lazy (memory filled on first touch and by a prefetcher): 0 or 1.
     "lazy_restart": Option("--lazy", ("CRAC_LAZY_RESTART",), "0", ("0", "1")),
+    # --incremental (docs/IMAGE.md "Incremental generations"); --full-every N with it.
+    "incremental": Option("--incremental", ("CRAC_INCREMENTAL",), "0", ("0", "1")),
 }
+
+FULL_EVERY_DEFAULT = 8
+
+
+def incremental_spec(flag: bool, full_every: int | None, compress: str) -> int:
+    """The loader's --incremental value: 0 (every generation full) or K (every Kth full, the
+    others hold only the pages written since the one before). CRAC_INCREMENTAL=1 turns it on."""
+    on = OPTIONS["incremental"].resolve("1" if flag else None).value == "1"
+    if not on:
+        if full_every is not None:
+            raise ConfigError("--full-every is for --incremental")
+        return 0
+    if compress != "none":
+        raise ConfigError(
+            "--incremental cannot be combined with --compress: an incremental generation's "
+            "regions are not compressed; use one or the other"
+        )
+    return FULL_EVERY_DEFAULT if full_every is None else full_every
 
 
 def compress_spec(flag_value: str | None, environ: Mapping[str, str] | None = None) -> str:

@@ -421,6 +421,7 @@ def check_inspect(gen: Path) -> dict:
     assert process["format"] in (
         image_format.CRAC_IMAGE_FORMAT,
         image_format.CRAC_IMAGE_FORMAT_COMPRESSED,
+        image_format.CRAC_IMAGE_FORMAT_INCREMENTAL,
     ), process
     assert process["generation"] == manifest["generation"] == gen_number(gen), process
     assert process["ckpt_signal"] == manifest["process"]["ckpt_signal"], process

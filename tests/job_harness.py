@@ -27,10 +27,14 @@ from ckpt_harness import (
     check_steps_contiguous,
     counter_lines,
     inspect_images,
+    latest_complete,
     stitch,
+    tree,
 )
 from conftest import crac_cmd, require_native
-from coord_harness import Coordinator, command, describe_text, request
+from coord_harness import Coordinator, command, describe_text, request, wait_until
+
+from crac_py.coord.restart_script import listed_generations
 
 LINE_RE = re.compile(r"^(\S+) (step \d+|DONE .*)$")
 STEP_RE = re.compile(r"^step (\d+)$")
@@ -288,3 +292,65 @@ def check_chain(
         assert_same_output(stitch(segs), expected(steps), f"{tag}'s output")
     if ckptdir is not None:
         inspect_images(ckptdir)
+
+
+def signal_checkpoint(
+    pid: int, out: Output, tags: Sequence[str], ckptdir: Path, first: int, *alive: subprocess.Popen
+) -> tuple[Path, dict[str, int], dict[str, int]]:
+    """Waits until every tag has printed step FIRST, sends the checkpoint signal (SIGUSR2) to the
+    root PID and waits for the coordinator's restart script in CKPTDIR. Returns the script and
+    each tag's last step before the signal and once the script was there (the checkpoint fell
+    between the two)."""
+    wait_steps(out, tags, first, *alive)
+    before = {t: out.last_step(t) for t in tags}
+    os.kill(pid, signal.SIGUSR2)
+    script = ckptdir / "crac_restart_script.sh"
+    wait_until(script.exists, "the restart script")
+    after = {t: out.last_step(t) for t in tags}
+    return script, before, after
+
+
+def restart_twice(
+    script: Path,
+    port: int,
+    tmp: Path,
+    chains: dict[str, list[Segment]],
+    runs: list[ScriptRun],
+    tags: Sequence[str],
+    steps: int,
+    *,
+    lead: int = 20,
+    check_generations: bool = True,
+    terminals: tuple[Terminal | None, Terminal | None] = (None, None),
+) -> None:
+    """Restart a tree with SCRIPT (its coordinator on PORT; logs in TMP/logs, images in
+    TMP/ckpt), let it run LEAD steps past its first, `-bc`, SIGKILL everything, restart again
+    and run to the end; every tag's output over the three runs is the uninterrupted run's
+    (CHAINS holds each tag's first segment; RUNS gets the script runs, for the caller to kill).
+    With CHECK_GENERATIONS, the `-bc` must have given every process of the script a new
+    complete generation (a child forked since the restart its first). TERMINALS: the two runs'
+    controlling terminals (ScriptRun's), if any."""
+    logs, ckptdir = tmp / "logs", tmp / "ckpt"
+    run1 = ScriptRun(script, logs, "restart1", "-p", str(port), terminal=terminals[0])
+    runs.append(run1)
+    wait_steps(run1.out, tags, 1, run1.proc, extra=run1.report())
+    first = {t: run1.out.last_step(t) for t in tags}
+    wait_steps(run1.out, tags, max(first.values()) + lead, run1.proc, extra=run1.report())
+    before = {t: run1.out.last_step(t) for t in tags}
+    assert bcheckpoint(port) == script
+    after = {t: run1.out.last_step(t) for t in tags}
+    if check_generations:
+        gens = listed_generations(script)
+        assert gens and all(latest_complete(g.parent) == g for g in gens), tree(ckptdir)
+        assert any(g.name == "gen-000002" for g in gens), tree(ckptdir)
+    wait_steps(run1.out, tags, max(after.values()) + 2, run1.proc, extra=run1.report())
+    kill_job(port, run1)
+    for t, seg in segments_of(run1.out, tags, before, after).items():
+        chains[t].append(seg)
+
+    run2 = ScriptRun(script, logs, "restart2", "-p", str(port), terminal=terminals[1])
+    runs.append(run2)
+    assert run2.wait() == 0, run2.report()
+    for t, seg in segments_of(run2.out, tags, None, None).items():
+        chains[t].append(seg)
+    check_chain(chains, steps, ckptdir)

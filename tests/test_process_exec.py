@@ -10,7 +10,11 @@ children are split processes too; what crac cannot run is exec'd outside it.
   posix_spawn and vfork loops; the checkpoint signal to the root checkpoints the whole tree (the
   processes the children exec'd included), SIGKILL, the restart script, a second checkpoint,
   SIGKILL, the script again to the end; each output equals an uninterrupted run's. popen() (and
-  the others) without checkpoints: the same output as natively.
+  the others) without checkpoints: the same output as natively. Python's subprocess.run in a
+  loop the same way (its children close every descriptor with close_range before their exec).
+* close_range(3, ~0) in a loop while checkpointed (tests/apps/tree_close_fds.c): the files the
+  checkpoint opens while the program runs are not closed under it (docs/DECISIONS.md "The
+  program's close_range and the checkpoint's own files").
 * A static program exec'd outside crac: its own SIGUSR2 handler gets the signal (neither the
   blocked checkpoint signal nor crac's filter reach it), one warning; a checkpoint while it runs
   is refused naming it, and the last good checkpoint stays the latest.
@@ -21,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,6 +58,38 @@ def test_exec_in_place_keeps_the_process_two_cycles(apps, tmp_path):
     the kernel changed, which the program must not see)."""
     res = run_cycles(apps["tree_exec_self"], ["60", "40", "4"], tmp_path, cycles=2)
     assert [g.name for g in res.gens] == ["gen-000001", "gen-000002"]
+
+
+def test_close_range_spares_the_checkpoints_own_files(apps, tmp_path):
+    """A program that closes every descriptor above 2 with close_range in a loop (as Python's
+    subprocess does in each child before its exec) while it is checkpointed: the files the
+    checkpoint opens while the program runs (its directory scans, the image published after the
+    program resumed: MANIFEST.json, the loader's hash) are not closed under it, so each
+    generation is complete and restarts."""
+    res = run_cycles(apps["tree_close_fds"], ["60", "40"], tmp_path, cycles=2)
+    assert [g.name for g in res.gens] == ["gen-000001", "gen-000002"]
+
+
+def test_child_forked_while_its_parent_is_held_can_exec(apps, tmp_path):
+    """A fork while the parent's checkpoint holds its threads (the checkpoint waits for the
+    parent's dmtcp_disable_ckpt() section; the fork comes from inside it): the child, which that
+    checkpoint does not include, execs and ends; it used to see the parent's "threads held" and
+    re-issue its exec for ever."""
+    go = tmp_path / "go"
+    root = Tree([str(apps["tree_fork_holding"]), str(go)], tmp_path)
+    try:
+        wait_until(lambda: "in section" in root.out.text(), "the section")
+        os.kill(root.proc.pid, signal.SIGUSR2)
+        wait_until(lambda: "waits for the program to leave" in root.err.read_text(), "the wait")
+        go.write_text("")
+        assert root.proc.wait(timeout=120) == 0, root.report()
+        assert root.out.text().endswith("DONE\n"), root.report()
+        assert len(complete_generations(tmp_path / "ckpt")) == 1, tree(tmp_path / "ckpt")
+    except BaseException:
+        print(root.report())
+        raise
+    finally:
+        root.kill()
 
 
 class Tree:
@@ -166,6 +203,33 @@ def test_exec_tree_two_cycles(apps, tmp_path, mode):
     _two_cycles(root, tmp_path, "X", steps, 8)
     # every process of the first checkpoint was under crac: the tree's images are complete
     assert len(complete_generations(tmp_path / "ckpt")) >= 1
+
+
+SUBPROCESS_LOOP = """
+import subprocess, sys
+steps = int(sys.argv[1])
+h = 0xCBF29CE484222325
+for k in range(1, steps + 1):
+    r = subprocess.run(["sh", "-c", f"sleep 0.05; echo {k}; exit {k % 50}"], capture_output=True)
+    if r.returncode != k % 50 or r.stdout != f"{k}\\n".encode():
+        sys.exit(f"step {k}: status {r.returncode}, output {r.stdout!r}, errors {r.stderr!r}")
+    for i in range(8):
+        h ^= (k >> (8 * i)) & 0xFF
+        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    print(f"P step {k}", flush=True)
+print(f"P DONE checksum={h:016x} steps={steps}", flush=True)
+"""
+
+
+def test_python_subprocess_loop_two_cycles(tmp_path):
+    """Python's subprocess.run in a loop (vfork and exec in _posixsubprocess, the child's output
+    through a pipe), with the interpreter's real path (a pyenv shim script is refused)."""
+    steps = 30
+    script = tmp_path / "loop.py"
+    script.write_text(SUBPROCESS_LOOP)
+    python = os.path.realpath(sys.executable)
+    root = Tree([python, "-S", str(script), str(steps)], tmp_path)
+    _two_cycles(root, tmp_path, "P", steps, 5)
 
 
 @pytest.fixture(scope="module")

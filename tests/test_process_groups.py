@@ -18,14 +18,13 @@ from pathlib import Path
 
 from ckpt_harness import CracProc, Terminal, base_env, tree, wait_exit
 from conftest import crac_cmd, require_native
-from coord_harness import free_port, wait_until
+from coord_harness import free_port
 from job_harness import (
     Output,
     ScriptRun,
-    bcheckpoint,
-    check_chain,
-    kill_job,
+    restart_twice,
     segments_of,
+    signal_checkpoint,
     wait_steps,
 )
 
@@ -71,12 +70,7 @@ def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int, tty: bool = Fal
     out = Output(root.out_path, "launch")
     runs: list[ScriptRun] = []
     try:
-        wait_steps(out, tags, 20, root)
-        before = {t: out.last_step(t) for t in tags}
-        os.kill(root.pid, signal.SIGUSR2)
-        script = ckptdir / "crac_restart_script.sh"
-        wait_until(script.exists, "the restart script")
-        after = {t: out.last_step(t) for t in tags}
+        script, before, after = signal_checkpoint(root.pid, out, tags, ckptdir, 20, root)
         wait_steps(out, tags, max(after.values()) + 2, root)
         _kill_app(apps[app])
         if root.poll() is None:
@@ -88,30 +82,20 @@ def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int, tty: bool = Fal
             # recorded; 0 where the leader is outside our pid namespace (getsid in a container)
             assert all(isinstance(proc[k], int) and proc[k] >= 0 for k in ("pgid", "sid")), proc
 
-        port = free_port()
-        run1 = ScriptRun(
-            script, logs, "restart1", "-p", str(port), terminal=terminals[1] if tty else None
+        # Ten steps into the first restart (the trees' tests wait twenty); its images are not
+        # checked generation by generation here.
+        restart_twice(
+            script,
+            free_port(),
+            tmp,
+            chains,
+            runs,
+            tags,
+            STEPS,
+            lead=10,
+            check_generations=False,
+            terminals=(terminals[1], terminals[2]) if tty else (None, None),
         )
-        runs.append(run1)
-        wait_steps(run1.out, tags, 1, run1.proc, extra=run1.report())
-        first = {t: run1.out.last_step(t) for t in tags}
-        wait_steps(run1.out, tags, max(first.values()) + 10, run1.proc, extra=run1.report())
-        before = {t: run1.out.last_step(t) for t in tags}
-        assert bcheckpoint(port) == script
-        after = {t: run1.out.last_step(t) for t in tags}
-        wait_steps(run1.out, tags, max(after.values()) + 2, run1.proc, extra=run1.report())
-        kill_job(port, run1)
-        for t, seg in segments_of(run1.out, tags, before, after).items():
-            chains[t].append(seg)
-
-        run2 = ScriptRun(
-            script, logs, "restart2", "-p", str(port), terminal=terminals[2] if tty else None
-        )
-        runs.append(run2)
-        assert run2.wait() == 0, run2.report()
-        for t, seg in segments_of(run2.out, tags, None, None).items():
-            chains[t].append(seg)
-        check_chain(chains, STEPS, ckptdir)
     except BaseException:
         print(root.report(), *(r.report() for r in runs), tree(ckptdir), sep="\n")
         raise

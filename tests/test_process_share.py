@@ -21,9 +21,8 @@ from pathlib import Path
 import pytest
 from ckpt_harness import CracProc, base_env, process_dirs, tree, wait_exit
 from conftest import APPS_DIR, crac_cmd, require_native
-from coord_harness import free_port, wait_until
-from job_harness import Output, segments_of, wait_steps
-from test_process_trees import _restart_twice
+from coord_harness import free_port
+from job_harness import Output, restart_twice, segments_of, signal_checkpoint, wait_steps
 
 STEPS = 300
 TAG = "S"
@@ -72,12 +71,7 @@ def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
     out = Output(root.out_path, "launch")
     runs = []
     try:
-        wait_steps(out, [TAG], 30, root)
-        before = {TAG: out.last_step(TAG)}
-        os.kill(root.pid, signal.SIGUSR2)
-        script = ckptdir / "crac_restart_script.sh"
-        wait_until(script.exists, "the restart script")
-        after = {TAG: out.last_step(TAG)}
+        script, before, after = signal_checkpoint(root.pid, out, [TAG], ckptdir, 30, root)
         assert len(process_dirs(ckptdir)) >= 2, tree(ckptdir)
         wait_steps(out, [TAG], max(after.values()) + 2, root)
         _kill_tree(ckptdir)
@@ -85,7 +79,7 @@ def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
             root.kill()
         wait_exit(root)
         chains = {t: [s] for t, s in segments_of(out, [TAG], before, after).items()}
-        _restart_twice(script, free_port(), tmp_path, chains, runs, [TAG])
+        restart_twice(script, free_port(), tmp_path, chains, runs, [TAG], STEPS)
         for r in runs:
             assert "cannot be restored" not in r.report(), r.report()
     except BaseException:

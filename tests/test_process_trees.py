@@ -19,23 +19,21 @@ from pathlib import Path
 
 from ckpt_harness import (
     CracProc,
-    Segment,
     base_env,
     complete_generations,
-    latest_complete,
     process_dirs,
     tree,
     wait_exit,
 )
 from conftest import crac_cmd, require_native
-from coord_harness import Coordinator, free_port, wait_until
+from coord_harness import Coordinator, free_port
 from job_harness import (
     Output,
     ScriptRun,
     bcheckpoint,
-    check_chain,
-    kill_job,
+    restart_twice,
     segments_of,
+    signal_checkpoint,
     wait_steps,
 )
 
@@ -76,43 +74,6 @@ def _kill_tree(ckptdir: Path) -> None:
                 pass
 
 
-def _restart_twice(
-    script: Path,
-    port: int,
-    tmp: Path,
-    chains: dict[str, list[Segment]],
-    runs: list[ScriptRun],
-    tags: list[str] = TAGS,
-) -> None:
-    """Restart the tree with SCRIPT (its coordinator on PORT), `-bc`, SIGKILL everything, restart
-    again and run to the end; every process's output over the three runs is the uninterrupted
-    run's."""
-    logs, ckptdir = tmp / "logs", tmp / "ckpt"
-    run1 = ScriptRun(script, logs, "restart1", "-p", str(port))
-    runs.append(run1)
-    wait_steps(run1.out, tags, 1, run1.proc, extra=run1.report())
-    first = {t: run1.out.last_step(t) for t in tags}
-    wait_steps(run1.out, tags, max(first.values()) + 20, run1.proc, extra=run1.report())
-    before = {t: run1.out.last_step(t) for t in tags}
-    assert bcheckpoint(port) == script
-    after = {t: run1.out.last_step(t) for t in tags}
-    # Every process's new generation (a child forked since the restart has its first).
-    gens = listed_generations(script)
-    assert gens and all(latest_complete(g.parent) == g for g in gens), tree(ckptdir)
-    assert any(g.name == "gen-000002" for g in gens), tree(ckptdir)
-    wait_steps(run1.out, tags, max(after.values()) + 2, run1.proc, extra=run1.report())
-    kill_job(port, run1)
-    for t, seg in segments_of(run1.out, tags, before, after).items():
-        chains[t].append(seg)
-
-    run2 = ScriptRun(script, logs, "restart2", "-p", str(port))
-    runs.append(run2)
-    assert run2.wait() == 0, run2.report()
-    for t, seg in segments_of(run2.out, tags, None, None).items():
-        chains[t].append(seg)
-    check_chain(chains, STEPS, ckptdir)
-
-
 def test_forked_child_is_a_job_member_bc_kill_restart_twice(apps, tmp_path):
     coord = Coordinator(tmp_path / "coord")
     port = coord.port
@@ -132,7 +93,7 @@ def test_forked_child_is_a_job_member_bc_kill_restart_twice(apps, tmp_path):
         wait_exit(root)
         coord.stop()
         chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
-        _restart_twice(script, port, tmp_path, chains, runs)
+        restart_twice(script, port, tmp_path, chains, runs, TAGS, STEPS)
     except BaseException:
         print(root.report(), coord.log_text(), *(r.report() for r in runs), sep="\n")
         raise
@@ -152,19 +113,14 @@ def test_signal_to_the_root_checkpoints_the_tree(apps, tmp_path):
     root, out = _launch(apps, tmp_path)
     runs: list[ScriptRun] = []
     try:
-        wait_steps(out, TAGS, 30, root)
-        before = {t: out.last_step(t) for t in TAGS}
-        os.kill(root.pid, signal.SIGUSR2)
-        script = ckptdir / "crac_restart_script.sh"
-        wait_until(script.exists, "the restart script")
-        after = {t: out.last_step(t) for t in TAGS}
+        script, before, after = signal_checkpoint(root.pid, out, TAGS, ckptdir, 30, root)
         gens = complete_generations(ckptdir)
         assert len(gens) == 2 and set(gens.values()) == {1}, tree(ckptdir)
         wait_steps(out, TAGS, max(after.values()) + 2, root)
         _kill_tree(ckptdir)
         wait_exit(root)
         chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
-        _restart_twice(script, free_port(), tmp_path, chains, runs)
+        restart_twice(script, free_port(), tmp_path, chains, runs, TAGS, STEPS)
         assert "crac: warning" not in root.stderr_text(), root.report()
     except BaseException:
         print(root.report(), *(r.report() for r in runs), sep="\n")
@@ -181,17 +137,12 @@ def test_fork_and_wait_loop_restarts_as_a_tree(apps, tmp_path):
     root, out = _launch(apps, tmp_path, app="tree_forkwait", ms=60)
     runs: list[ScriptRun] = []
     try:
-        wait_steps(out, tags, 10, root)
-        before = {t: out.last_step(t) for t in tags}
-        os.kill(root.pid, signal.SIGUSR2)
-        script = ckptdir / "crac_restart_script.sh"
-        wait_until(script.exists, "the restart script")
-        after = {t: out.last_step(t) for t in tags}
+        script, before, after = signal_checkpoint(root.pid, out, tags, ckptdir, 10, root)
         wait_steps(out, tags, max(after.values()) + 2, root)
         _kill_tree(ckptdir)
         kill9_if_running(root)
         chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
-        _restart_twice(script, free_port(), tmp_path, chains, runs, tags)
+        restart_twice(script, free_port(), tmp_path, chains, runs, tags, STEPS)
     except BaseException:
         print(root.report(), *(r.report() for r in runs), sep="\n")
         raise

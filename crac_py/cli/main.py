@@ -25,6 +25,8 @@ from crac_py.cli.options import (
     CoordTokenOpt,
     CudaRuntimeOpt,
     ExitAfterOpt,
+    FullEveryOpt,
+    IncrementalOpt,
     IntervalOpt,
     JoinOpt,
     KeepOpt,
@@ -37,6 +39,7 @@ from crac_py.cli.options import (
 )
 from crac_py.coord import client as coord_client
 from crac_py.coord.client import CoordError
+from crac_py.image import chain as image_chain
 from crac_py.image import generation as image
 from crac_py.launch import cuda12 as cuda12_launch
 from crac_py.launch import devices, hosts, job, runner, tree
@@ -193,6 +196,8 @@ def launch(
     verbose: VerboseOpt = False,
     no_fork_writer: NoForkWriterOpt = False,
     compress: CompressOpt = None,
+    incremental: IncrementalOpt = False,
+    full_every: FullEveryOpt = None,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -218,6 +223,7 @@ def launch(
         ckpt.verbose = verbose
         ckpt.no_fork_writer = no_fork_writer
         ckpt.compress = config.compress_spec(compress)
+        ckpt.incremental = config.incremental_spec(incremental, full_every, ckpt.compress)
         loader = str(paths.loader())
         coord_token = coord_client.token_option(coord_token, coord_token_file)
         choice = _coord_choice(
@@ -289,6 +295,8 @@ def restart(
     verbose: VerboseOpt = False,
     no_fork_writer: NoForkWriterOpt = False,
     compress: CompressOpt = None,
+    incremental: IncrementalOpt = False,
+    full_every: FullEveryOpt = None,
     coord_host: CoordHostOpt = None,
     coord_port: CoordPortOpt = None,
     coord_token: CoordTokenOpt = None,
@@ -350,6 +358,8 @@ def restart(
             passthrough += ["--verbose"] if verbose else []
             passthrough += ["--no-fork-writer"] if no_fork_writer else []
             passthrough += [] if compress is None else ["--compress", compress]
+            passthrough += ["--incremental"] if incremental else []
+            passthrough += [] if full_every is None else ["--full-every", str(full_every)]
             status = job.restart_job(Path(path), procs, choice, passthrough)
             raise typer.Exit(status)
     except (config.ConfigError, CoordError, image.ImageError, hosts.ImageNotHere) as exc:
@@ -369,6 +379,7 @@ def restart(
         image.check_program(gen.manifest, force)
         image.check_loader(gen.manifest, loader, force)
         image.check_writable(gen, force)
+        image_chain.links(gen.path, gen.manifest)  # an incremental one's parents are there
         lost = [str(x) for x in gen.manifest.get("not_saved") or []]
         if lost:  # the program may fail without them: say why before it does
             print(
@@ -390,6 +401,12 @@ def restart(
             no_fork_writer=no_fork_writer,
             compress=config.compress_spec(compress),
         )
+        # Incremental images go on as the image was taken, unless the options say otherwise.
+        recorded = (gen.manifest.get("incremental") or {}).get("full_every")
+        if incremental or full_every is not None or not recorded or ckpt.compress != "none":
+            ckpt.incremental = config.incremental_spec(incremental, full_every, ckpt.compress)
+        else:
+            ckpt.incremental = int(recorded)
         core_size, header_crc = gen.core_check
         lazy = lazy or config.resolve("lazy_restart", None).value == "1"
         coord_args = job.connect(choice, ckpt.interval, interval is not None)
@@ -641,6 +658,12 @@ def inspect_cmd(
     for kind, k in info["regions_by_kind"].items():
         t.add_row(kind, str(k["regions"]), f"{k['bytes'] / 2**20:.1f}", str(k["saved_pages"]))
     console.print(t)
+    if info["chain"]:
+        links = ", ".join(
+            f"gen-{c['generation']:06d} ({c['status']})" if c["generation"] else c["status"]
+            for c in info["chain"]
+        )
+        console.print(f"incremental chain (newest first): {links}")
     for loss in info["not_saved"]:
         console.print(f"not saved: {loss}")
     if info["excluded_bytes"]:

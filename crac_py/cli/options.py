@@ -55,6 +55,23 @@ LazyOpt = Annotated[
         "background prefetcher (env CRAC_LAZY_RESTART=1).",
     ),
 ]
+IncrementalOpt = Annotated[
+    bool,
+    typer.Option(
+        "--incremental",
+        help="Incremental images: a generation holds only the pages written since the one "
+        "before (env CRAC_INCREMENTAL=1); a restart goes on with it.",
+    ),
+]
+FullEveryOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--full-every",
+        min=2,
+        max=1 << 20,
+        help="With --incremental: every Nth generation is full (default 8).",
+    ),
+]
 SimVersionOpt = Annotated[
     int | None,
     typer.Option("--sim-version", min=1, max=2, help="Version of the sim device to load."),

@@ -137,6 +137,11 @@ REGION_COMPRESSED = 16
 CHUNK_MAGIC = 0x4B435243  # "CRCK" little-endian
 CHUNK_RAW, CHUNK_LZ4, CHUNK_ZSTD = 0, 1, 2
 CHUNK_MAX_PAGES = 256  # 1 MiB of raw pages per chunk
+# Format 4: an incremental generation (--incremental): its CRAC_REGION_INCREMENTAL regions take the
+# pages of their bitmap from the parent generation the PARENT note names (docs/IMAGE.md
+# "Incremental generations").
+CRAC_IMAGE_FORMAT_INCREMENTAL = 4
+REGION_INCREMENTAL = 32
 
 # (C name, value, doc) -> #define NAME value
 DEFINES: tuple[tuple[str, str, str], ...] = (
@@ -170,6 +175,17 @@ DEFINES: tuple[tuple[str, str, str], ...] = (
         "region flag: its saved pages are a stream of crac_chunk_hdr chunks at core_offset",
     ),
     ("CRAC_CHUNK_MAGIC", f"0x{CHUNK_MAGIC:08x}u", 'crac_chunk_hdr.magic ("CRCK")'),
+    (
+        "CRAC_IMAGE_FORMAT_INCREMENTAL",
+        str(CRAC_IMAGE_FORMAT_INCREMENTAL),
+        "format_version/PROCESS format of an incremental generation (a PARENT note)",
+    ),
+    (
+        "CRAC_REGION_INCREMENTAL",
+        f"{REGION_INCREMENTAL}u",
+        "region flag: ANON region whose bitmap lists the pages taken from the parent generation's "
+        "region of the same range; the others are saved here (non-zero) or zero",
+    ),
     ("CRAC_CHUNK_RAW", str(CHUNK_RAW), "chunk method: the pages stored as they are"),
     ("CRAC_CHUNK_LZ4", str(CHUNK_LZ4), "chunk method: LZ4 block (LZ4_compress_fast)"),
     ("CRAC_CHUNK_ZSTD", str(CHUNK_ZSTD), "chunk method: one zstd frame"),
@@ -220,6 +236,12 @@ NOTES: tuple[Note, ...] = (
         optional=True,
     ),  # fmt: skip
     Note("CRAC_NT_PRCTL", 0x43520021, "one crac_prctl_rec", optional=True),
+    Note(
+        "CRAC_NT_PARENT",
+        0x4352001F,
+        "one crac_parent_rec: the generation an incremental one builds on (format 4 only)",
+        optional=True,
+    ),
     Note(
         "CRAC_NT_SECCOMP",
         0x43520022,
@@ -296,7 +318,7 @@ RECORDS: tuple[Record, ...] = (
         F("start", "u64"), F("end", "u64"),
         F("prot", "u32", "PROT_* bits"),
         F("flags", "u32", "CRAC_REGION_OUTSIDE_W, CRAC_REGION_NORESERVE, CRAC_REGION_DONTDUMP, "
-          "CRAC_REGION_SHARED_ALIAS, CRAC_REGION_COMPRESSED"),
+          "CRAC_REGION_SHARED_ALIAS, CRAC_REGION_COMPRESSED, CRAC_REGION_INCREMENTAL"),
         F("core_offset", "u64", "where the region's pages start in upper.core (0: nothing saved)"),
         F("file_offset", "u64", "for file kinds: offset of start in the file"),
         F("dev", "u64", "file identity, checked at restart; ANON_SHARED: the shared object's "
@@ -417,6 +439,15 @@ RECORDS: tuple[Record, ...] = (
         F("crc32c", "u32", "CRC-32C of the chunk's n_pages * 4096 raw (decompressed) bytes"),
         F("pad", "u32"),
     )),
+    Record("crac_parent_rec", 24, "PARENT note: the generation an incremental generation's "
+           "CRAC_REGION_INCREMENTAL regions take their other pages from, in the same process "
+           "directory", (
+        F("generation", "i32", "the parent: gen-<generation>, the previous generation"),
+        F("base", "i32", "the full generation the chain starts at"),
+        F("header_crc32c", "u32", "the parent's upper_core.header_crc32c (its identity)"),
+        F("pad", "u32"),
+        F("core_size", "u64", "the parent's upper_core.size"),
+    )),
     Record("crac_dev_record", 40, "device.img, after the header: one allocation", (
         F("addr", "u64"), F("size", "u64"),
         F("offset", "u64", "of its contents in device.img (page-aligned; zero pages are holes)"),
@@ -493,6 +524,15 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("files.<path>.crc32c_regions", "boolean", "upper.core: `true`, checked by "
      "upper_core.header_crc32c and the REGIONS note's CRC-32C of each region"),
     ("manifest_sha256", "string", "SHA-256 of this file with this value written as 64 zeros"),
+    ("incremental", "object", "--incremental (docs/IMAGE.md \"Incremental generations\"; a "
+     "restart goes on with it)"),
+    ("incremental.full_every", "integer", "every how many generations one is full; 0: off, "
+     "every generation full"),
+    ("incremental.parent", "integer", "an incremental generation: its parent generation "
+     "(the PARENT note); 0: a full one"),
+    ("incremental.base", "integer", "the full generation its chain starts at (itself if full; "
+     "0 when off)"),
+    ("incremental.parent_header_crc32c", "integer", "the parent's upper_core.header_crc32c"),
 )  # fmt: skip
 
 

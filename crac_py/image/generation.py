@@ -22,8 +22,9 @@ from crac_py.image import digest
 
 FORMAT = "crac-image"
 FORMAT_VERSION = 2  # crac_py/image/format.py CRAC_IMAGE_FORMAT
-# Read too: format 3, an image with compressed regions (CRAC_IMAGE_FORMAT_COMPRESSED).
-FORMAT_VERSIONS = (FORMAT_VERSION, 3)
+# Read too: format 3, an image with compressed regions (CRAC_IMAGE_FORMAT_COMPRESSED), and
+# format 4, an incremental generation (CRAC_IMAGE_FORMAT_INCREMENTAL).
+FORMAT_VERSIONS = (FORMAT_VERSION, 3, 4)
 MANIFEST = "MANIFEST.json"
 CORE = "upper.core"
 _DIGEST_RE = re.compile(rb'"manifest_sha256": "([0-9a-f]{64})"')

@@ -191,6 +191,7 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_FILE_IDS": _file_ids,
     "CRAC_NT_PRCTL": lambda blob: _rec(fmt.RECORD["crac_prctl_rec"], blob, 0),
     "CRAC_NT_SECCOMP": _seccomp,
+    "CRAC_NT_PARENT": lambda blob: _rec(fmt.RECORD["crac_parent_rec"], blob, 0),
 }
 
 
@@ -236,6 +237,24 @@ def device_image(path: Path) -> dict[str, Any] | None:
     return {"header": h | {"magic": fmt.DEV_MAGIC.decode()}, "allocations": allocations}
 
 
+def _chain(gen: Generation) -> list[dict[str, Any]]:
+    """An incremental generation's chain, itself first, down to its full generation (or to the
+    first link missing, with the reason)."""
+    from crac_py.image import chain
+
+    if chain.parent_of(gen.manifest) is None:
+        return []
+    out: list[dict[str, Any]] = [{"generation": gen.number, "status": "incremental"}]
+    try:
+        gens = chain.links(gen.path, gen.manifest)
+    except ImageError as exc:
+        return [*out, {"generation": None, "status": f"broken: {exc}"}]
+    for i, link in enumerate(gens):
+        last = i == len(gens) - 1
+        out.append({"generation": int(link.name[4:]), "status": "full" if last else "incremental"})
+    return out
+
+
 def describe(gen: Generation) -> dict[str, Any]:
     notes, unknown = decode_notes(_crac_notes(gen.path / CORE), gen.path / CORE)
     regs = [
@@ -253,6 +272,7 @@ def describe(gen: Generation) -> dict[str, Any]:
     )
     m = gen.manifest
     return {
+        "chain": _chain(gen),
         "generation": gen.number,
         "excluded_bytes": excluded,
         "not_saved": [str(x) for x in m.get("not_saved") or []],

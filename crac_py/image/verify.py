@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from crac_py import paths
-from crac_py.image import digest, trust
+from crac_py.image import chain, digest, trust
 from crac_py.image import generation as image
 
 OK, FAIL, WARN = "OK", "FAIL", "WARN"
@@ -99,6 +99,37 @@ def _structure(info: image.Generation) -> Check:
     return Check("structure", OK, "regions, threads, fds and notes within bounds")
 
 
+def _chain(gen: Path, manifest: dict[str, Any], advance: Callable[[int], None]) -> list[Check]:
+    """An incremental generation: every generation it builds on is there, is the one it was
+    built on, and passes the same checks (docs/IMAGE.md "Incremental generations")."""
+    if chain.parent_of(manifest) is None:
+        return []
+    try:
+        gens = chain.links(gen, manifest)
+    except image.ImageError as exc:
+        return [Check("chain", FAIL, str(exc))]
+    for link in gens:
+        try:
+            trust.check(link)
+            m = image.load_manifest(link)
+            image.check_fields(image.Generation(link, m))
+        except image.ImageError as exc:
+            return [Check("chain", FAIL, f"{link.name}, which {gen.name} builds on: {exc}")]
+        bad = [c for c in [*_files(link, m, advance), _structure(image.Generation(link, m))]
+               if c.status == FAIL]  # fmt: skip
+        if bad:
+            return [
+                Check(
+                    "chain",
+                    FAIL,
+                    f"{link.name}, which {gen.name} builds on, is damaged: "
+                    f"{bad[0].name}: {bad[0].detail}",
+                )
+            ]
+    names = ", ".join(g.name for g in gens)
+    return [Check("chain", OK, f"builds on {names} (full): all present and intact")]
+
+
 def _program(manifest: dict[str, Any]) -> Check:
     program = Path(manifest["process"]["program"])
     try:
@@ -149,6 +180,7 @@ def verify_generation(gen: Path, target: str, advance: Callable[[int], None]) ->
     )
     report.checks += _files(gen, manifest, advance)
     report.checks.append(_structure(info))
+    report.checks += _chain(gen, manifest, advance)
     report.checks.append(_program(manifest))
     report.checks.append(_loader(manifest))
     # What the checkpoint could not save: the image is intact, but a restart lacks these.

@@ -22,6 +22,7 @@ class CheckpointOptions:
     verbose: bool = False
     no_fork_writer: bool = False
     compress: str = "none"  # none, lz4, zstd or zstd:LEVEL (config.compress_spec)
+    incremental: int = 0  # 0 off, else every Nth generation full (config.incremental_spec)
 
     def loader_args(self) -> list[str]:
         args = [] if self.ckpt_dir is None else ["--ckpt-dir", self.ckpt_dir]
@@ -39,6 +40,8 @@ class CheckpointOptions:
             args.append("--no-fork-writer")
         if self.compress != "none":
             args += ["--compress", self.compress]
+        if self.incremental:
+            args += ["--incremental", str(self.incremental)]
         return args
 
 

@@ -23,6 +23,7 @@ struct options {
     int allow_changed_files; /* restart: go on when a file the program reads changed */
     int no_fork_writer;      /* --no-fork-writer (ckpt_writer.c) */
     const char *compress;    /* --compress none|lz4|zstd[:LEVEL] (image_compress.c) */
+    int incremental;         /* --incremental K: every Kth generation full (ckpt_incr.c) */
     const char *crac_cmd;
     const char *coord_host, *coord_port, *coord_token; /* host NULL: no coordinator */
     const char *restart_dir;                           /* restart mode: the generation directory */

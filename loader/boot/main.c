@@ -62,6 +62,7 @@ static void usage(void)
             "                   [--shared-fd FD:INHERITED_FD ...] [--shared-mem DEV:INO:FD ...]\n"
             "                   [--coord-host H --coord-port P [--coord-token T]]\n"
             "                   [--mpi-shim SONAME] [--compress none|lz4|zstd[:LEVEL]]\n"
+            "                   [--incremental FULL_EVERY]\n"
             "                   [--cudart-shim SONAME] -- PROGRAM [ARGS...]\n"
             "       (an exec from the program adds --exec-vpid, --exec-signals, --exec-filter,\n"
             "        --exec-lineage, --coord-old-fd: loader/ckpt/tree_exec.c)\n"
@@ -169,6 +170,8 @@ static struct options parse_args(int argc, char **argv)
             o.mpi_shim = v;
         else if (strcmp(a, "--compress") == 0)
             o.compress = v;
+        else if (strcmp(a, "--incremental") == 0)
+            o.incremental = int_arg(a, v, 0, 1 << 20);
         else if (strcmp(a, "--cudart-shim") == 0)
             o.cudart_shim = v;
         else if (strcmp(a, "--child-pid") == 0) {
@@ -269,6 +272,11 @@ static void fill_ckpt_config(const struct options *o, const struct crac_backend_
         if (compress_load(c->compress, err, sizeof(err)) != 0)
             die("--compress %s: %s", o->compress, err);
     }
+    /* Not with --compress: a compressed region's chunks hold no page index per page that the
+     * chain could overlay (docs/DECISIONS.md "Incremental images"). */
+    if (o->incremental > 1 && c->compress != CRAC_CHUNK_RAW)
+        die("--incremental cannot be combined with --compress: use one or the other");
+    incr_configure(o->incremental > 1 ? o->incremental : 0);
     c->argc = o->program_argc;
     c->argv = o->program_argv;
 }

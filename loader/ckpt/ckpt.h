@@ -5,6 +5,7 @@
 
 #include "crac_image.h"
 #include "crac_registry.h"
+#include "incr.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -33,8 +34,12 @@ struct ckpt_config {
 };
 
 extern struct ckpt_config ckpt_cfg;
-/* The format an image is written in: compressed regions need a reader that knows them. */
-#define CKPT_IMAGE_FORMAT() (ckpt_cfg.compress ? CRAC_IMAGE_FORMAT_COMPRESSED : CRAC_IMAGE_FORMAT)
+/* The format an image is written in: compressed regions, and an incremental generation's
+ * regions taken from its parent (incr.h), need a reader that knows them. */
+#define CKPT_IMAGE_FORMAT()                                                                        \
+    (incr_parent()       ? CRAC_IMAGE_FORMAT_INCREMENTAL                                           \
+     : ckpt_cfg.compress ? CRAC_IMAGE_FORMAT_COMPRESSED                                            \
+                         : CRAC_IMAGE_FORMAT)
 extern struct crac_registry *ckpt_registry; /* the upper runtime's, once it registered */
 extern volatile int32_t ckpt_publishing;
 

@@ -7,6 +7,7 @@
 #include "crac_layout.h"
 #include "crac_rawsys.h"
 #include "image_device.h"
+#include "lower_fds.h"
 #include "page_digest.h"
 #include "restart_lazy.h"
 #include "state.h"
@@ -147,12 +148,15 @@ static void abandon(struct crac_registry *r, const char *tmp, int generation, in
                     const char *why)
 {
     r->generation = generation - 1;
+    incr_abandoned();
     if (parked && hook_fs)
         upper_hook_run(r, CRAC_EV_PRE_RESUME, hook_fs);
     hook_fs = 0;
     if (parked)
         ckpt_release_all();
+    lower_fds_hold(); /* the program runs: its close_range must not close the directory scan's */
     remove_tree(tmp);
+    lower_fds_release();
     fprintf(stderr, "crac: error: checkpoint %d abandoned%s%s; the previous one stays valid\n",
             generation, why ? ": " : "", why ? why : "");
     finish_attempt(r, 1);
@@ -167,7 +171,11 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     struct crac_registry *r = ckpt_registry;
     int generation = r->generation + 1, n = 0;
     char tmp[PATH_MAX + 64], files[PATH_MAX + 80], core[PATH_MAX + 80], final[PATH_MAX + 64];
+    /* The program still runs: descriptors opened until the suspension are held from its
+     * close_range (lower_fds.h). */
+    lower_fds_hold();
     if (mkdirs(ckpt_cfg.proc_dir) != 0 || image_lineage_claim(r->generation == 0) != 0) {
+        lower_fds_release();
         fprintf(stderr, "crac: error: checkpoint abandoned: cannot create or lock %s: %s\n",
                 ckpt_cfg.proc_dir, strerror(errno));
         if (b)
@@ -180,7 +188,9 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     snprintf(core, sizeof(core), "%s/upper.core", tmp);
     snprintf(final, sizeof(final), "%s/gen-%06d", ckpt_cfg.proc_dir, generation);
     remove_tree(tmp); /* left by a checkpoint that was killed while writing */
-    if (mkdir(tmp, 0700) != 0) {
+    int made = mkdir(tmp, 0700);
+    lower_fds_release();
+    if (made != 0) {
         fprintf(stderr, "crac: error: checkpoint abandoned: cannot create %s: %s\n", tmp,
                 strerror(errno));
         if (b)
@@ -238,6 +248,10 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
                  : 0;
     if (derr[0])
         fprintf(stderr, "crac: error: %s\n", derr);
+    /* --incremental: the pages written since the last checkpoint, listed and protected again
+     * now, with nothing of the program running and before the writer forks (ckpt_incr.c). */
+    if (rc == 0)
+        incr_prepare(generation);
     pid_t writer = -1;
     double tc = now_ms(); /* the fork: copying the page tables is most of the pause */
     /* Not under a coordinator (b): the job's processes publish each on its own once written,
@@ -294,6 +308,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     /* Publishing (and the forked writer) goes on after the release: a program that exits now
      * waits for it (confine_trap.c). */
     __atomic_store_n(&ckpt_publishing, 1, __ATOMIC_SEQ_CST);
+    lower_fds_hold(); /* publishing opens and writes files while the program runs again */
     ckpt_release_all();
     t[3] = now_ms();
     if (writer > 0 && ckpt_writer_wait(writer, &header_crc, &core_size) != 0) {
@@ -310,10 +325,13 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     report_timing(generation, t, n, core_size, fork_ms, writer > 0);
     if (rc != 0) {
         r->generation = generation - 1;
+        incr_abandoned();
         remove_tree(tmp);
     } else {
+        incr_published(generation, header_crc, core_size);
         report_verbose(generation, t, final);
     }
+    lower_fds_release();
     if (b)
         b->published(b->ctx, rc == 0 ? generation : -1, final);
     /* Only now may the program end (emu_exit_group waits): a process of a job that ended before

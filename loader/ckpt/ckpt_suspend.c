@@ -8,6 +8,7 @@
 #include "upper_alloc.h"
 
 #include "lh_api.h"
+#include "lower_fds.h"
 #include "lower_threads.h"
 
 #include <dirent.h>
@@ -73,7 +74,19 @@ static int known(const struct parked_thread *ts, int n, int32_t tid)
 }
 
 /* Signal every upper thread not yet signalled; returns how many were added. */
+static int signal_new_threads_held(struct parked_thread *ts, int *n, int max);
+
 static int signal_new_threads(struct parked_thread *ts, int *n, int max)
+{
+    /* Threads not yet signalled still run: the scan's descriptors are held from their
+     * close_range (lower_fds.h). */
+    lower_fds_hold();
+    int added = signal_new_threads_held(ts, n, max);
+    lower_fds_release();
+    return added;
+}
+
+static int signal_new_threads_held(struct parked_thread *ts, int *n, int max)
 {
     int added = 0;
     pid_t pid = getpid();

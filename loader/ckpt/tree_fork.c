@@ -90,6 +90,10 @@ static void child_restart_lower_half(void)
     shadow_pool_reset(CHILD_SHADOWS);
     ckpt_trigger_after_fork();
     __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
+    /* The parent's manager may hold its descriptors from the program's close_range now (or a
+     * parent's thread be inside one): neither is this process's. */
+    __atomic_store_n(&lower_fd_busy, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&lower_fd_closers, 0, __ATOMIC_SEQ_CST);
     struct crac_registry *r = ckpt_registry;
     if (r) {
         /* No hook thread here (the upper runtime's atfork handler says so too, but only once the
@@ -99,6 +103,11 @@ static void child_restart_lower_half(void)
             hooks->events &= ~(1u << CRAC_EV_PRE_SUSPEND);
         r->generation = 0; /* a new computation: its images start at gen-000001 */
         r->parked = 0;
+        /* The parent's checkpoint may hold its threads now (the fork was already in the handler
+         * when it began): that is not this process's. Left set, the child's exec (and every
+         * exec-section retry) saw "a checkpoint holds the threads" and was re-issued for ever,
+         * a checkpoint of its own never coming to release it. */
+        __atomic_store_n(&r->holding, 0, __ATOMIC_SEQ_CST);
         /* Upper threads re-borrow: the TCB they cached belongs to a thread that is gone. */
         __atomic_add_fetch(&r->lower_epoch, 1, __ATOMIC_SEQ_CST);
     }

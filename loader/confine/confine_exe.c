@@ -159,7 +159,7 @@ static long lower_fd_next(long from)
     return best;
 }
 
-long emu_close_range(long a1, long a2, long a3)
+static long close_ranges(long a1, long a2, long a3)
 {
     uint64_t cur = (uint32_t)a1, last = (uint32_t)a2;
     if ((a3 & 4 /* CLOSE_RANGE_CLOEXEC: ours are close-on-exec already */) || cur > last)
@@ -177,4 +177,28 @@ long emu_close_range(long a1, long a2, long a3)
         cur = (uint64_t)ours + 1;
     }
     return 0;
+}
+
+/* The manager's short-lived descriptors are not in lower_fd_slots: the close waits while it
+ * holds them (lower_fds_hold), or a checkpoint's image file could be closed, its number reused
+ * by the program and written into (docs/DECISIONS.md "Known open races in trees that exec"). */
+long emu_close_range(long a1, long a2, long a3)
+{
+    for (;;) {
+        __atomic_add_fetch(&lower_fd_closers, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&lower_fd_busy, __ATOMIC_SEQ_CST) == 0)
+            break;
+        if (__atomic_sub_fetch(&lower_fd_closers, 1, __ATOMIC_SEQ_CST) == 0)
+            raw_syscall6(SYS_futex, (long)&lower_fd_closers, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0,
+                         0);
+        int32_t busy = __atomic_load_n(&lower_fd_busy, __ATOMIC_SEQ_CST);
+        if (busy)
+            raw_syscall6(SYS_futex, (long)&lower_fd_busy, 128 /* FUTEX_WAIT_PRIVATE */, busy, 0, 0,
+                         0);
+    }
+    long r = close_ranges(a1, a2, a3);
+    if (__atomic_sub_fetch(&lower_fd_closers, 1, __ATOMIC_SEQ_CST) == 0 &&
+        __atomic_load_n(&lower_fd_busy, __ATOMIC_SEQ_CST))
+        raw_syscall6(SYS_futex, (long)&lower_fd_closers, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
+    return r;
 }

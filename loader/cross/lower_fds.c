@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HIGH_MARGIN 64
@@ -57,4 +59,24 @@ void lower_fd_forget(int fd)
     for (int i = 0; i < n && i < MAX_LOWER_FDS; i++)
         if (lower_fd_slots[i] == fd)
             lower_fd_slots[i] = -1;
+}
+
+volatile int32_t lower_fd_busy;
+volatile int32_t lower_fd_closers;
+
+void lower_fds_hold(void)
+{
+    __atomic_add_fetch(&lower_fd_busy, 1, __ATOMIC_SEQ_CST);
+    /* A close_range that started before the hold finishes first (it counted itself in before it
+     * looked at lower_fd_busy); new ones wait. The timeout only bounds a lost wake-up. */
+    for (int32_t n; (n = __atomic_load_n(&lower_fd_closers, __ATOMIC_SEQ_CST)) > 0;) {
+        struct timespec t = {0, 1000000L};
+        syscall(SYS_futex, &lower_fd_closers, 128 /* FUTEX_WAIT_PRIVATE */, n, &t, NULL, 0);
+    }
+}
+
+void lower_fds_release(void)
+{
+    if (__atomic_sub_fetch(&lower_fd_busy, 1, __ATOMIC_SEQ_CST) == 0)
+        syscall(SYS_futex, &lower_fd_busy, 129 /* FUTEX_WAKE_PRIVATE */, 0x7fffffff, NULL, NULL, 0);
 }

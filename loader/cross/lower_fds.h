@@ -18,4 +18,15 @@ void lower_fd_record(int fd);
 /* No longer the lower half's (closed by it). */
 void lower_fd_forget(int fd);
 
+/* The manager's short-lived descriptors (directory scans, image files, /proc reads) are opened
+ * while the program's threads may run, at whatever number is free: the program's close_range
+ * (Python closes every descriptor in a child before its exec) must not close them under it.
+ * lower_fds_hold() waits for the close_ranges in progress and holds new ones back (the trap
+ * handler waits in emu_close_range, loader/confine/confine_exe.c) until lower_fds_release().
+ * Only around work that never waits for a program thread. */
+extern volatile int32_t lower_fd_busy;    /* holds in progress */
+extern volatile int32_t lower_fd_closers; /* program threads inside an emulated close_range */
+void lower_fds_hold(void);
+void lower_fds_release(void);
+
 #endif

@@ -3,6 +3,7 @@
  * without restoring anything; `crac verify` runs it (docs/IMAGE.md "Checksums"). */
 #include "crac_image.h"
 #include "crc32c.h"
+#include "image_chain.h"
 #include "image_compress.h"
 #include "page_zero.h"
 
@@ -181,7 +182,18 @@ int image_check_main(int argc, char **argv)
             bitmap = regions + off + sizeof(r) + r.path_len;
         }
         uint32_t crc = 0, pages = 0;
-        if (r.flags & CRAC_REGION_COMPRESSED) {
+        if (r.flags & CRAC_REGION_INCREMENTAL) { /* this generation's layer (image_chain.c) */
+            if (r.kind != CRAC_REGION_ANON || !r.core_offset ||
+                (uint64_t)r.bitmap_bytes * 8 < (r.end - r.start) / PAGE ||
+                chain_layer(fd, &r, regions + off + sizeof(r) + r.path_len, NULL, 0, buf, &crc,
+                            &pages) != 0 ||
+                crc != r.crc32c || pages != r.saved_pages) {
+                char what[128];
+                snprintf(what, sizeof(what), "region 0x%llx-0x%llx fails its CRC-32C",
+                         (unsigned long long)r.start, (unsigned long long)r.end);
+                return bad(path, what);
+            }
+        } else if (r.flags & CRAC_REGION_COMPRESSED) {
             char err[256];
             int c = r.core_offset ? chunks_crc(fd, &r, bitmap, buf, &crc, &pages, err, sizeof(err))
                                   : -1;

@@ -289,6 +289,17 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
         jstr(&j, lost[i]);
     }
     jraw(&j, "],\n");
+    { /* --incremental (ckpt_incr.c; full_every 0: off): a restart goes on with it */
+        const struct crac_parent_rec *p = incr_parent();
+        jraw(&j,
+             "  \"incremental\": {\"full_every\": %d, \"parent\": %d, \"base\": %d, "
+             "\"parent_header_crc32c\": %u},\n",
+             incr_full_every(), p ? p->generation : 0,
+             p                   ? p->base
+             : incr_full_every() ? generation
+                                 : 0,
+             p ? p->header_crc32c : 0);
+    }
     jraw(&j, "  \"upper_core\": {\"size\": %llu, \"header_crc32c\": %u},\n",
          (unsigned long long)core_size, header_crc);
     jraw(&j, "  \"files\": {");
@@ -323,6 +334,35 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     return rc;
 }
 
+/* The parent an incremental generation's manifest names ("incremental": {"parent": N}); 0 for
+ * a full one or one that cannot be read. */
+static int manifest_parent(int gen)
+{
+    char path[PATH_MAX + 48];
+    snprintf(path, sizeof(path), "%s/gen-%06d/MANIFEST.json", ckpt_cfg.proc_dir, gen);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size > (64 << 20)) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    /* Whole: argv, lost things and files come before or after the key, any length. */
+    char *text = malloc((size_t)st.st_size + 1);
+    ssize_t n = text ? pread(fd, text, (size_t)st.st_size, 0) : -1;
+    close(fd);
+    if (n <= 0) {
+        free(text);
+        return 0;
+    }
+    text[n] = '\0';
+    const char *inc = strstr(text, "\n  \"incremental\": {");
+    const char *p = inc ? strstr(inc, "\"parent\": ") : NULL;
+    int parent = p ? atoi(p + strlen("\"parent\": ")) : 0;
+    free(text);
+    return parent;
+}
+
 static void rotate(int keep)
 {
     DIR *d = opendir(ckpt_cfg.proc_dir);
@@ -337,11 +377,26 @@ static void rotate(int keep)
             gens[n++] = g;
     }
     closedir(d);
+    /* Never a generation a kept one builds on (--incremental): the oldest generation of the
+     * kept ones' chains bounds what goes. */
+    int oldest_needed = 0;
     for (int i = 0; i < n; i++) {
         int newer = 0;
         for (int k = 0; k < n; k++)
             newer += gens[k] > gens[i];
-        if (newer >= keep) {
+        if (newer >= keep)
+            continue;
+        int g = gens[i], depth = 0;
+        for (int p; depth < 4096 && (p = manifest_parent(g)) > 0 && p < g; depth++)
+            g = p;
+        if (!oldest_needed || g < oldest_needed)
+            oldest_needed = g;
+    }
+    for (int i = 0; i < n; i++) {
+        int newer = 0;
+        for (int k = 0; k < n; k++)
+            newer += gens[k] > gens[i];
+        if (newer >= keep && gens[i] < oldest_needed) {
             /* Renamed first, so a kill in the middle never leaves a half-deleted generation
              * that looks complete. */
             char path[PATH_MAX + 32], doomed[PATH_MAX + 32];

@@ -6,6 +6,7 @@
 #include "crac_layout.h"
 #include "crc32c.h"
 #include "image_compress.h"
+#include "incr.h"
 #include "page_digest.h"
 #include "page_zero.h"
 #include "state.h"
@@ -35,7 +36,8 @@ struct region {
     struct crac_region_rec rec;
     char path[PATH_MAX];
     unsigned char *bitmap;
-    struct cz_region cz; /* --compress: where its chunks went */
+    struct cz_region cz;     /* --compress: where its chunks went */
+    const uint64_t *written; /* --incremental: pages written since the parent (ckpt_incr.c) */
 };
 
 struct buf {
@@ -234,6 +236,7 @@ static int collect_regions(struct region *rs, int max, int pagemap)
         last = r;
         memset(&r->rec, 0, sizeof(r->rec));
         r->bitmap = NULL;
+        r->written = NULL;
         r->rec.start = start;
         r->rec.end = end;
         r->rec.prot = (uint32_t)prot;
@@ -408,6 +411,15 @@ static int write_region(struct writer *w, struct region *r)
         if (read_exact(w->pagemap, (unsigned char *)pm, n * 8, a / PAGE * 8) != 0)
             return region_failed(r, "its page map cannot be read");
         candidates(r, pm, n, want);
+        /* Incremental: a page in memory that was not written since the parent is the parent's
+         * (its bit in the bitmap); one not in memory is zero, as in a full image. */
+        for (uint64_t i = 0; r->written && i < n; i++) {
+            uint64_t index = (a - r->rec.start) / PAGE + i;
+            if (want[i] && !((r->written[index / 64] >> (index % 64)) & 1)) {
+                want[i] = 0;
+                r->bitmap[index / 8] |= (unsigned char)(1u << (index % 8));
+            }
+        }
         const unsigned char *src = (const unsigned char *)a;
         if (!readable) {
             if (read_wanted(w->mem, w->bounce, a, want, n) != 0)
@@ -428,7 +440,7 @@ static int write_region(struct writer *w, struct region *r)
                         crc = crc32c_update(crc, page, PAGE);
                     }
                     r->rec.saved_pages++;
-                    if (r->bitmap)
+                    if (r->bitmap && !r->written)
                         r->bitmap[index / 8] |= (unsigned char)(1u << (index % 8));
                 }
             }
@@ -550,6 +562,9 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
     free(pb.data);
     if (rc)
         return -1;
+    const struct crac_parent_rec *parent = incr_parent();
+    if (parent && put_note(b, CRAC_NOTE_NAME, CRAC_NT_PARENT, parent, sizeof(*parent)))
+        return -1;
 
     struct buf rb = {0};
     for (int i = 0; i < nr; i++) {
@@ -600,6 +615,19 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     if (nr < 0)
         goto out;
     mark_aliases(rs, nr);
+    /* Incremental: the regions tracked since the parent keep only their written pages; the
+     * bitmap (sized now: the notes' size must not change) lists the pages the parent holds. */
+    for (int i = 0; i < nr; i++) {
+        struct region *r = &rs[i];
+        if (r->rec.kind != CRAC_REGION_ANON ||
+            (r->rec.flags & (CRAC_REGION_DONTDUMP | CRAC_REGION_OUTSIDE_W)) ||
+            !(r->written = incr_written(r->rec.start, r->rec.end)))
+            continue;
+        r->rec.flags |= CRAC_REGION_INCREMENTAL;
+        r->rec.bitmap_bytes = (uint32_t)((((r->rec.end - r->rec.start) / PAGE + 7) / 8 + 7) & ~7UL);
+        if (!(r->bitmap = calloc(1, r->rec.bitmap_bytes)))
+            goto out;
+    }
     /* Lay out: headers and notes first (their size does not depend on the data), then each
      * region at a page-aligned offset. */
     if (build_notes(&notes, rs, nr, ts, nt, generation, kind_notes) != 0)

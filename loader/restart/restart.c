@@ -67,6 +67,12 @@ static int parse_notes(struct restart_image *img, const unsigned char *notes, si
                 img->regions = copy_desc(desc, h.n_descsz);
                 img->regions_len = h.n_descsz;
                 break;
+            case CRAC_NT_PARENT: /* an incremental generation's (restart_chain.c) */
+                if (h.n_descsz != sizeof(img->parent))
+                    break;
+                memcpy(&img->parent, desc, sizeof(img->parent));
+                img->has_parent = 1;
+                break;
             case CRAC_NT_THREADS:
                 free(img->threads);
                 img->threads = copy_desc(desc, h.n_descsz);
@@ -81,8 +87,10 @@ static int parse_notes(struct restart_image *img, const unsigned char *notes, si
         off = next;
     }
     if ((img->proc.format != CRAC_IMAGE_FORMAT &&
-         img->proc.format != CRAC_IMAGE_FORMAT_COMPRESSED) ||
-        !img->regions || !img->threads || state_note_missing(img)) {
+         img->proc.format != CRAC_IMAGE_FORMAT_COMPRESSED &&
+         img->proc.format != CRAC_IMAGE_FORMAT_INCREMENTAL) ||
+        (img->proc.format == CRAC_IMAGE_FORMAT_INCREMENTAL) != img->has_parent || !img->regions ||
+        !img->threads || state_note_missing(img)) {
         snprintf(err, errlen, "image corrupted: upper.core lacks crac's notes");
         return -1;
     }
@@ -98,6 +106,7 @@ int restart_read_image(const char *gen_dir, uint64_t core_size, uint32_t header_
                        struct restart_image *img, char *err, size_t errlen)
 {
     memset(img, 0, sizeof(*img));
+    img->gen_dir = gen_dir;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/upper.core", gen_dir);
     /* Never through a link, never blocking on a FIFO: only a regular file is an image

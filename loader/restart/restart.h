@@ -27,6 +27,10 @@ struct restart_image {
     int n_loads;
     /* The notes of the other kinds of state, by their index in state_kinds[] (state.h). */
     struct state_note notes[STATE_KINDS_MAX];
+    /* An incremental generation (format 4): the generation it builds on (restart_chain.c). */
+    struct crac_parent_rec parent;
+    int has_parent;
+    const char *gen_dir;
 };
 
 /* Check upper.core (size, header checksum, notes) and run the kinds' hold (the fds hold their
@@ -54,6 +58,15 @@ int restart_map_regions(const struct restart_image *img, char *err, size_t errle
 /* `--shared-mem DEV:INO:FD`: the shared object DEV:INO (ANON_SHARED regions) is the inherited
  * FD, made and filled once for the whole tree. 0, or -1 when malformed. */
 int restart_shared_mem_add(const char *spec);
+/* restart_chain.c: fill the CRAC_REGION_INCREMENTAL region r (mapped, writable) from its chain,
+ * oldest generation first, then its own pages; crc and pages as for a region of a full image.
+ * 0; -1 damaged; -2 with err saying which link of the chain is missing or damaged. */
+int restart_chain_fill(const struct restart_image *img, const struct crac_region_rec *r,
+                       const unsigned char *inherit, uint32_t *crc, uint32_t *pages, char *err,
+                       size_t errlen);
+/* restart_chain.c: every region is filled: the parents' files are closed (the program must not
+ * inherit them as descriptors). */
+void restart_chain_done(void);
 /* restart_threads.c */
 __attribute__((noreturn)) void restart_threads(struct crac_registry *r, struct restart_image *img,
                                                const struct state_restore *st);

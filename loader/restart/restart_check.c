@@ -38,7 +38,8 @@ static int region_next(const struct restart_image *img, size_t *off, struct crac
     uint64_t need = (uint64_t)sizeof(*r) + r->path_len + r->bitmap_bytes;
     if (r->size != need || r->path_len % 8 || r->bitmap_bytes % 8 ||
         r->size > img->regions_len - *off || r->path_len == 0 ||
-        (r->kind != CRAC_REGION_FILE_PRIVATE && r->bitmap_bytes))
+        (r->kind != CRAC_REGION_FILE_PRIVATE && !(r->flags & CRAC_REGION_INCREMENTAL) &&
+         r->bitmap_bytes))
         return -1;
     *path = (const char *)img->regions + *off + sizeof(*r);
     *bitmap = img->regions + *off + sizeof(*r) + r->path_len;
@@ -99,9 +100,18 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
             why = "has an unknown kind";
         else if (r.prot & ~(unsigned)(PROT_READ | PROT_WRITE | PROT_EXEC))
             why = "has unknown protection bits";
-        else if (r.flags & ~(CRAC_REGION_OUTSIDE_W | CRAC_REGION_NORESERVE | CRAC_REGION_DONTDUMP |
-                             CRAC_REGION_SHARED_ALIAS | CRAC_REGION_COMPRESSED))
+        else if (r.flags &
+                 ~(CRAC_REGION_OUTSIDE_W | CRAC_REGION_NORESERVE | CRAC_REGION_DONTDUMP |
+                   CRAC_REGION_SHARED_ALIAS | CRAC_REGION_COMPRESSED | CRAC_REGION_INCREMENTAL))
             why = "has unknown flags";
+        /* Incremental (docs/IMAGE.md "Incremental generations"): an anonymous region of a
+         * format 4 image with a PARENT note, its bitmap marking the parent's pages. */
+        else if ((r.flags & CRAC_REGION_INCREMENTAL) &&
+                 (r.kind != CRAC_REGION_ANON || !img->has_parent || !r.core_offset ||
+                  (r.flags & CRAC_REGION_COMPRESSED) ||
+                  img->proc.format != CRAC_IMAGE_FORMAT_INCREMENTAL ||
+                  r.bitmap_bytes != (((len / PAGE + 7) / 8 + 7) & ~7UL)))
+            why = "is incremental but not an anonymous region of an incremental image";
         /* Chunks (image_compress.c): 8-aligned, from the data on; each is checked as read. */
         else if ((r.flags & CRAC_REGION_COMPRESSED) &&
                  (img->proc.format != CRAC_IMAGE_FORMAT_COMPRESSED || !r.core_offset ||

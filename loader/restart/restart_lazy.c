@@ -85,7 +85,8 @@ static int open_uffd(void)
 int restart_lazy_take(const struct crac_region_rec *r, int core, char *err, size_t errlen)
 {
     if (!restart_lazy_wanted || r->kind != CRAC_REGION_ANON || !r->core_offset ||
-        (r->flags & (CRAC_REGION_OUTSIDE_W | CRAC_REGION_DONTDUMP)) ||
+        /* an incremental region is filled from its chain, eagerly (restart_chain.c) */
+        (r->flags & (CRAC_REGION_OUTSIDE_W | CRAC_REGION_DONTDUMP | CRAC_REGION_INCREMENTAL)) ||
         (r->prot & (PROT_READ | PROT_WRITE)) != (PROT_READ | PROT_WRITE))
         return 0;
     if (uffd < 0) {

@@ -358,12 +358,14 @@ shared_mapped:
     if (lazy != 0)
         return lazy < 0 ? -1 : 0;
     uint32_t crc = 0, pages = 0;
-    int rc = r->flags & CRAC_REGION_COMPRESSED
+    int rc = r->flags & CRAC_REGION_INCREMENTAL
+                 ? restart_chain_fill(img, r, bitmap, &crc, &pages, err, errlen)
+             : r->flags & CRAC_REGION_COMPRESSED
                  ? fill_chunks(core, r, r->kind == CRAC_REGION_FILE_PRIVATE ? bitmap : NULL, &crc,
                                &pages, err, errlen)
              : r->kind == CRAC_REGION_FILE_PRIVATE ? fill_bitmap(core, r, bitmap, &crc, &pages)
                                                    : fill_anon(core, r, &crc, &pages);
-    if (rc == -2) /* err says which library */
+    if (rc == -2) /* err says which library, or which link of the chain */
         return -1;
     if (rc != 0 || crc != r->crc32c || pages != r->saved_pages) {
         snprintf(err, errlen, "image corrupted: region 0x%lx-0x%lx %s fails its checksum",
@@ -395,11 +397,13 @@ int restart_map_regions(const struct restart_image *img, char *err, size_t errle
         if (map_one(img, &r, path, bitmap, err, errlen) != 0) {
             shared_objects_close();
             sysv_done();
+            restart_chain_done();
             return -1;
         }
         off += r.size;
     }
     shared_objects_close();
     sysv_done();
+    restart_chain_done();
     return 0;
 }

@@ -303,6 +303,12 @@ static void check_fields(const struct json *m)
             json_get(a, "kind")->type != JSON_STR)
             decline("manifest device");
     }
+    /* --incremental goes on after a restart (main.py reads incremental.full_every), and an
+     * incremental generation's chain is checked first: the Python path's (DECISIONS.md
+     * "Incremental images"). */
+    const struct json *inc = optional(m, "incremental", JSON_OBJ);
+    if (inc && !json_int_in(json_get(inc, "full_every"), 0, 0, NULL))
+        decline("incremental");
     /* The restarted program would run without them: the Python path says so first. */
     const struct json *lost = optional(m, "not_saved", JSON_ARR);
     if (lost && lost->len)

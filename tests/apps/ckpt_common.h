@@ -1,13 +1,16 @@
-/* ckpt_common.h — helpers the ckpt_*.c test programs share: failing with a message, arguments,
-   the `step N` lines, a monotonic clock and a watchdog. Define PROG and USAGE before including. */
+/* ckpt_common.h — helpers the ckpt_*.c and share_*.c test programs share: failing with a message,
+   arguments, the `step N` lines (tagged too), the checksum, sleeps, reaping a child, a monotonic
+   clock and a watchdog. Define PROG and USAGE before including. */
 #ifndef CKPT_COMMON_H
 #define CKPT_COMMON_H
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +44,53 @@ static inline void step_line(long k)
     printf("step %ld\n", k);
     if (fflush(stdout) != 0)
         fail("fflush(stdout): %s", strerror(errno));
+}
+
+/* `TAG step K`, flushed: the processes of a tree tell their lines apart by TAG. */
+static inline void tag_step_line(const char *tag, long k)
+{
+    printf("%s step %ld\n", tag, k);
+    if (fflush(stdout) != 0)
+        fail("fflush(stdout)");
+}
+
+/* `TAG DONE checksum=H steps=STEPS`; returns main's exit status (1 where stdout cannot be
+   flushed). */
+static inline int tag_done_line(const char *tag, uint64_t h, long steps)
+{
+    printf("%s DONE checksum=%016llx steps=%ld\n", tag, (unsigned long long)h, steps);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* ckpt_counter's checksum: FNV-1a over V's 8 bytes, low byte first, from CKPT_FNV_BASIS. The
+   DONE lines print it, so a restart that repeats or skips a step shows there too. */
+#define CKPT_FNV_BASIS 0xcbf29ce484222325ULL
+static inline uint64_t ckpt_fnv(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        h ^= (v >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* MS milliseconds, the rest slept again after a signal handler interrupts it. */
+static inline void ckpt_sleep_ms(long ms)
+{
+    struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
+    while (nanosleep(&req, &rem) != 0 && errno == EINTR)
+        req = rem;
+}
+
+/* Waits for child KID (through EINTR) and fails, naming it WHO, unless it exited with status 0. */
+static inline void reap_ok(pid_t kid, const char *who)
+{
+    int st;
+    pid_t got;
+    while ((got = waitpid(kid, &st, 0)) < 0 && errno == EINTR)
+        ;
+    if (got != kid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail("%s: waitpid %d, status %#x", who, (int)got, got > 0 ? st : 0);
 }
 
 static inline double now_mono(void)

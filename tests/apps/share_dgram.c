@@ -32,13 +32,6 @@ static void fill(long k, long salt, unsigned char *b)
     memcpy(b, &k, sizeof(k));
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
-    while (nanosleep(&req, &rem) != 0 && errno == EINTR)
-        req = rem;
-}
-
 static int bound(struct sockaddr_un *a, int pid, char end)
 {
     memset(a, 0, sizeof(*a));
@@ -58,7 +51,7 @@ static void send_to(int fd, const unsigned char *b, const struct sockaddr_un *to
          tries++) {
         if ((errno != ENOENT && errno != ECONNREFUSED && errno != EINTR) || tries > 100000)
             fail("sendto %s: %s", to->sun_path, strerror(errno));
-        sleep_ms(1);
+        ckpt_sleep_ms(1);
     }
 }
 
@@ -116,7 +109,7 @@ int main(int argc, char **argv)
         fill(++sent, 0, b);
         send_to(pfd, b, &ca);
     }
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
         struct sockaddr_un from;
         socklen_t flen = sizeof(from);
@@ -127,26 +120,15 @@ int main(int argc, char **argv)
             memcpy(&got, b, sizeof(got));
             fail("answer %ld differs (it says %ld)", k, got);
         }
-        for (int i = 0; i < 8; i++) {
-            h ^= ((uint64_t)k >> (8 * i)) & 0xff;
-            h *= 0x100000001b3ULL;
-        }
-        printf("%s step %ld\n", tag, k);
-        if (fflush(stdout) != 0)
-            fail("fflush(stdout)");
-        sleep_ms(ms);
+        h = ckpt_fnv(h, (uint64_t)k);
+        tag_step_line(tag, k);
+        ckpt_sleep_ms(ms);
         if (sent < steps) {
             fill(++sent, 0, b);
             send_to(pfd, b, &ca);
         }
     }
-    int st;
-    pid_t got;
-    while ((got = waitpid(kid, &st, 0)) < 0 && errno == EINTR)
-        ;
-    if (got != kid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail("child: waitpid %d, status %#x", (int)got, got > 0 ? st : 0);
+    reap_ok(kid, "child");
     unlink(pa.sun_path);
-    printf("%s DONE checksum=%016llx steps=%ld\n", tag, (unsigned long long)h, steps);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return tag_done_line(tag, h, steps);
 }

@@ -35,13 +35,6 @@ static void sem_wait_all(sem_t *s)
             fail("sem_wait: %s", strerror(errno));
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
-    while (nanosleep(&req, &rem) != 0 && errno == EINTR)
-        req = rem;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -78,7 +71,7 @@ int main(int argc, char **argv)
             sem_post(&c->rep);
         }
     }
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
         c->value = k;
         sem_post(&c->req);
@@ -86,23 +79,12 @@ int main(int argc, char **argv)
         for (long j = 1; j <= k; j++)
             if (sq[j] != j * j)
                 fail("slot %ld holds %ld at step %ld", j, sq[j], k);
-        for (int i = 0; i < 8; i++) {
-            h ^= ((uint64_t)k >> (8 * i)) & 0xff;
-            h *= 0x100000001b3ULL;
-        }
-        printf("%s step %ld\n", tag, k);
-        if (fflush(stdout) != 0)
-            fail("fflush(stdout)");
-        sleep_ms(ms);
+        h = ckpt_fnv(h, (uint64_t)k);
+        tag_step_line(tag, k);
+        ckpt_sleep_ms(ms);
     }
     c->value = -1;
     sem_post(&c->req);
-    int st;
-    pid_t got;
-    while ((got = waitpid(kid, &st, 0)) < 0 && errno == EINTR)
-        ;
-    if (got != kid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail("child: waitpid %d, status %#x", (int)got, got > 0 ? st : 0);
-    printf("%s DONE checksum=%016llx steps=%ld\n", tag, (unsigned long long)h, steps);
-    return fflush(stdout) == 0 ? 0 : 1;
+    reap_ok(kid, "child");
+    return tag_done_line(tag, h, steps);
 }

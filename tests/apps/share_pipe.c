@@ -83,13 +83,6 @@ static void filter(int in, int out)
     _exit(0);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
-    while (nanosleep(&req, &rem) != 0 && errno == EINTR)
-        req = rem;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 3 || (strcmp(argv[2], "pair") != 0 && strcmp(argv[2], "pipeline") != 0)) {
@@ -121,7 +114,7 @@ int main(int argc, char **argv)
         close(p2[1]);
         in = p2[0];
     }
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     unsigned char b[REC], want[REC];
     for (long k = 1; k <= steps; k++) {
         if (!read_rec(in, b))
@@ -134,25 +127,16 @@ int main(int argc, char **argv)
             memcpy(&got, b, sizeof(got));
             fail("record %ld differs (it says %ld)", k, pipeline ? got ^ 0x5a5a5a5a5a5a5a5aL : got);
         }
-        for (int i = 0; i < 8; i++) {
-            h ^= ((uint64_t)k >> (8 * i)) & 0xff;
-            h *= 0x100000001b3ULL;
-        }
-        printf("%s step %ld\n", tag, k);
-        if (fflush(stdout) != 0)
-            fail("fflush(stdout)");
-        sleep_ms(ms);
+        h = ckpt_fnv(h, (uint64_t)k);
+        tag_step_line(tag, k);
+        ckpt_sleep_ms(ms);
     }
     if (read_rec(in, b))
         fail("a record after the last one");
     for (int i = 0; i < nkids; i++) {
-        int st;
-        pid_t got;
-        while ((got = waitpid(kids[i], &st, 0)) < 0 && errno == EINTR)
-            ;
-        if (got != kids[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            fail("child %d: waitpid %d, status %#x", (int)kids[i], (int)got, got > 0 ? st : 0);
+        char who[32];
+        snprintf(who, sizeof(who), "child %d", (int)kids[i]);
+        reap_ok(kids[i], who);
     }
-    printf("%s DONE checksum=%016llx steps=%ld\n", tag, (unsigned long long)h, steps);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return tag_done_line(tag, h, steps);
 }

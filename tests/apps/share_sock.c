@@ -90,13 +90,6 @@ static void answer(int fd, long steps)
     _exit(0);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
-    while (nanosleep(&req, &rem) != 0 && errno == EINTR)
-        req = rem;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 3 || (strcmp(argv[2], "pair") != 0 && strcmp(argv[2], "tcp") != 0)) {
@@ -150,7 +143,7 @@ int main(int argc, char **argv)
         fill(++sent, 0, b);
         send_all(fd, b, MSG);
     }
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
         if (!recv_msg(fd, b))
             fail("end-of-file before answer %ld", k);
@@ -160,14 +153,9 @@ int main(int argc, char **argv)
             memcpy(&got, b, sizeof(got));
             fail("answer %ld differs (it says %ld)", k, got);
         }
-        for (int i = 0; i < 8; i++) {
-            h ^= ((uint64_t)k >> (8 * i)) & 0xff;
-            h *= 0x100000001b3ULL;
-        }
-        printf("%s step %ld\n", tag, k);
-        if (fflush(stdout) != 0)
-            fail("fflush(stdout)");
-        sleep_ms(ms);
+        h = ckpt_fnv(h, (uint64_t)k);
+        tag_step_line(tag, k);
+        ckpt_sleep_ms(ms);
         if (sent < steps) {
             fill(++sent, 0, b);
             send_all(fd, b, MSG);
@@ -175,12 +163,6 @@ int main(int argc, char **argv)
     }
     if (recv_msg(fd, b))
         fail("an answer after the last one");
-    int st;
-    pid_t got;
-    while ((got = waitpid(kid, &st, 0)) < 0 && errno == EINTR)
-        ;
-    if (got != kid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail("child: waitpid %d, status %#x", (int)got, got > 0 ? st : 0);
-    printf("%s DONE checksum=%016llx steps=%ld\n", tag, (unsigned long long)h, steps);
-    return fflush(stdout) == 0 ? 0 : 1;
+    reap_ok(kid, "child");
+    return tag_done_line(tag, h, steps);
 }

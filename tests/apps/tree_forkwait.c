@@ -14,45 +14,17 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *tag = "?";
-
-static void fail(long step, const char *what, long a, long b)
-{
-    fprintf(stderr, "tree_forkwait %s: FAIL at step %ld: %s (%ld, %ld)\n", tag, step, what, a, b);
-    exit(1);
-}
-
-static uint64_t fnv(uint64_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        h ^= (v >> (8 * i)) & 0xff;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
-    while (nanosleep(&req, &rem) != 0 && errno == EINTR)
-        req = rem;
-}
+#define PROG "tree_forkwait"
+#include "tree_common.h"
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: tree_forkwait TAG [STEPS] [MS]\n");
-        return 2;
-    }
-    tag = argv[1];
-    long steps = argc > 2 ? atol(argv[2]) : 100, ms = argc > 3 ? atol(argv[3]) : 40;
-    uint64_t h = 0xcbf29ce484222325ULL;
+    long steps, ms;
+    tree_args(argc, argv, &steps, &ms);
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
-        fflush(stdout);
         pid_t me = getpid();
-        pid_t pid = fork();
-        if (pid < 0)
-            fail(k, "fork", errno, 0);
+        pid_t pid = fork_step(k);
         if (pid == 0) {
             pid_t pp = getppid();
             if (pp != me) {
@@ -60,7 +32,7 @@ int main(int argc, char **argv)
                         k, (int)pp, (int)me);
                 _exit(200);
             }
-            sleep_ms(ms);
+            ckpt_sleep_ms(ms);
             if (getppid() != me) {
                 fprintf(stderr,
                         "tree_forkwait %s: child of step %ld: getppid %d after sleep, "
@@ -70,19 +42,11 @@ int main(int argc, char **argv)
             }
             _exit((int)(k % 100));
         }
-        int st;
-        pid_t got;
-        while ((got = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
-            ;
-        if (got != pid)
-            fail(k, "waitpid returned another pid (or -1: errno)", got, got < 0 ? errno : pid);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != k % 100)
-            fail(k, "child status", st, k % 100);
+        reap_step(k, pid);
         if (getpid() != me)
-            fail(k, "getpid changed", getpid(), me);
-        h = fnv(h, (uint64_t)k);
+            fail_at(k, "getpid changed", getpid(), me);
+        h = ckpt_fnv(h, (uint64_t)k);
         printf("%s step %ld\n", tag, k);
     }
-    printf("%s DONE checksum=%016llx steps=%ld\n", tag, (unsigned long long)h, steps);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return tag_done_line(tag, h, steps);
 }

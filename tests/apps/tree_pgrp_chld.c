@@ -16,30 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *tag = "?";
+#define PROG "tree_pgrp_chld"
+#include "tree_common.h"
+
 static volatile sig_atomic_t chld;
-
-static void fail(long step, const char *what, long a, long b)
-{
-    fprintf(stderr, "tree_pgrp_chld %s: FAIL at step %ld: %s (%ld, %ld)\n", tag, step, what, a, b);
-    exit(1);
-}
-
-static uint64_t fnv(uint64_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        h ^= (v >> (8 * i)) & 0xff;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
-    while (nanosleep(&req, &rem) != 0 && errno == EINTR)
-        req = rem;
-}
 
 static void on_chld(int sig)
 {
@@ -49,12 +29,8 @@ static void on_chld(int sig)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: tree_pgrp_chld TAG [STEPS] [MS]\n");
-        return 2;
-    }
-    tag = argv[1];
-    long steps = argc > 2 ? atol(argv[2]) : 100, ms = argc > 3 ? atol(argv[3]) : 40;
+    long steps, ms;
+    tree_args(argc, argv, &steps, &ms);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_chld;
@@ -63,34 +39,23 @@ int main(int argc, char **argv)
     sigset_t set, old;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid < 0)
-            fail(k, "fork", errno, 0);
+        pid_t pid = fork_step(k);
         if (pid == 0) {
-            sleep_ms(ms);
+            ckpt_sleep_ms(ms);
             _exit((int)(k % 100));
         }
         sigprocmask(SIG_BLOCK, &set, &old);
         while (chld < k)
             sigsuspend(&old);
         sigprocmask(SIG_SETMASK, &old, NULL);
-        sleep_ms(ms); /* the child is a zombie, not yet waited for */
-        int st;
-        pid_t got;
-        while ((got = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
-            ;
-        if (got != pid)
-            fail(k, "waitpid returned another pid (or -1: errno)", got, got < 0 ? errno : pid);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != k % 100)
-            fail(k, "child status", st, k % 100);
+        ckpt_sleep_ms(ms); /* the child is a zombie, not yet waited for */
+        reap_step(k, pid);
         if (chld != k)
-            fail(k, "SIGCHLDs received", chld, k);
-        h = fnv(h, (uint64_t)k);
+            fail_at(k, "SIGCHLDs received", chld, k);
+        h = ckpt_fnv(h, (uint64_t)k);
         printf("%s step %ld\n", tag, k);
     }
-    printf("%s DONE checksum=%016llx steps=%ld\n", tag, (unsigned long long)h, steps);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return tag_done_line(tag, h, steps);
 }

@@ -4,11 +4,7 @@
 #include "mpi_shim.h"
 #include "mpi_userop.h"
 
-#include "crac_rawsys.h"
-
 #include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 struct vop {
     uint64_t magic;
@@ -18,7 +14,6 @@ struct vop {
 };
 
 static struct vop *slots[UOP_MAX];
-static pid_t executor_pid;
 
 /* The program's MPI_Datatype for the library's handle *LTYPE. */
 static MPI_Datatype type_up(void *ltype)
@@ -37,49 +32,17 @@ static MPI_Datatype type_up(void *ltype)
     return (MPI_Datatype)low;
 }
 
-static void *executor_main(void *arg)
+/* On the executor thread, with the upper fs: the program's function, given the program's
+ * datatype. */
+static void run_call(struct upper_job *j)
 {
-    (void)arg;
-    for (;;) {
-        int32_t seen = __atomic_load_n(&uop_seq, __ATOMIC_ACQUIRE);
-        raw_lock(&uop_lock);
-        struct uop_call *c = uop_head;
-        if (c) {
-            uop_head = c->next;
-            if (!uop_head)
-                uop_tail = NULL;
-        }
-        raw_unlock(&uop_lock);
-        if (!c) {
-            syscall(SYS_futex, &uop_seq, 128 /* FUTEX_WAIT_PRIVATE */, seen, NULL, NULL, 0);
-            continue;
-        }
-        struct vop *v = slots[c->slot];
-        MPI_Datatype t = type_up(c->ltype);
-        if (v)
-            v->fn(c->in, c->inout, c->len, &t);
-        __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
-        syscall(SYS_futex, &c->done, 129 /* FUTEX_WAKE_PRIVATE */, 1, NULL, NULL, 0);
-    }
-    return NULL;
+    struct uop_call *c = (struct uop_call *)j;
+    struct vop *v = slots[c->slot];
+    MPI_Datatype t = type_up(c->ltype);
+    if (v)
+        v->fn(c->in, c->inout, c->len, &t);
 }
-
-/* Under mpi_mu. */
-static int ensure_executor(void)
-{
-    if (executor_pid == getpid())
-        return 0;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    int err = pthread_create(&t, &attr, executor_main, NULL);
-    pthread_attr_destroy(&attr);
-    if (err)
-        return -1;
-    executor_pid = getpid();
-    return 0;
-}
+void (*const uop_run)(struct upper_job *) = run_call;
 
 int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 {
@@ -92,7 +55,7 @@ int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
     int slot = 0;
     while (slot < UOP_MAX && slots[slot])
         slot++;
-    if (slot == UOP_MAX || ensure_executor() != 0) {
+    if (slot == UOP_MAX || upper_executor_ensure(&uop_queue) != 0) { /* under mpi_mu */
         pthread_mutex_unlock(&mpi_mu);
         free(v);
         return slot == UOP_MAX ? MPI_ERR_INTERN : MPI_ERR_OTHER;

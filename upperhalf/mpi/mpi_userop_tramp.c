@@ -3,36 +3,18 @@
  * upper executor thread (mpi_userop.c), waiting until it has run the program's function. */
 #include "mpi_userop.h"
 
-#include "crac_rawsys.h"
-
-#include <sys/syscall.h>
-
-struct uop_call *volatile uop_head;
-struct uop_call *uop_tail;
-volatile int32_t uop_lock;
-volatile int32_t uop_seq;
+struct upper_queue uop_queue;
 
 static void post_and_wait(int slot, void *in, void *inout, int *len, void *ltype)
 {
     struct uop_call c;
-    c.next = 0;
+    c.job.run = uop_run;
     c.slot = slot;
     c.in = in;
     c.inout = inout;
     c.len = len;
     c.ltype = ltype;
-    c.done = 0;
-    raw_lock(&uop_lock);
-    if (uop_tail)
-        uop_tail->next = &c;
-    else
-        uop_head = &c;
-    uop_tail = &c;
-    raw_unlock(&uop_lock);
-    __atomic_add_fetch(&uop_seq, 1, __ATOMIC_RELEASE);
-    raw_syscall6(SYS_futex, (long)&uop_seq, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
-    while (!__atomic_load_n(&c.done, __ATOMIC_ACQUIRE))
-        raw_syscall6(SYS_futex, (long)&c.done, 128 /* FUTEX_WAIT_PRIVATE */, 0, 0, 0, 0);
+    upper_post_and_wait(&uop_queue, &c.job);
 }
 
 #define TRAMP(i)                                                                                   \

@@ -7,60 +7,30 @@
    value. Rank 0 prints `step N` and a DONE line (checksum). */
 #define PROG "mpi_colls"
 #define USAGE "[STEPS [MS_PER_STEP]]"
-#include "../ckpt_common.h"
+#include "mpi_common.h"
 
 #include <mpi.h>
 #include <stdint.h>
 
 #define MAXR 16
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        h ^= (v >> (8 * i)) & 0xff;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-static void check(int ok, const char *what, long step)
-{
-    if (!ok) {
-        fprintf(stderr, PROG ": FAIL: %s at step %ld\n", what, step);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-}
-
-static void pause_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 int main(int argc, char **argv)
 {
-    long steps = arg(argc, argv, 1, 40, 1, 1000000);
-    long ms = arg(argc, argv, 2, 50, 0, 10000);
-    MPI_Init(&argc, &argv);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mpi_start(&argc, &argv, 50, 10000, MPI_INIT_PLAIN);
     check(size <= MAXR, "too many ranks", 0);
     MPI_Comm half;
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
     int hrank, hsize;
     MPI_Comm_rank(half, &hrank);
     MPI_Comm_size(half, &hsize);
-    int right = (rank + 1) % size, left = (rank + size - 1) % size;
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
         /* In flight across every collective of this step. */
         long late = k * 5 + rank, got_late = -1;
         MPI_Request lreq;
         MPI_Isend(&late, 1, MPI_LONG, right, 77, MPI_COMM_WORLD, &lreq);
         if (rank == (int)(k % size) && ms)
-            pause_ms(ms / 2);
+            ckpt_sleep_ms(ms / 2);
         long out[MAXR], in[MAXR];
         for (int i = 0; i < size; i++)
             out[i] = k * 1000 + rank * 10 + i;
@@ -97,23 +67,19 @@ int main(int argc, char **argv)
                 check(hi[i] == k * 100 + i * 10 + hrank, "half Alltoall", k);
             hv = hi[hsize - 1];
         }
-        h = mix(mix(mix(mix(h, (uint64_t)in[size - 1]), (uint64_t)s[7]), (uint64_t)b[2]),
-                (uint64_t)hv);
+        h = ckpt_fnv(
+            ckpt_fnv(ckpt_fnv(ckpt_fnv(h, (uint64_t)in[size - 1]), (uint64_t)s[7]), (uint64_t)b[2]),
+            (uint64_t)hv);
         if (rank == 0)
             step_line(k);
         if (ms)
-            pause_ms(ms / 2);
+            ckpt_sleep_ms(ms / 2);
         MPI_Status st;
         MPI_Recv(&got_late, 1, MPI_LONG, left, 77, MPI_COMM_WORLD, &st);
         check(got_late == k * 5 + left && st.MPI_SOURCE == left, "late message", k);
         MPI_Wait(&lreq, MPI_STATUS_IGNORE);
     }
-    uint64_t all = 0;
-    MPI_Reduce(&h, &all, 1, MPI_UINT64_T, MPI_BXOR, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        printf("DONE checksum=%016llx steps=%ld ranks=%d\n", (unsigned long long)all, steps, size);
-        fflush(stdout);
-    }
+    mpi_done(xor_at_root(h));
     MPI_Comm_free(&half);
     MPI_Finalize();
     return 0;

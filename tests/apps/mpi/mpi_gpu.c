@@ -6,7 +6,7 @@
    crac's sim libcudart.so.13 (tests/test_mpi.py). */
 #define PROG "mpi_gpu"
 #define USAGE "[STEPS [MS_PER_STEP]]"
-#include "../ckpt_common.h"
+#include "mpi_common.h"
 #include "crac_sim.h"
 
 #include <cuda_runtime_api.h>
@@ -23,14 +23,6 @@ CRAC_SIM_KERNEL(step_kernel, (int *, d), (int, k), (int, rank), (int, n))
         d[i] = (int)(((long)d[i] * 3 + k + rank + i) % P);
 }
 
-static void check(int ok, const char *what, long step)
-{
-    if (!ok) {
-        fprintf(stderr, PROG ": FAIL: %s at step %ld\n", what, step);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-}
-
 static void cuda_ok(cudaError_t e, const char *what)
 {
     if (e != cudaSuccess) {
@@ -41,19 +33,13 @@ static void cuda_ok(cudaError_t e, const char *what)
 
 int main(int argc, char **argv)
 {
-    long steps = arg(argc, argv, 1, 40, 1, 1000000);
-    long ms = arg(argc, argv, 2, 50, 0, 10000);
-    MPI_Init(&argc, &argv);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    mpi_start(&argc, &argv, 50, 10000, MPI_INIT_PLAIN);
     int *d = NULL;
     cuda_ok(cudaMalloc((void **)&d, N * sizeof(int)), "cudaMalloc");
     cuda_ok(cudaMemset(d, 0, N * sizeof(int)), "cudaMemset");
     static int host[N], sum[N], model[16][N];
     check(size <= 16, "too many ranks", 0);
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
         int n = N, kk = (int)k;
         void *args[] = {&d, &kk, &rank, &n};
@@ -74,21 +60,10 @@ int main(int argc, char **argv)
         }
         if (rank == 0)
             step_line(k);
-        long late = k + rank, got = -1;
-        MPI_Send(&late, 1, MPI_LONG, right, 3, MPI_COMM_WORLD);
-        if (ms) {
-            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-            }
-        }
-        MPI_Recv(&got, 1, MPI_LONG, left, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        check(got == k + left, "late message", k);
+        late_message(k, 1, 3);
     }
     cuda_ok(cudaFree(d), "cudaFree");
-    if (rank == 0) {
-        printf("DONE checksum=%016llx steps=%ld ranks=%d\n", (unsigned long long)h, steps, size);
-        fflush(stdout);
-    }
+    mpi_done(h);
     MPI_Finalize();
     return 0;
 }

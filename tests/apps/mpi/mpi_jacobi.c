@@ -5,46 +5,16 @@
    recomputes its neighbours' data to check what it received. Rank 0 prints `step N` and DONE. */
 #define PROG "mpi_jacobi"
 #define USAGE "[STEPS [MS_PER_STEP]]"
-#include "../ckpt_common.h"
+#include "mpi_common.h"
 
 #include <mpi.h>
 #include <stdint.h>
 
 #define N 32 /* interior points per rank */
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        h ^= (v >> (8 * i)) & 0xff;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-static void check(int ok, const char *what, long step)
-{
-    if (!ok) {
-        fprintf(stderr, PROG ": FAIL: %s at step %ld\n", what, step);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-}
-
-static void nap(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 int main(int argc, char **argv)
 {
-    long steps = arg(argc, argv, 1, 40, 1, 1000000);
-    long ms = arg(argc, argv, 2, 20, 0, 10000);
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mpi_start(&argc, &argv, 20, 10000, MPI_THREAD_FUNNELED);
     MPI_Comm half;
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half);
     int hrank, hsize;
@@ -64,12 +34,13 @@ int main(int argc, char **argv)
     check(tsize == 2 * (int)sizeof(long) && lb == 0 && extent == 7 * (MPI_Aint)sizeof(long) &&
               ver >= 3,
           "datatype queries", 0);
-    int left = rank > 0 ? rank - 1 : MPI_PROC_NULL,
-        right = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
+    /* A line, not a ring: the ends have no neighbour there. */
+    left = rank > 0 ? rank - 1 : MPI_PROC_NULL;
+    right = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
     long u[N + 4], v[N + 4];
     for (int i = 0; i < N + 4; i++)
         u[i] = (long)rank * 1000003L + i * 7919L;
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
         MPI_Request rq[6];
         long from_left[2] = {-1, -1}, from_right[2] = {-1, -1}, extra[8];
@@ -78,7 +49,7 @@ int main(int argc, char **argv)
         MPI_Irecv(from_left, 1, halo, left, 10, MPI_COMM_WORLD, &rq[0]);
         MPI_Irecv(from_right, 1, halo, right, 11, MPI_COMM_WORLD, &rq[1]);
         MPI_Irecv(extra, 1, strided, left, 12, MPI_COMM_WORLD, &rq[2]);
-        nap(rank == 0 ? 3 * ms : ms); /* uneven work: the others wait for rank 0 */
+        ckpt_sleep_ms(rank == 0 ? 3 * ms : ms); /* uneven work: the others wait for rank 0 */
         MPI_Isend(&u[2], 1, halo, left, 11, MPI_COMM_WORLD, &rq[3]);
         MPI_Isend(&u[N], 1, halo, right, 10, MPI_COMM_WORLD, &rq[4]);
         MPI_Isend(&u[4], 1, strided, right, 12, MPI_COMM_WORLD, &rq[5]);
@@ -121,8 +92,9 @@ int main(int argc, char **argv)
         MPI_Bcast(&root_val, 1, MPI_LONG, (int)(k % size), MPI_COMM_WORLD);
         check(root_val == k * 31 + (k % size), "Bcast", k);
         MPI_Barrier(half);
-        h = mix(mix(mix(mix(h, (uint64_t)total), (uint64_t)htotal), (uint64_t)u[2]),
-                (uint64_t)extra[6]);
+        h = ckpt_fnv(
+            ckpt_fnv(ckpt_fnv(ckpt_fnv(h, (uint64_t)total), (uint64_t)htotal), (uint64_t)u[2]),
+            (uint64_t)extra[6]);
         if (rank == 0)
             step_line(k);
     }
@@ -131,13 +103,10 @@ int main(int argc, char **argv)
     MPI_Type_free(&halo);
     MPI_Type_free(&strided);
     MPI_Comm_free(&half);
-    if (rank == 0) {
-        uint64_t c = 0xcbf29ce484222325ULL;
-        for (int r = 0; r < size && r < 64; r++)
-            c = mix(c, all[r]);
-        printf("DONE checksum=%016llx steps=%ld ranks=%d\n", (unsigned long long)c, steps, size);
-        fflush(stdout);
-    }
+    uint64_t c = CKPT_FNV_BASIS;
+    for (int r = 0; rank == 0 && r < size && r < 64; r++)
+        c = ckpt_fnv(c, all[r]);
+    mpi_done(c);
     MPI_Finalize();
     return 0;
 }

@@ -5,28 +5,11 @@
    indices checked; MPI_Request_free at the end. Rank 0 prints `step N` and DONE (checksum). */
 #define PROG "mpi_requests"
 #define USAGE "[STEPS [MS_PER_STEP]]"
-#include "../ckpt_common.h"
+#include "mpi_common.h"
 
 #include <mpi.h>
 #include <sched.h>
 #include <stdint.h>
-
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        h ^= (v >> (8 * i)) & 0xff;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-static void check(int ok, const char *what, long step)
-{
-    if (!ok) {
-        fprintf(stderr, PROG ": FAIL: %s at step %ld\n", what, step);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-}
 
 /* Irecv from both neighbours (tag TAG) into IN[0..1], Isend OUT to both: REQ[0..3]. */
 static void halo(long *in, long out, int left, int right, int tag, MPI_Request *req)
@@ -39,28 +22,19 @@ static void halo(long *in, long out, int left, int right, int tag, MPI_Request *
 
 int main(int argc, char **argv)
 {
-    long steps = arg(argc, argv, 1, 40, 1, 1000000);
-    long ms = arg(argc, argv, 2, 50, 0, 10000);
-    MPI_Init(&argc, &argv);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    mpi_start(&argc, &argv, 50, 10000, MPI_INIT_PLAIN);
     long pin = -1, pout = 0;
     MPI_Request preq[2];
     MPI_Recv_init(&pin, 1, MPI_LONG, left, 1, MPI_COMM_WORLD, &preq[0]);
     MPI_Send_init(&pout, 1, MPI_LONG, right, 1, MPI_COMM_WORLD, &preq[1]);
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
         /* Persistent ring: started, then a pause (a checkpoint finds them active). */
         pout = k * 100 + rank;
         pin = -1;
         MPI_Startall(2, preq);
-        if (ms) {
-            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-            }
-        }
+        if (ms)
+            ckpt_sleep_ms(ms);
         int seen = 0;
         for (int n = 0; n < 2; n++) {
             int idx = -1;
@@ -136,19 +110,14 @@ int main(int argc, char **argv)
         check(sts[0].MPI_SOURCE == left && sts[1].MPI_SOURCE == right, "Testall status", k);
         check(in[0] == k * 30 + left && in[1] == k * 30 + right, "Testall values", k);
 
-        h = mix(mix(h, (uint64_t)pin), (uint64_t)(in[0] + in[1]));
+        h = ckpt_fnv(ckpt_fnv(h, (uint64_t)pin), (uint64_t)(in[0] + in[1]));
         if (rank == 0)
             step_line(k);
     }
     MPI_Request_free(&preq[0]);
     MPI_Request_free(&preq[1]);
     check(preq[0] == MPI_REQUEST_NULL && preq[1] == MPI_REQUEST_NULL, "Request_free", steps);
-    uint64_t all = 0;
-    MPI_Reduce(&h, &all, 1, MPI_UINT64_T, MPI_BXOR, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        printf("DONE checksum=%016llx steps=%ld ranks=%d\n", (unsigned long long)all, steps, size);
-        fflush(stdout);
-    }
+    mpi_done(xor_at_root(h));
     MPI_Finalize();
     return 0;
 }

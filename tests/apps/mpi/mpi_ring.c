@@ -3,40 +3,17 @@
    a pause; every rank checks every value. Rank 0 prints `step N` and a DONE line (checksum). */
 #define PROG "mpi_ring"
 #define USAGE "[STEPS [MS_PER_STEP]]"
-#include "../ckpt_common.h"
+#include "mpi_common.h"
 
 #include <mpi.h>
 #include <stdint.h>
 
 #define N 64
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        h ^= (v >> (8 * i)) & 0xff;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-static void check(int ok, const char *what, long step)
-{
-    if (!ok) {
-        fprintf(stderr, PROG ": FAIL: %s at step %ld\n", what, step);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-}
-
 int main(int argc, char **argv)
 {
-    long steps = arg(argc, argv, 1, 40, 1, 1000000);
-    long ms = arg(argc, argv, 2, 50, 0, 10000);
-    MPI_Init(&argc, &argv);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int right = (rank + 1) % size, left = (rank + size - 1) % size;
-    uint64_t h = 0xcbf29ce484222325ULL;
+    mpi_start(&argc, &argv, 50, 10000, MPI_INIT_PLAIN);
+    uint64_t h = CKPT_FNV_BASIS;
     long out[N], in[N];
     for (long k = 1; k <= steps; k++) {
         for (int i = 0; i < N; i++)
@@ -61,17 +38,14 @@ int main(int argc, char **argv)
         MPI_Bcast(b, 4, MPI_LONG, root, MPI_COMM_WORLD);
         for (int i = 0; i < 4; i++)
             check(b[i] == k * 7 + i + root, "Bcast value", k);
-        h = mix(mix(mix(h, (uint64_t)in[N - 1]), (uint64_t)sum), (uint64_t)b[3]);
+        h = ckpt_fnv(ckpt_fnv(ckpt_fnv(h, (uint64_t)in[N - 1]), (uint64_t)sum), (uint64_t)b[3]);
         if (rank == 0)
             step_line(k);
         /* Sent now, received after the pause: a checkpoint in the pause finds it in flight. */
         long late = k * 3 + rank, got_late = -1;
         MPI_Send(&late, 1, MPI_LONG, right, 5000, MPI_COMM_WORLD);
-        if (ms) {
-            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-            }
-        }
+        if (ms)
+            ckpt_sleep_ms(ms);
         /* Probed first: after a restart the message may be one the checkpoint drained. */
         MPI_Probe(MPI_ANY_SOURCE, 5000, MPI_COMM_WORLD, &st);
         MPI_Get_count(&st, MPI_LONG, &got);
@@ -80,12 +54,7 @@ int main(int argc, char **argv)
         MPI_Get_count(&st, MPI_LONG, &got);
         check(got_late == k * 3 + left && st.MPI_SOURCE == left && got == 1, "late message", k);
     }
-    uint64_t all = 0;
-    MPI_Reduce(&h, &all, 1, MPI_UINT64_T, MPI_BXOR, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        printf("DONE checksum=%016llx steps=%ld ranks=%d\n", (unsigned long long)all, steps, size);
-        fflush(stdout);
-    }
+    mpi_done(xor_at_root(h));
     MPI_Finalize();
     return 0;
 }

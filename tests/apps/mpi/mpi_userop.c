@@ -6,7 +6,7 @@
    10 steps. A pause with a message in flight each step. Rank 0 prints `step N` and DONE. */
 #define PROG "mpi_userop"
 #define USAGE "[STEPS [MS_PER_STEP]]"
-#include "../ckpt_common.h"
+#include "mpi_common.h"
 
 #include <mpi.h>
 #include <stdint.h>
@@ -16,14 +16,6 @@
 static MPI_Datatype mat_type;
 static __thread long tls_calls;
 static long calls;
-
-static void check(int ok, const char *what, long step)
-{
-    if (!ok) {
-        fprintf(stderr, PROG ": FAIL: %s at step %ld\n", what, step);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-}
 
 static void modsum(void *in, void *inout, int *len, MPI_Datatype *t)
 {
@@ -72,17 +64,11 @@ static void mat_mul(const long *a, const long *b, long *out)
 
 int main(int argc, char **argv)
 {
-    long steps = arg(argc, argv, 1, 40, 1, 1000000);
-    long ms = arg(argc, argv, 2, 50, 0, 10000);
-    MPI_Init(&argc, &argv);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mpi_start(&argc, &argv, 50, 10000, MPI_INIT_PLAIN);
     MPI_Type_contiguous(4, MPI_LONG, &mat_type);
     MPI_Type_commit(&mat_type);
-    int right = (rank + 1) % size, left = (rank + size - 1) % size;
     MPI_Op sum_op = MPI_OP_NULL, mat_op = MPI_OP_NULL;
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
         if (k % 10 == 1) {
             if (sum_op != MPI_OP_NULL) {
@@ -114,15 +100,7 @@ int main(int argc, char **argv)
             h = (h ^ (uint64_t)(s[0] + prod[0] * 7 + prod[3])) * 0x100000001b3ULL;
             step_line(k);
         }
-        long late = k * 3 + rank, got = -1;
-        MPI_Send(&late, 1, MPI_LONG, right, 9, MPI_COMM_WORLD);
-        if (ms) {
-            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-            }
-        }
-        MPI_Recv(&got, 1, MPI_LONG, left, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        check(got == k * 3 + left, "late message", k);
+        late_message(k, 3, 9);
     }
     /* The root combines every step's matrices (which ranks run the sums is the library's). */
     check(rank != 0 || size == 1 || __atomic_load_n(&calls, __ATOMIC_RELAXED) >= steps, "op calls",
@@ -130,10 +108,7 @@ int main(int argc, char **argv)
     (void)tls_calls;
     MPI_Op_free(&sum_op);
     MPI_Op_free(&mat_op);
-    if (rank == 0) {
-        printf("DONE checksum=%016llx steps=%ld ranks=%d\n", (unsigned long long)h, steps, size);
-        fflush(stdout);
-    }
+    mpi_done(h);
     MPI_Finalize();
     return 0;
 }

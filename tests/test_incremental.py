@@ -1,0 +1,353 @@
+"""`--incremental` (docs/IMAGE.md "Incremental generations"): generations that hold only the
+pages written since the one before restart with the program's results unchanged, from the end
+or the middle of a chain, through two checkpoint/SIGKILL/restart cycles; a chain with a missing
+or damaged link is refused in one line, by restart and by verify, and nothing is removed; --keep
+never removes a generation a kept one builds on."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from ckpt_harness import (
+    CracProc,
+    Segment,
+    assert_refused,
+    assert_same_output,
+    base_env,
+    build_ckpt_apps,
+    check_finished,
+    check_resume_point,
+    check_steps_contiguous,
+    checkpoint,
+    inspect_images,
+    kill9,
+    launch,
+    native_reference,
+    process_dirs,
+    restart,
+    run_restart,
+    stitch,
+    wait_exit,
+    wait_for_step,
+)
+from conftest import CFLAGS, crac_cmd, describe, require_native
+from coord_harness import Coordinator
+from job_harness import Output, ScriptRun, bcheckpoint, segments_of, wait_steps
+from job_harness import check_chain as check_tag_chain
+
+from crac_py.coord.restart_script import listed_generations
+from crac_py.image import format as image_format
+
+APP = Path(__file__).parent / "apps" / "ckpt_incr.c"
+ARGS = ["2400", "16", "5"]  # steps, MiB dirtied at random (2 % a step), ms a step
+PER_CYCLE = 4  # checkpoints a cycle: one full, then incremental ones
+OPTS = ["--incremental", "--full-every", "8"]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    build_ckpt_apps(tmp_path_factory)  # the harness's own programs, as the other suites
+    out = tmp_path_factory.mktemp("incr_app") / "ckpt_incr"
+    cmd = ["gcc", *CFLAGS, "-o", str(out), str(APP)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def crac(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*crac_cmd(), *args], capture_output=True, env=base_env(), cwd=cwd, timeout=300
+    )
+
+
+def manifest(gen: Path) -> dict:
+    return json.loads((gen / "MANIFEST.json").read_text())
+
+
+def incremental_regions(gen: Path) -> int:
+    cp = subprocess.run(
+        [*crac_cmd(), "inspect", "--json", str(gen)], capture_output=True, timeout=120
+    )
+    assert cp.returncode == 0, describe(cp)
+    regs = json.loads(cp.stdout)["notes"]["regions"]
+    return sum(1 for r in regs if r["flags"] & image_format.REGION_INCREMENTAL)
+
+
+def take_chain(proc, ckptdir: Path, first: int, n: int) -> list[Segment]:
+    """N checkpoints of PROC, each some steps after the one before; a Segment per checkpoint
+    (without lines) saying where it was taken."""
+    taken = []
+    for i in range(n):
+        before = proc.last_step()
+        gen = checkpoint(proc, ckptdir)
+        at = proc.last_step()
+        assert gen.name == f"gen-{first + i:06d}", f"checkpoint {first + i} wrote {gen.name}"
+        taken.append(Segment(proc.label, [], before, at, gen))
+        wait_for_step(proc, at + 8)  # pages written between two checkpoints
+    return taken
+
+
+def check_chain(taken: list[Segment], full: int) -> None:
+    """The first generation of TAKEN is full, the others incremental, each on the one before."""
+    for k, seg in enumerate(taken):
+        assert seg.gen is not None
+        inc = manifest(seg.gen)["incremental"]
+        assert inc["full_every"] == 8, inc
+        if k == 0:
+            assert inc["parent"] == 0 and inc["base"] == full, inc
+            assert manifest(seg.gen)["format_version"] == image_format.CRAC_IMAGE_FORMAT
+            continue
+        assert inc["parent"] == full + k - 1 and inc["base"] == full, inc
+        assert manifest(seg.gen)["format_version"] == image_format.CRAC_IMAGE_FORMAT_INCREMENTAL
+        assert incremental_regions(seg.gen) > 0, f"{seg.gen.name} saved every region whole"
+
+
+@pytest.mark.parametrize("writer", ["forked", "paused"])
+def test_two_cycles_through_chains(app: Path, tmp_path: Path, writer: str) -> None:
+    """Launch, a chain of one full and three incremental generations, SIGKILL, restart from the
+    newest (the whole chain is read), again (the restarted process goes on with --incremental:
+    a full generation, then three incremental ones), and the stitched output equals an
+    uninterrupted run's."""
+    ref = native_reference(app, ARGS, tmp_path / "ref_work", tmp_path / "ref_cwd")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    opts = [*OPTS, "--keep", "2"] + (["--no-fork-writer"] if writer == "paused" else [])
+    proc = launch(app, ARGS, ckptdir, out_dir=logs, opts=opts)
+    segments: list[Segment] = []
+    try:
+        for cycle in range(2):
+            wait_for_step(proc, proc.last_step() + 20 if cycle else 40)
+            taken = take_chain(proc, ckptdir, 1 + cycle * PER_CYCLE, PER_CYCLE)
+            check_chain(taken, 1 + cycle * PER_CYCLE)
+            kill9(proc)
+            last = taken[-1]
+            seg = Segment(proc.label, proc.lines(), last.before_signal, last.at_complete, last.gen)
+            check_steps_contiguous(seg.lines, seg.label)
+            segments.append(seg)
+            assert last.gen is not None
+            # --keep 2 keeps the chain the newest generation builds on (all of this cycle's),
+            # and the first cycle's went once the second's full generation was there.
+            wait_gens(last.gen.parent, list(range(1 + cycle * PER_CYCLE, 1 + (cycle + 1) * 4)))
+            proc = restart(last.gen, out_dir=logs, label=f"restart{cycle + 1}")
+            wait_for_step(proc, 1)
+            check_resume_point(Segment(proc.label, proc.lines()), seg)
+        status = wait_exit(proc)
+        segments.append(Segment(proc.label, proc.lines()))
+        assert status == 0, f"{proc.label} exited with {status}: {proc.stderr_text()[-2000:]}"
+        assert_same_output(stitch(segments), ref.lines, "the stitched output")
+        inspect_images(ckptdir)
+    except BaseException:
+        proc.stop()
+        raise
+
+
+@pytest.fixture
+def chain(app: Path, tmp_path: Path) -> tuple[list[Segment], list[str]]:
+    """A process checkpointed four times (gen-1 full, gen-2..4 incremental) and killed: the
+    checkpoints, and the uninterrupted run's output."""
+    ref = native_reference(app, ARGS, tmp_path / "ref_work", tmp_path / "ref_cwd")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    proc = launch(app, ARGS, ckptdir, out_dir=logs, opts=OPTS)
+    try:
+        wait_for_step(proc, 40)
+        taken = take_chain(proc, ckptdir, 1, PER_CYCLE)
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    check_chain(taken, 1)
+    lines = proc.lines()
+    return [
+        Segment(s.label, lines, s.before_signal, s.at_complete, s.gen) for s in taken
+    ], ref.lines
+
+
+@pytest.mark.parametrize("lazy", [[], ["--lazy"]], ids=["eager", "lazy"])
+def test_restart_from_the_middle(
+    chain: tuple[list[Segment], list[str]], tmp_path: Path, lazy: list[str]
+) -> None:
+    """gen-3 of the chain gen-1..4: it reads gen-1 and gen-2 under it, never gen-4 (with
+    --lazy too: the chain's regions are filled eagerly)."""
+    taken, expected = chain
+    middle = taken[2]
+    assert middle.gen is not None
+    proc = restart(middle.gen, out_dir=tmp_path / "logs", label="restart_middle", opts=lazy)
+    check_finished(proc, expected, middle)
+
+
+def test_missing_parent_refused(chain: tuple[list[Segment], list[str]], tmp_path: Path) -> None:
+    """gen-2 gone: restarting or verifying gen-4 says which link is missing, in one line, and
+    leaves every generation in place; gen-1, complete, still restarts."""
+    taken, expected = chain
+    gen4, gen2 = taken[3].gen, taken[1].gen
+    assert gen4 is not None and gen2 is not None
+    aside = tmp_path / "gen-2-aside"
+    shutil.move(gen2, aside)
+    before = sorted(p.name for p in gen4.parent.iterdir())
+    msg = assert_refused(run_restart(gen4), "a restart of gen-4 without gen-2")
+    assert "gen-000002" in msg and "missing" in msg, msg
+    cp = crac("verify", str(gen4), cwd=tmp_path)
+    assert cp.returncode != 0, describe(cp)
+    assert b"gen-000002" in cp.stdout + cp.stderr and b"missing" in cp.stdout, describe(cp)
+    assert sorted(p.name for p in gen4.parent.iterdir()) == before
+    assert crac("verify", str(taken[0].gen), cwd=tmp_path).returncode == 0
+    first = taken[0]
+    proc = restart(first.gen, out_dir=tmp_path / "logs", label="restart_first")  # type: ignore[arg-type]
+    check_finished(proc, expected, first)
+
+
+def test_damaged_parent_refused(chain: tuple[list[Segment], list[str]], tmp_path: Path) -> None:
+    """A byte of gen-2's saved pages changed (its manifest intact): the loader, filling gen-4's
+    regions from the chain, refuses it and names gen-2; verify of gen-4 names it too."""
+    taken, _ = chain
+    gen4, gen2 = taken[3].gen, taken[1].gen
+    assert gen4 is not None and gen2 is not None
+    cp = subprocess.run(
+        [*crac_cmd(), "inspect", "--json", str(gen2)], capture_output=True, timeout=120
+    )
+    regs = json.loads(cp.stdout)["notes"]["regions"]
+    core = gen2 / "upper.core"
+    data = bytearray(core.read_bytes())
+    # The first non-zero byte of an incremental region's own pages.
+    at = next(
+        r["core_offset"] + i
+        for r in regs
+        if r["flags"] & image_format.REGION_INCREMENTAL and r["saved_pages"]
+        for i in range(0, r["end"] - r["start"], 8)
+        if any(data[r["core_offset"] + i : r["core_offset"] + i + 8])
+    )
+    data[at] ^= 0x40
+    core.write_bytes(bytes(data))
+    msg = assert_refused(run_restart(gen4), "a restart of gen-4 over a damaged gen-2")
+    assert "gen-000002" in msg and "checksum" in msg, msg
+    cp = crac("verify", str(gen4), cwd=tmp_path)
+    assert cp.returncode != 0 and b"gen-000002" in cp.stdout, describe(cp)
+
+
+def wait_gens(procdir: Path, want: list[int], timeout: float = 120) -> None:
+    """Pruning runs once `latest` names the new generation: wait until it is done."""
+    names = [f"gen-{g:06d}" for g in want]
+    deadline = time.monotonic() + timeout
+    while True:
+        have = sorted(p.name for p in procdir.glob("gen-*") if not p.name.endswith(".tmp"))
+        if have == names:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"{procdir}: {have}, expected {names}")
+        time.sleep(0.1)
+
+
+def test_keep_with_chains(app: Path, tmp_path: Path) -> None:
+    """--keep 1 --full-every 3: gen-1 full, gen-2 and gen-3 on it, gen-4 full, gen-5 on it. A
+    kept generation's chain stays whole; a new full generation lets the old chain go."""
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    opts = ["--incremental", "--full-every", "3", "--keep", "1"]
+    proc = launch(app, ["100000", "16", "10"], ckptdir, out_dir=logs, opts=opts)
+    try:
+        wait_for_step(proc, 20)
+        kept = {1: [1], 2: [1, 2], 3: [1, 2, 3], 4: [4], 5: [4, 5]}
+        for g in range(1, 6):
+            gen = checkpoint(proc, ckptdir)
+            assert gen.name == f"gen-{g:06d}"
+            assert manifest(gen)["incremental"]["parent"] == (0 if g in (1, 4) else g - 1)
+            wait_gens(gen.parent, kept[g])
+            wait_for_step(proc, proc.last_step() + 5)
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    assert crac("verify", str(gen), cwd=tmp_path).returncode == 0
+
+
+def test_with_compress_refused(app: Path, tmp_path: Path) -> None:
+    cp = crac("launch", "-c", str(tmp_path), "--incremental", "--compress", "zstd", "--",
+              str(app), "5", "1", "0", cwd=tmp_path)  # fmt: skip
+    msg = assert_refused(cp, "--incremental with --compress")
+    assert "--compress" in msg and "--incremental" in msg, msg
+
+
+def test_tree_each_process_its_own_chain(apps: dict[str, Path], tmp_path: Path) -> None:
+    """A forked child (a process of the job) keeps its own chain: three job checkpoints (`-bc`)
+    make gen-1 full and gen-2, gen-3 incremental in each process's directory, each on its own
+    gen before; the job restarted from them (the chains) finishes as an uninterrupted run."""
+    require_native()
+    steps, tags, ckptdir, logs = 600, ["T.p", "T.c"], tmp_path / "ckpt", tmp_path / "logs"
+    coord = Coordinator(tmp_path / "coord")
+    port = coord.port
+    argv = [*crac_cmd(), "launch", *OPTS, "--join-coordinator", "-p", str(port), "-c", str(ckptdir)]
+    root = CracProc(
+        [*argv, "--", str(apps["tree_counter"]), "T", str(steps), "20"],
+        out_dir=logs,
+        label="launch",
+        env=base_env(),
+    )
+    out = Output(root.out_path, "launch")
+    run = None
+    try:
+        coord.wait_peers(2)  # the root and its forked child
+        wait_steps(out, tags, 30, root)
+        for k in range(3):
+            before = {t: out.last_step(t) for t in tags}
+            script = bcheckpoint(port)
+            after = {t: out.last_step(t) for t in tags}
+            gens = listed_generations(script)
+            assert len(gens) == 2 and all(g.name == f"gen-{k + 1:06d}" for g in gens), gens
+            for g in gens:
+                assert manifest(g)["incremental"]["parent"] == k, manifest(g)["incremental"]
+            wait_steps(out, tags, max(after.values()) + 5, root)
+        for d in process_dirs(ckptdir):  # SIGKILL the tree (its pids name the directories)
+            pid = int(d.name.rsplit("-", 1)[1])
+            try:
+                if b"tree_counter" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
+        wait_exit(root)
+        coord.stop()
+        chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
+        run = ScriptRun(script, logs, "restart1", "-p", str(port))
+        assert run.wait() == 0, run.report()
+        for t, seg in segments_of(run.out, tags, None, None).items():
+            chains[t].append(seg)
+        check_tag_chain(chains, steps, ckptdir)
+    except BaseException:
+        print(root.report(), coord.log_text(), run.report() if run else "", sep="\n")
+        raise
+    finally:
+        if run is not None:
+            run.kill()
+        root.stop()
+        coord.stop()
+
+
+def test_restart_of_a_full_generation_goes_on_incrementally(
+    chain: tuple[list[Segment], list[str]], tmp_path: Path
+) -> None:
+    """gen-1 (full, format 2) of an --incremental run, restarted without options (the fast
+    restart path, without Python, would take it): the restarted program's checkpoints are
+    still incremental after its first (full) one."""
+    taken, _ = chain
+    first = taken[0].gen
+    assert first is not None
+    for seg in taken[1:]:  # the new run's generations go on from gen-2
+        assert seg.gen is not None
+        shutil.rmtree(seg.gen)
+    proc = restart(first, out_dir=tmp_path / "logs", label="restart_full")
+    try:
+        wait_for_step(proc, 1)
+        gens = [checkpoint(proc, first.parent.parent)]
+        wait_for_step(proc, proc.last_step() + 5)
+        gens.append(checkpoint(proc, first.parent.parent))
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    incs = [manifest(g)["incremental"] for g in gens]
+    assert incs[0]["full_every"] == 8 and incs[0]["parent"] == 0, incs
+    assert incs[1]["parent"] == int(gens[0].name[4:]), incs
