@@ -61,6 +61,7 @@ CKPT_PROGRAMS = (
     "ckpt_poll",
     "ckpt_sighide",
     "ckpt_sigown",
+    "ckpt_sigqueue",
 )
 
 _BUILT: dict[str, Path] = {}

@@ -26,6 +26,8 @@ PROGRAMS = {
     # the checkpoint signal never shows to the program, nor reaches its own handler
     "ckpt_sighide": [],
     "ckpt_sigown": [],
+    # queued signals keep their siginfo and count across a checkpoint
+    "ckpt_sigqueue": [],
 }
 
 

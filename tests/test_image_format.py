@@ -30,6 +30,7 @@ FORMAT1_SIZES = {
     "crac_posix_timer_rec": 48,
     "crac_pending_rec": 16,
     "crac_pending_thread": 16,
+    "crac_pending_info": 128,
     "crac_rlimit_rec": 16,
     "crac_mq_file": 24,
     "crac_mq_msg": 8,

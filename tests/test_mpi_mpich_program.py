@@ -95,6 +95,38 @@ def test_mpich_program_restarts_on_open_mpi(tmp_path: Path) -> None:
     )
 
 
+_GROUPS_ARGS = {"mpi_groups": ["150", "30"], "mpi_intercomm": ["150", "30", "3"]}
+
+
+@pytest.mark.parametrize("name", ["mpi_groups", "mpi_intercomm"])
+def test_mpich_program_groups_intercomm_four_ranks(tmp_path: Path, name: str) -> None:
+    """Groups (MPICH's integer group handles, MPI_GROUP_EMPTY, translate_ranks' MPI_UNDEFINED,
+    compare results), MPI_Comm_create/_create_group and inter-communicators, built with MPICH:
+    4 ranks, two cycles under MPICH."""
+    run_mpi_cycles(
+        name,
+        _GROUPS_ARGS[name],
+        tmp_path,
+        ranks=4,
+        restarts=("mpich", "mpich"),
+        built_with="mpich",
+    )
+
+
+@pytest.mark.parametrize("name", ["mpi_groups", "mpi_intercomm"])
+def test_mpich_program_groups_intercomm_restart_on_open_mpi(tmp_path: Path, name: str) -> None:
+    """The MPICH-built groups and inter-communicator programs restarted under Open MPI (the
+    program's group handles kept, its communicators rebuilt on Open MPI), then under MPICH."""
+    run_mpi_cycles(
+        name,
+        _GROUPS_ARGS[name],
+        tmp_path,
+        ranks=2,
+        restarts=("mpirun", "mpich"),
+        built_with="mpich",
+    )
+
+
 @pytest.mark.parametrize("built_with", ["mpich", "openmpi"])
 def test_mpi_abi_values_across_libraries(tmp_path: Path, built_with: str) -> None:
     """The values an ABI defines (MPI_ANY_SOURCE, MPI_PROC_NULL statuses, MPI_IN_PLACE,

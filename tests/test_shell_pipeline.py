@@ -47,12 +47,15 @@ def _wait_progress(cwd: Path, n: int, *alive: subprocess.Popen) -> None:
         time.sleep(0.02)
 
 
-def _kill_tree(ckptdir: Path) -> None:
-    """SIGKILL every process of the first run's tree (its image directories name their pids)."""
+def _kill_tree(ckptdir: Path, cwd: Path) -> None:
+    """SIGKILL every process of the first run's tree (its image directories name their pids)
+    still running in CWD: a pid of a process gone may be another test's process by now."""
     for d in process_dirs(ckptdir):
         try:
-            os.kill(int(d.name.rsplit("-", 1)[1]), signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
+            pid = int(d.name.rsplit("-", 1)[1])
+            if os.readlink(f"/proc/{pid}/cwd") == str(cwd):
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError):
             pass
 
 
@@ -87,7 +90,7 @@ def test_shell_pipeline_two_cycles(tmp_path):
         saved = _progress(cwd)
         _wait_progress(cwd, saved + 5, root)
         # (killed one by one: a process downstream of one already gone may still print)
-        _kill_tree(ckptdir)
+        _kill_tree(ckptdir, cwd)
         root.wait(timeout=WAIT_TIMEOUT)
 
         port = int(script_path.read_text().split("DMTCP_PORT:-", 1)[1].split("}", 1)[0])
@@ -109,4 +112,4 @@ def test_shell_pipeline_two_cycles(tmp_path):
         for r in runs:
             r.kill()
         root.stop()
-        _kill_tree(ckptdir)
+        _kill_tree(ckptdir, cwd)

@@ -312,6 +312,10 @@ MPICH_CONSTS: tuple[str, ...] = (
     "MPI_THREAD_SERIALIZED",
     "MPI_THREAD_MULTIPLE",
     "MPI_MAX_PROCESSOR_NAME",
+    "MPI_IDENT",
+    "MPI_CONGRUENT",
+    "MPI_SIMILAR",
+    "MPI_UNEQUAL",
 )
 _ERR_DEF = re.compile(r"^#\s*define\s+(MPI_SUCCESS|MPI_ERR_\w+)\s+\(?(\d+)\)?", re.M)
 

@@ -221,7 +221,11 @@ NOTES: tuple[Note, ...] = (
         "65 crac_signal_rec indexed by signal number (0 unused, then 1..64)",
     ),
     Note("CRAC_NT_TIMERS", 0x43520006, "crac_timers_rec, then n_posix crac_posix_timer_rec"),
-    Note("CRAC_NT_PENDING", 0x43520007, "crac_pending_rec, then n_threads crac_pending_thread"),
+    Note(
+        "CRAC_NT_PENDING",
+        0x43520007,
+        "crac_pending_rec, then n_threads crac_pending_thread, then n_infos crac_pending_info",
+    ),
     Note(
         "CRAC_NT_RLIMITS",
         0x43520008,
@@ -369,11 +373,18 @@ RECORDS: tuple[Record, ...] = (
         F("sigval", "u64"), F("interval_ns", "i64"), F("value_ns", "i64"),
     )),
     Record("crac_pending_rec", 16, "PENDING note: signals pending at checkpoint time, "
-           "process-wide; n_threads crac_pending_thread follow; raised again at restart", (
-        F("shared", "u64"), F("n_threads", "u32"), F("pad", "u32"),
+           "process-wide; n_threads crac_pending_thread follow, then n_infos crac_pending_info; "
+           "a shared signal with infos is queued again with them at restart, one without "
+           "(an image from before n_infos, whose pad was 0) raised with kill()", (
+        F("shared", "u64"), F("n_threads", "u32"),
+        F("n_infos", "u32", "queued instances of the shared signals, in dequeue order"),
     )),
     Record("crac_pending_thread", 16, "PENDING note: one thread's pending signals", (
         F("tid", "i32", "as the program knows it"), F("pad", "i32"), F("mask", "u64"),
+    )),
+    Record("crac_pending_info", 128, "PENDING note: one queued instance of a process-wide "
+           "pending signal", (
+        F("info", "u8", "the kernel siginfo_t rt_sigtimedwait gave (si_signo first)", (128,)),
     )),
     Record("crac_rlimit_rec", 16, "RLIMITS note: one resource limit as getrlimit gives it", (
         F("cur", "u64"), F("max", "u64"),

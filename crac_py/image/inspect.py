@@ -145,8 +145,15 @@ def _timers(blob: bytes) -> dict[str, Any]:
 def _pending(blob: bytes) -> dict[str, Any]:
     head = fmt.RECORD["crac_pending_rec"]
     f = _rec(head, blob, 0)
-    threads = _array(fmt.RECORD["crac_pending_thread"], blob, head.size, f["n_threads"])
-    return f | {"threads": threads}
+    thread = fmt.RECORD["crac_pending_thread"]
+    threads = _array(thread, blob, head.size, f["n_threads"])
+    infos_at = head.size + f["n_threads"] * thread.size
+    infos = _array(fmt.RECORD["crac_pending_info"], blob, infos_at, f["n_infos"])
+    for i in infos:
+        # si_signo, si_errno, si_code lead every siginfo_t; the rest depends on si_code
+        signo, _, code = struct.unpack_from("<3i", bytes.fromhex(i["info"]))
+        i["signo"], i["code"] = signo, code
+    return f | {"threads": threads, "infos": infos}
 
 
 def _rlimits(blob: bytes) -> list[dict[str, Any]]:

@@ -253,7 +253,8 @@ static int check_state_notes(const struct restart_image *img, char *err, size_t 
         case CRAC_NT_PENDING: {
             const struct crac_pending_rec *p = n->data;
             if (n->len < sizeof(*p) || p->n_threads > CRAC_MAX_THREADS ||
-                n->len < sizeof(*p) + (uint64_t)p->n_threads * sizeof(struct crac_pending_thread))
+                n->len < sizeof(*p) + (uint64_t)p->n_threads * sizeof(struct crac_pending_thread) +
+                             (uint64_t)p->n_infos * sizeof(struct crac_pending_info))
                 return bad(err, errlen, "the pending-signals note is shorter than its count");
             break;
         }

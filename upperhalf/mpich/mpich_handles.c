@@ -121,7 +121,7 @@ struct htab {
 #define HTAB(b) {PTHREAD_MUTEX_INITIALIZER, (b), NULL, 0, 0, NULL, 0}
 /* Away from MPICH's predefined values of each kind (0x44000000 MPI_COMM_WORLD ...). */
 static struct htab comms = HTAB(0x44400000), types = HTAB(0x4c400000), ops = HTAB(0x58400000),
-                   reqs = HTAB(0x2c400000);
+                   reqs = HTAB(0x2c400000), groups = HTAB(0x48400000);
 
 static int h_new(struct htab *t, oh o)
 {
@@ -207,6 +207,9 @@ void type_forget(MPI_Datatype t) { h_free(&types, t); }
 oh op_in(MPI_Op o) { return handle_in(&ops, o); }
 MPI_Op op_out_new(oh o) { return handle_out_new(&ops, o); }
 void op_forget(MPI_Op o) { h_free(&ops, o); }
+oh group_in(MPI_Group g) { return handle_in(&groups, g); }
+MPI_Group group_out(oh o) { return handle_out_new(&groups, o); }
+void group_forget(MPI_Group g) { h_free(&groups, g); }
 
 MPI_Datatype type_out(oh o)
 {

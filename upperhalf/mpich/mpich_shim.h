@@ -41,6 +41,9 @@ void type_forget(MPI_Datatype t);
 oh op_in(MPI_Op o);
 MPI_Op op_out_new(oh o);
 void op_forget(MPI_Op o);
+oh group_in(MPI_Group g);  /* NULL for an unknown handle: the shim answers MPI_ERR_GROUP */
+MPI_Group group_out(oh o); /* a new handle for a new group, or MPI_GROUP_EMPTY / MPI_GROUP_NULL */
+void group_forget(MPI_Group g);
 oh req_in(MPI_Request r);
 MPI_Request req_out_new(oh o);
 /* *R after the shim's call left its request O: MPI_REQUEST_NULL (the slot freed) when the shim
