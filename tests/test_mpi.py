@@ -380,3 +380,10 @@ def test_mpi_groups_intercomm_restart_on_mpich(tmp_path: Path, name: str) -> Non
     then on Open MPI again: 2 ranks."""
     _mpiexec_mpich(2)
     run_mpi_cycles(name, ["120", "30"], tmp_path, ranks=2, restarts=("mpich", "mpirun"))
+
+
+def test_mpi_pingpong_one_crossing_per_send(tmp_path: Path) -> None:
+    """8-byte MPI_Send/MPI_Recv ping-pongs, checkpointed and restarted twice; under crac each
+    eager blocking send costs one crossing, its post and first tests together (docs/DECISIONS.md,
+    "MPI: fewer crossings per message"): the program counts them and fails unless most do."""
+    run_mpi_cycles("mpi_pingpong", ["100", "40"], tmp_path)

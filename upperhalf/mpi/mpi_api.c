@@ -227,13 +227,12 @@ static int vreq_test(struct vreq *r, int tries)
     return r->state == VR_DONE;
 }
 
-/* R is complete: its status to ST; a persistent request goes inactive (the program keeps its
- * handle), any other is freed and *REQ (when given) becomes MPI_REQUEST_NULL. */
-static int vreq_finish(struct vreq *r, MPI_Request *req, MPI_Status *st)
+/* Under mpi_mu. R is complete: its status to ST; a persistent request goes inactive (the
+ * program keeps its handle), any other is freed and *REQ (when given) becomes MPI_REQUEST_NULL. */
+static int vreq_finish_locked(struct vreq *r, MPI_Request *req, MPI_Status *st)
 {
     int err = r->status.MPI_ERROR;
     set_status(st, &r->status);
-    pthread_mutex_lock(&mpi_mu);
     if (r->persistent) {
         r->state = VR_INACTIVE;
         r->real = NULL;
@@ -242,25 +241,109 @@ static int vreq_finish(struct vreq *r, MPI_Request *req, MPI_Status *st)
         if (req)
             *req = MPI_REQUEST_NULL;
     }
-    pthread_mutex_unlock(&mpi_mu);
     return err == MPI_ERR_TRUNCATE ? err : MPI_SUCCESS;
 }
 
-/* Waits for R in upper code, one batch of tests per section, then finishes it. */
+static int vreq_finish(struct vreq *r, MPI_Request *req, MPI_Status *st)
+{
+    pthread_mutex_lock(&mpi_mu);
+    int rc = vreq_finish_locked(r, req, st);
+    pthread_mutex_unlock(&mpi_mu);
+    return rc;
+}
+
+/* Waits for R in upper code, one batch of tests per section, then finishes it. One hold of
+ * mpi_mu per batch (the section's bookkeeping, the batch and the finish): the lock is taken
+ * once per crossing, not four times (docs/DECISIONS.md, "MPI: fewer crossings per message"). */
 static int vreq_wait(struct vreq *r, MPI_Status *st, MPI_Request *req)
 {
     unsigned spins = 0;
     for (;;) {
-        mpi_enter(NULL, 0);
         pthread_mutex_lock(&mpi_mu);
+        mpi_enter_locked(NULL, 0);
         int done = vreq_test(r, WAIT_TRIES);
+        mpi_leave_locked(NULL, 0);
+        int rc = done ? vreq_finish_locked(r, req, st) : MPI_SUCCESS;
         pthread_mutex_unlock(&mpi_mu);
-        mpi_leave(NULL, 0);
         if (done)
-            break;
+            return rc;
         mpi_backoff(&spins);
     }
-    return vreq_finish(r, req, st);
+}
+
+/* MPI_Send and MPI_Recv: one section, one hold of mpi_mu and, for a message the library
+ * completes at once (an eager send, a receive whose message has arrived), one crossing that
+ * posts and tests (mpi_lpost_test). The request lives on the stack until then; only one still
+ * incomplete after the first batch goes into the request list, before mpi_mu is let go, so the
+ * cut sees every request that is live in the library. */
+static int p2p_blocking(void *buf, int count, MPI_Datatype t, int peer, int tag, MPI_Comm comm,
+                        int is_recv, MPI_Status *st)
+{
+    static struct lcache isend_c, irecv_c;
+    struct vcomm *c = comm_v(comm);
+    if (!c)
+        return MPI_ERR_COMM;
+    struct vreq s;
+    memset(&s, 0, sizeof(s));
+    s.buf = buf;
+    s.count = count;
+    s.type = t;
+    s.peer = peer;
+    s.tag = tag;
+    s.comm = c;
+    s.is_recv = is_recv;
+    pthread_mutex_lock(&mpi_mu);
+    mpi_enter_locked(c, 0);
+    if (is_recv && peer == MPI_PROC_NULL) {
+        null_status(&s.status);
+        s.state = VR_DONE;
+    } else if (!is_recv || !mpi_drained_match(&s)) {
+        void *real = NULL;
+        int flag = 0;
+        lstatus ls;
+        uint64_t a[7] = {U(buf),        (uint64_t)count, U(type_real(t)), (uint64_t)rank_down(peer),
+                         (uint64_t)tag, U(c->real),      U(&real)};
+        int rc = mpi_lpost_test(is_recv ? &irecv_c : &isend_c, is_recv ? "MPI_Irecv" : "MPI_Isend",
+                                a, 7, &real, &flag, &ls, WAIT_TRIES);
+        if (rc != MPI_SUCCESS && !flag) {
+            mpi_leave_locked(c, 0);
+            pthread_mutex_unlock(&mpi_mu);
+            return rc;
+        }
+        if (!is_recv) {
+            int w = comm_peer_world(c, peer); /* a remote rank on an inter-communicator */
+            if (w >= 0)
+                mpi_sent_to[w]++;
+        }
+        s.real = real;
+        s.state = VR_ACTIVE;
+        if (flag) {
+            status_up(&s.status, &ls);
+            s.state = VR_DONE;
+            if (is_recv)
+                mpi_received++;
+        }
+    }
+    if (s.state == VR_DONE) {
+        mpi_leave_locked(c, 0);
+        pthread_mutex_unlock(&mpi_mu);
+        int err = s.status.MPI_ERROR;
+        set_status(st, &s.status);
+        return err == MPI_ERR_TRUNCATE ? err : MPI_SUCCESS;
+    }
+    struct vreq *r = vreq_new();
+    r->real = s.real;
+    r->state = s.state;
+    r->is_recv = s.is_recv;
+    r->buf = s.buf;
+    r->count = s.count;
+    r->peer = s.peer;
+    r->tag = s.tag;
+    r->type = s.type;
+    r->comm = s.comm;
+    mpi_leave_locked(c, 0);
+    pthread_mutex_unlock(&mpi_mu);
+    return vreq_wait(r, st, NULL);
 }
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
@@ -297,16 +380,12 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm c
 
 int MPI_Send(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm)
 {
-    MPI_Request r;
-    int rc = MPI_Isend(buf, count, t, dest, tag, comm, &r);
-    return rc != MPI_SUCCESS ? rc : vreq_wait((struct vreq *)(void *)r, MPI_STATUS_IGNORE, NULL);
+    return p2p_blocking((void *)buf, count, t, dest, tag, comm, 0, MPI_STATUS_IGNORE);
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm, MPI_Status *st)
 {
-    MPI_Request r;
-    int rc = MPI_Irecv(buf, count, t, src, tag, comm, &r);
-    return rc != MPI_SUCCESS ? rc : vreq_wait((struct vreq *)(void *)r, st, NULL);
+    return p2p_blocking(buf, count, t, src, tag, comm, 1, st);
 }
 
 int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
@@ -656,6 +735,21 @@ static int coll_wait(struct vcomm *c, void *real, int rc)
     }
 }
 
+/* A collective's post and first batch of tests in one crossing: a small one (an 8-double
+ * allreduce on a node) usually completes in it, and then costs one crossing, not two. */
+static int coll_run(struct vcomm *c, struct lcache *lc, const char *name, const uint64_t *a, int n,
+                    void **real)
+{
+    int flag = 0;
+    lstatus ls;
+    int rc = mpi_lpost_test(lc, name, a, n, real, &flag, &ls, WAIT_TRIES);
+    if (flag) {
+        mpi_leave(c, 1);
+        return MPI_SUCCESS;
+    }
+    return coll_wait(c, *real, rc);
+}
+
 #define COLL_BEGIN(comm)                                                                           \
     struct vcomm *c = comm_v(comm);                                                                \
     if (!c)                                                                                        \
@@ -663,74 +757,74 @@ static int coll_wait(struct vcomm *c, void *real, int rc)
     void *real = NULL;                                                                             \
     mpi_enter(c, 1)
 
+/* The collective NAME posted and tested in one crossing (mpi_lpost_test); REAL its request. */
+#define COLL_RUN(name, ...)                                                                        \
+    ({                                                                                             \
+        static struct lcache lc_;                                                                  \
+        uint64_t la_[] = {__VA_ARGS__};                                                            \
+        coll_run(c, &lc_, name, la_, (int)(sizeof(la_) / sizeof(la_[0])), &real);                  \
+    })
+
 int MPI_Barrier(MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Ibarrier", U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Ibarrier", U(c->real), U(&real));
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Ibcast", U(buf), (uint64_t)count, U(type_real(t)), (uint64_t)rank_down(root),
-               U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Ibcast", U(buf), (uint64_t)count, U(type_real(t)),
+                    (uint64_t)rank_down(root), U(c->real), U(&real));
 }
 
 int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, int root,
                MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Ireduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
-               U(op_real(op)), (uint64_t)rank_down(root), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Ireduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+                    U(op_real(op)), (uint64_t)rank_down(root), U(c->real), U(&real));
 }
 
 int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Iallreduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
-               U(op_real(op)), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Iallreduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+                    U(op_real(op)), U(c->real), U(&real));
 }
 
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                  MPI_Datatype rtype, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Ialltoall", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
-               (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Ialltoall", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+                    (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
 }
 
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc = L("MPI_Iallgather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
-               (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Iallgather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)),
+                    U(rbuf), (uint64_t)rcount, U(type_real(rtype)), U(c->real), U(&real));
 }
 
 int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                MPI_Datatype rtype, int root, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc =
-        L("MPI_Igather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
-          (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Igather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+                    (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real),
+                    U(&real));
 }
 
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                 MPI_Datatype rtype, int root, MPI_Comm comm)
 {
     COLL_BEGIN(comm);
-    int rc =
-        L("MPI_Iscatter", U(sbuf), (uint64_t)scount, U(type_real(stype)), buf_down(rbuf),
-          (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real), U(&real));
-    return coll_wait(c, real, rc);
+    return COLL_RUN("MPI_Iscatter", U(sbuf), (uint64_t)scount, U(type_real(stype)), buf_down(rbuf),
+                    (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real),
+                    U(&real));
 }
 
 /* ---- communicators ---- */

@@ -88,9 +88,8 @@ static void do_repost(void)
             mpi_post_recv(r);
 }
 
-void mpi_enter(struct vcomm *comm, int is_coll)
+void mpi_enter_locked(struct vcomm *comm, int is_coll)
 {
-    pthread_mutex_lock(&mpi_mu);
     for (;;) {
         int32_t w = __atomic_load_n(&wake_word, __ATOMIC_SEQ_CST);
         int hold = __atomic_load_n(&stop_p2p, __ATOMIC_SEQ_CST) ||
@@ -110,15 +109,26 @@ void mpi_enter(struct vcomm *comm, int is_coll)
         comm->seq++;
         comm->inflight++;
     }
+}
+
+void mpi_enter(struct vcomm *comm, int is_coll)
+{
+    pthread_mutex_lock(&mpi_mu);
+    mpi_enter_locked(comm, is_coll);
     pthread_mutex_unlock(&mpi_mu);
+}
+
+void mpi_leave_locked(struct vcomm *comm, int coll_done)
+{
+    active--;
+    if (coll_done && comm)
+        comm->inflight--;
 }
 
 void mpi_leave(struct vcomm *comm, int coll_done)
 {
     pthread_mutex_lock(&mpi_mu);
-    active--;
-    if (coll_done && comm)
-        comm->inflight--;
+    mpi_leave_locked(comm, coll_done);
     pthread_mutex_unlock(&mpi_mu);
 }
 

@@ -159,21 +159,52 @@ uint64_t mpi_lcall(struct lcache *c, const char *name, const uint64_t *args, int
     return r;
 }
 
+/* With the gate held: the real library's function NAME, cached per lower half in C. */
+static void *lower_fn_entered(struct lcache *c, int32_t e, const char *name)
+{
+    static struct lcache sym_c;
+    void *fn = lcache_get(c, e);
+    if (!fn) {
+        fn = (void *)cross_call_entered(loader_entry(&sym_c, "crac_lh_mpi_sym"), U(name), 0, 0);
+        if (!fn)
+            mpi_die("the MPI library in the lower half has no %s", name);
+        lcache_put(c, e, fn);
+    }
+    return fn;
+}
+
+static struct lcache test_c; /* MPI_Test */
+
 int mpi_ltest(void **real, int *flag, lstatus *ls, int tries)
 {
-    static struct lcache sym_c, test_c, spin_c;
+    static struct lcache spin_c;
     cross_gate_enter();
-    int32_t e = epoch_now();
-    void *fn = lcache_get(&test_c, e);
-    if (!fn) {
-        fn = (void *)cross_call_entered(loader_entry(&sym_c, "crac_lh_mpi_sym"), U("MPI_Test"), 0,
-                                        0);
-        if (!fn)
-            mpi_die("the MPI library in the lower half has no MPI_Test");
-        lcache_put(&test_c, e, fn);
-    }
+    void *fn = lower_fn_entered(&test_c, epoch_now(), "MPI_Test");
     uint64_t a[4] = {U(real), U(flag), U(ls), (uint64_t)(tries > 0 ? tries : 1)};
     uint64_t r = cross_call_entered(loader_entry(&spin_c, "crac_lh_mpi_test_spin"), U(fn), U(a), 4);
+    cross_gate_leave();
+    return (int)r;
+}
+
+int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args, int n, void **real,
+                   int *flag, lstatus *ls, int tries)
+{
+    static struct lcache spin_c;
+    if (n > 10)
+        mpi_die("%s: %d arguments, the crossing takes 10", post, n);
+    cross_gate_enter();
+    /* Looked up after the gate: a thread that waited there may be on a new lower half. */
+    int32_t e = epoch_now();
+    uint64_t a[15] = {0};
+    memcpy(a, args, sizeof(*args) * (size_t)n);
+    a[10] = U(real);
+    a[11] = U(lower_fn_entered(&test_c, e, "MPI_Test"));
+    a[12] = U(flag);
+    a[13] = U(ls);
+    a[14] = (uint64_t)(tries > 0 ? tries : 1);
+    void *post_fn = lower_fn_entered(c, e, post);
+    uint64_t r =
+        cross_call_entered(loader_entry(&spin_c, "crac_lh_mpi_post_spin"), U(post_fn), U(a), 15);
     cross_gate_leave();
     return (int)r;
 }

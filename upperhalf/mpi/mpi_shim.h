@@ -43,6 +43,10 @@ typedef struct {
 void status_up(MPI_Status *up, const lstatus *low);
 /* MPI_Test of *REAL up to TRIES times in one crossing, until *FLAG: the wait loops' poll. */
 int mpi_ltest(void **real, int *flag, lstatus *ls, int tries);
+/* POST (a nonblocking MPI function) with its N (up to 10) ARGS, the last REAL (the request *),
+ * then up to TRIES tests of that request, in one crossing. */
+int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args, int n, void **real,
+                   int *flag, lstatus *ls, int tries);
 void status_down(lstatus *low, const MPI_Status *up);
 int rank_down(int r); /* a rank argument (MPI_ANY_SOURCE, MPI_PROC_NULL ...) for the library */
 int rank_up(int r);
@@ -131,6 +135,9 @@ extern int64_t mpi_received; /* messages received (completed receives and draine
  * IS_COLL: a collective on COMM is starting (counted, or held at the cut's target). */
 void mpi_enter(struct vcomm *comm, int is_coll);
 void mpi_leave(struct vcomm *comm, int coll_done);
+/* The same, entered/left with mpi_mu held by the caller (one lock hold for a whole call). */
+void mpi_enter_locked(struct vcomm *comm, int is_coll);
+void mpi_leave_locked(struct vcomm *comm, int coll_done);
 void mpi_backoff(unsigned *spins);
 /* A message drained at a checkpoint that matches (comm, source, tag): copied into the receive,
  * which is then complete. 1 if one matched. Call under mpi_mu. */
