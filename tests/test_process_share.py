@@ -47,6 +47,7 @@ def _kill_tree(ckptdir: Path) -> None:
 CASES = [
     ("share_pipe", "pair"),  # a writer blocked on a full pipe, a slow reader
     ("share_pipe", "pipeline"),  # gen | filter | sum, three processes
+    ("share_pipe", "fifo"),  # a pair through a named FIFO, opened by name at each end
     ("share_sock", "pair"),  # a socketpair ping-pong, bytes waiting both ways
     ("share_sock", "tcp"),  # a TCP client/server pair over 127.0.0.1
     ("share_dgram", "named"),  # a Unix datagram ping-pong between two named sockets

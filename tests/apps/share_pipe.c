@@ -2,7 +2,8 @@
    parent makes a pipe and forks a writer that writes STEPS 1000-byte records at once (the pipe
    fills; the writer blocks in write), the parent reads one record per MS ms. MODE pipeline: gen |
    filter | sum, three processes: gen writes the records, filter xors each byte with 0x5a, the
-   parent reads and checks. The parent checks every record's bytes and prints `TAG step N` per
+   parent reads and checks. MODE fifo: as pair, through a FIFO (mkfifo in a fresh directory under
+   /tmp) that the writer and the parent each open by name. The parent checks every record's bytes and prints `TAG step N` per
    record, then (after end-of-file on the pipe and its children's exit status 0) `TAG DONE
    checksum=... steps=STEPS` (ckpt_counter's checksum). Exits non-zero on any mismatch. */
 #define _GNU_SOURCE
@@ -12,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PROG "share_pipe"
-#define USAGE "TAG pair|pipeline [STEPS] [MS]"
+#define USAGE "TAG pair|pipeline|fifo [STEPS] [MS]"
 #include "ckpt_common.h"
 
 #define REC 1000
@@ -85,24 +88,41 @@ static void filter(int in, int out)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || (strcmp(argv[2], "pair") != 0 && strcmp(argv[2], "pipeline") != 0)) {
+    if (argc < 3 || (strcmp(argv[2], "pair") != 0 && strcmp(argv[2], "pipeline") != 0 &&
+                     strcmp(argv[2], "fifo") != 0)) {
         fprintf(stderr, "usage: " PROG " " USAGE "\n");
         return 2;
     }
     const char *tag = argv[1];
-    int pipeline = strcmp(argv[2], "pipeline") == 0;
+    int pipeline = strcmp(argv[2], "pipeline") == 0, fifo = strcmp(argv[2], "fifo") == 0;
     long steps = arg(argc, argv, 3, 300, 1, 1000000), ms = arg(argc, argv, 4, 20, 0, 10000);
     fflush(stdout);
     int p1[2], p2[2];
-    if (pipe(p1) != 0)
+    char dir[] = "/tmp/share_fifo.XXXXXX", path[64] = "";
+    if (fifo) { /* both ends opened by name: the parent's open waits for the writer's */
+        if (!mkdtemp(dir))
+            fail("mkdtemp: %s", strerror(errno));
+        snprintf(path, sizeof(path), "%s/records", dir);
+        if (mkfifo(path, 0600) != 0)
+            fail("mkfifo: %s", strerror(errno));
+    } else if (pipe(p1) != 0)
         fail("pipe: %s", strerror(errno));
     pid_t kids[2];
-    int nkids = 0, in = p1[0];
+    int nkids = 0, in = fifo ? -1 : p1[0];
     if ((kids[nkids++] = fork()) == 0) {
+        if (fifo) {
+            int w = open(path, O_WRONLY | O_CLOEXEC);
+            if (w < 0)
+                fail("open %s for writing: %s", path, strerror(errno));
+            gen(w, steps);
+        }
         close(p1[0]);
         gen(p1[1], steps);
     }
-    close(p1[1]);
+    if (fifo && (in = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        fail("open %s for reading: %s", path, strerror(errno));
+    if (!fifo)
+        close(p1[1]);
     if (pipeline) {
         if (pipe(p2) != 0)
             fail("pipe: %s", strerror(errno));
@@ -133,6 +153,8 @@ int main(int argc, char **argv)
     }
     if (read_rec(in, b))
         fail("a record after the last one");
+    if (fifo && (unlink(path) != 0 || rmdir(dir) != 0))
+        fail("removing %s: %s", path, strerror(errno));
     for (int i = 0; i < nkids; i++) {
         char who[32];
         snprintf(who, sizeof(who), "child %d", (int)kids[i]);
