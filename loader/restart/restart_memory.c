@@ -10,6 +10,8 @@
 #include "restart_lazy.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,40 +19,106 @@
 #include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PAGE 4096UL
 
 /* Anonymous regions: the data extents of the region's range in the core; zero pages inside an
- * extent are holes the writer did not write, so they do not count. */
-static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, uint32_t *pages)
+ * extent are holes the writer did not write, so they do not count. One part of a region, [from,
+ * to) in the core, summed from crc: a large region is filled by two threads, one part each. */
+struct fill_part {
+    int core;
+    const struct crac_region_rec *r;
+    uint64_t from, to;
+    uint32_t crc, pages;
+    int rc;
+};
+
+/* Bytes filled then checked at a time: small enough that the pages the kernel just cleared and
+ * pread just wrote are still in the core's cache when they are checked, so memory is crossed
+ * once rather than three times (docs/DECISIONS.md "Restart fill"). */
+#define FILL_PIECE (256UL << 10)
+
+static void fill_range(struct fill_part *f)
 {
-    uint64_t len = r->end - r->start, end = r->core_offset + len;
-    for (uint64_t pos = r->core_offset; pos < end;) {
-        off_t d = lseek(core, (off_t)pos, SEEK_DATA);
-        if (d < 0 || (uint64_t)d >= end)
+    const struct crac_region_rec *r = f->r;
+    for (uint64_t pos = f->from; pos < f->to;) {
+        off_t d = lseek(f->core, (off_t)pos, SEEK_DATA);
+        if (d < 0 || (uint64_t)d >= f->to)
             break;
         uint64_t data = (uint64_t)d & ~(PAGE - 1);
-        off_t h = lseek(core, d, SEEK_HOLE);
-        uint64_t stop = h < 0 || (uint64_t)h > end ? end : ((uint64_t)h + PAGE - 1) & ~(PAGE - 1);
-        if (stop > end)
-            stop = end;
-        unsigned char *dst = (unsigned char *)(r->start + (data - r->core_offset));
-        /* Fault the extent in with one call rather than one fault per page as read() copies
-         * (the extent is data: its pages would all be touched anyway). */
-        madvise(dst, stop - data, MADV_POPULATE_WRITE);
-        if (image_pread_full(core, dst, stop - data, data) != 0)
-            return -1;
-        for (uint64_t p = 0; p < stop - data; p += PAGE) {
-            if (page_is_zero(dst + p))
-                continue;
-            uint64_t index = (data - r->core_offset + p) / PAGE;
-            *crc = crc32c_update(*crc, &index, 8);
-            *crc = crc32c_update(*crc, dst + p, PAGE);
-            (*pages)++;
+        off_t h = lseek(f->core, d, SEEK_HOLE);
+        uint64_t stop =
+            h < 0 || (uint64_t)h > f->to ? f->to : ((uint64_t)h + PAGE - 1) & ~(PAGE - 1);
+        if (stop > f->to)
+            stop = f->to;
+        for (uint64_t at = data; at < stop; at += FILL_PIECE) {
+            uint64_t n = stop - at < FILL_PIECE ? stop - at : FILL_PIECE;
+            unsigned char *dst = (unsigned char *)(r->start + (at - r->core_offset));
+            /* Fault the piece in with one call rather than one fault per page as read() copies
+             * (the extent is data: its pages would all be touched anyway). */
+            madvise(dst, n, MADV_POPULATE_WRITE);
+            if (image_pread_full(f->core, dst, n, at) != 0) {
+                f->rc = -1;
+                return;
+            }
+            for (uint64_t p = 0; p < n; p += PAGE) {
+                if (page_is_zero(dst + p))
+                    continue;
+                uint64_t index = (at - r->core_offset + p) / PAGE;
+                f->crc = crc32c_update(f->crc, &index, 8);
+                f->crc = crc32c_update(f->crc, dst + p, PAGE);
+                f->pages++;
+            }
         }
         pos = stop;
     }
+}
+
+static void *fill_helper(void *p)
+{
+    fill_range(p);
+    return NULL;
+}
+
+/* Regions from this size are split between the loader's thread and a helper on another CPU: the
+ * restart runs before the program's threads exist, so a second CPU is otherwise idle. Below it
+ * the thread costs more than it saves. */
+#define SPLIT_MIN (64UL << 20)
+
+static int other_cpu(void)
+{
+    static int n;
+    if (!n) {
+        cpu_set_t set;
+        n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    }
+    return n > 1;
+}
+
+static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, uint32_t *pages)
+{
+    uint64_t len = r->end - r->start, end = r->core_offset + len;
+    struct fill_part a = {core, r, r->core_offset, end, *crc, 0, 0};
+    struct fill_part b = {core, r, end, end, 0, 0, 0};
+    pthread_t t;
+    int helped = 0;
+    if (len >= SPLIT_MIN && other_cpu()) {
+        /* The halves meet on a page; each finds its own extents (lseek returns them, the shared
+         * file offset is never used) and sums its pages from 0, joined by crc32c_combine. */
+        a.to = b.from = r->core_offset + (len / 2 & ~(PAGE - 1));
+        helped = pthread_create(&t, NULL, fill_helper, &b) == 0;
+        if (!helped)
+            a.to = end; /* no thread: all of it here */
+    }
+    fill_range(&a);
+    if (helped)
+        pthread_join(t, NULL);
+    if (a.rc || b.rc)
+        return -1;
+    *crc = crc32c_combine(a.crc, b.crc, (uint64_t)b.pages * (8 + PAGE));
+    *pages += a.pages + b.pages;
     return 0;
 }
 
@@ -363,8 +431,36 @@ shared_mapped:
     return mprotect((void *)r->start, len, (int)r->prot);
 }
 
+static double clock_ms(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* CRAC_TIMING=1: how long mapping and filling memory took, in wall and CPU time (both threads):
+ * the fill's cost apart from the rest of the restart (docs/PERFORMANCE.md). */
+static void report_timing(const struct restart_image *img, double wall0, double cpu0)
+{
+    if (!getenv("CRAC_TIMING"))
+        return;
+    uint64_t saved = 0;
+    for (size_t off = 0; off + sizeof(struct crac_region_rec) <= img->regions_len;) {
+        struct crac_region_rec r;
+        memcpy(&r, img->regions + off, sizeof(r));
+        if (r.size < sizeof(r))
+            break;
+        saved += r.saved_pages;
+        off += r.size;
+    }
+    fprintf(stderr, "crac: timing: restart memory: %.1f MiB saved, %.2f ms, cpu %.2f ms\n",
+            saved * (double)PAGE / 1048576.0, clock_ms(CLOCK_MONOTONIC) - wall0,
+            clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu0);
+}
+
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen)
 {
+    double wall0 = clock_ms(CLOCK_MONOTONIC), cpu0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
     size_t off = 0;
     while (off + sizeof(struct crac_region_rec) <= img->regions_len) {
         struct crac_region_rec r;
@@ -393,5 +489,6 @@ int restart_map_regions(const struct restart_image *img, char *err, size_t errle
     shared_objects_close();
     sysv_done();
     restart_chain_done();
+    report_timing(img, wall0, cpu0);
     return 0;
 }
