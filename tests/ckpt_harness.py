@@ -62,6 +62,7 @@ CKPT_PROGRAMS = (
     "ckpt_sighide",
     "ckpt_sigown",
     "ckpt_sigqueue",
+    "ckpt_sigthread",
 )
 
 _BUILT: dict[str, Path] = {}
