@@ -63,6 +63,7 @@ CKPT_PROGRAMS = (
     "ckpt_sigown",
     "ckpt_sigqueue",
     "ckpt_sigthread",
+    "ckpt_closeall",
 )
 
 _BUILT: dict[str, Path] = {}
