@@ -7,6 +7,7 @@ flock on the process's image directory that makes it the directory's only writer
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 from ckpt_harness import checkpoint, kill9, launch, wait_for_step
@@ -31,7 +32,9 @@ def test_closing_every_descriptor_keeps_the_image_directory_lock(apps, tmp_path)
     try:
         wait_for_step(proc, 3)
         gen = checkpoint(proc, ckptdir)
-        # Each step closes every descriptor from 3 up to the limit again.
+        assert proc.pid in _flock_holders(gen.parent), "no lock after the checkpoint"
+        # Published: now every descriptor from 3 up to the limit, one by one, at the next step.
+        os.kill(proc.pid, signal.SIGUSR1)
         wait_for_step(proc, proc.last_step() + 3)
         assert proc.pid in _flock_holders(gen.parent), (
             "the program's close() loop closed the lower half's lock on its image directory"
