@@ -26,6 +26,8 @@ from conftest import crac_cmd, describe
 
 # ckpt_sparse STEPS DIRTY_MIB MS REGION_MIB: 96 MiB written (every page data) and a 128 MiB
 # region of 16 pattern pages, the rest holes: both above the split size, one dense, one sparse.
+# 400 steps of 20 ms (as test_ckpt_programs runs it): the program runs on while a checkpoint is
+# written, so on a loaded machine a short run can end before the second cycle.
 DIRTY_MIB, SPARSE_MIB = 96, 128
 
 
@@ -36,7 +38,7 @@ def apps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def test_large_regions_two_cycles(apps: dict[str, Path], tmp_path: Path) -> None:
     run_cycles(
-        apps["ckpt_sparse"], ["60", str(DIRTY_MIB), "20", str(SPARSE_MIB)], tmp_path, cycles=2
+        apps["ckpt_sparse"], ["400", str(DIRTY_MIB), "20", str(SPARSE_MIB)], tmp_path, cycles=2
     )
 
 
