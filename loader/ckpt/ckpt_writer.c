@@ -56,6 +56,7 @@ __attribute__((noreturn)) static void child_main(const struct ckpt_write_job *jo
     if (getppid() != parent)
         raw_syscall1(SYS_exit_group, 3);
     core_owner_pid = parent;
+    ckpt_test_writer_hold();
     uint32_t crc = 0;
     uint64_t size = 0;
     int rc = core_write(job->core, job->threads, job->n_threads, job->generation, job->notes, &crc,
