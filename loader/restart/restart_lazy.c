@@ -490,7 +490,7 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-/* The test knob: after n bytes prefetched by this thread, a pause once per BLOCK of the whole
+/* The test knob: after n bytes read by this thread, a pause once per BLOCK of the whole
  * prefetch (each of the n_workers threads pauses n_workers times as long), cut short by a fault
  * served meanwhile (fault_seq), as the single thread's pause was: a program that keeps faulting
  * gets its memory sooner. */
@@ -513,14 +513,15 @@ static void check_crc(const struct lazy_region *l, uint32_t crc, uint32_t pages)
 
 /* Step b of a plain region: its data extents read, their non-zero pages checked as the eager
  * restart checks them (restart_memory.c fill_anon), from CRC 0; the last step done combines
- * the steps' CRCs in address order into the region's. */
-static void prefetch_block(struct lazy_region *l, uint64_t b, struct pagebuf *pb)
+ * the steps' CRCs in address order into the region's. The bytes read (holes are not). */
+static uint64_t prefetch_block(struct lazy_region *l, uint64_t b, struct pagebuf *pb)
 {
     uint64_t end = l->core_offset + (l->end - l->start);
     uint64_t lo = l->core_offset + b * BLOCK, hi = lo + BLOCK < end ? lo + BLOCK : end;
     if (hi + AHEAD < end) /* no-op with the image in the page cache; overlaps I/O without */
         posix_fadvise(core_fd, (off_t)(hi + AHEAD - BLOCK), (off_t)BLOCK, POSIX_FADV_WILLNEED);
     uint32_t crc = 0, pages = 0;
+    uint64_t read = 0;
     for (uint64_t pos = lo; pos < hi;) {
         off_t d = lseek(core_fd, (off_t)pos, SEEK_DATA);
         if (d < 0 || (uint64_t)d >= hi)
@@ -543,18 +544,20 @@ static void prefetch_block(struct lazy_region *l, uint64_t b, struct pagebuf *pb
             pages++;
         }
         copy_pages(l, first, n / PAGE, pb->buf, 0);
+        read += n;
         pos = stop;
     }
     l->block_crc[b] = crc;
     l->block_pages[b] = pages;
     if (__atomic_add_fetch(&l->blocks_done, 1, __ATOMIC_ACQ_REL) != l->n_blocks)
-        return;
+        return read;
     uint32_t all = 0, all_pages = 0;
     for (uint64_t i = 0; i < l->n_blocks; i++) {
         all = crc32c_combine(all, l->block_crc[i], (uint64_t)l->block_pages[i] * (PAGE + 8));
         all_pages += l->block_pages[i];
     }
     check_crc(l, all, all_pages);
+    return read;
 }
 
 /* The next chunk of a compressed region to prefetch (its CRC folded into the region's in chunk
@@ -597,8 +600,7 @@ static void *worker_main(void *arg)
         }
         uint64_t b;
         while ((b = __atomic_fetch_add(&l->next_block, 1, __ATOMIC_RELAXED)) < l->n_blocks) {
-            prefetch_block(l, b, pb);
-            prefetch_pause(&since, BLOCK);
+            prefetch_pause(&since, prefetch_block(l, b, pb));
         }
     }
     free(pb->buf);
