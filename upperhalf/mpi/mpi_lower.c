@@ -209,6 +209,55 @@ int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args, int
     return (int)r;
 }
 
+int mpi_ltests(struct ltest *t, int n, int tries)
+{
+    static struct lcache spin_c;
+    uint64_t stack[3 * 16 + 1], *a = n <= 16 ? stack : malloc(sizeof(*a) * (3 * (size_t)n + 1));
+    if (!a)
+        return MPI_ERR_NO_MEM;
+    for (int i = 0; i < n; i++) {
+        a[3 * i] = U(&t[i].real);
+        a[3 * i + 1] = U(&t[i].flag);
+        a[3 * i + 2] = U(&t[i].ls);
+    }
+    a[3 * n] = (uint64_t)(tries > 0 ? tries : 1);
+    cross_gate_enter();
+    void *fn = lower_fn_entered(&test_c, epoch_now(), "MPI_Test");
+    uint64_t r = cross_call_entered(loader_entry(&spin_c, "crac_lh_mpi_tests_spin"), U(fn), U(a),
+                                    (uint64_t)n);
+    cross_gate_leave();
+    if (a != stack)
+        free(a);
+    return (int)r;
+}
+
+int mpi_lposts_test(const struct lpost *p, struct ltest *t, int n, int tries)
+{
+    static struct lcache spin_c;
+    uint64_t a[14 * 4 + 1] = {0};
+    if (n > 4)
+        mpi_die("%d posts in one crossing, it takes 4", n);
+    cross_gate_enter();
+    /* Looked up after the gate: a thread that waited there may be on a new lower half. */
+    int32_t e = epoch_now();
+    for (int i = 0; i < n; i++) {
+        uint64_t *r = a + 14 * i;
+        if (p[i].n > 10)
+            mpi_die("%s: %d arguments, the crossing takes 10", p[i].name, p[i].n);
+        r[0] = U(lower_fn_entered(p[i].c, e, p[i].name));
+        memcpy(r + 1, p[i].args, sizeof(*p[i].args) * (size_t)p[i].n);
+        r[11] = U(&t[i].real);
+        r[12] = U(&t[i].flag);
+        r[13] = U(&t[i].ls);
+    }
+    a[14 * n] = (uint64_t)(tries > 0 ? tries : 1);
+    void *fn = lower_fn_entered(&test_c, e, "MPI_Test");
+    uint64_t r = cross_call_entered(loader_entry(&spin_c, "crac_lh_mpi_posts_spin"), U(fn), U(a),
+                                    (uint64_t)n);
+    cross_gate_leave();
+    return (int)r;
+}
+
 /* ---- predefined objects ---- */
 
 static struct mpi_predef **by_upper; /* sorted by upper address */
