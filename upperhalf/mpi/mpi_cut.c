@@ -81,7 +81,9 @@ void mpi_backoff(unsigned *spins)
 /* Posts the receives the last drain cancelled, in the order the program posted them. */
 static void do_repost(void)
 {
-    if (!__atomic_exchange_n(&repost, 0, __ATOMIC_SEQ_CST))
+    /* A plain load first: the exchange is a locked instruction, paid by every call otherwise. */
+    if (!__atomic_load_n(&repost, __ATOMIC_ACQUIRE) ||
+        !__atomic_exchange_n(&repost, 0, __ATOMIC_SEQ_CST))
         return;
     for (struct vreq *r = vreq_list; r; r = r->next)
         if (r->state == VR_UNPOSTED)
