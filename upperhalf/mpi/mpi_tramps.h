@@ -8,8 +8,21 @@
 /* DEF(i) for each slot: DEF defines the trampoline of slot i. */
 #define MPI_TRAMP_EACH(DEF)                                                                        \
     DEF(0)                                                                                         \
-    DEF(1) DEF(2) DEF(3) DEF(4) DEF(5) DEF(6) DEF(7) DEF(8) DEF(9) DEF(10) DEF(11) DEF(12) DEF(13) \
-        DEF(14) DEF(15)
+    DEF(1)                                                                                         \
+    DEF(2)                                                                                         \
+    DEF(3)                                                                                         \
+    DEF(4)                                                                                         \
+    DEF(5)                                                                                         \
+    DEF(6)                                                                                         \
+    DEF(7)                                                                                         \
+    DEF(8)                                                                                         \
+    DEF(9)                                                                                         \
+    DEF(10)                                                                                        \
+    DEF(11)                                                                                        \
+    DEF(12)                                                                                        \
+    DEF(13)                                                                                        \
+    DEF(14)                                                                                        \
+    DEF(15)
 
 /* The initialiser of the table of the trampolines PREFIX##0 .. PREFIX##15, in slot order. */
 #define MPI_TRAMP_LIST(PREFIX)                                                                     \
