@@ -9,8 +9,9 @@ the generation becomes `latest` only once the image is on disk.
   of the program then ends the writer too and the previous generation restarts.
 * The writer runs in a session of its own (a scheduler autogroup of its own: its share of the
   CPU does not shrink with the number of the program's busy threads).
-* `crac command -bc` returns once the image is on disk, `-kc` exits after it; under a
-  coordinator the image is written with the program paused (no forked writer yet).
+* `crac command -bc` of a job returns once the image is on disk, written by the forked writer
+  (the job's `durable` phase, docs/PROTOCOL.md), or with the process paused under
+  --no-fork-writer; `-kc` exits after it, written paused.
 * The fallback: --no-fork-writer, and a refused fork (tests/apps/deny_cow_fork.c), with one
   warning line.
 
@@ -253,11 +254,20 @@ def one_job(apps, tmp_path):
     job.stop()
 
 
-def test_bcheckpoint_returns_when_durable(one_job):
-    """`crac command -bc` of a job: it returns once the image is complete and `latest`. Under a
-    coordinator the image is written with the process paused (no forked writer yet: a job needs
-    a barrier after every writer is durable, docs/DECISIONS.md)."""
-    job = one_job
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "no_fork_writer"])
+def test_bcheckpoint_returns_when_durable(apps, tmp_path, fork):
+    """`crac command -bc` of a job: it returns once the image is complete and `latest`. The image
+    is written by the forked writer (the job publishes once every process is durable), or with
+    the process paused under CRAC_NO_FORK_WRITER=1 (the same protocol)."""
+    env = {} if fork else {"CRAC_NO_FORK_WRITER": "1"}
+    job = Job(apps["coord_counter"], tmp_path, ["w1"], steps=3000, ms=5, dirty_mib=96, env=env)
+    try:
+        bc_durable(job, "forked" if fork else "paused")
+    finally:
+        job.stop()
+
+
+def bc_durable(job: Job, writer: str) -> None:
     job.wait_steps(5)
     rc, out, err = finish(command_bg(job.coord.port, "bc"))
     assert rc == 0, (out, err)
@@ -265,7 +275,7 @@ def test_bcheckpoint_returns_when_durable(one_job):
     latest = latest_complete(process_dirs(job.ckptdir)[0])
     assert latest is not None and latest.name == f"gen-{gen:06d}", tree(job.ckptdir)
     assert (latest / "MANIFEST.json").is_file()
-    assert writers(job.procs["w1"].err_path) == ["paused"]
+    assert writers(job.procs["w1"].err_path) == [writer]
 
 
 def test_kcheckpoint_writes_paused(one_job):

@@ -8,7 +8,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -131,12 +131,15 @@ def run_mpi_cycles(
     ranks: int = 2,
     restarts: Sequence[str] = ("mpirun", "script"),
     built_with: str = "openmpi",
+    launch_args: Sequence[str] = (),
+    at_launch: Callable[[CracProc, int], int] | None = None,
 ) -> None:
     """Launch under Open MPI's mpirun, then per entry of RESTARTS: checkpoint the job, SIGKILL
     every rank, restart with "mpirun" (Open MPI's), "mpich" (MPICH's mpiexec: MPICH in the lower
     half) or "script" (the restart script the coordinator wrote). BUILT_WITH "mpich": the
     program built with MPICH's mpicc (crac's libmpich.so.12 shim), run natively and launched
-    under MPICH's mpiexec."""
+    under MPICH's mpiexec. LAUNCH_ARGS: appended to ARGS for the crac launch only. AT_LAUNCH(proc,
+    port), called right after the launch, returns how many job checkpoints it completed."""
     cycles = len(restarts)
     mpicc, mpirun = _require_openmpi()
     require_native()
@@ -163,11 +166,12 @@ def run_mpi_cycles(
     logs = tmp_path / "logs"
     ports = [_free_port() for _ in range(cycles + 1)]
     argv = [*launch, *crac_cmd(), "launch", "-p", str(ports[0])]
-    argv += ["-c", str(ckptdir), str(exe), *args]
+    argv += ["-c", str(ckptdir), str(exe), *args, *launch_args]
     proc = CracProc(argv, out_dir=logs, label="launch", env=env, cwd=tmp_path)
     port = ports[0]
     segments: list[Segment] = []
     try:
+        earlier = at_launch(proc, port) if at_launch else 0
         for i in range(cycles):
             wait_for_step(proc, max(1, n_steps * (i + 2) // (cycles + 4)))
             before_signal = proc.last_step()
@@ -177,7 +181,9 @@ def run_mpi_cycles(
             at_complete = proc.last_step()
             gens = complete_generations(ckptdir)
             assert len(gens) == ranks, f"{len(gens)} process directories for {ranks} ranks"
-            assert set(gens.values()) == {i + 1}, f"generations after checkpoint {i + 1}: {gens}"
+            assert set(gens.values()) == {earlier + i + 1}, (
+                f"generations after checkpoint {i + 1}: {gens}"
+            )
             wait_for_step(proc, at_complete + 2)
             # SIGKILL every rank (the coordinator's kill), then mpirun notices and ends.
             _kill_job(port)
@@ -387,3 +393,49 @@ def test_mpi_pingpong_one_crossing_per_send(tmp_path: Path) -> None:
     eager blocking send costs one crossing, its post and first tests together (docs/DECISIONS.md,
     "MPI: fewer crossings per message"): the program counts them and fails unless most do."""
     run_mpi_cycles("mpi_pingpong", ["100", "40"], tmp_path)
+
+
+def _checkpoint_before_mpi_init(tmp_path: Path) -> Callable[[CracProc, int], int]:
+    """AT_LAUNCH for mpi_preinit: a job checkpoint while rank 1 waits for its gate file before
+    MPI_Init (rank 0 meanwhile inside MPI_Init, waiting for it); then the gate opens. The
+    checkpoint must end, taken or refused with one line naming MPI_Init, never hang."""
+
+    def at_launch(proc: CracProc, port: int) -> int:
+        gate = tmp_path / "gate"
+        waiting = tmp_path / "gate.waiting"
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while not waiting.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                fail("rank 1 never reached its gate before MPI_Init", proc)
+            time.sleep(0.05)
+        reply = _request(port, "bcheckpoint")
+        gate.touch()
+        if reply.get("ok"):
+            return 1
+        refusals = [line for line in proc.stderr_text().splitlines() if "refused" in line]
+        assert refusals and all("MPI_Init" in line for line in refusals), (
+            f"{reply}\n{proc.report()}"
+        )
+        return 0
+
+    return at_launch
+
+
+@pytest.mark.parametrize("built_with", ["openmpi", "mpich"])
+def test_mpi_checkpoint_before_every_rank_reached_init(tmp_path: Path, built_with: str) -> None:
+    """A checkpoint asked for while rank 1 has not called MPI_Init yet (it waits for a file) and
+    rank 0 is inside MPI_Init waiting for it: taken or refused with one line, never a hang (the
+    job goes on); then two ordinary checkpoint -> SIGKILL -> restart cycles, output identical to
+    the native run's. Under Open MPI, and for a program built with MPICH under MPICH's mpiexec."""
+    if built_with == "mpich":
+        _require_mpich_program()
+    gate = tmp_path / "gate"
+    run_mpi_cycles(
+        "mpi_preinit",
+        ["120", "30"],
+        tmp_path,
+        restarts=("mpirun", "mpirun") if built_with == "openmpi" else ("mpich", "mpich"),
+        built_with=built_with,
+        launch_args=[str(gate)],
+        at_launch=_checkpoint_before_mpi_init(tmp_path),
+    )

@@ -64,6 +64,7 @@ __attribute__((noreturn)) static void child_main(const struct ckpt_write_job *jo
      * busy threads (1/9 beside 8), so the image is durable sooner; the program runs slower
      * for that shorter time (docs/DECISIONS.md "Checkpoint CPU and write path"). */
     setsid();
+    ckpt_test_writer_hold();
     uint32_t crc = 0;
     uint64_t size = 0;
     int rc = core_write(job->core, job->threads, job->n_threads, job->generation, job->notes, &crc,

@@ -186,6 +186,55 @@ static uint64_t lh_mpi_post_spin(void *fn, const uint64_t *a, uint64_t n)
     return lh_mpi_test_spin((void *)(uintptr_t)a[11], t, 4);
 }
 
+/* Up to TRIES rounds of MPI_Test (FN) of the N requests whose records (STRIDE words apart)
+ * end in {request *, flag *, status *}, each tested until its flag is set (a completed request
+ * is not tested again: its handle is now MPI_REQUEST_NULL, and a test would overwrite its
+ * status); until all are complete or a test fails. */
+static uint64_t test_records(void *fn, const uint64_t *rec, uint64_t stride, uint64_t n,
+                             uint64_t tries)
+{
+    for (uint64_t t = 0; t < tries; t++) {
+        int all = 1;
+        for (uint64_t i = 0; i < n; i++) {
+            const uint64_t *r = rec + i * stride;
+            if (*(volatile int *)(uintptr_t)r[1])
+                continue;
+            int rc = ((test_fn)fn)(r[0], r[1], r[2]);
+            if (rc != 0)
+                return (uint64_t)(int64_t)rc;
+            all &= *(volatile int *)(uintptr_t)r[1] != 0;
+        }
+        if (all)
+            break;
+    }
+    return 0;
+}
+
+/* MPI_Test (FN) of N requests in rounds, in one crossing: MPI_Waitall and the polls of
+ * MPI_Testall/any/some cost one crossing, not one per request. A: N records {request *, flag *,
+ * status *} (flags 0 for the requests to test), then the number of rounds. */
+static uint64_t lh_mpi_tests_spin(void *fn, const uint64_t *a, uint64_t n)
+{
+    return test_records(fn, a, 3, n, a[3 * n]);
+}
+
+/* N nonblocking calls, in order, then rounds of MPI_Test (FN) of the requests they made, in one
+ * crossing: MPI_Sendrecv's receive and send post and, for small messages, complete in one
+ * crossing (four before: two posts, two waits). A: N records of 14 words {post function, its
+ * 10 arguments (unused ones 0), request *, flag *, status *}, then the number of rounds. A post
+ * that fails ends it (the requests before it are live; its own request * is left as it was). */
+static uint64_t lh_mpi_posts_spin(void *fn, const uint64_t *a, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        const uint64_t *r = a + i * 14;
+        int rc =
+            ((post_fn)(uintptr_t)r[0])(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10]);
+        if (rc != 0)
+            return (uint64_t)(int64_t)rc;
+    }
+    return test_records(fn, a + 11, 14, n, a[14 * n]);
+}
+
 const struct crac_lh_entry lower_mpi_entries[LOWER_MPI_N_ENTRIES] = {
     {"crac_lh_mpi_load", (void *)lh_mpi_load},
     {"crac_lh_mpi_sym", (void *)lh_mpi_sym},
@@ -196,4 +245,6 @@ const struct crac_lh_entry lower_mpi_entries[LOWER_MPI_N_ENTRIES] = {
     {"crac_lh_mpi_adopt_sockets", (void *)lh_mpi_adopt_sockets},
     {"crac_lh_mpi_test_spin", (void *)lh_mpi_test_spin},
     {"crac_lh_mpi_post_spin", (void *)lh_mpi_post_spin},
+    {"crac_lh_mpi_tests_spin", (void *)lh_mpi_tests_spin},
+    {"crac_lh_mpi_posts_spin", (void *)lh_mpi_posts_spin},
 };

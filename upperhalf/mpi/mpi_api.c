@@ -271,6 +271,23 @@ static int vreq_wait(struct vreq *r, MPI_Status *st, MPI_Request *req)
     }
 }
 
+/* Under mpi_mu: a request that lived on the stack, still live in the library after its first
+ * crossing, copied into the request list so the cut's drain and repost see it. */
+static struct vreq *vreq_keep(const struct vreq *s)
+{
+    struct vreq *r = vreq_new();
+    r->real = s->real;
+    r->state = s->state;
+    r->is_recv = s->is_recv;
+    r->buf = s->buf;
+    r->count = s->count;
+    r->peer = s->peer;
+    r->tag = s->tag;
+    r->type = s->type;
+    r->comm = s->comm;
+    return r;
+}
+
 /* MPI_Send and MPI_Recv: one section, one hold of mpi_mu and, for a message the library
  * completes at once (an eager send, a receive whose message has arrived), one crossing that
  * posts and tests (mpi_lpost_test). The request lives on the stack until then; only one still
@@ -283,8 +300,12 @@ static int p2p_blocking(void *buf, int count, MPI_Datatype t, int peer, int tag,
     struct vcomm *c = comm_v(comm);
     if (!c)
         return MPI_ERR_COMM;
+    /* Only the fields used here set (a status is written before it is read): a memset of the
+     * whole record was a `rep stos`, half of this function's own time (docs/PERFORMANCE.md,
+     * "MPI per-call cost"). */
     struct vreq s;
-    memset(&s, 0, sizeof(s));
+    s.real = NULL;
+    s.state = 0;
     s.buf = buf;
     s.count = count;
     s.type = t;
@@ -331,16 +352,7 @@ static int p2p_blocking(void *buf, int count, MPI_Datatype t, int peer, int tag,
         set_status(st, &s.status);
         return err == MPI_ERR_TRUNCATE ? err : MPI_SUCCESS;
     }
-    struct vreq *r = vreq_new();
-    r->real = s.real;
-    r->state = s.state;
-    r->is_recv = s.is_recv;
-    r->buf = s.buf;
-    r->count = s.count;
-    r->peer = s.peer;
-    r->tag = s.tag;
-    r->type = s.type;
-    r->comm = s.comm;
+    struct vreq *r = vreq_keep(&s);
     mpi_leave_locked(c, 0);
     pthread_mutex_unlock(&mpi_mu);
     return vreq_wait(r, st, NULL);
@@ -388,23 +400,95 @@ int MPI_Recv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm co
     return p2p_blocking(buf, count, t, src, tag, comm, 1, st);
 }
 
+/* One section, one hold of mpi_mu and, when both messages complete in the first batch, one
+ * crossing that posts the receive, then the send, and tests both (mpi_lposts_test; four
+ * crossings before: two posts, two waits). As in p2p_blocking, the requests live on the stack
+ * and only one still live after that crossing goes into the request list. */
 int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
                  int rcount, MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status *st)
 {
+    static struct lcache isend_c, irecv_c;
     struct vcomm *c = comm_v(comm);
     if (!c)
         return MPI_ERR_COMM;
-    int rc1, rc2;
-    mpi_enter(c, 0);
+    struct vreq v[2]; /* the receive, then the send: posted in that order; set as in p2p_blocking */
+    void *bufs[2] = {rbuf, (void *)sbuf};
+    int counts[2] = {rcount, scount}, peers[2] = {src, dest}, tags[2] = {rtag, stag};
+    MPI_Datatype types[2] = {rtype, stype};
+    struct lpost p[2];
+    struct ltest t[2];
+    struct vreq *posted[2];
+    uint64_t a[2][7];
+    for (int i = 0; i < 2; i++) {
+        v[i].real = NULL;
+        v[i].state = 0;
+        v[i].buf = bufs[i];
+        v[i].count = counts[i];
+        v[i].type = types[i];
+        v[i].peer = peers[i];
+        v[i].tag = tags[i];
+        v[i].comm = c;
+        v[i].is_recv = i == 0;
+        t[i].real = NULL;
+        t[i].flag = 0;
+    }
     pthread_mutex_lock(&mpi_mu);
-    struct vreq *rr = post_recv(rbuf, rcount, rtype, src, rtag, c, &rc1);
-    struct vreq *sr = post_send(sbuf, scount, stype, dest, stag, c, &rc2);
+    mpi_enter_locked(c, 0);
+    if (src == MPI_PROC_NULL) {
+        null_status(&v[0].status);
+        v[0].state = VR_DONE;
+    } else
+        mpi_drained_match(&v[0]); /* VR_DONE when a drained message matched */
+    int np = 0;
+    for (int i = 0; i < 2; i++) {
+        struct vreq *r = &v[i];
+        if (r->state == VR_DONE)
+            continue;
+        uint64_t *x = a[np];
+        x[0] = U(r->buf);
+        x[1] = (uint64_t)r->count;
+        x[2] = U(type_real(r->type));
+        x[3] = (uint64_t)rank_down(r->peer);
+        x[4] = (uint64_t)r->tag;
+        x[5] = U(c->real);
+        x[6] = U(&t[np].real);
+        p[np] = (struct lpost){r->is_recv ? &irecv_c : &isend_c,
+                               r->is_recv ? "MPI_Irecv" : "MPI_Isend", x, 7};
+        posted[np++] = r;
+    }
+    int rc = np ? mpi_lposts_test(p, t, np, WAIT_TRIES) : MPI_SUCCESS;
+    for (int i = 0; i < np; i++) {
+        struct vreq *r = posted[i];
+        if (!t[i].flag && !t[i].real)
+            continue; /* not posted: the post failed, or one before it */
+        if (!r->is_recv) {
+            int w = comm_peer_world(c, r->peer); /* a remote rank on an inter-communicator */
+            if (w >= 0)
+                mpi_sent_to[w]++;
+        }
+        r->real = t[i].real;
+        r->state = VR_ACTIVE;
+        if (t[i].flag) {
+            status_up(&r->status, &t[i].ls);
+            r->state = VR_DONE;
+            if (r->is_recv)
+                mpi_received++;
+        }
+    }
+    struct vreq *live[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++)
+        if (v[i].state == VR_ACTIVE)
+            live[i] = vreq_keep(&v[i]);
+    mpi_leave_locked(c, 0);
     pthread_mutex_unlock(&mpi_mu);
-    mpi_leave(c, 0);
-    if (rc1 != MPI_SUCCESS || rc2 != MPI_SUCCESS)
-        return rc1 != MPI_SUCCESS ? rc1 : rc2;
-    vreq_wait(sr, MPI_STATUS_IGNORE, NULL);
-    return vreq_wait(rr, st, NULL);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (live[1])
+        vreq_wait(live[1], MPI_STATUS_IGNORE, NULL);
+    if (live[0])
+        return vreq_wait(live[0], st, NULL);
+    set_status(st, &v[0].status);
+    return v[0].status.MPI_ERROR == MPI_ERR_TRUNCATE ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
 }
 
 /* Drained messages first: they were sent before anything the library holds now. */
@@ -465,17 +549,6 @@ int MPI_Wait(MPI_Request *req, MPI_Status *st)
     return vreq_wait(r, st, req);
 }
 
-int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
-{
-    int rc = MPI_SUCCESS;
-    for (int i = 0; i < n; i++) {
-        int e = MPI_Wait(&reqs[i], sts == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &sts[i]);
-        if (e != MPI_SUCCESS)
-            rc = MPI_ERR_IN_STATUS;
-    }
-    return rc;
-}
-
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
 {
     struct vreq *r = req_v(*req);
@@ -497,24 +570,103 @@ static MPI_Status *status_at(MPI_Status sts[], int i)
     return sts == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &sts[i];
 }
 
-/* One test of each active request of REQS in one section; DONE[i] set for the complete ones.
- * Returns how many are active (neither MPI_REQUEST_NULL nor an inactive persistent one). */
-static int poll_reqs(int n, MPI_Request reqs[], char *done)
+/* Under mpi_mu, inside a section: up to TRIES rounds of tests of every active request of REQS,
+ * all in one crossing (mpi_ltests; one crossing per request before); DONE[i] set for the
+ * complete ones. Returns how many are active (neither MPI_REQUEST_NULL nor an inactive
+ * persistent one). */
+static int test_reqs_locked(int n, MPI_Request reqs[], char *done, int tries)
 {
-    int active = 0;
-    mpi_enter(NULL, 0);
-    pthread_mutex_lock(&mpi_mu);
+    struct ltest t_stack[16];
+    struct vreq *v_stack[16];
+    struct ltest *t = n <= 16 ? t_stack : malloc(sizeof(*t) * (size_t)n);
+    struct vreq **v = n <= 16 ? v_stack : malloc(sizeof(*v) * (size_t)n);
+    if (!t || !v)
+        mpi_die("out of memory in the MPI shim");
+    int active = 0, m = 0;
     for (int i = 0; i < n; i++) {
         struct vreq *r = req_v(reqs[i]);
         done[i] = 0;
         if (!r || r->state == VR_INACTIVE)
             continue;
         active++;
-        done[i] = (char)vreq_test(r, 1);
+        if (r->state == VR_UNPOSTED)
+            mpi_post_recv(r);
+        if (r->state != VR_ACTIVE) {
+            done[i] = r->state == VR_DONE;
+            continue;
+        }
+        memset(&t[m], 0, sizeof(t[m]));
+        t[m].real = r->real;
+        v[m++] = r;
     }
-    pthread_mutex_unlock(&mpi_mu);
-    mpi_leave(NULL, 0);
+    if (m)
+        mpi_ltests(t, m, tries);
+    for (int k = 0; k < m; k++) {
+        if (!t[k].flag)
+            continue;
+        struct vreq *r = v[k];
+        status_up(&r->status, &t[k].ls);
+        r->real = t[k].real;
+        r->state = VR_DONE;
+        if (r->is_recv)
+            mpi_received++;
+    }
+    for (int i = 0; i < n; i++) {
+        struct vreq *r = req_v(reqs[i]);
+        done[i] = r && r->state == VR_DONE;
+    }
+    if (t != t_stack)
+        free(t);
+    if (v != v_stack)
+        free(v);
     return active;
+}
+
+/* One test of each active request of REQS in one section and one crossing. */
+static int poll_reqs(int n, MPI_Request reqs[], char *done)
+{
+    pthread_mutex_lock(&mpi_mu);
+    mpi_enter_locked(NULL, 0);
+    int active = test_reqs_locked(n, reqs, done, 1);
+    mpi_leave_locked(NULL, 0);
+    pthread_mutex_unlock(&mpi_mu);
+    return active;
+}
+
+/* Every request tested in one crossing per round (Jacobi's halo exchange: one crossing, not one
+ * per request), one hold of mpi_mu per round; finished together once all are complete. */
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
+{
+    char d_stack[16];
+    char *done = n <= 16 ? d_stack : malloc((size_t)n);
+    if (!done)
+        return MPI_ERR_NO_MEM;
+    int rc = MPI_SUCCESS;
+    unsigned spins = 0;
+    for (;;) {
+        pthread_mutex_lock(&mpi_mu);
+        mpi_enter_locked(NULL, 0);
+        int active = test_reqs_locked(n, reqs, done, WAIT_TRIES), ndone = 0;
+        mpi_leave_locked(NULL, 0);
+        for (int i = 0; i < n; i++)
+            ndone += done[i];
+        if (ndone == active) {
+            for (int i = 0; i < n; i++) {
+                struct vreq *r = req_v(reqs[i]);
+                if (!r || r->state == VR_INACTIVE)
+                    null_status(status_at(sts, i));
+                else if (vreq_finish_locked(r, &reqs[i], status_at(sts, i)) != MPI_SUCCESS)
+                    rc = MPI_ERR_IN_STATUS;
+            }
+            pthread_mutex_unlock(&mpi_mu);
+            break;
+        }
+        pthread_mutex_unlock(&mpi_mu);
+        mpi_backoff(&spins);
+    }
+    if (done != d_stack)
+        free(done);
+    return rc;
 }
 
 /* MPI_Waitany/Testany (WAIT 0: one poll): the first complete request, finished. */

@@ -81,7 +81,9 @@ void mpi_backoff(unsigned *spins)
 /* Posts the receives the last drain cancelled, in the order the program posted them. */
 static void do_repost(void)
 {
-    if (!__atomic_exchange_n(&repost, 0, __ATOMIC_SEQ_CST))
+    /* A plain load first: the exchange is a locked instruction, paid by every call otherwise. */
+    if (!__atomic_load_n(&repost, __ATOMIC_ACQUIRE) ||
+        !__atomic_exchange_n(&repost, 0, __ATOMIC_SEQ_CST))
         return;
     for (struct vreq *r = vreq_list; r; r = r->next)
         if (r->state == VR_UNPOSTED)
@@ -418,11 +420,17 @@ static int cut_p2p(void)
 static int on_event(enum crac_event ev, void *arg)
 {
     (void)arg;
-    if (ev == CRAC_EV_PRE_SUSPEND) {
-        /* Program threads still run: one may be inside MPI_Init, which every rank's cut needs. */
-        unsigned spins = 0;
-        while (__atomic_load_n(&mpi_initing, __ATOMIC_SEQ_CST))
-            mpi_backoff(&spins);
+    if (ev == CRAC_EV_PRE_SUSPEND && __atomic_load_n(&mpi_initing, __ATOMIC_SEQ_CST)) {
+        /* A program thread is inside MPI_Init, holding the checkpoint gate, and MPI_Init returns
+         * only once every rank has called it. A rank still before its MPI_Init has no MPI state
+         * and lets its checkpoint through, then is held suspended: waiting here for MPI_Init
+         * hung the job (the coordinator gave up after its phase timeout, and this hook's cut
+         * then ran alone once the others resumed). Refused at once instead: the coordinator
+         * calls the checkpoint off and every rank goes on (docs/MPI.md, "Before MPI_Init"). */
+        fprintf(stderr,
+                "crac: warning: MPI: checkpoint refused, this rank is in MPI_Init (waiting for "
+                "ranks that have not called it yet)\n");
+        return -1;
     }
     if (!mpi_inited || mpi_finalized)
         return 0;

@@ -186,6 +186,13 @@ int mpi_ltest(void **real, int *flag, lstatus *ls, int tries)
     return (int)r;
 }
 
+/* A[0..10) = ARGS[0..N), the rest 0 (an x86-64 callee ignores arguments it does not take). */
+static inline void set_args(uint64_t *a, const uint64_t *args, int n)
+{
+    for (int i = 0; i < 10; i++)
+        a[i] = i < n ? args[i] : 0;
+}
+
 int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args, int n, void **real,
                    int *flag, lstatus *ls, int tries)
 {
@@ -195,8 +202,10 @@ int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args, int
     cross_gate_enter();
     /* Looked up after the gate: a thread that waited there may be on a new lower half. */
     int32_t e = epoch_now();
-    uint64_t a[15] = {0};
-    memcpy(a, args, sizeof(*args) * (size_t)n);
+    /* Filled word by word: `= {0}` was a `rep stos`, a tenth of this function's time on an
+     * 8-byte send (docs/PERFORMANCE.md, "MPI per-call cost"). */
+    uint64_t a[15];
+    set_args(a, args, n);
     a[10] = U(real);
     a[11] = U(lower_fn_entered(&test_c, e, "MPI_Test"));
     a[12] = U(flag);
@@ -209,39 +218,92 @@ int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args, int
     return (int)r;
 }
 
-/* ---- predefined objects ---- */
-
-static struct mpi_predef **by_upper; /* sorted by upper address */
-
-static int cmp_upper(const void *a, const void *b)
+int mpi_ltests(struct ltest *t, int n, int tries)
 {
-    const struct mpi_predef *x = *(struct mpi_predef *const *)a,
-                            *y = *(struct mpi_predef *const *)b;
-    return x->upper < y->upper ? -1 : x->upper > y->upper;
+    static struct lcache spin_c;
+    uint64_t stack[3 * 16 + 1], *a = n <= 16 ? stack : malloc(sizeof(*a) * (3 * (size_t)n + 1));
+    if (!a)
+        return MPI_ERR_NO_MEM;
+    for (int i = 0; i < n; i++) {
+        a[3 * i] = U(&t[i].real);
+        a[3 * i + 1] = U(&t[i].flag);
+        a[3 * i + 2] = U(&t[i].ls);
+    }
+    a[3 * n] = (uint64_t)(tries > 0 ? tries : 1);
+    cross_gate_enter();
+    void *fn = lower_fn_entered(&test_c, epoch_now(), "MPI_Test");
+    uint64_t r = cross_call_entered(loader_entry(&spin_c, "crac_lh_mpi_tests_spin"), U(fn), U(a),
+                                    (uint64_t)n);
+    cross_gate_leave();
+    if (a != stack)
+        free(a);
+    return (int)r;
 }
 
-static struct mpi_predef *find_upper(const void *p)
+int mpi_lposts_test(const struct lpost *p, struct ltest *t, int n, int tries)
 {
-    int lo = 0, hi = mpi_n_predefs - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        struct mpi_predef *d = by_upper[mid];
-        if (p < d->upper)
-            hi = mid - 1;
-        else if ((const char *)p >= (const char *)d->upper + (d->size ? d->size : 1))
-            lo = mid + 1;
-        else
-            return p == d->upper ? d : NULL;
+    static struct lcache spin_c;
+    uint64_t a[14 * 4 + 1];
+    if (n > 4)
+        mpi_die("%d posts in one crossing, it takes 4", n);
+    cross_gate_enter();
+    /* Looked up after the gate: a thread that waited there may be on a new lower half. */
+    int32_t e = epoch_now();
+    for (int i = 0; i < n; i++) {
+        uint64_t *r = a + 14 * i;
+        if (p[i].n > 10)
+            mpi_die("%s: %d arguments, the crossing takes 10", p[i].name, p[i].n);
+        r[0] = U(lower_fn_entered(p[i].c, e, p[i].name));
+        set_args(r + 1, p[i].args, p[i].n);
+        r[11] = U(&t[i].real);
+        r[12] = U(&t[i].flag);
+        r[13] = U(&t[i].ls);
     }
-    return NULL;
+    a[14 * n] = (uint64_t)(tries > 0 ? tries : 1);
+    void *fn = lower_fn_entered(&test_c, e, "MPI_Test");
+    uint64_t r = cross_call_entered(loader_entry(&spin_c, "crac_lh_mpi_posts_spin"), U(fn), U(a),
+                                    (uint64_t)n);
+    cross_gate_leave();
+    return (int)r;
+}
+
+/* ---- predefined objects ---- */
+
+/* Predefined objects by address, open addressing: every call's datatype (and communicator, and
+ * operation) is looked up here, and the binary search over the 104 objects sorted by address was most of
+ * the shim's handle translation on an 8-byte send. Built once (the shim's addresses never change,
+ * a restart maps them back where they were); an exact address only. */
+#define PREDEF_HASH 512 /* a power of two, over four times mpi_n_predefs */
+static struct mpi_predef *predef_hash[PREDEF_HASH];
+
+static unsigned predef_slot(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL;
+    return (unsigned)(x >> 55) & (PREDEF_HASH - 1);
+}
+
+static void predef_hash_build(void)
+{
+    if (mpi_n_predefs * 4 > PREDEF_HASH)
+        mpi_die("%d predefined MPI objects, the shim's table takes %d", mpi_n_predefs,
+                PREDEF_HASH / 4);
+    for (int i = 0; i < mpi_n_predefs; i++) {
+        unsigned h = predef_slot(mpi_predefs[i].upper);
+        while (predef_hash[h])
+            h = (h + 1) & (PREDEF_HASH - 1);
+        predef_hash[h] = &mpi_predefs[i];
+    }
 }
 
 void *predef_lower(const void *upper)
 {
-    if (!by_upper)
-        return NULL;
-    struct mpi_predef *d = find_upper(upper);
-    return d ? d->lower : NULL;
+    for (unsigned h = predef_slot(upper);; h = (h + 1) & (PREDEF_HASH - 1)) {
+        struct mpi_predef *d = predef_hash[h];
+        if (!d)
+            return NULL;
+        if (d->upper == upper)
+            return d->lower;
+    }
 }
 
 void *predef_upper_of_lower(const void *lower)
@@ -263,13 +325,10 @@ void *lower_named(const char *name)
 static int resolve_predefs(void)
 {
     static struct lcache sym_c;
-    if (!by_upper) {
-        by_upper = malloc(sizeof(*by_upper) * (size_t)mpi_n_predefs);
-        if (!by_upper)
-            return -1;
-        for (int i = 0; i < mpi_n_predefs; i++)
-            by_upper[i] = &mpi_predefs[i];
-        qsort(by_upper, (size_t)mpi_n_predefs, sizeof(*by_upper), cmp_upper);
+    static int hashed;
+    if (!hashed) {
+        predef_hash_build();
+        hashed = 1;
     }
     /* Open MPI's objects are symbols; MPICH's handles are the constants of its mpi.h. */
     mpi_abi.mpich = !cross3(&sym_c, "crac_lh_mpi_sym", U("ompi_mpi_comm_world"), 0, 0);

@@ -47,6 +47,27 @@ int mpi_ltest(void **real, int *flag, lstatus *ls, int tries);
  * then up to TRIES tests of that request, in one crossing. */
 int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args, int n, void **real,
                    int *flag, lstatus *ls, int tries);
+/* One request of a crossing that tests several: the library's request, complete or not, its
+ * status. */
+struct ltest {
+    void *real;
+    int flag;
+    lstatus ls;
+};
+/* Up to TRIES rounds of MPI_Test of the requests of T[0..N) whose flag is 0, in one crossing,
+ * until all are complete. */
+int mpi_ltests(struct ltest *t, int n, int tries);
+/* A nonblocking call for mpi_lposts_test: NAME with its N (up to 10) ARGS, the last &T->real of
+ * its struct ltest. */
+struct lpost {
+    struct lcache *c;
+    const char *name;
+    const uint64_t *args;
+    int n;
+};
+/* The N (up to 4) posts P in order, then up to TRIES rounds of tests of their requests T, in
+ * one crossing (MPI_Sendrecv). A failed post ends it: those before it are live. */
+int mpi_lposts_test(const struct lpost *p, struct ltest *t, int n, int tries);
 void status_down(lstatus *low, const MPI_Status *up);
 int rank_down(int r); /* a rank argument (MPI_ANY_SOURCE, MPI_PROC_NULL ...) for the library */
 int rank_up(int r);

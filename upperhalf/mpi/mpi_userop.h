@@ -4,10 +4,11 @@
 #define CRAC_MPI_USEROP_H
 
 #include "../upper_executor.h"
+#include "mpi_tramps.h"
 
 #include <stdint.h>
 
-#define UOP_MAX 16 /* user operations alive at once: one trampoline each */
+#define UOP_MAX MPI_TRAMP_SLOTS /* user operations alive at once: one trampoline each */
 
 /* One call of a user function, on the stack of the thread the library called the trampoline on
  * (it waits until the executor is done with it). */

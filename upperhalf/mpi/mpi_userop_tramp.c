@@ -22,24 +22,6 @@ static void post_and_wait(int slot, void *in, void *inout, int *len, void *ltype
     {                                                                                              \
         post_and_wait(i, in, inout, len, ltype);                                                   \
     }
-TRAMP(0)
-TRAMP(1)
-TRAMP(2)
-TRAMP(3)
-TRAMP(4)
-TRAMP(5)
-TRAMP(6)
-TRAMP(7)
-TRAMP(8)
-TRAMP(9)
-TRAMP(10)
-TRAMP(11)
-TRAMP(12)
-TRAMP(13)
-TRAMP(14)
-TRAMP(15)
+MPI_TRAMP_EACH(TRAMP)
 
-const uop_tramp_fn uop_tramps[UOP_MAX] = {
-    tramp_0, tramp_1, tramp_2,  tramp_3,  tramp_4,  tramp_5,  tramp_6,  tramp_7,
-    tramp_8, tramp_9, tramp_10, tramp_11, tramp_12, tramp_13, tramp_14, tramp_15,
-};
+const uop_tramp_fn uop_tramps[UOP_MAX] = {MPI_TRAMP_LIST(tramp_)};

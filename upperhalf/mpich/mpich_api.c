@@ -2,6 +2,8 @@
  * requests: translated here, then the libmpi.so.40 shim's function of the same name does the work. */
 #include "mpich_shim.h"
 
+#include "../mpi/mpi_tramps.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,7 +482,7 @@ int MPI_Type_free(MPI_Datatype *type)
 /* ---- user operations: the shim calls its function with its own datatype handle, so each
  * program function gets a trampoline that passes the program's handle instead ---- */
 
-#define N_UOPS 16
+#define N_UOPS MPI_TRAMP_SLOTS
 typedef void (*o_user_fn)(void *, void *, int *, oh *);
 static MPI_User_function *user_fn[N_UOPS];
 static oh user_op[N_UOPS];
@@ -494,25 +496,8 @@ static void call_user(int i, void *in, void *inout, int *len, oh *dt)
 
 #define TRAMP(i)                                                                                   \
     static void tramp##i(void *a, void *b, int *n, oh *d) { call_user(i, a, b, n, d); }
-TRAMP(0)
-TRAMP(1)
-TRAMP(2)
-TRAMP(3)
-TRAMP(4)
-TRAMP(5)
-TRAMP(6)
-TRAMP(7)
-TRAMP(8)
-TRAMP(9)
-TRAMP(10)
-TRAMP(11)
-TRAMP(12)
-TRAMP(13)
-TRAMP(14)
-TRAMP(15)
-static const o_user_fn tramps[N_UOPS] = {tramp0,  tramp1,  tramp2,  tramp3, tramp4,  tramp5,
-                                         tramp6,  tramp7,  tramp8,  tramp9, tramp10, tramp11,
-                                         tramp12, tramp13, tramp14, tramp15};
+MPI_TRAMP_EACH(TRAMP)
+static const o_user_fn tramps[N_UOPS] = {MPI_TRAMP_LIST(tramp)};
 
 int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 {

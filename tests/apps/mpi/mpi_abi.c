@@ -7,35 +7,11 @@
    MPI's maximum sizes, whichever library is below. Rank 0 prints `step N` and DONE (checksum). */
 #define PROG "mpi_abi"
 #define USAGE "[STEPS [MS_PER_STEP]]"
-#include "../ckpt_common.h"
+#include "mpi_common.h"
 
 #include <mpi.h>
 #include <sched.h>
 #include <stdint.h>
-
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        h ^= (v >> (8 * i)) & 0xff;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-static void check(int ok, const char *what, long step)
-{
-    if (!ok) {
-        fprintf(stderr, PROG ": FAIL: %s at step %ld\n", what, step);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-}
-
-static void pause_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 /* Once, before the steps: what does not change. */
 static void local_checks(int rank)
@@ -106,15 +82,8 @@ static void string_checks(MPI_Datatype type, long step)
 
 int main(int argc, char **argv)
 {
-    long steps = arg(argc, argv, 1, 40, 1, 1000000);
-    long ms = arg(argc, argv, 2, 50, 0, 10000);
-    int provided = -1;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    int provided = mpi_start(&argc, &argv, 50, 10000, MPI_THREAD_FUNNELED);
     check(provided >= MPI_THREAD_FUNNELED, "MPI_Init_thread provided", 0);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int right = (rank + 1) % size, left = (rank + size - 1) % size;
     local_checks(rank);
 
     /* A vector type: 3 blocks of 2 ints, stride 4. */
@@ -128,7 +97,7 @@ int main(int argc, char **argv)
     check(tsize == 6 * (int)sizeof(int) && lb == 0 && extent == 10 * (MPI_Aint)sizeof(int),
           "vector size and extent", 0);
 
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
         string_checks(MPI_DOUBLE, k);
         /* Any source, any tag: probe, count, receive. */
@@ -167,7 +136,7 @@ int main(int argc, char **argv)
         MPI_Irecv(&rin[0], 1, MPI_INT, left, 7, MPI_COMM_WORLD, &req[0]);
         MPI_Irecv(&rin[1], 1, MPI_INT, right, 7, MPI_COMM_WORLD, &req[1]);
         if (ms)
-            pause_ms(ms);
+            ckpt_sleep_ms(ms);
         MPI_Isend(&v, 1, MPI_INT, right, 7, MPI_COMM_WORLD, &req[2]);
         MPI_Isend(&v, 1, MPI_INT, left, 7, MPI_COMM_WORLD, &req[3]);
         int left_to_do = 4, tests = 0;
@@ -251,19 +220,17 @@ int main(int argc, char **argv)
         MPI_Get_elements(&st, MPI_INT, &elems);
         check(elems == 6 && back[4] == grid[4] && back[3] == 0, "vector message", k);
 
-        h = mix(mix(mix(h, (uint64_t)sum[0]), (uint64_t)(rin[0] + rin[1])), (uint64_t)mine);
-        h = mix(h, (uint64_t)evens);
+        h = ckpt_fnv(ckpt_fnv(ckpt_fnv(h, (uint64_t)sum[0]), (uint64_t)(rin[0] + rin[1])),
+                     (uint64_t)mine);
+        h = ckpt_fnv(h, (uint64_t)evens);
         if (rank == 0)
             step_line(k);
     }
     MPI_Type_free(&vec);
     check(vec == MPI_DATATYPE_NULL, "MPI_Type_free", steps);
-    uint64_t all = 0;
+    uint64_t all = 0; /* on every rank: an allreduce, where mpi_common.h's xor_at_root reduces */
     MPI_Allreduce(&h, &all, 1, MPI_UINT64_T, MPI_BXOR, MPI_COMM_WORLD);
-    if (rank == 0) {
-        printf("DONE checksum=%016llx steps=%ld ranks=%d\n", (unsigned long long)all, steps, size);
-        fflush(stdout);
-    }
+    mpi_done(all);
     MPI_Finalize();
     return 0;
 }

@@ -8,36 +8,12 @@
    reversed one across a pause. Rank 0 prints `step N` and a DONE line (checksum). */
 #define PROG "mpi_groups"
 #define USAGE "[STEPS [MS_PER_STEP]]"
-#include "../ckpt_common.h"
+#include "mpi_common.h"
 
 #include <mpi.h>
 #include <stdint.h>
 
 #define MAXR 16
-
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        h ^= (v >> (8 * i)) & 0xff;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-static void check(int ok, const char *what, long step)
-{
-    if (!ok) {
-        fprintf(stderr, PROG ": FAIL: %s at step %ld\n", what, step);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-}
-
-static void pause_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 static int gsize(MPI_Group g)
 {
@@ -105,12 +81,7 @@ static void check_groups(const struct groups *g, int rank, int size, long k)
 
 int main(int argc, char **argv)
 {
-    long steps = arg(argc, argv, 1, 40, 1, 1000000);
-    long ms = arg(argc, argv, 2, 50, 0, 10000);
-    MPI_Init(&argc, &argv);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mpi_start(&argc, &argv, 50, 10000, MPI_INIT_PLAIN);
     check(size >= 2 && size <= MAXR, "2 to 16 ranks", 0);
     struct groups g;
     MPI_Comm_group(MPI_COMM_WORLD, &g.world);
@@ -155,7 +126,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(rcomm, &ssize);
     check(rrank == size - 1 - rank && ssize == size, "reversed communicator", 0);
     int right = (rrank + 1) % size, left = (rrank + size - 1) % size;
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
         check_groups(&g, rank, size, k);
         /* In flight on the reversed communicator across the pause. */
@@ -203,21 +174,16 @@ int main(int argc, char **argv)
             MPI_Comm_free(&tmp);
             half = b + mx;
         }
-        h = mix(mix(mix(h, (uint64_t)in), (uint64_t)sum), (uint64_t)half);
+        h = ckpt_fnv(ckpt_fnv(ckpt_fnv(h, (uint64_t)in), (uint64_t)sum), (uint64_t)half);
         if (rank == 0)
             step_line(k);
         if (ms)
-            pause_ms(ms);
+            ckpt_sleep_ms(ms);
         MPI_Recv(&got_late, 1, MPI_LONG, left, 3, rcomm, MPI_STATUS_IGNORE);
         check(got_late == k * 9 + left, "late message", k);
         MPI_Wait(&lreq, MPI_STATUS_IGNORE);
     }
-    uint64_t all = 0;
-    MPI_Reduce(&h, &all, 1, MPI_UINT64_T, MPI_BXOR, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        printf("DONE checksum=%016llx steps=%ld ranks=%d\n", (unsigned long long)all, steps, size);
-        fflush(stdout);
-    }
+    mpi_done(xor_at_root(h));
     if (ecomm != MPI_COMM_NULL)
         MPI_Comm_free(&ecomm);
     if (ocomm != MPI_COMM_NULL)

@@ -9,36 +9,12 @@
    even number of ranks. */
 #define PROG "mpi_intercomm"
 #define USAGE "[STEPS [MS_PER_STEP [EVERY]]]"
-#include "../ckpt_common.h"
+#include "mpi_common.h"
 
 #include <mpi.h>
 #include <stdint.h>
 
 #define MAXR 16
-
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        h ^= (v >> (8 * i)) & 0xff;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-static void check(int ok, const char *what, long step)
-{
-    if (!ok) {
-        fprintf(stderr, PROG ": FAIL: %s at step %ld\n", what, step);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-}
-
-static void pause_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 /* The inter-communicator between the halves and its merge (the lower half first): checked. */
 static void join(MPI_Comm half, int upper, int size, int tag, MPI_Comm *inter, MPI_Comm *merged,
@@ -72,13 +48,8 @@ static void join(MPI_Comm half, int upper, int size, int tag, MPI_Comm *inter, M
 
 int main(int argc, char **argv)
 {
-    long steps = arg(argc, argv, 1, 40, 1, 1000000);
-    long ms = arg(argc, argv, 2, 50, 0, 10000);
     long every = arg(argc, argv, 3, 10, 1, 1000000);
-    MPI_Init(&argc, &argv);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mpi_start(&argc, &argv, 50, 10000, MPI_INIT_PLAIN);
     check(size >= 2 && size <= MAXR && size % 2 == 0, "an even number of ranks, 2 to 16", 0);
     int n = size / 2, upper = rank >= n;
     MPI_Comm half, inter, merged;
@@ -94,7 +65,7 @@ int main(int argc, char **argv)
     MPI_Comm_compare(inter, idup, &r);
     check(r == MPI_CONGRUENT, "Comm_compare of the duplicate", 0);
     int partner_world = upper ? hrank : n + hrank;
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
         /* Sent before the pause, received after it: in flight on the inter-communicator.
          * The upper half sends two, the lower one: the cut's counts per rank differ by side. */
@@ -136,11 +107,11 @@ int main(int argc, char **argv)
             MPI_Comm_free(&m2);
             MPI_Comm_free(&i2);
         }
-        h = mix(mix(mix(h, (uint64_t)in[3]), (uint64_t)sum), (uint64_t)extra);
+        h = ckpt_fnv(ckpt_fnv(ckpt_fnv(h, (uint64_t)in[3]), (uint64_t)sum), (uint64_t)extra);
         if (rank == 0)
             step_line(k);
         if (ms)
-            pause_ms(ms);
+            ckpt_sleep_ms(ms);
         for (int i = 0; i < (upper ? 1 : 2); i++) {
             MPI_Recv(&got_late, 1, MPI_LONG, MPI_ANY_SOURCE, 11, inter, &st);
             check(got_late == k * 7 + partner_world + i && st.MPI_SOURCE == hrank, "late message",
@@ -151,12 +122,7 @@ int main(int argc, char **argv)
         MPI_Status lst[2];
         MPI_Waitall(nlate, lreq, lst);
     }
-    uint64_t all = 0;
-    MPI_Reduce(&h, &all, 1, MPI_UINT64_T, MPI_BXOR, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        printf("DONE checksum=%016llx steps=%ld ranks=%d\n", (unsigned long long)all, steps, size);
-        fflush(stdout);
-    }
+    mpi_done(xor_at_root(h));
     MPI_Comm_free(&idup);
     MPI_Comm_free(&merged);
     MPI_Comm_free(&inter);

@@ -1,5 +1,6 @@
 /* mpi_pingpong.c — a self-checking MPI program: 8-byte MPI_Send/MPI_Recv ping-pongs between ranks
-   0 and 1; under crac it also checks that a blocking send costs one crossing, not two. */
+   0 and 1, answered by rank 1 also with MPI_Sendrecv and with MPI_Irecv + MPI_Isend + MPI_Waitall;
+   under crac it checks that each of those costs one crossing when its messages are there. */
 #define PROG "mpi_pingpong"
 #define USAGE "[STEPS [MS_PER_STEP]]"
 #include "mpi_common.h"
@@ -21,6 +22,57 @@ static int under_crac(void)
     if (f)
         fclose(f);
     return found;
+}
+
+/* Rank 0 sends, rank 1 answers once the message is there (MPI_Probe): with MPI_Sendrecv
+   (tag 8), then with MPI_Irecv + MPI_Isend + MPI_Waitall (tag 9). Under crac each answer's
+   receive matches at once and its eager send completes as posted, so each costs one crossing
+   (four and three before: a crossing per post and per request waited for). */
+static uint64_t answered(long k, uint64_t (*crossings)(void), uint64_t h)
+{
+    long single = 0;
+    for (long j = 0; j < ROUNDS && rank < 2; j++) {
+        for (int tag = 8; tag <= 9; tag++) {
+            int64_t v = k * 7919 + j * 4 + tag + rank, got = -1;
+            int peer = 1 - rank;
+            if (rank == 0) {
+                MPI_Send(&v, 1, MPI_INT64_T, peer, tag, MPI_COMM_WORLD);
+                MPI_Recv(&got, 1, MPI_INT64_T, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                check(got == k * 7919 + j * 4 + tag + 1, "answer", k);
+                h = ckpt_fnv(h, (uint64_t)got);
+                continue;
+            }
+            MPI_Status st;
+            MPI_Probe(peer, tag, MPI_COMM_WORLD, &st);
+            uint64_t c0 = crossings ? crossings() : 0;
+            if (tag == 8) {
+                MPI_Sendrecv(&v, 1, MPI_INT64_T, peer, tag, &got, 1, MPI_INT64_T, peer, tag,
+                             MPI_COMM_WORLD, &st);
+            } else {
+                MPI_Request rq[2];
+                MPI_Status sts[2];
+                MPI_Irecv(&got, 1, MPI_INT64_T, peer, tag, MPI_COMM_WORLD, &rq[0]);
+                MPI_Isend(&v, 1, MPI_INT64_T, peer, tag, MPI_COMM_WORLD, &rq[1]);
+                MPI_Waitall(2, rq, sts);
+                st = sts[0];
+                check(rq[0] == MPI_REQUEST_NULL && rq[1] == MPI_REQUEST_NULL, "Waitall requests",
+                      k);
+            }
+            /* Sendrecv: one crossing; Irecv, Isend, Waitall: one each. */
+            single += crossings && crossings() - c0 == (tag == 8 ? 1u : 3u);
+            check(got == k * 7919 + j * 4 + tag && st.MPI_SOURCE == peer && st.MPI_TAG == tag,
+                  "answered value", k);
+            h = ckpt_fnv(h, (uint64_t)got);
+        }
+    }
+    if (crossings && rank == 1 && single < ROUNDS) {
+        fprintf(stderr,
+                PROG ": FAIL: %ld of %d answers (MPI_Sendrecv, MPI_Waitall) cost one crossing per "
+                     "call at step %ld\n",
+                single, 2 * ROUNDS, k);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    return h;
 }
 
 int main(int argc, char **argv)
@@ -62,6 +114,7 @@ int main(int argc, char **argv)
                     single, ROUNDS, k);
             MPI_Abort(MPI_COMM_WORLD, 3);
         }
+        h = answered(k, crossings, h);
         if (rank == 0)
             step_line(k);
         if (ms) /* steps long enough for the test to checkpoint between them */
