@@ -31,7 +31,7 @@ static uint32_t crc_table(uint32_t crc, const unsigned char *p, size_t len)
 }
 
 /* a * b mod P, one bit of a at a time (x^0 first), b multiplied by x as it goes. Only for
- * constants and crc32c_combine: a few hundred cycles. */
+ * the lane constants: a few hundred cycles. */
 static uint32_t mulmod(uint32_t a, uint32_t b)
 {
     uint32_t p = 0;
@@ -53,12 +53,6 @@ static uint32_t xpow(uint64_t n)
         sq = mulmod(sq, sq);
     }
     return r;
-}
-
-uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
-{
-    /* The pre- and post-inversions cancel: crc(A.B) = crc(A) * x^(8 len(B)) + crc(B) mod P. */
-    return mulmod(crc1, xpow(8 * len2)) ^ crc2;
 }
 
 __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const unsigned char *p,

@@ -5,6 +5,7 @@
 
 #include "crac_layout.h"
 #include "crc32c.h"
+#include "crc32c_combine.h"
 #include "image_compress.h"
 #include "page_zero.h"
 #include "restart_lazy.h"

@@ -4,6 +4,7 @@
 
 /* The source itself, so the static table and hardware paths can be called one by one. */
 #include "crc32c.c"
+#include "crc32c_combine.h"
 
 #include <stdint.h>
 #include <stdlib.h>
