@@ -39,7 +39,7 @@ from ckpt_harness import (
 )
 from conftest import CFLAGS, crac_cmd, describe, require_native
 from coord_harness import Coordinator
-from job_harness import Output, ScriptRun, bcheckpoint, segments_of, wait_steps
+from job_harness import Output, ScriptRun, bcheckpoint, segments_of, wait_past, wait_steps
 from job_harness import check_chain as check_tag_chain
 
 from crac_py.coord.restart_script import listed_generations
@@ -300,7 +300,7 @@ def test_tree_each_process_its_own_chain(apps: dict[str, Path], tmp_path: Path) 
             assert len(gens) == 2 and all(g.name == f"gen-{k + 1:06d}" for g in gens), gens
             for g in gens:
                 assert manifest(g)["incremental"]["parent"] == k, manifest(g)["incremental"]
-            wait_steps(out, tags, max(after.values()) + 5, root)
+            wait_past(out, tags, after, 5, root)
         for d in process_dirs(ckptdir):  # SIGKILL the tree (its pids name the directories)
             pid = int(d.name.rsplit("-", 1)[1])
             try:
