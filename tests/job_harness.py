@@ -113,9 +113,10 @@ def wait_past(
     timeout: float = WAIT_TIMEOUT,
     extra: str = "",
 ) -> dict[str, int]:
-    """Waits until every tag has printed LEAD steps past its own step in SINCE. Not past the
-    largest of SINCE: under load the processes drift apart, and one that was behind may end
-    (its last step) before it reaches a step only the fastest was near."""
+    """Waits until every tag has printed LEAD steps past its own step in SINCE. Not LEAD past
+    the largest of SINCE: under load the processes drift apart, and while the slowest catches
+    up with the fastest's step the fastest runs on, to its last step and exit before the
+    checkpoint or kill the test does next; nor is the wait then bounded by LEAD steps."""
     targets = {t: since[t] + lead for t in tags}
     return wait_steps(out, tags, targets, *alive, timeout=timeout, extra=extra)
 
