@@ -134,7 +134,8 @@ static const char *fast_restart_blocker(int argc, char **argv)
         "CRAC_DEVICE=",
         "CRAC_DEBUG_PATH=",
         "CRAC_NATIVE_DIR=",
-        "CRAC_LAZY_PREFETCH_DELAY_MS=" /* the loader's test knob (restart_lazy.c) */};
+        "CRAC_LAZY_PREFETCH_DELAY_MS=", /* the loader's test knob (restart_lazy.c) */
+        "CRAC_LAZY_PREFETCH_THREADS=" /* its number of prefetch threads (restart_lazy.c) */};
     static const char *const ranks[] = {
         "OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "PMI_RANK=", "SLURM_PROCID="};
     for (char **e = environ; *e; e++) {

@@ -284,6 +284,8 @@ class FakeWorker:
         self.expect("write")
         self.send({"type": "written", "gen": gen})
         self.expect("resume")
+        self.send({"type": "durable", "gen": gen})
+        self.expect("publish")
         self.gen_dir(gen).mkdir(parents=True, exist_ok=True)
         self.send({"type": "published", "gen": gen, "dir": str(self.gen_dir(gen))})
 
@@ -301,6 +303,9 @@ def answer_all(ws: Sequence[FakeWorker], gen: int) -> None:
         w.send({"type": "written", "gen": gen})
     for w in ws:
         w.expect("resume")
+        w.send({"type": "durable", "gen": gen})
+    for w in ws:
+        w.expect("publish")
         w.gen_dir(gen).mkdir(parents=True, exist_ok=True)
         w.send({"type": "published", "gen": gen, "dir": str(w.gen_dir(gen))})
 

@@ -132,6 +132,7 @@ class Job:
     ms: int = 20
     dirty_mib: int = 0
     coord_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)  # added to base_env()
     coord: Coordinator = field(init=False)
     procs: dict[str, CracProc] = field(init=False, default_factory=dict)
     ckptdir: Path = field(init=False)
@@ -161,7 +162,11 @@ class Job:
                 str(self.dirty_mib),
             ]
             self.procs[tag] = CracProc(
-                argv, out_dir=self.logs, label=f"launch-{tag}", env=base_env(), cwd=self.tmp / "cwd"
+                argv,
+                out_dir=self.logs,
+                label=f"launch-{tag}",
+                env={**base_env(), **self.env},
+                cwd=self.tmp / "cwd",
             )
         self.coord.wait_peers(len(self.tags))
 

@@ -83,7 +83,7 @@ def test_hello_welcome_status_and_list(coord, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# A job checkpoint: three phases with a barrier after each
+# A job checkpoint: four phases with a barrier after each
 
 
 def test_barriers_and_restart_script(coord, tmp_path):
@@ -102,7 +102,13 @@ def test_barriers_and_restart_script(coord, tmp_path):
     w1.send({"type": "written", "gen": 1})
     w1.expect("resume")
     w2.expect("resume")
+    # The programs run again; nobody publishes before every image is durable.
+    w1.send({"type": "durable", "gen": 1})
+    assert w1.silent(0.4)
+    assert coord.request("status")["running"] == "no"  # the checkpoint is not over
+    w2.send({"type": "durable", "gen": 1})
     for w in (w1, w2):
+        w.expect("publish")
         w.gen_dir(1).mkdir(parents=True)
         w.send({"type": "published", "gen": 1, "dir": str(w.gen_dir(1))})
     rc, out, err = finish(bc)
@@ -122,6 +128,41 @@ def test_barriers_and_restart_script(coord, tmp_path):
     assert [p["last_gen"] for p in coord.request("list")["peers"]] == [1, 1]
     kv = status_lines(command(coord.port, "s"))
     assert kv["GENERATION"] == "1"
+
+
+def test_nobody_publishes_before_every_process_is_durable(coord, tmp_path):
+    """A process lost while the writers run (after `resume`, before its `durable`) calls the
+    checkpoint off for everyone: a process that is already durable is told to abort, never to
+    publish, and the job stays at its previous generation."""
+    w1, w2, w3 = workers(coord, tmp_path, 3)
+    bc = command_bg(coord.port, "bc")
+    for w in (w1, w2, w3):
+        w.expect("checkpoint")
+    answer_all([w1, w2, w3], 1)
+    assert finish(bc)[0] == 0
+    script = tmp_path / "ckpt" / "crac_restart_script.sh"
+    before = script.read_text()
+    bc = command_bg(coord.port, "bc")
+    for w in (w1, w2, w3):
+        w.expect("checkpoint")
+        w.send({"type": "suspended"})
+    for w in (w1, w2, w3):
+        w.expect("write")
+        w.send({"type": "written", "gen": 2})
+    for w in (w1, w2, w3):
+        w.expect("resume")
+    w1.send({"type": "durable", "gen": 2})
+    w3.send({"type": "durable", "gen": 2})
+    assert w1.silent(0.3)
+    w2.close()  # killed while its writer ran
+    for w in (w1, w3):
+        assert w.expect("abort")["reason"]
+    rc, _, err = finish(bc)
+    assert rc == 2 and "pid 1001" in err and "resume phase" in err, err
+    assert script.read_text() == before
+    st = coord.request("status")
+    assert (st["generation"], st["num_peers"]) == (1, 2)
+    assert [p["last_gen"] for p in coord.request("list")["peers"]] == [1, 1]
 
 
 def test_restart_script_runs_from_a_fresh_shell(coord, tmp_path):
@@ -236,6 +277,9 @@ def test_phase_timeout_and_late_answers(tmp_path):
             w.send({"type": "written", "gen": 1})
         for w in (w1, w2):
             w.expect("resume")
+            w.send({"type": "durable", "gen": 1})
+        for w in (w1, w2):
+            w.expect("publish")
             w.gen_dir(1).mkdir(parents=True)
             w.send({"type": "published", "gen": 1, "dir": str(w.gen_dir(1))})
         assert finish(bc)[0] == 0

@@ -7,8 +7,11 @@ the generation becomes `latest` only once the image is on disk.
   it was written by the forked writer.
 * The writer held stopped: the program goes on, `latest` stays the previous generation; a SIGKILL
   of the program then ends the writer too and the previous generation restarts.
-* `crac command -bc` returns once the image is on disk, `-kc` exits after it; under a
-  coordinator the image is written with the program paused (no forked writer yet).
+* The writer runs in a session of its own (a scheduler autogroup of its own: its share of the
+  CPU does not shrink with the number of the program's busy threads).
+* `crac command -bc` of a job returns once the image is on disk, written by the forked writer
+  (the job's `durable` phase, docs/PROTOCOL.md), or with the process paused under
+  --no-fork-writer; `-kc` exits after it, written paused.
 * The fallback: --no-fork-writer, and a refused fork (tests/apps/deny_cow_fork.c), with one
   warning line.
 
@@ -246,6 +249,60 @@ def test_writer_stopped_then_program_killed(apps, tmp_path):
     assert again.lines()[-1] == ref.done, again.report()
 
 
+def session(pid: int) -> int | None:
+    """The session id of PID (None once it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def test_writer_in_own_session(apps, tmp_path):
+    """The forked writer leaves the program's session for one of its own (it is its leader), so
+    the scheduler's autogroups give it a share like the whole program's. It is caught stopped;
+    it may be caught before its first steps, so it is let run and looked at until it is seen
+    in its own session (a later checkpoint's writer when one ends unseen). The checkpoint then
+    completes and restarts to the uninterrupted run's end."""
+    app = apps["ckpt_cowrite"]
+    ref = native_reference(app, COWRITE_ARGS, tmp_path / "ref", tmp_path / "ref_cwd")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckptdir.mkdir()
+    logs.mkdir()
+    proc = launch(app, COWRITE_ARGS, ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 10)
+        program_sid = session(proc.pid)
+        assert program_sid is not None
+        seen: list[tuple[int, int | None]] = []
+        for _ in range(5):
+            known = complete_generations(ckptdir)
+            writer = catch_writer(
+                proc.pid,
+                lambda: proc.send_signal(signal.SIGUSR2),
+                lambda: complete_generations(ckptdir) != known,
+            )
+            sid = session(writer)
+            os.kill(writer, signal.SIGCONT)
+            while sid == program_sid:
+                sid = session(writer)
+            seen.append((writer, sid))
+            deadline = time.monotonic() + WAIT_TIMEOUT
+            while complete_generations(ckptdir) == known and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if sid is not None:
+                break
+        writer, sid = seen[-1]
+        assert sid == writer and sid != program_sid, (program_sid, seen)
+        assert wait_writers(proc.err_path, len(seen))[-1:] == ["forked"], proc.report()
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    again = restart(ckptdir, out_dir=logs, label="restart")
+    assert wait_exit(again) == 0, again.report()
+    assert again.lines()[-1] == ref.done, again.report()
+
+
 @pytest.fixture
 def one_job(apps, tmp_path):
     job = Job(apps["coord_counter"], tmp_path, ["w1"], steps=3000, ms=5, dirty_mib=96)
@@ -253,11 +310,20 @@ def one_job(apps, tmp_path):
     job.stop()
 
 
-def test_bcheckpoint_returns_when_durable(one_job):
-    """`crac command -bc` of a job: it returns once the image is complete and `latest`. Under a
-    coordinator the image is written with the process paused (no forked writer yet: a job needs
-    a barrier after every writer is durable, docs/DECISIONS.md)."""
-    job = one_job
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "no_fork_writer"])
+def test_bcheckpoint_returns_when_durable(apps, tmp_path, fork):
+    """`crac command -bc` of a job: it returns once the image is complete and `latest`. The image
+    is written by the forked writer (the job publishes once every process is durable), or with
+    the process paused under CRAC_NO_FORK_WRITER=1 (the same protocol)."""
+    env = {} if fork else {"CRAC_NO_FORK_WRITER": "1"}
+    job = Job(apps["coord_counter"], tmp_path, ["w1"], steps=3000, ms=5, dirty_mib=96, env=env)
+    try:
+        bc_durable(job, "forked" if fork else "paused")
+    finally:
+        job.stop()
+
+
+def bc_durable(job: Job, writer: str) -> None:
     job.wait_steps(5)
     rc, out, err = finish(command_bg(job.coord.port, "bc"))
     assert rc == 0, (out, err)
@@ -265,7 +331,7 @@ def test_bcheckpoint_returns_when_durable(one_job):
     latest = latest_complete(process_dirs(job.ckptdir)[0])
     assert latest is not None and latest.name == f"gen-{gen:06d}", tree(job.ckptdir)
     assert (latest / "MANIFEST.json").is_file()
-    assert writers(job.procs["w1"].err_path) == ["paused"]
+    assert writers(job.procs["w1"].err_path) == [writer]
 
 
 def test_kcheckpoint_writes_paused(one_job):

@@ -286,34 +286,120 @@ def no_new_generation(job: Job, gen: int) -> None:
         assert [g.name for g in generations(procdir)][-1] == f"gen-{gen:06d}", tree(job.ckptdir)
 
 
-def test_process_killed_mid_checkpoint(counter, tmp_path):
-    """One process SIGKILLed while the job writes its images (a few hundred MB each, so the
-    write phase lasts): the coordinator abandons the checkpoint and says why; the others go on
-    and finish correctly; the previous generation stays the valid one and restarts the whole
-    job, the killed process included."""
-    steps = 300
-    tags = ["k1", "k2", "k3"]
-    job = Job(counter, tmp_path, tags, steps, dirty_mib=300)
+class HeldWriters:
+    """A job whose forked checkpoint writers start writing only once a file exists (the test knob
+    CRAC_TEST_WRITER_HOLD, loader/ckpt/ckpt_run.c): while it is absent, every process of a
+    checkpoint runs on with its image unwritten, however fast the machine writes."""
+
+    def __init__(self, counter: Path, tmp_path: Path, tags: list[str], steps: int, mib: int):
+        self.hold = tmp_path / "writers-go"
+        self.job = Job(
+            counter,
+            tmp_path,
+            tags,
+            steps,
+            dirty_mib=mib,
+            env={"CRAC_TEST_WRITER_HOLD": str(self.hold)},
+        )
+
+    def release(self) -> None:
+        self.hold.touch()
+
+    def held_checkpoint(self):
+        """Starts `crac command -bc` with the writers held; returns it once every process has
+        resumed its program (the coordinator waits for their `durable`)."""
+        self.hold.unlink(missing_ok=True)
+        bc = command_bg(self.job.coord.port, "bc")
+        n = len(self.job.tags)
+
+        def flushing() -> bool:
+            states = [p["state"] for p in request(self.job.coord.port, "list")["peers"]]
+            return states.count("FLUSHING") == n
+
+        wait_until(flushing, "every process resumed with its writer running")
+        return bc
+
+    def no_tmp_left(self, but: int = 0) -> bool:
+        """No unfinished generation in any process directory (BUT: that pid's excepted: a
+        killed process's is removed by its next checkpoint)."""
+        dirs = [d for d in process_dirs(self.job.ckptdir) if not d.name.endswith(f"-{but}")]
+        return not [p for d in dirs for p in d.glob("gen-*.tmp")]
+
+
+def test_job_runs_while_its_writers_write(counter, tmp_path):
+    """A coordinated checkpoint pauses each process only to capture its state: with every forked
+    writer held back, all the programs go on (their steps advance, rewriting their memory) while
+    `-bc` waits; it returns once every image is durable and published, and the images hold the
+    state at the cut: the job restarts from them identically."""
+    steps = 400
+    tags = ["r1", "r2", "r3"]
+    held = HeldWriters(counter, tmp_path, tags, steps, mib=64)
+    job = held.job
     runs = []
     try:
         job.wait_steps(10)
         before = job.last_steps()
+        bc = held.held_checkpoint()
+        at_resume = job.last_steps()
+        after_cut = at_resume  # the cut fell before the programs resumed
+        wait_until(
+            lambda: all(job.last_steps()[t] >= at_resume[t] + 5 for t in tags),
+            "every program running on while its writer is held",
+        )
+        assert bc.poll() is None, "bc returned before the images were written"
+        assert complete_generations(job.ckptdir) == {}, tree(job.ckptdir)
+        held.release()
+        rc, out, err = finish(bc)
+        assert rc == 0 and "GENERATION=1" in out, (out, err, job.coord.log_text())
+        script = Path(out.splitlines()[1].removeprefix("RESTART_SCRIPT="))
+        assert set(complete_generations(job.ckptdir).values()) == {1}, tree(job.ckptdir)
+        assert held.no_tmp_left(), tree(job.ckptdir)
+        for p in job.procs.values():
+            kill9(p)
+        chains = {t: [s] for t, s in launch_segments(job, before, after_cut).items()}
+        run = ScriptRun(script, job.logs, "restart", "-p", str(free_port()))
+        runs.append(run)
+        assert run.wait() == 0, run.report()
+        for t, seg in segments_of(run.out, tags, None, None).items():
+            chains[t].append(seg)
+        check_chain(chains, steps, job.ckptdir)
+    except BaseException:
+        print(job.report(), *(r.report() for r in runs), sep="\n")
+        raise
+    finally:
+        held.release()
+        for r in runs:
+            r.kill()
+        job.stop()
+
+
+def test_process_killed_mid_checkpoint(counter, tmp_path):
+    """One process SIGKILLed while the job's forked writers write its images (held back by the
+    test knob, so the window lasts): the coordinator abandons the checkpoint and says why; no
+    process publishes the new generation, the others remove their unfinished one, go on and
+    finish correctly; the previous generation stays the valid one and restarts the whole job,
+    the killed process included."""
+    steps = 300
+    tags = ["k1", "k2", "k3"]
+    held = HeldWriters(counter, tmp_path, tags, steps, mib=64)
+    job = held.job
+    runs = []
+    try:
+        job.wait_steps(10)
+        held.release()
+        before = job.last_steps()
         script = bcheckpoint(job.coord.port)
         after = job.last_steps()
         saved = script.read_text()
-        bc = command_bg(job.coord.port, "bc")
-
-        def writing() -> bool:
-            states = [p["state"] for p in request(job.coord.port, "list")["peers"]]
-            return states.count("WRITING") == len(tags)
-
-        wait_until(writing, "every process writing its image", poll=0.002)
+        bc = held.held_checkpoint()
         victim = job.procs["k2"]
         victim.send_signal(signal.SIGKILL)
         rc, out, err = finish(bc)
         assert rc == 2, (out, err)
         assert "abandoned" in err and f"pid {victim.pid}" in err, err
         assert "job generation 1" in err
+        held.release()  # the survivors' writers finish; their images must not be published
+        wait_until(lambda: held.no_tmp_left(victim.pid), "the unfinished generations removed")
         assert script.read_text() == saved
         st = request(job.coord.port, "status")
         assert (st["num_peers"], st["running"], st["generation"]) == (2, "yes", 1)
@@ -331,6 +417,7 @@ def test_process_killed_mid_checkpoint(counter, tmp_path):
         print(job.report(), *(r.report() for r in runs), sep="\n")
         raise
     finally:
+        held.release()
         for r in runs:
             r.kill()
         job.stop()

@@ -14,9 +14,13 @@ MAX_LINE = 64 * 1024  # bytes in one message line, newline excluded
 PHASES = (
     ("checkpoint", "checkpoint", "suspended", "SUSPENDING"),
     ("write", "write", "written", "WRITING"),
-    ("resume", "resume", "published", "PUBLISHING"),
+    # The programs run again; each process's image is still being written (its forked writer)
+    # until it answers `durable`. Nobody publishes before everyone is durable, so a process lost
+    # in between leaves the whole job at its previous generation.
+    ("resume", "resume", "durable", "FLUSHING"),
+    ("publish", "publish", "published", "PUBLISHING"),
 )
-ANSWERS = frozenset({"suspended", "written", "published", "failed"})
+ANSWERS = frozenset({"suspended", "written", "durable", "published", "failed"})
 
 # crac command verbs: canonical name -> spellings (leading dashes are stripped before lookup).
 VERBS: dict[str, tuple[str, ...]] = {

@@ -2,12 +2,14 @@
 `crac restart` process of the job joins (through its loader's manager thread), and that
 `crac command` talks to.
 
-A job checkpoint is three phases with a barrier after each (checkpoint -> suspended, write ->
-written, resume -> published). A participant that fails a phase, disconnects, or does not answer
-within the phase timeout makes the coordinator abandon that checkpoint: it sends `abort` to the
-others, logs why and answers a waiting `bcheckpoint` with that reason; the previous generation of
-every process (and the restart script naming them) stays the valid one. After a complete job
-checkpoint the coordinator writes crac_restart_script.sh (restart_script.py).
+A job checkpoint is four phases with a barrier after each (checkpoint -> suspended, write ->
+written, resume -> durable, publish -> published): the programs run again after `written`, while
+their forked writers write, and no process publishes before every one is durable. A participant
+that fails a phase, disconnects, or does not answer within the phase timeout makes the
+coordinator abandon that checkpoint: it sends `abort` to the others, logs why and answers a
+waiting `bcheckpoint` with that reason; the previous generation of every process (and the
+restart script naming them) stays the valid one. After a complete job checkpoint the
+coordinator writes crac_restart_script.sh (restart_script.py).
 
 Process setup (binding, port and status files, daemon) is in coord_run.py.
 """
@@ -499,6 +501,11 @@ class Coordinator:
             peer.state = "SUSPENDED"
         elif kind == "written":
             peer.state = "WRITTEN"
+        elif kind == "durable":
+            if not int_in(msg.get("gen"), 1, MAX_GENERATION):
+                ck.fail(f"{peer.label} answered 'durable' without a generation")
+                return
+            peer.state = "DURABLE"
         else:
             gen, gen_dir = msg.get("gen"), msg.get("dir")
             if (
@@ -549,7 +556,7 @@ class Coordinator:
                 ck.barrier.set_result(None)
         elif ck is not None and peer.id in ck.participants:
             ck.gone.add(peer.id)
-            finished = ck.phase == "resume" and peer.id in ck.published
+            finished = ck.phase == "publish" and peer.id in ck.published
             if not finished:
                 ck.fail(f"{peer.label} disconnected during the {ck.phase} phase (did it die?)")
             elif ck.barrier is not None and not ck.barrier.done() and not ck.waiting:

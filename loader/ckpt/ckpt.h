@@ -82,6 +82,8 @@ struct ckpt_barrier {
     void *ctx;
     int (*suspended)(void *ctx);
     int (*written)(void *ctx, int generation);
+    /* The image is on disk (gen-N.tmp flushed): 0 when the job says publish, -1 when not. */
+    int (*durable)(void *ctx, int generation);
     void (*published)(void *ctx, int generation, const char *dir); /* -1: publishing failed */
     void (*failed)(void *ctx, const char *why);
 };
@@ -116,6 +118,12 @@ int core_write(const char *path, const struct parked_thread *threads, int n_thre
 /* Publishes tmp_dir; takes (finishes and frees) the digests. */
 int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc, uint64_t core_size,
                       int n_threads, struct image_digests digests);
+/* commit_generation in two steps, for a job whose processes must all be durable before any
+ * publishes (docs/PROTOCOL.md): prepare writes the manifest and flushes gen-N.tmp (takes the
+ * digests); publish renames it to gen-N and moves `latest`. */
+int prepare_generation(const char *tmp_dir, int generation, uint32_t header_crc, uint64_t core_size,
+                       int n_threads, struct image_digests digests);
+int publish_generation(const char *tmp_dir, int generation);
 typedef int32_t (*tid_map_fn)(int32_t old_tid);
 
 /* The forked writer (ckpt_writer.c): upper.core written and flushed by a copy-on-write child
@@ -126,12 +134,20 @@ struct ckpt_write_job {
     int n_threads, generation;
     const struct state_note *notes;
 };
+/* CRAC_TEST_WRITER_HOLD (a test knob, ckpt_run.c): the writer waits for that file to exist. */
+void ckpt_test_writer_hold(void);
 /* The pid core_write records as the process's (0: getpid()); the forked writer sets it. */
 extern pid_t core_owner_pid;
+/* Set only in the forked writer's own copy (never in the program's process): core_write may then
+ * drop its copy of each batch of pages once written (MADV_DONTNEED), which the program's memory
+ * does not see (docs/DECISIONS.md "Checkpoint CPU and write path"). */
+extern int core_in_forked_copy;
 /* 0 and the child's pid, or -errno (the clone was refused: write in-process instead). */
 int ckpt_writer_start(const struct ckpt_write_job *job, pid_t *pid);
 /* Waits for the child; 0 with its results once upper.core is written and on disk, else -1. */
 int ckpt_writer_wait(pid_t pid, uint32_t *header_crc, uint64_t *core_size);
+/* The CPU time (ms) the last writer reported with its results (CRAC_TIMING). */
+double ckpt_writer_cpu_ms(void);
 /* Kills and reaps it (the checkpoint was called off). */
 void ckpt_writer_cancel(pid_t pid);
 

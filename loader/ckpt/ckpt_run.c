@@ -1,6 +1,7 @@
 /* ckpt_run.c — one checkpoint, in the order of docs/ARCHITECTURE.md "Checkpoint": quiesce, suspend, write into a temporary
- * directory, resume, then publish (manifest, rename, latest). Also the lower-half entries the
- * upper runtime calls to register itself and to ask for a checkpoint. */
+ * directory, resume, then publish (manifest, rename, latest; in a job only once every process's
+ * image is durable). Also the lower-half entries the upper runtime calls to register itself and
+ * to ask for a checkpoint. */
 #include "ckpt.h"
 #include "tree.h"
 
@@ -118,9 +119,23 @@ static void report_timing(int generation, const double *t, int n_threads, uint64
     if (enabled)
         fprintf(stderr,
                 "crac: timing: generation %d: suspend %.2f ms, write %.2f ms, pause %.2f ms, "
-                "publish %.2f ms, threads %d, core %llu bytes, fork %.2f ms, writer %s\n",
+                "publish %.2f ms, threads %d, core %llu bytes, writer cpu %.0f ms, fork %.2f ms, "
+                "writer %s\n",
                 generation, t[1] - t[0], t[2] - t[1], t[3] - t[0], t[4] - t[3], n_threads,
-                (unsigned long long)core_size, fork_ms, forked ? "forked" : "paused");
+                (unsigned long long)core_size, forked ? ckpt_writer_cpu_ms() : 0.0, fork_ms,
+                forked ? "forked" : "paused");
+}
+
+/* Test knob (tests/test_job.py; docs/CLI.md "Environment"): with CRAC_TEST_WRITER_HOLD=PATH the
+ * forked writer starts writing only once PATH exists, as if it were that slow, so a test can
+ * look at a job while its writers run without depending on how long writing takes. Runs in the
+ * writer (a copy of the manager: ordinary libc). */
+void ckpt_test_writer_hold(void)
+{
+    const char *path = getenv("CRAC_TEST_WRITER_HOLD");
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    while (path && path[0] && access(path, F_OK) != 0)
+        nanosleep(&tick, NULL);
 }
 
 static void finish_attempt(struct crac_registry *r, int failed)
@@ -254,10 +269,11 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         incr_prepare(generation);
     pid_t writer = -1;
     double tc = now_ms(); /* the fork: copying the page tables is most of the pause */
-    /* Not under a coordinator (b): the job's processes publish each on its own once written,
-     * so a process killed while the others' writers run would leave the job's generations
-     * mixed; forking there needs a job-wide barrier after every writer is durable. */
-    if (rc == 0 && !exit_after && !b && !ckpt_cfg.no_fork_writer) {
+    /* Under a coordinator too: no process publishes before every one is durable (the
+     * `durable` barrier below), so a process killed while the writers run leaves the whole job
+     * at the previous generation (docs/DECISIONS.md "Coordinated checkpoints with forked
+     * writers"). */
+    if (rc == 0 && !exit_after && !ckpt_cfg.no_fork_writer) {
         const struct ckpt_write_job job = {core, threads, n, generation, notes};
         static int warned; /* one line per process: it would be refused each time */
         int err = ckpt_writer_start(&job, &writer);
@@ -296,8 +312,15 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     }
     t[2] = now_ms();
     if (exit_after) {
-        /* Checkpoint-then-exit: publish while everything is still parked, then leave. */
-        rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
+        /* Checkpoint-then-exit: publish while everything is still parked, then leave; in a job
+         * once every process is durable. */
+        rc = prepare_generation(tmp, generation, header_crc, core_size, n, digests);
+        if (b && rc == 0 && b->durable(b->ctx, generation) != 0) {
+            abandon(r, tmp, generation, 1, "the coordinator called it off");
+            return -1;
+        }
+        if (rc == 0)
+            rc = publish_generation(tmp, generation);
         t[3] = t[2];
         t[4] = now_ms();
         report_timing(generation, t, n, core_size, 0, 0);
@@ -318,9 +341,31 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
                 "stays valid\n",
                 generation, core);
         rc = -1;
+    } else if (rc == 0) {
+        rc = prepare_generation(tmp, generation, header_crc, core_size, n, digests);
+    }
+    /* A job publishes generation N only when every process has it on disk: a process killed
+     * (or a writer failed) before then leaves every process at N-1. The wait is for other
+     * processes' writers, not for a program thread here, so the program's close_range is not
+     * held back meanwhile (lower_fds.h). */
+    int answered = 0; /* `failed` sent, or the job called it off: no `published` */
+    if (b && rc != 0) {
+        b->failed(b->ctx, "cannot write the image");
+        answered = 1;
+    } else if (b) {
+        lower_fds_release();
+        if (b->durable(b->ctx, generation) != 0) {
+            fprintf(stderr,
+                    "crac: error: checkpoint %d abandoned: the coordinator called it off; "
+                    "the previous one stays valid\n",
+                    generation);
+            rc = -1;
+            answered = 1;
+        }
+        lower_fds_hold();
     }
     if (rc == 0)
-        rc = commit_generation(tmp, generation, header_crc, core_size, n, digests);
+        rc = publish_generation(tmp, generation);
     t[4] = now_ms();
     report_timing(generation, t, n, core_size, fork_ms, writer > 0);
     if (rc != 0) {
@@ -332,7 +377,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         report_verbose(generation, t, final);
     }
     lower_fds_release();
-    if (b)
+    if (b && !answered)
         b->published(b->ctx, rc == 0 ? generation : -1, final);
     /* Only now may the program end (emu_exit_group waits): a process of a job that ended before
      * its `published` left the coordinator thinking it died mid-checkpoint. */

@@ -270,6 +270,15 @@ static int on_written(void *ctx, int generation)
     return wait_for("resume");
 }
 
+/* Every process's image is on disk before any publishes (docs/PROTOCOL.md). */
+static int on_durable(void *ctx, int generation)
+{
+    (void)ctx;
+    if (send_line(conn.fd, "{\"type\":\"durable\",\"gen\":%d}", generation) != 0)
+        return -1;
+    return wait_for("publish");
+}
+
 static void on_published(void *ctx, int generation, const char *dir)
 {
     (void)ctx;
@@ -289,8 +298,11 @@ static void on_failed(void *ctx, const char *why)
     send_line(conn.fd, "{\"type\":\"failed\",\"reason\":%s}", w);
 }
 
-static const struct ckpt_barrier barrier = {NULL, on_suspended, on_written, on_published,
-                                            on_failed};
+static const struct ckpt_barrier barrier = {.suspended = on_suspended,
+                                            .written = on_written,
+                                            .durable = on_durable,
+                                            .published = on_published,
+                                            .failed = on_failed};
 
 void coord_serve(int fd, int wake_fd)
 {

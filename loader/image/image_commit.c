@@ -481,16 +481,29 @@ static int write_restart_script(void)
     return 0;
 }
 
-int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc, uint64_t core_size,
-                      int n_threads, struct image_digests digests)
+int prepare_generation(const char *tmp_dir, int generation, uint32_t header_crc, uint64_t core_size,
+                       int n_threads, struct image_digests digests)
 {
-    char final[PATH_MAX + 32], link_tmp[PATH_MAX + 32], link[PATH_MAX + 32], name[32];
     if (write_manifest(tmp_dir, generation, header_crc, core_size, n_threads, digests) != 0 ||
         fsync_path(tmp_dir) != 0) {
         fprintf(stderr, "crac: error: cannot write the manifest of generation %d: %s\n", generation,
                 strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc, uint64_t core_size,
+                      int n_threads, struct image_digests digests)
+{
+    if (prepare_generation(tmp_dir, generation, header_crc, core_size, n_threads, digests) != 0)
+        return -1;
+    return publish_generation(tmp_dir, generation);
+}
+
+int publish_generation(const char *tmp_dir, int generation)
+{
+    char final[PATH_MAX + 32], link_tmp[PATH_MAX + 32], link[PATH_MAX + 32], name[32];
     snprintf(name, sizeof(name), "gen-%06d", generation);
     snprintf(final, sizeof(final), "%s/%s", ckpt_cfg.proc_dir, name);
     remove_tree(final); /* a leftover of an earlier run with the same number */

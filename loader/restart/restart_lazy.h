@@ -1,5 +1,5 @@
 /* restart_lazy.h — lazy restart (restart_lazy.c) as the rest of the loader sees it: the hook
- * restart_memory.c calls per region, the start of the fault server, and the wait for its end. */
+ * restart_memory.c calls per region, the start of its threads, and the wait for their end. */
 #ifndef CRAC_RESTART_LAZY_H
 #define CRAC_RESTART_LAZY_H
 
@@ -18,7 +18,7 @@ extern volatile int32_t restart_lazy_pending;
 /* Region r is mapped (read-write): register it for lazy filling from core instead of reading
  * it. 1 taken; 0 not one lazy restart takes (the caller fills it); -1 error (err). */
 int restart_lazy_take(const struct crac_region_rec *r, int core, char *err, size_t errlen);
-/* Start the lower-half thread that serves faults and prefetches (no-op when nothing was taken);
+/* Start the lower-half threads that serve faults and prefetch (no-op when nothing was taken);
  * before anything touches W. gen_dir names the image in error messages. 0, or -1 (err). */
 int restart_lazy_start(const char *gen_dir, char *err, size_t errlen);
 
