@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import platform
 import shlex
 import statistics
 import subprocess
@@ -93,6 +94,67 @@ def build_apps(names: list[str], out_dir: Path) -> dict[str, Path]:
             raise BenchError(f"cannot build {name}: {shlex.join(cmd)}\n{res.stderr}")
         built[name] = out
     return built
+
+
+def build_program(src: Path, out_dir: Path) -> Path:
+    """Compiles SRC (a benchmark's own program, bench/apps/*.c) into OUT_DIR/<its stem>."""
+    exe = out_dir / src.stem
+    cmd = ["gcc", *CFLAGS, "-o", str(exe), str(src)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if res.returncode != 0:
+        raise BenchError(f"cannot build {src.name}:\n{res.stderr}")
+    return exe
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without crac's and DMTCP's settings: the benchmark chooses them."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("CRAC_", "DMTCP_"))}
+
+
+def wait_line(p: subprocess.Popen, prefix: bytes, timeout: float = 600.0) -> None:
+    """Reads P's stdout (a pipe) until a line starts with PREFIX."""
+    assert p.stdout is not None
+    deadline = time.monotonic() + timeout
+    for line in p.stdout:
+        if line.startswith(prefix):
+            return
+        if time.monotonic() > deadline:
+            break
+    raise BenchError(f"the program never printed {prefix!r} (exit {p.poll()})")
+
+
+def timed_restart(ckdir: Path, what: str, timeout: float = 600.0) -> float:
+    """Seconds from `crac restart CKDIR` to the restarted program's first `tick` line (all its
+    memory is back by then); the restarted program is killed. WHAT names the image in errors."""
+    t0 = time.perf_counter()
+    r = subprocess.Popen(
+        [*crac_cmd(), "restart", str(ckdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
+    try:
+        wait_line(r, b"tick", timeout)
+        return time.perf_counter() - t0
+    except BenchError as exc:
+        r.kill()
+        err = r.communicate(timeout=60)[1].decode(errors="replace").replace("\r", "\n")
+        last = [ln.strip() for ln in err.splitlines() if ln.strip()][-3:]
+        raise BenchError(f"restart of {what}: {exc}: {' | '.join(last)}") from None
+    finally:
+        r.kill()
+        r.wait(timeout=60)
+
+
+def run_header(medians_of: int) -> str:
+    """The line a benchmark's report starts with: its command, the commit, the machine's load."""
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    return (
+        f"`{command_line()}` — commit {commit}, load average {os.getloadavg()[0]:.1f}, "
+        f"{os.cpu_count()} CPUs, {platform.release()}, medians of {medians_of}\n"
+    )
 
 
 @dataclass

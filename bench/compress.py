@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -30,31 +29,21 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import CFLAGS, REPO, BenchError, command_line, crac_cmd, markdown_table
+from _common import (
+    REPO,
+    BenchError,
+    build_program,
+    clean_env,
+    crac_cmd,
+    markdown_table,
+    run_header,
+    timed_restart,
+    wait_line,
+)
 
 APP_SRC = REPO / "bench" / "apps" / "compress_data.c"
 MIB = 1 << 20
 TIMEOUT = 600.0
-
-
-def build(out: Path) -> Path:
-    exe = out / "compress_data"
-    cmd = ["gcc", *CFLAGS, "-o", str(exe), str(APP_SRC)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if res.returncode != 0:
-        raise BenchError(f"cannot build {APP_SRC.name}:\n{res.stderr}")
-    return exe
-
-
-def wait_line(p: subprocess.Popen, prefix: bytes) -> None:
-    assert p.stdout is not None
-    deadline = time.monotonic() + TIMEOUT
-    for line in p.stdout:
-        if line.startswith(prefix):
-            return
-        if time.monotonic() > deadline:
-            break
-    raise BenchError(f"the program never printed {prefix!r} (exit {p.poll()})")
 
 
 def wait_path(path: Path) -> None:
@@ -86,10 +75,9 @@ def one(app: Path, work: Path, kind: str, size_mib: int, mode: str) -> dict:
     ckdir = work / f"ck-{mode.replace(':', '')}"
     shutil.rmtree(ckdir, ignore_errors=True)
     ckdir.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRAC_", "DMTCP_"))}
     argv = [*crac_cmd(), "launch", "--compress", mode, "-c", str(ckdir), "--", str(app), kind]
     p = subprocess.Popen(
-        [*argv, str(size_mib)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        [*argv, str(size_mib)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env()
     )
     try:
         wait_line(p, b"tick 2")
@@ -106,24 +94,7 @@ def one(app: Path, work: Path, kind: str, size_mib: int, mode: str) -> dict:
         p.wait(timeout=60)
     core = manifest / "latest" / "upper.core"
     size = core.stat().st_blocks * 512
-    t0 = time.perf_counter()
-    r = subprocess.Popen(
-        [*crac_cmd(), "restart", str(ckdir)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    try:
-        wait_line(r, b"tick")
-        restart_s = time.perf_counter() - t0
-    except BenchError as exc:
-        r.kill()
-        err = r.communicate(timeout=60)[1].decode(errors="replace").replace("\r", "\n")
-        last = [ln.strip() for ln in err.splitlines() if ln.strip()][-3:]
-        raise BenchError(f"restart of the {mode} image: {exc}: {' | '.join(last)}") from None
-    finally:
-        r.kill()
-        r.wait(timeout=60)
+    restart_s = timed_restart(ckdir, f"the {mode} image")
     shutil.rmtree(ckdir, ignore_errors=True)
     return {"ckpt_s": ckpt_s, "image_bytes": size, "restart_s": restart_s}
 
@@ -142,7 +113,7 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="crac-compress-", dir=opts.dir) as tmp:
             work = Path(tmp)
-            app = build(work)
+            app = build_program(APP_SRC, work)
             for size in map(int, opts.sizes.split(",")):
                 for kind in opts.kinds.split(","):
                     cell: dict = {"plain_s": [], **{m: [] for m in modes}}
@@ -157,13 +128,7 @@ def main() -> int:
     if opts.json:
         print(json.dumps(results, indent=1))
         return 0
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    print(
-        f"`{command_line()}` — commit {commit}, load average {os.getloadavg()[0]:.1f}, "
-        f"{os.cpu_count()} CPUs, {platform.release()}, medians of {opts.reps}\n"
-    )
+    print(run_header(opts.reps))
     rows = []
     for name, cell in results.items():
         plain = statistics.median(cell["plain_s"])

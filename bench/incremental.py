@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import signal
 import statistics
@@ -32,35 +30,21 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import CFLAGS, REPO, BenchError, command_line, crac_cmd, markdown_table
+from _common import (
+    REPO,
+    BenchError,
+    build_program,
+    clean_env,
+    crac_cmd,
+    markdown_table,
+    run_header,
+    timed_restart,
+    wait_line,
+)
 
 APP_SRC = REPO / "bench" / "apps" / "incr_dirty.c"
 MIB = 1 << 20
 TIMEOUT = 600.0
-
-
-def build(out: Path) -> Path:
-    exe = out / "incr_dirty"
-    cmd = ["gcc", *CFLAGS, "-o", str(exe), str(APP_SRC)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if res.returncode != 0:
-        raise BenchError(f"cannot build {APP_SRC.name}:\n{res.stderr}")
-    return exe
-
-
-def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("CRAC_", "DMTCP_"))}
-
-
-def wait_line(p: subprocess.Popen, prefix: bytes) -> None:
-    assert p.stdout is not None
-    deadline = time.monotonic() + TIMEOUT
-    for line in p.stdout:
-        if line.startswith(prefix):
-            return
-        if time.monotonic() > deadline:
-            break
-    raise BenchError(f"the program never printed {prefix!r} (exit {p.poll()})")
 
 
 class Run:
@@ -72,7 +56,7 @@ class Run:
         argv = [*crac_cmd(), "launch", *opts, "-c", str(ckdir), "--", str(app)]
         self.p = subprocess.Popen(
             [*argv, str(size), str(percent)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env(),
+            env=clean_env(),
         )  # fmt: skip
         wait_line(self.p, b"tick 2")
         self.gens = 0
@@ -103,24 +87,6 @@ class Run:
         self.p.wait(timeout=60)
 
 
-def restart_s(ckdir: Path) -> float:
-    t0 = time.perf_counter()
-    r = subprocess.Popen(
-        [*crac_cmd(), "restart", str(ckdir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=env(),
-    )  # fmt: skip
-    try:
-        wait_line(r, b"tick")
-        return time.perf_counter() - t0
-    except BenchError as exc:
-        r.kill()
-        err = r.communicate(timeout=60)[1].decode(errors="replace")
-        raise BenchError(f"restart of {ckdir}: {exc}: {err.strip()[-300:]}") from None
-    finally:
-        r.kill()
-        r.wait(timeout=60)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=256)
@@ -133,7 +99,7 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="crac-incr-", dir=opts.dir) as tmp:
             work = Path(tmp)
-            app = build(work)
+            app = build_program(APP_SRC, work)
             incr_opts = ["--incremental", "--full-every", "100"]
             inc = Run(app, work / "inc", opts.size, opts.percent, incr_opts)
             full = Run(app, work / "full", opts.size, opts.percent, [])
@@ -147,8 +113,8 @@ def main() -> int:
                 inc.kill()
                 full.kill()
             for _ in range(opts.rounds):
-                res["restart"]["chain"].append(restart_s(inc.ckdir))
-                res["restart"]["full"].append(restart_s(full.ckdir))
+                res["restart"]["chain"].append(timed_restart(inc.ckdir, "the chain"))
+                res["restart"]["full"].append(timed_restart(full.ckdir, "the full image"))
             shutil.rmtree(work / "inc", ignore_errors=True)
             shutil.rmtree(work / "full", ignore_errors=True)
     except BenchError as exc:
@@ -157,13 +123,7 @@ def main() -> int:
     if opts.json:
         print(json.dumps(res, indent=1))
         return 0
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    print(
-        f"`{command_line()}` — commit {commit}, load average {os.getloadavg()[0]:.1f}, "
-        f"{os.cpu_count()} CPUs, {platform.release()}, medians of {opts.rounds}\n"
-    )
+    print(run_header(opts.rounds))
 
     def med(rows: list[dict], key: str) -> float:
         return statistics.median(r[key] for r in rows)

@@ -87,6 +87,27 @@ def build_ckpt_apps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     return dict(_BUILT)
 
 
+def build_app(tmp_path_factory: pytest.TempPathFactory, source: Path) -> Path:
+    """SOURCE, a test program of its own suite (not one of CKPT_PROGRAMS), compiled alone with
+    conftest's flags into a fresh directory; for a module-scoped fixture. CKPT_PROGRAMS are
+    built first, as for the other suites."""
+    build_ckpt_apps(tmp_path_factory)
+    out = tmp_path_factory.mktemp(f"{source.stem}_app") / source.stem
+    cmd = ["gcc", *CFLAGS, "-o", str(out), str(source)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if res.returncode != 0:
+        pytest.fail(f"cannot build {source.name}:\n{' '.join(cmd)}\n{res.stderr}")
+    return out
+
+
+def crac(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`crac ARGS` run to its end in CWD with the tests' environment (base_env), its output
+    captured (for commands that end by themselves: verify, a refused restart or launch)."""
+    return subprocess.run(
+        [*crac_cmd(), *args], capture_output=True, env=base_env(), cwd=cwd, timeout=timeout
+    )
+
+
 def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The test runner's environment without checkpoint settings, plus EXTRA."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_CKPT_ENV_PREFIXES)}
@@ -540,10 +561,11 @@ def launch_checkpoint_kill(
     out_dir: Path,
     label: str = "launch",
     at_step: int = 5,
+    opts: Sequence[str] = (),
 ) -> CracProc:
-    """`crac launch` APP into CKPTDIR, one checkpoint once it printed step AT_STEP, then SIGKILL:
-    the ended process (its output holds the step the checkpoint was taken at)."""
-    proc = launch(app, args, ckptdir, out_dir=out_dir, label=label)
+    """`crac launch OPTS` APP into CKPTDIR, one checkpoint once it printed step AT_STEP, then
+    SIGKILL: the ended process (its output holds the step the checkpoint was taken at)."""
+    proc = launch(app, args, ckptdir, out_dir=out_dir, label=label, opts=opts)
     try:
         wait_for_step(proc, at_step)
         checkpoint(proc, ckptdir)
@@ -552,6 +574,22 @@ def launch_checkpoint_kill(
         proc.stop()
         raise
     return proc
+
+
+def launch_image(
+    app: Path | str,
+    args: Sequence[str],
+    ckptdir: Path,
+    *,
+    out_dir: Path,
+    label: str = "launch",
+    opts: Sequence[str] = (),
+) -> Path:
+    """launch_checkpoint_kill at step 5 into an empty CKPTDIR: the generation it wrote."""
+    launch_checkpoint_kill(app, args, ckptdir, out_dir=out_dir, label=label, opts=opts)
+    gen = latest_complete(process_dirs(ckptdir)[0])
+    assert gen is not None, tree(ckptdir)
+    return gen
 
 
 # ---------------------------------------------------------------------------------------------

@@ -81,25 +81,44 @@ class Output:
 def wait_steps(
     out: Output,
     tags: Sequence[str],
-    n: int,
+    n: int | Mapping[str, int],
     *alive: subprocess.Popen,
     timeout: float = WAIT_TIMEOUT,
     extra: str = "",
 ) -> dict[str, int]:
-    """Waits until every tag has printed a step >= N in OUT; the last steps seen."""
+    """Waits until every tag has printed a step >= N in OUT (N: one step for all, or each tag's
+    own); the last steps seen."""
+    targets = {t: n if isinstance(n, int) else n[t] for t in tags}
     deadline = time.monotonic() + timeout
     while True:
         steps = {t: out.last_step(t) for t in tags}
-        if all(s >= n for s in steps.values()):
+        if all(steps[t] >= targets[t] for t in tags):
             return steps
         dead = [p for p in alive if p.poll() is not None]
         if dead or time.monotonic() > deadline:
             why = f"{dead[0].args!r} ended ({dead[0].returncode})" if dead else "timeout"
             pytest.fail(
-                f"{out.label}: not every process reached step {n} ({why}): {steps}\n"
+                f"{out.label}: not every process reached its step {targets} ({why}): {steps}\n"
                 f"{extra}\n--- output tail ---\n{out.text()[-3000:]}"
             )
         time.sleep(0.01)
+
+
+def wait_past(
+    out: Output,
+    tags: Sequence[str],
+    since: Mapping[str, int],
+    lead: int,
+    *alive: subprocess.Popen,
+    timeout: float = WAIT_TIMEOUT,
+    extra: str = "",
+) -> dict[str, int]:
+    """Waits until every tag has printed LEAD steps past its own step in SINCE. Not LEAD past
+    the largest of SINCE: under load the processes drift apart, and while the slowest catches
+    up with the fastest's step the fastest runs on, to its last step and exit before the
+    checkpoint or kill the test does next; nor is the wait then bounded by LEAD steps."""
+    targets = {t: since[t] + lead for t in tags}
+    return wait_steps(out, tags, targets, *alive, timeout=timeout, extra=extra)
 
 
 @dataclass
@@ -154,11 +173,15 @@ class Job:
     def output(self, tag: str) -> Output:
         return Output(self.procs[tag].out_path, f"launch-{tag}")
 
-    def wait_steps(self, n: int) -> dict[str, int]:
+    def wait_steps(self, n: int | Mapping[str, int]) -> dict[str, int]:
         return {
             t: wait_steps(self.output(t), [t], n, self.procs[t], extra=self.report())[t]
             for t in self.tags
         }
+
+    def wait_past(self, since: Mapping[str, int], lead: int) -> dict[str, int]:
+        """Every process LEAD steps past its own step in SINCE (wait_past)."""
+        return self.wait_steps({t: since[t] + lead for t in self.tags})
 
     def last_steps(self) -> dict[str, int]:
         return {t: self.output(t).last_step(t) for t in self.tags}
@@ -340,7 +363,7 @@ def restart_twice(
     runs.append(run1)
     wait_steps(run1.out, tags, 1, run1.proc, extra=run1.report())
     first = {t: run1.out.last_step(t) for t in tags}
-    wait_steps(run1.out, tags, max(first.values()) + lead, run1.proc, extra=run1.report())
+    wait_past(run1.out, tags, first, lead, run1.proc, extra=run1.report())
     before = {t: run1.out.last_step(t) for t in tags}
     assert bcheckpoint(port) == script
     after = {t: run1.out.last_step(t) for t in tags}
@@ -348,7 +371,7 @@ def restart_twice(
         gens = listed_generations(script)
         assert gens and all(latest_complete(g.parent) == g for g in gens), tree(ckptdir)
         assert any(g.name == "gen-000002" for g in gens), tree(ckptdir)
-    wait_steps(run1.out, tags, max(after.values()) + 2, run1.proc, extra=run1.report())
+    wait_past(run1.out, tags, after, 2, run1.proc, extra=run1.report())
     kill_job(port, run1)
     for t, seg in segments_of(run1.out, tags, before, after).items():
         chains[t].append(seg)

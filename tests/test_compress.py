@@ -15,14 +15,12 @@ import pytest
 from ckpt_harness import (
     assert_refused,
     base_env,
-    build_ckpt_apps,
-    checkpoint,
-    kill9,
-    launch,
+    build_app,
+    crac,
+    launch_image,
     run_cycles,
-    wait_for_step,
 )
-from conftest import CFLAGS, crac_cmd, describe
+from conftest import crac_cmd, describe
 
 from crac_py.image import format as image_format
 
@@ -33,18 +31,7 @@ CHUNK = struct.Struct("<IIQIIII")  # struct crac_chunk_hdr
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    build_ckpt_apps(tmp_path_factory)  # the harness's own programs, as the other suites
-    out = tmp_path_factory.mktemp("compress_app") / "ckpt_compress"
-    cmd = ["gcc", *CFLAGS, "-o", str(out), str(APP)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    return out
-
-
-def crac(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*crac_cmd(), *args], capture_output=True, env=base_env(), cwd=cwd, timeout=300
-    )
+    return build_app(tmp_path_factory, APP)
 
 
 def regions(gen: Path) -> list[dict]:
@@ -77,15 +64,8 @@ def one_image(app: Path, tmp_path: Path, mode: str) -> Path:
     """A generation of the program, written with --compress MODE; the program SIGKILLed."""
     ckptdir = tmp_path / "ckpt"
     ckptdir.mkdir()
-    proc = launch(app, ["400", "4", "20"], ckptdir, out_dir=tmp_path, opts=["--compress", mode])
-    try:
-        wait_for_step(proc, 5)
-        gen = checkpoint(proc, ckptdir)
-        kill9(proc)
-    except BaseException:
-        proc.stop()
-        raise
-    return gen
+    opts = ["--compress", mode]
+    return launch_image(app, ["400", "4", "20"], ckptdir, out_dir=tmp_path, opts=opts)
 
 
 @pytest.mark.parametrize("mode", ["lz4", "zstd", "zstd:3"])

@@ -20,11 +20,13 @@ Which writer wrote a checkpoint is read from the CRAC_TIMING=1 line. No timing i
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -106,12 +108,58 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def gone(pid: int) -> bool:
+def proc_state(pid: int) -> str:
+    """PID's state letter in /proc (R, S, T, Z, ...), "" when it is gone."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
-        return True
-    return state in ("Z", "X")
+        return ""
+
+
+def stopped(pid: int) -> bool:
+    """SIGSTOPs PID and waits until it is stopped: False when it ended first (a writer can finish
+    between being listed and being signalled)."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + WAIT_TIMEOUT
+    while time.monotonic() < deadline:
+        state = proc_state(pid)
+        if state in ("T", "t"):
+            return True
+        if state in ("", "Z", "X"):
+            return False
+        time.sleep(0.001)
+    pytest.fail(f"{pid} neither stopped nor ended after SIGSTOP")
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@contextlib.contextmanager
+def adopting_orphans() -> Iterator[None]:
+    """This process as a child subreaper: a descendant orphaned inside (a forked writer whose
+    program was killed) becomes its child, so the test can wait for it and read how it ended,
+    whatever init is (CI's pid namespace init reaps it at once; another init may never)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        pytest.fail(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+    try:
+        yield
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+def wait_adopted(pid: int) -> int:
+    """The wait status of PID, an orphan adopted by this process (adopting_orphans)."""
+    deadline = time.monotonic() + WAIT_TIMEOUT
+    while time.monotonic() < deadline:
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got == pid:
+            return status
+        time.sleep(0.01)
+    pytest.fail(f"{pid} did not end")
 
 
 def catch_writer(pid: int, start: Callable[[], None], done: Callable[[], bool]) -> int:
@@ -123,8 +171,7 @@ def catch_writer(pid: int, start: Callable[[], None], done: Callable[[], bool]) 
         deadline = time.monotonic() + WAIT_TIMEOUT
         while time.monotonic() < deadline:
             kids = children(pid)
-            if kids:
-                os.kill(kids[0], signal.SIGSTOP)
+            if kids and stopped(kids[0]):
                 return kids[0]
             if done():
                 break
@@ -155,39 +202,48 @@ def test_writer_stopped_then_program_killed(apps, tmp_path):
     ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
     ckptdir.mkdir()
     logs.mkdir()
-    proc = launch(app, COWRITE_ARGS, ckptdir, out_dir=logs)
-    try:
-        wait_for_step(proc, 20)
-        proc.send_signal(signal.SIGUSR2)
-        deadline = time.monotonic() + WAIT_TIMEOUT
-        while not complete_generations(ckptdir) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        procdir = process_dirs(ckptdir)[0]
-        first = latest_complete(procdir)
-        assert first is not None, tree(ckptdir)
-        known = complete_generations(ckptdir)
-        writer = catch_writer(
-            proc.pid,
-            lambda: proc.send_signal(signal.SIGUSR2),
-            lambda: complete_generations(ckptdir) != known,
-        )
-        latest = latest_complete(procdir)
-        # The program runs on while its image is still being written ...
-        wait_for_step(proc, proc.last_step() + 3)
-        # ... and the generation being written is not the latest.
-        assert latest_complete(procdir) == latest, tree(ckptdir)
-        assert list(procdir.glob("gen-*.tmp")), tree(ckptdir)
-        kill9(proc)
-        # Let it run: stopped before it armed PR_SET_PDEATHSIG, it finds its parent gone.
-        os.kill(writer, signal.SIGCONT)
-        deadline = time.monotonic() + WAIT_TIMEOUT
-        while not gone(writer) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert gone(writer), "the writer outlived the program it was writing"
-        assert latest_complete(procdir) == latest, tree(ckptdir)
-    except BaseException:
-        proc.stop()
-        raise
+    writer = 0
+    with adopting_orphans():
+        proc = launch(app, COWRITE_ARGS, ckptdir, out_dir=logs)
+        try:
+            wait_for_step(proc, 20)
+            proc.send_signal(signal.SIGUSR2)
+            deadline = time.monotonic() + WAIT_TIMEOUT
+            while not complete_generations(ckptdir) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            procdir = process_dirs(ckptdir)[0]
+            first = latest_complete(procdir)
+            assert first is not None, tree(ckptdir)
+            known = complete_generations(ckptdir)
+            writer = catch_writer(
+                proc.pid,
+                lambda: proc.send_signal(signal.SIGUSR2),
+                lambda: complete_generations(ckptdir) != known,
+            )
+            latest = latest_complete(procdir)
+            # The program runs on while its image is still being written ...
+            wait_for_step(proc, proc.last_step() + 3)
+            # ... and the generation being written is not the latest.
+            assert latest_complete(procdir) == latest, tree(ckptdir)
+            assert list(procdir.glob("gen-*.tmp")), tree(ckptdir)
+            kill9(proc)
+            # The writer is now this process's child, not yet waited for: SIGCONT finds it.
+            # Stopped after it armed PR_SET_PDEATHSIG, it was killed with the program; stopped
+            # before, it runs on and finds its parent gone (exit status 3, ckpt_writer.c).
+            os.kill(writer, signal.SIGCONT)
+            status = wait_adopted(writer)
+        except BaseException:
+            proc.stop()
+            if writer:  # it may be held stopped, and now this process's child
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(writer, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(writer, 0)
+            raise
+    killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    gave_up = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3
+    assert killed or gave_up, f"the writer outlived the program it was writing (status {status:#x})"
+    assert latest_complete(procdir) == latest, tree(ckptdir)
     again = restart(ckptdir, out_dir=logs, label="restart")
     assert wait_exit(again) == 0, again.report()
     assert again.lines()[-1] == ref.done, again.report()

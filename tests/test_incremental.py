@@ -21,11 +21,12 @@ from ckpt_harness import (
     assert_refused,
     assert_same_output,
     base_env,
-    build_ckpt_apps,
+    build_app,
     check_finished,
     check_resume_point,
     check_steps_contiguous,
     checkpoint,
+    crac,
     inspect_images,
     kill9,
     launch,
@@ -37,9 +38,9 @@ from ckpt_harness import (
     wait_exit,
     wait_for_step,
 )
-from conftest import CFLAGS, crac_cmd, describe, require_native
+from conftest import crac_cmd, describe, require_native
 from coord_harness import Coordinator
-from job_harness import Output, ScriptRun, bcheckpoint, segments_of, wait_steps
+from job_harness import Output, ScriptRun, bcheckpoint, segments_of, wait_past, wait_steps
 from job_harness import check_chain as check_tag_chain
 
 from crac_py.coord.restart_script import listed_generations
@@ -53,18 +54,7 @@ OPTS = ["--incremental", "--full-every", "8"]
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    build_ckpt_apps(tmp_path_factory)  # the harness's own programs, as the other suites
-    out = tmp_path_factory.mktemp("incr_app") / "ckpt_incr"
-    cmd = ["gcc", *CFLAGS, "-o", str(out), str(APP)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    return out
-
-
-def crac(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*crac_cmd(), *args], capture_output=True, env=base_env(), cwd=cwd, timeout=300
-    )
+    return build_app(tmp_path_factory, APP)
 
 
 def manifest(gen: Path) -> dict:
@@ -300,7 +290,7 @@ def test_tree_each_process_its_own_chain(apps: dict[str, Path], tmp_path: Path) 
             assert len(gens) == 2 and all(g.name == f"gen-{k + 1:06d}" for g in gens), gens
             for g in gens:
                 assert manifest(g)["incremental"]["parent"] == k, manifest(g)["incremental"]
-            wait_steps(out, tags, max(after.values()) + 5, root)
+            wait_past(out, tags, after, 5, root)
         for d in process_dirs(ckptdir):  # SIGKILL the tree (its pids name the directories)
             pid = int(d.name.rsplit("-", 1)[1])
             try:

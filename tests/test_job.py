@@ -56,6 +56,7 @@ from job_harness import (
     expected,
     kill_job,
     segments_of,
+    wait_past,
     wait_steps,
 )
 
@@ -100,7 +101,7 @@ def test_four_processes_bc_kill_restart_twice(counter, tmp_path):
         gens1 = listed_generations(script)
         assert len(gens1) == 4 and all(g.name == "gen-000001" for g in gens1), tree(job.ckptdir)
         assert sorted(g.parent for g in gens1) == process_dirs(job.ckptdir)
-        job.wait_steps(max(after.values()) + 2)
+        job.wait_past(after, 2)
         for p in job.procs.values():
             kill9(p)
         job.coord.stop()  # everything is gone, the coordinator too
@@ -112,7 +113,7 @@ def test_four_processes_bc_kill_restart_twice(counter, tmp_path):
         wait_steps(run1.out, TAGS4, 1, run1.proc, extra=run1.report())
         first = {t: run1.out.last_step(t) for t in TAGS4}
         wait_until(lambda: request(port, "status")["num_peers"] == 4, "4 restarted processes")
-        wait_steps(run1.out, TAGS4, max(first.values()) + 40, run1.proc, extra=run1.report())
+        wait_past(run1.out, TAGS4, first, 40, run1.proc, extra=run1.report())
         before2 = {t: run1.out.last_step(t) for t in TAGS4}
         script2 = bcheckpoint(port)
         after2 = {t: run1.out.last_step(t) for t in TAGS4}
@@ -120,7 +121,7 @@ def test_four_processes_bc_kill_restart_twice(counter, tmp_path):
         gens2 = listed_generations(script)
         assert sorted(g.parent for g in gens2) == sorted(g.parent for g in gens1)
         assert all(g.name == "gen-000002" for g in gens2), tree(job.ckptdir)
-        wait_steps(run1.out, TAGS4, max(after2.values()) + 2, run1.proc, extra=run1.report())
+        wait_past(run1.out, TAGS4, after2, 2, run1.proc, extra=run1.report())
         kill_job(port, run1)
         for t, seg in segments_of(run1.out, TAGS4, before2, after2).items():
             chains[t].append(seg)
@@ -222,7 +223,7 @@ def test_crac_restart_job_directory(counter, tmp_path):
         before = job.last_steps()
         bcheckpoint(job.coord.port)
         after = job.last_steps()
-        job.wait_steps(max(after.values()) + 2)
+        job.wait_past(after, 2)
         for p in job.procs.values():
             kill9(p)
         job.coord.stop()
@@ -234,11 +235,11 @@ def test_crac_restart_job_directory(counter, tmp_path):
             out = job_output(r1)
             wait_steps(out, job.tags, 1, r1)
             wait_until(lambda: request(job.coord.port, "status")["num_peers"] == 2, "2 peers")
-            wait_steps(out, job.tags, max(after.values()) + 30, r1)
+            wait_past(out, job.tags, after, 30, r1)
             before2 = {t: out.last_step(t) for t in job.tags}
             bcheckpoint(job.coord.port)
             after2 = {t: out.last_step(t) for t in job.tags}
-            wait_steps(out, job.tags, max(after2.values()) + 2, r1)
+            wait_past(out, job.tags, after2, 2, r1)
             pids = [p["pid"] for p in request(job.coord.port, "list")["peers"]]
             coord_pid = request(job.coord.port, "status")["pid"]
             for pid in [*pids, coord_pid]:

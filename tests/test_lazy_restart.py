@@ -20,10 +20,11 @@ import pytest
 from ckpt_harness import (
     RUN_TIMEOUT,
     WAIT_TIMEOUT,
+    CracProc,
     build_ckpt_apps,
     checkpoint,
     kill9,
-    launch,
+    launch_image,
     native_reference,
     restart,
     run_cycles,
@@ -80,15 +81,23 @@ def _image(app: Path, args: list[str], tmp_path: Path) -> tuple[Path, Path]:
     """A generation of app (checkpointed at step 5, then SIGKILLed); (ckptdir, gen)."""
     ckptdir = tmp_path / "ckpt"
     ckptdir.mkdir()
-    proc = launch(app, args, ckptdir, out_dir=tmp_path, label="first")
+    return ckptdir, launch_image(app, args, ckptdir, out_dir=tmp_path, label="first")
+
+
+def _lazy(
+    ckptdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, delay_ms: int
+) -> CracProc:
+    """`crac restart --lazy CKPTDIR`, its prefetcher waiting DELAY_MS between its steps."""
+    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", str(delay_ms))
+    return restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
+
+
+def _status(proc: CracProc, timeout: float = RUN_TIMEOUT) -> int:
+    """PROC's exit status once it ended by itself (it is killed if it did not in TIMEOUT)."""
     try:
-        wait_for_step(proc, 5)
-        gen = checkpoint(proc, ckptdir)
-        kill9(proc)
-    except BaseException:
+        return wait_exit(proc, timeout)
+    finally:
         proc.stop()
-        raise
-    return ckptdir, gen
 
 
 def _uffd_open(pid: int) -> bool:
@@ -118,8 +127,7 @@ def test_prefetch_completes(
     """The program runs while the userfaultfd is open, the prefetcher closes it once every page
     is back, and the program then finishes as it should (all 32 MiB checked at its end)."""
     ckptdir, gen = _image(apps["ckpt_compress"], ["400", "8", "20"], tmp_path)
-    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "100")
-    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
+    proc = _lazy(ckptdir, tmp_path, monkeypatch, 100)
     try:
         wait_for_step(proc, 7)
         assert _uffd_open(proc.pid), proc.report()
@@ -139,12 +147,8 @@ def test_fork_while_pages_missing(
     args = ["60", "64", "100", "30"]
     ref = native_reference(apps["ckpt_lazy_fork"], args, tmp_path / "ref", tmp_path / "ref_cwd")
     ckptdir, _ = _image(apps["ckpt_lazy_fork"], args, tmp_path)
-    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "200")
-    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
-    try:
-        status = wait_exit(proc, RUN_TIMEOUT)
-    finally:
-        proc.stop()
+    proc = _lazy(ckptdir, tmp_path, monkeypatch, 200)
+    status = _status(proc)
     assert status == 0, proc.report()
     done = [ln for ln in proc.stdout_text().splitlines() if ln.startswith("DONE")]
     assert done == [ref.lines[-1]], proc.report()
@@ -158,12 +162,8 @@ def test_dropped_pages_read_as_zeros(
     args = ["40", "64", "20", "1000000", "15"]
     ref = native_reference(apps["ckpt_lazy_fork"], args, tmp_path / "ref", tmp_path / "ref_cwd")
     ckptdir, _ = _image(apps["ckpt_lazy_fork"], args, tmp_path)
-    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "200")
-    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
-    try:
-        status = wait_exit(proc, RUN_TIMEOUT)
-    finally:
-        proc.stop()
+    proc = _lazy(ckptdir, tmp_path, monkeypatch, 200)
+    status = _status(proc)
     assert status == 0, proc.report()
     assert proc.stdout_text().splitlines()[-1] == ref.done, proc.report()
 
@@ -177,8 +177,7 @@ def test_checkpoint_while_prefetching(
     args = ["400", "8", "20"]
     ref = native_reference(apps["ckpt_compress"], args, tmp_path / "ref", tmp_path / "ref_cwd")
     ckptdir, first = _image(apps["ckpt_compress"], args, tmp_path)
-    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "60")
-    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
+    proc = _lazy(ckptdir, tmp_path, monkeypatch, 60)
     try:
         wait_for_step(proc, 10)
         assert _uffd_open(proc.pid), proc.report()
@@ -189,10 +188,7 @@ def test_checkpoint_while_prefetching(
     assert second != first
     monkeypatch.delenv("CRAC_LAZY_PREFETCH_DELAY_MS")
     again = restart(second, out_dir=tmp_path, label="again")
-    try:
-        status = wait_exit(again, RUN_TIMEOUT)
-    finally:
-        again.stop()
+    status = _status(again)
     assert status == 0, again.report()
     assert again.stdout_text().splitlines()[-1] == ref.done, again.report()
 
@@ -214,8 +210,7 @@ def test_damaged_page_found_by_prefetcher(
     ]
     assert len(big) == 1, big
     region = big[0]
-    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "200")
-    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
+    proc = _lazy(ckptdir, tmp_path, monkeypatch, 200)
     try:
         wait_for_step(proc, 7)
         assert _uffd_open(proc.pid), proc.report()
@@ -240,8 +235,7 @@ def test_image_truncated_mid_way(
     """upper.core cut short while the program already runs: it ends with status 2 and one
     `crac: error:` line naming the region and the image, never hangs on a missing page."""
     ckptdir, gen = _image(apps["ckpt_compress"], ["2000", "16", "20"], tmp_path)
-    monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "200")
-    proc = restart(ckptdir, out_dir=tmp_path, label="lazy", opts=["--lazy"])
+    proc = _lazy(ckptdir, tmp_path, monkeypatch, 200)
     try:
         wait_for_step(proc, 7)
         assert _uffd_open(proc.pid), proc.report()

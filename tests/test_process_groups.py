@@ -25,7 +25,7 @@ from job_harness import (
     restart_twice,
     segments_of,
     signal_checkpoint,
-    wait_steps,
+    wait_past,
 )
 
 from crac_py.coord.restart_script import listed_generations
@@ -71,7 +71,7 @@ def _cycles(apps, tmp: Path, app: str, tags: list[str], ms: int, tty: bool = Fal
     runs: list[ScriptRun] = []
     try:
         script, before, after = signal_checkpoint(root.pid, out, tags, ckptdir, 20, root)
-        wait_steps(out, tags, max(after.values()) + 2, root)
+        wait_past(out, tags, after, 2, root)
         _kill_app(apps[app])
         if root.poll() is None:
             root.kill()

@@ -22,7 +22,7 @@ import pytest
 from ckpt_harness import CracProc, base_env, process_dirs, tree, wait_exit
 from conftest import APPS_DIR, crac_cmd, require_native
 from coord_harness import free_port
-from job_harness import Output, restart_twice, segments_of, signal_checkpoint, wait_steps
+from job_harness import Output, restart_twice, segments_of, signal_checkpoint, wait_past
 
 STEPS = 300
 TAG = "S"
@@ -74,7 +74,7 @@ def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
     try:
         script, before, after = signal_checkpoint(root.pid, out, [TAG], ckptdir, 30, root)
         assert len(process_dirs(ckptdir)) >= 2, tree(ckptdir)
-        wait_steps(out, [TAG], max(after.values()) + 2, root)
+        wait_past(out, [TAG], after, 2, root)
         _kill_tree(ckptdir)
         if root.poll() is None:
             root.kill()

@@ -35,6 +35,7 @@ from job_harness import (
     restart_twice,
     segments_of,
     signal_checkpoint,
+    wait_past,
     wait_steps,
 )
 
@@ -89,7 +90,7 @@ def test_forked_child_is_a_job_member_bc_kill_restart_twice(apps, tmp_path):
         gens1 = listed_generations(script)
         assert len(gens1) == 2 and all(g.name == "gen-000001" for g in gens1), tree(tmp_path)
         assert sorted(g.parent for g in gens1) == process_dirs(tmp_path / "ckpt")
-        wait_steps(out, TAGS, max(after.values()) + 2, root)
+        wait_past(out, TAGS, after, 2, root)
         _kill_tree(tmp_path / "ckpt")
         wait_exit(root)
         coord.stop()
@@ -117,7 +118,7 @@ def test_signal_to_the_root_checkpoints_the_tree(apps, tmp_path):
         script, before, after = signal_checkpoint(root.pid, out, TAGS, ckptdir, 30, root)
         gens = complete_generations(ckptdir)
         assert len(gens) == 2 and set(gens.values()) == {1}, tree(ckptdir)
-        wait_steps(out, TAGS, max(after.values()) + 2, root)
+        wait_past(out, TAGS, after, 2, root)
         _kill_tree(ckptdir)
         wait_exit(root)
         chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
@@ -139,7 +140,7 @@ def test_fork_and_wait_loop_restarts_as_a_tree(apps, tmp_path):
     runs: list[ScriptRun] = []
     try:
         script, before, after = signal_checkpoint(root.pid, out, tags, ckptdir, 10, root)
-        wait_steps(out, tags, max(after.values()) + 2, root)
+        wait_past(out, tags, after, 2, root)
         _kill_tree(ckptdir)
         kill9_if_running(root)
         chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
