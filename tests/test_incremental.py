@@ -202,25 +202,50 @@ def test_missing_parent_refused(chain: tuple[list[Segment], list[str]], tmp_path
     check_finished(proc, expected, first)
 
 
+REGIONS_NOTE = next(n.type for n in image_format.NOTES if n.cname == "CRAC_NT_REGIONS")
+ANON = next(e for e in image_format.ENUMS if e.name == "crac_region_kind").value("CRAC_REGION_ANON")
+
+
+def anon_layers(gen: Path) -> dict[tuple[int, int], tuple[dict, bytes]]:
+    """GEN's saved ANON regions by (start, end): the record and its bitmap (empty for a region
+    saved whole)."""
+    from crac_py.image.inspect import _crac_notes
+
+    blob = _crac_notes(gen / "upper.core")[REGIONS_NOTE]
+    rec, out, off = image_format.RECORD["crac_region_rec"], {}, 0
+    while off < len(blob):
+        r = rec.unpack(blob, off)
+        at = off + rec.size + r["path_len"]
+        if r["kind"] == ANON and r["core_offset"]:
+            out[(r["start"], r["end"])] = (r, blob[at : at + r["bitmap_bytes"]])
+        off += r["size"]
+    return out
+
+
+def marked(bitmap: bytes, i: int) -> bool:
+    return bool(bitmap) and bool(bitmap[i // 8] >> (i % 8) & 1)
+
+
 def test_damaged_parent_refused(chain: tuple[list[Segment], list[str]], tmp_path: Path) -> None:
-    """A byte of gen-2's saved pages changed (its manifest intact): the loader, filling gen-4's
-    regions from the chain, refuses it and names gen-2; verify of gen-4 names it too."""
+    """A byte of gen-2's saved pages changed (its manifest intact), in a page gen-3 and gen-4
+    take from it: the loader, filling gen-4's regions from the chain, refuses it and names
+    gen-2; verify of gen-4 names it too."""
     taken, _ = chain
-    gen4, gen2 = taken[3].gen, taken[1].gen
-    assert gen4 is not None and gen2 is not None
-    cp = subprocess.run(
-        [*crac_cmd(), "inspect", "--json", str(gen2)], capture_output=True, timeout=120
-    )
-    regs = json.loads(cp.stdout)["notes"]["regions"]
+    gen4, gen3, gen2 = taken[3].gen, taken[2].gen, taken[1].gen
+    assert gen4 is not None and gen3 is not None and gen2 is not None
+    newer = [anon_layers(gen3), anon_layers(gen4)]
     core = gen2 / "upper.core"
     data = bytearray(core.read_bytes())
-    # The first non-zero byte of an incremental region's own pages.
+    # The first non-zero byte of an incremental region's own pages that both newer generations
+    # inherit (a restart reads it from gen-2).
     at = next(
-        r["core_offset"] + i
-        for r in regs
+        r["core_offset"] + i * 4096 + b
+        for key, (r, bits) in anon_layers(gen2).items()
         if r["flags"] & image_format.REGION_INCREMENTAL and r["saved_pages"]
-        for i in range(0, r["end"] - r["start"], 8)
-        if any(data[r["core_offset"] + i : r["core_offset"] + i + 8])
+        for i in range((r["end"] - r["start"]) // 4096)
+        if not marked(bits, i) and all(key in n and marked(n[key][1], i) for n in newer)
+        for b in range(0, 4096, 8)
+        if any(data[r["core_offset"] + i * 4096 + b : r["core_offset"] + i * 4096 + b + 8])
     )
     data[at] ^= 0x40
     core.write_bytes(bytes(data))
@@ -228,6 +253,71 @@ def test_damaged_parent_refused(chain: tuple[list[Segment], list[str]], tmp_path
     assert "gen-000002" in msg and "checksum" in msg, msg
     cp = crac("verify", str(gen4), cwd=tmp_path)
     assert cp.returncode != 0 and b"gen-000002" in cp.stdout, describe(cp)
+
+
+def test_damage_a_restart_does_not_read_is_found_by_verify(
+    chain: tuple[list[Segment], list[str]], tmp_path: Path
+) -> None:
+    """A byte changed in a page of gen-1 that gen-2 rewrote: a restart of gen-4 never reads it
+    (the program's memory is right), verify of gen-4 still checks every stored byte and names
+    gen-1."""
+    taken, expected = chain
+    gen4, gen2, gen1 = taken[3].gen, taken[1].gen, taken[0].gen
+    assert gen4 is not None and gen2 is not None and gen1 is not None
+    newer = anon_layers(gen2)
+    data = bytearray((gen1 / "upper.core").read_bytes())
+    at = next(
+        r["core_offset"] + i * 4096
+        for key, (r, _) in anon_layers(gen1).items()
+        if key in newer and newer[key][0]["flags"] & image_format.REGION_INCREMENTAL
+        for i in range((r["end"] - r["start"]) // 4096)
+        if not marked(newer[key][1], i)
+        and any(data[r["core_offset"] + i * 4096 : r["core_offset"] + (i + 1) * 4096])
+    )
+    data[at + 100] ^= 0x40
+    (gen1 / "upper.core").write_bytes(bytes(data))
+    cp = crac("verify", str(gen4), cwd=tmp_path)
+    assert cp.returncode != 0 and b"gen-000001" in cp.stdout, describe(cp)
+    proc = restart(gen4, out_dir=tmp_path / "logs", label="restart_over_unread_damage")
+    check_finished(proc, expected, taken[3])
+
+
+def test_chain_restart_reads_each_page_once(
+    chain: tuple[list[Segment], list[str]], tmp_path: Path
+) -> None:
+    """A restart of gen-4 (chain gen-1..4) reads each page of the incremental regions once, from
+    the newest generation that holds it: as many pages as hold data after it, fewer than the
+    layers hold together (pages rewritten along the chain are not read again). The loader says
+    how many it read with CRAC_TIMING=1."""
+    taken, expected = chain
+    gens = [s.gen for s in reversed(taken)]  # newest first
+    assert all(g is not None for g in gens)
+    layers = [anon_layers(g) for g in gens]  # type: ignore[arg-type]
+    cores = [(g / "upper.core").read_bytes() for g in gens]  # type: ignore[operator]
+    want = stored = 0
+    for key, (top, _) in layers[0].items():
+        if not top["flags"] & image_format.REGION_INCREMENTAL:
+            continue
+        depth = next(k for k, layer in enumerate(layers) if not layer[key][1]) + 1
+        for i in range((key[1] - key[0]) // 4096):
+            for layer, core in zip(layers[:depth], cores):
+                r, bits = layer[key]
+                if not marked(bits, i):  # this generation's page: read when it holds data
+                    off = r["core_offset"] + i * 4096
+                    want += any(core[off : off + 4096])
+                    break
+        stored += sum(layer[key][0]["saved_pages"] for layer in layers[:depth])
+    assert 0 < want < stored, (want, stored)
+    proc = restart(
+        gens[0],  # type: ignore[arg-type]
+        out_dir=tmp_path / "logs",
+        label="restart_counted",
+        env=base_env({"CRAC_TIMING": "1"}),
+    )
+    check_finished(proc, expected, taken[3])
+    said = [ln for ln in proc.stderr_text().splitlines() if "restart from a chain of 4" in ln]
+    assert said, proc.stderr_text()[-2000:]
+    assert said[0].endswith(f": {want} pages read"), (said, want, stored)
 
 
 def wait_gens(procdir: Path, want: list[int], timeout: float = 120) -> None:
