@@ -72,8 +72,10 @@ static int region_crc(int fd, const struct crac_region_rec *r, const unsigned ch
 /* A compressed region (image_compress.c): every chunk decompressed and checked against its
  * CRC-32C, the chunks in order, inside the region and (FILE_PRIVATE) in its bitmap. -1: damaged;
  * -2: the codec's library cannot be loaded (err). */
+/* inherit: an incremental region's bitmap (its parent's pages: in no chunk), else NULL. */
 static int chunks_crc(int fd, const struct crac_region_rec *r, const unsigned char *bitmap,
-                      unsigned char *buf, uint32_t *crc, uint32_t *pages, char *err, size_t errlen)
+                      const unsigned char *inherit, unsigned char *buf, uint32_t *crc,
+                      uint32_t *pages, char *err, size_t errlen)
 {
     static struct cz_reader rd; /* its scratch buffer kept for the next region */
     uint64_t n_pages = (r->end - r->start) / PAGE;
@@ -81,6 +83,9 @@ static int chunks_crc(int fd, const struct crac_region_rec *r, const unsigned ch
     int more;
     cz_read_begin(&rd, fd, r->core_offset, n_pages, bitmap);
     while ((more = cz_read_next(&rd, &h)) == 1) {
+        for (uint64_t i = h.first_page; inherit && i < h.first_page + h.n_pages; i++)
+            if ((inherit[i / 8] >> (i % 8)) & 1)
+                return -1;
         int c = cz_read_pages(&rd, &h, buf, err, errlen);
         if (c != 0)
             return c;
@@ -169,11 +174,17 @@ int image_check_main(int argc, char **argv)
         }
         uint32_t crc = 0, pages = 0;
         if (r.flags & CRAC_REGION_INCREMENTAL) { /* this generation's layer (image_chain.c) */
-            if (r.kind != CRAC_REGION_ANON || !r.core_offset ||
-                (uint64_t)r.bitmap_bytes * 8 < (r.end - r.start) / PAGE ||
-                chain_layer(fd, &r, regions + off + sizeof(r) + r.path_len, NULL, 0, buf, &crc,
-                            &pages) != 0 ||
-                crc != r.crc32c || pages != r.saved_pages) {
+            const unsigned char *inherit = regions + off + sizeof(r) + r.path_len;
+            char err[256] = "";
+            int c = r.kind != CRAC_REGION_ANON || !r.core_offset ||
+                            (uint64_t)r.bitmap_bytes * 8 < (r.end - r.start) / PAGE
+                        ? -1
+                    : r.flags & CRAC_REGION_COMPRESSED
+                        ? chunks_crc(fd, &r, NULL, inherit, buf, &crc, &pages, err, sizeof(err))
+                        : chain_layer(fd, &r, inherit, NULL, 0, buf, &crc, &pages);
+            if (c == -2)
+                return bad(path, err);
+            if (c != 0 || crc != r.crc32c || pages != r.saved_pages) {
                 char what[128];
                 snprintf(what, sizeof(what), "region 0x%llx-0x%llx fails its CRC-32C",
                          (unsigned long long)r.start, (unsigned long long)r.end);
@@ -181,8 +192,9 @@ int image_check_main(int argc, char **argv)
             }
         } else if (r.flags & CRAC_REGION_COMPRESSED) {
             char err[256];
-            int c = r.core_offset ? chunks_crc(fd, &r, bitmap, buf, &crc, &pages, err, sizeof(err))
-                                  : -1;
+            int c = r.core_offset
+                        ? chunks_crc(fd, &r, bitmap, NULL, buf, &crc, &pages, err, sizeof(err))
+                        : -1;
             if (c == -2)
                 return bad(path, err);
             if (c != 0 || crc != r.crc32c || pages != r.saved_pages) {

@@ -13,6 +13,7 @@
 #include "restart.h"
 
 #include "image_chain.h"
+#include "image_compress.h"
 #include "image_read.h"
 #include "page_crcs.h"
 
@@ -153,7 +154,7 @@ static int parent_region(const struct restart_image *img, uint64_t start, uint64
             continue;
         }
         if (rec->kind != CRAC_REGION_ANON || !rec->core_offset ||
-            (rec->flags & (CRAC_REGION_COMPRESSED | CRAC_REGION_DONTDUMP)))
+            (rec->flags & CRAC_REGION_DONTDUMP))
             break;
         *parent = p;
         *inherit = rec->flags & CRAC_REGION_INCREMENTAL
@@ -224,6 +225,49 @@ static int fill_layer(int fd, const struct crac_region_rec *r, const unsigned ch
     return 0;
 }
 
+/* One layer of a compressed region (--compress with --incremental): its chunks hold only its own
+ * pages. A chunk with a page filled does not mark is read into buf, checked by its CRC-32C and
+ * those pages copied into place; one whose pages are all filled is not read, unless crc is given
+ * (the newest generation: every chunk counts in the region's CRC-32C, which the caller checks).
+ * The layer's own pages are marked in filled after. 0; -1 damaged; -2 library (err says). */
+static int fill_chunks(int fd, const struct crac_region_rec *r, const unsigned char *inherit,
+                       unsigned char *filled, unsigned char *buf, uint32_t *crc, uint32_t *pages,
+                       char *err, size_t errlen)
+{
+    static struct cz_reader rd; /* its scratch buffer kept for the next region */
+    uint64_t n = (r->end - r->start) / PAGE;
+    struct crac_chunk_hdr h;
+    int more;
+    cz_read_begin(&rd, fd, r->core_offset, n, NULL);
+    while ((more = cz_read_next(&rd, &h)) == 1) {
+        int need = crc != NULL;
+        for (uint64_t k = h.first_page; k < h.first_page + h.n_pages; k++) {
+            if (inherit && BIT(inherit, k))
+                return -1; /* the parent's page stored here */
+            need |= !BIT(filled, k);
+        }
+        if (crc) {
+            *crc = crc32c_update(*crc, &h.crc32c, 4);
+            *pages += h.n_pages;
+        }
+        if (!need)
+            continue;
+        int c = cz_read_pages(&rd, &h, buf, err, errlen);
+        if (c != 0)
+            return c;
+        pages_read += h.n_pages;
+        for (uint64_t k = h.first_page; k < h.first_page + h.n_pages; k++)
+            if (!BIT(filled, k))
+                memcpy((unsigned char *)r->start + k * PAGE, buf + (k - h.first_page) * PAGE, PAGE);
+    }
+    if (more < 0)
+        return -1;
+    for (uint64_t k = 0; k < n; k++)
+        if (!inherit || !BIT(inherit, k))
+            filled[k / 8] |= (unsigned char)(1u << (k % 8));
+    return 0;
+}
+
 void restart_chain_done(void)
 {
     for (int i = 0; i < n_links; i++)
@@ -259,10 +303,16 @@ int restart_chain_fill(const struct restart_image *img, const struct crac_region
                                &chain[n].inherit, &chain[n].crcs, err, errlen);
         if (rc != 0)
             return rc;
-        whole |= !chain[n].crcs;
+        whole |= !chain[n].crcs && !(chain[n].rec.flags & CRAC_REGION_COMPRESSED);
         at = chain[n].img;
     }
     if (whole) { /* a chain written before page CRC-32Cs: every layer, oldest first */
+        if (r->flags & CRAC_REGION_COMPRESSED) {
+            snprintf(err, errlen,
+                     "image corrupted: a compressed region's chain has a layer "
+                     "without page checksums");
+            return -2;
+        }
         int rc = fill_parents(img, r->start, r->end, buf, err, errlen);
         if (rc != 0)
             return rc;
@@ -272,19 +322,38 @@ int restart_chain_fill(const struct restart_image *img, const struct crac_region
         return rc;
     }
     /* This generation's own pages, checked by the region's CRC-32C (the caller compares). */
-    uint32_t before = *pages;
-    if (chain_layer(img->core_fd, r, inherit, (unsigned char *)r->start, 0, buf, crc, pages) != 0)
-        return -1;
-    pages_read += *pages - before;
     uint64_t n_pages = (r->end - r->start) / PAGE;
-    unsigned char *filled = malloc((n_pages + 7) / 8);
+    unsigned char *filled = calloc(1, (n_pages + 7) / 8);
     if (!filled)
         return -1;
-    for (uint64_t i = 0; i < (n_pages + 7) / 8; i++)
-        filled[i] = (unsigned char)~inherit[i]; /* its own: saved here, or zero */
+    if (r->flags & CRAC_REGION_COMPRESSED) {
+        int rc = fill_chunks(img->core_fd, r, inherit, filled, buf, crc, pages, err, errlen);
+        if (rc != 0) {
+            free(filled);
+            return rc;
+        }
+    } else {
+        uint32_t before = *pages;
+        if (chain_layer(img->core_fd, r, inherit, (unsigned char *)r->start, 0, buf, crc, pages) !=
+            0) {
+            free(filled);
+            return -1;
+        }
+        pages_read += *pages - before;
+        for (uint64_t i = 0; i < (n_pages + 7) / 8; i++)
+            filled[i] = (unsigned char)~inherit[i]; /* its own: saved here, or zero */
+    }
     for (int k = 0; k < n; k++) {
         const struct layer *l = &chain[k];
-        if (fill_layer(l->img->core_fd, &l->rec, l->inherit, l->crcs, filled) != 0) {
+        int rc = l->rec.flags & CRAC_REGION_COMPRESSED
+                     ? fill_chunks(l->img->core_fd, &l->rec, l->inherit, filled, buf, NULL, NULL,
+                                   err, errlen)
+                     : fill_layer(l->img->core_fd, &l->rec, l->inherit, l->crcs, filled);
+        if (rc == -2) {
+            free(filled);
+            return -2;
+        }
+        if (rc != 0) {
             free(filled);
             snprintf(err, errlen,
                      "image corrupted: region 0x%lx-0x%lx of %s (a parent in the chain) fails "
