@@ -330,9 +330,52 @@ def test_chain_restart_reads_each_page_once(
         env=base_env({"CRAC_TIMING": "1"}),
     )
     check_finished(proc, expected, taken[3])
-    said = [ln for ln in proc.stderr_text().splitlines() if "restart from a chain of 4" in ln]
+    said = [ln for ln in proc.stderr_text().splitlines() if "a chain of 4 generations" in ln]
     assert said, proc.stderr_text()[-2000:]
     assert said[0].endswith(f": {want} pages read"), (said, want, stored)
+
+
+def test_compressed_chain_damaged_parent_refused(app: Path, tmp_path: Path) -> None:
+    """--compress zstd: a byte changed in a chunk of gen-2 holding a page gen-3 and gen-4 take
+    from it: restart and verify of gen-4 refuse it and name gen-2."""
+    ckptdir = tmp_path / "ckpt"
+    proc = launch(app, ARGS, ckptdir, out_dir=tmp_path / "logs", opts=[*OPTS, "--compress", "zstd"])
+    try:
+        wait_for_step(proc, 40)
+        taken = take_chain(proc, ckptdir, 1, PER_CYCLE)
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    check_chain(taken, 1, compressed=True)
+    gen4, gen3, gen2 = taken[3].gen, taken[2].gen, taken[1].gen
+    assert gen4 is not None and gen3 is not None and gen2 is not None
+    assert crac("verify", str(gen4), cwd=tmp_path).returncode == 0
+    newer = [anon_layers(gen3), anon_layers(gen4)]
+    chunk = image_format.RECORD["crac_chunk_hdr"].struct
+    data = bytearray((gen2 / "upper.core").read_bytes())
+    at = None
+    for key, (r, _) in anon_layers(gen2).items():
+        if not r["flags"] & image_format.REGION_INCREMENTAL:
+            continue
+        pos = r["core_offset"]
+        while at is None:
+            _, _, first, n, stored, _, _ = chunk.unpack_from(data, pos)
+            if n == 0:
+                break
+            if any(
+                all(key in m and marked(m[key][1], i) for m in newer)
+                for i in range(first, first + n)
+            ):
+                at = pos + chunk.size + stored // 2
+            pos += chunk.size + (stored + 7) // 8 * 8
+    assert at is not None, "no chunk of gen-2 that gen-3 and gen-4 read"
+    data[at] ^= 0x40
+    (gen2 / "upper.core").write_bytes(bytes(data))
+    msg = assert_refused(run_restart(gen4), "a restart of gen-4 over a damaged gen-2 chunk")
+    assert "gen-000002" in msg and "checksum" in msg, msg
+    cp = crac("verify", str(gen4), cwd=tmp_path)
+    assert cp.returncode != 0 and b"gen-000002" in cp.stdout, describe(cp)
 
 
 def wait_gens(procdir: Path, want: list[int], timeout: float = 120) -> None:

@@ -273,8 +273,8 @@ void restart_chain_done(void)
     for (int i = 0; i < n_links; i++)
         close(links[i].img.core_fd);
     if (n_links && getenv("CRAC_TIMING"))
-        fprintf(stderr, "crac: timing: restart from a chain of %d: %llu pages read\n", n_links + 1,
-                (unsigned long long)pages_read);
+        fprintf(stderr, "crac: timing (restart): a chain of %d generations: %llu pages read\n",
+                n_links + 1, (unsigned long long)pages_read);
     n_links = 0;
     pages_read = 0;
 }
