@@ -307,7 +307,7 @@ TARGETS: dict[str, Target] = {
         cflags=(*COMMON_CFLAGS, "-fPIC"),
         ldflags=("-shared",),
         libs=("-lpthread",),
-        tls_free=("upperhalf/suspend.c",),
+        tls_free=("upperhalf/suspend.c", "upperhalf/suspend_pending.c"),
     ),
 }
 

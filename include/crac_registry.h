@@ -41,6 +41,26 @@ struct crac_dev_ranges {
     uint32_t n, cap;
 };
 
+/* One queued thread-directed signal a parked thread found pending on itself (and put back). */
+struct crac_pending_slot {
+    int32_t tid; /* as the program knows it (gettid in the upper half) */
+    int32_t pad;
+    uint8_t info[128]; /* the kernel siginfo_t, in the thread's dequeue order */
+};
+
+/* Where the threads note them: lower-half memory; each thread takes slots with an atomic add on
+ * `used`, so one thread's slots are in its order. `lost`: a slot was wanted past `cap` (or a
+ * signal could not be put back): the manager then trusts none and keeps only the masks. */
+struct crac_pending_buf {
+    volatile int32_t used;
+    int32_t cap;
+    volatile int32_t lost;
+    int32_t pad;
+    uint64_t
+        skip; /* signals never to take: crac's own, the synchronous ones the handler leaves open */
+    struct crac_pending_slot slot[];
+};
+
 struct crac_registry {
     uint64_t magic;
     uint32_t version;
@@ -60,7 +80,10 @@ struct crac_registry {
     uint64_t auxv;     /* the upper half's auxv, for NT_AUXV */
     uint64_t api_slot; /* address of the upper runtime's pointer to the lower-half API */
     uint64_t hooks;    /* struct crac_hook_ctl * (crac_hooks.h) in upper memory, or 0 */
-    uint64_t pad4;
+    /* struct crac_pending_buf * the manager lends for a checkpoint's suspension, or 0: each
+     * thread notes its own queued thread-directed signals there (upperhalf/suspend_pending.c).
+     * Was padding, so an older upper runtime (an old image's) leaves it alone. */
+    uint64_t pending_buf;
     uint64_t device_ranges;   /* struct crac_dev_ranges *: live device and managed allocations */
     volatile int32_t in_hook; /* a hook runs on a lower thread: its crossings skip the gate */
     int32_t pad3;

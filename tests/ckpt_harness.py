@@ -62,6 +62,8 @@ CKPT_PROGRAMS = (
     "ckpt_sighide",
     "ckpt_sigown",
     "ckpt_sigqueue",
+    "ckpt_sigthread",
+    "ckpt_closeall",
 )
 
 _BUILT: dict[str, Path] = {}

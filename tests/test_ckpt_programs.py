@@ -28,6 +28,10 @@ PROGRAMS = {
     "ckpt_sigown": [],
     # queued signals keep their siginfo and count across a checkpoint
     "ckpt_sigqueue": [],
+    # and so do signals queued to one thread (pthread_sigqueue, pthread_kill)
+    "ckpt_sigthread": [],
+    # a close() of every descriptor, one by one, leaves crac's own open
+    "ckpt_closeall": [],
 }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 from ckpt_harness import (
@@ -157,3 +158,33 @@ def kill9_if_running(proc: CracProc) -> None:
     if proc.poll() is None:
         proc.kill()
     wait_exit(proc)
+
+
+def test_fork_inside_another_threads_section_child_checkpoints(apps, tmp_path):
+    """Thread B holds a dmtcp_disable_ckpt() section while the main thread forks
+    (tests/apps/fork_section.c): the child, which has no thread B, asks for a checkpoint and gets
+    it. Its copy of the process's section count used to keep B's section open for ever there: the
+    checkpoint waited (and this run hung) until killed."""
+    require_native()
+    ckptdir = tmp_path / "ckpt"
+    argv = [*crac_cmd(), "launch", "-c", str(ckptdir), "--", str(apps["fork_section"])]
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=base_env(),
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the session holds the child too
+        out, err = proc.communicate()
+        raise AssertionError(f"the child's checkpoint never came:\n{out}\n{err}") from None
+    assert proc.returncode == 0, f"{out}\n{err}"
+    assert "child checkpoint 1" in out and "parent: child status 0" in out, out
+    # The child's own image (and the parent's: the request checkpoints the tree).
+    gens = complete_generations(ckptdir)
+    assert len(process_dirs(ckptdir)) == 2 and len(gens) == 2, tree(ckptdir)

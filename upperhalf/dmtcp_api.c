@@ -11,6 +11,7 @@
 #include <link.h>
 #include <linux/futex.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,10 +47,14 @@ static const struct crac_registry *reg(void) { return &crac_registry; }
  * its value through restarts. */
 static uint64_t launch_time;
 
+static void sections_at_fork_child(void);
+
 __attribute__((constructor(102))) static void dmtcp_api_init(void)
 {
-    if (crac_upper.api)
+    if (crac_upper.api) {
         launch_time = (uint64_t)time(NULL);
+        pthread_atfork(NULL, NULL, sections_at_fork_child);
+    }
 }
 
 static char proc_dir_cache[PATH_MAX], ckpt_dir_cache[PATH_MAX], program_cache[PATH_MAX];
@@ -98,6 +103,15 @@ int dmtcp_checkpoint(void) { return crac_upper.api ? crac_checkpoint() : DMTCP_N
 static __thread int section_depth __attribute__((tls_model("initial-exec")));
 
 int upper_sections_held(void) { return section_depth > 0; }
+
+/* A forked child has only the forking thread: the count it copied includes the parent's other
+ * threads' sections, which nothing here would ever leave, and its checkpoints would wait for
+ * them for ever. Until this runs (a checkpoint of the child may already be waiting) the count
+ * is only too high, which delays, never overlaps. */
+static void sections_at_fork_child(void)
+{
+    __atomic_store_n(&crac_registry.sections, section_depth > 0 ? 1 : 0, __ATOMIC_SEQ_CST);
+}
 
 static long futex(volatile int32_t *addr, int op, int32_t val)
 {

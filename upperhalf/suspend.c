@@ -73,6 +73,9 @@ static void suspend_handler(int sig, siginfo_t *info, void *uc)
     (void)info;
     struct crac_registry *r = &crac_registry;
     volatile int32_t gen = __atomic_load_n(&r->release_gen, __ATOMIC_ACQUIRE);
+    /* Before parking, not after the resume point: a restored thread gets its signals from the
+     * restart (loader/state/pending.c). */
+    suspend_note_pending();
     struct crac_thread_rec *rec = claim_slot();
     if (!rec)
         return; /* more than CRAC_MAX_THREADS threads: the manager times out and says so */

@@ -20,6 +20,9 @@ extern struct crac_registry crac_registry;
 
 /* Fill the registry's suspend handler and restorer (suspend.c). */
 void suspend_register(void);
+/* In the suspend handler: note this thread's queued signals in the manager's pending_buf and put
+ * them back as they were (suspend_pending.c). TLS-free. */
+void suspend_note_pending(void);
 
 /* Look up a lower-half entry by name; NULL when the lower half does not export it. */
 void *upper_lookup(const char *name);

@@ -224,7 +224,8 @@ NOTES: tuple[Note, ...] = (
     Note(
         "CRAC_NT_PENDING",
         0x43520007,
-        "crac_pending_rec, then n_threads crac_pending_thread, then n_infos crac_pending_info",
+        "crac_pending_rec, then n_threads crac_pending_thread, then n_infos crac_pending_info, "
+        "then each thread's n_infos crac_pending_info",
     ),
     Note(
         "CRAC_NT_RLIMITS",
@@ -382,17 +383,21 @@ RECORDS: tuple[Record, ...] = (
         F("sigval", "u64"), F("interval_ns", "i64"), F("value_ns", "i64"),
     )),
     Record("crac_pending_rec", 16, "PENDING note: signals pending at checkpoint time, "
-           "process-wide; n_threads crac_pending_thread follow, then n_infos crac_pending_info; "
-           "a shared signal with infos is queued again with them at restart, one without "
-           "(an image from before n_infos, whose pad was 0) raised with kill()", (
+           "process-wide; n_threads crac_pending_thread follow, then n_infos crac_pending_info, "
+           "then each thread's own n_infos crac_pending_info, thread by thread; a signal with "
+           "infos is queued again with them at restart (rt_sigqueueinfo, rt_tgsigqueueinfo to "
+           "the thread), one without (an image from before the counts, whose pads were 0) raised "
+           "once with kill() or tgkill()", (
         F("shared", "u64"), F("n_threads", "u32"),
         F("n_infos", "u32", "queued instances of the shared signals, in dequeue order"),
     )),
     Record("crac_pending_thread", 16, "PENDING note: one thread's pending signals", (
-        F("tid", "i32", "as the program knows it"), F("pad", "i32"), F("mask", "u64"),
+        F("tid", "i32", "as the program knows it"),
+        F("n_infos", "u32", "queued instances of its own signals, in its dequeue order"),
+        F("mask", "u64"),
     )),
-    Record("crac_pending_info", 128, "PENDING note: one queued instance of a process-wide "
-           "pending signal", (
+    Record("crac_pending_info", 128, "PENDING note: one queued instance of a pending signal "
+           "(the process's or a thread's own)", (
         F("info", "u8", "the kernel siginfo_t rt_sigtimedwait gave (si_signo first)", (128,)),
     )),
     Record("crac_rlimit_rec", 16, "RLIMITS note: one resource limit as getrlimit gives it", (

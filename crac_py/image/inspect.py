@@ -148,8 +148,13 @@ def _pending(blob: bytes) -> dict[str, Any]:
     thread = fmt.RECORD["crac_pending_thread"]
     threads = _array(thread, blob, head.size, f["n_threads"])
     infos_at = head.size + f["n_threads"] * thread.size
-    infos = _array(fmt.RECORD["crac_pending_info"], blob, infos_at, f["n_infos"])
-    for i in infos:
+    info = fmt.RECORD["crac_pending_info"]
+    infos = _array(info, blob, infos_at, f["n_infos"])
+    at = infos_at + f["n_infos"] * info.size
+    for t in threads:  # each thread's own instances follow, thread by thread
+        t["infos"] = _array(info, blob, at, t["n_infos"])
+        at += t["n_infos"] * info.size
+    for i in [*infos, *(i for t in threads for i in t["infos"])]:
         # si_signo, si_errno, si_code lead every siginfo_t; the rest depends on si_code
         signo, _, code = struct.unpack_from("<3i", bytes.fromhex(i["info"]))
         i["signo"], i["code"] = signo, code

@@ -10,6 +10,7 @@
 #include "lh_api.h"
 #include "lower_fds.h"
 #include "lower_threads.h"
+#include "state.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -226,6 +227,7 @@ int ckpt_suspend_all(struct parked_thread *ts, int max, int *count)
         return -1;
     }
     __atomic_store_n(&r->parked, 0, __ATOMIC_SEQ_CST);
+    pending_lend(r); /* each thread notes its own queued signals as it suspends */
     /* Parked threads cannot create new ones, so rescanning until nothing is new terminates. */
     for (;;) {
         int added = signal_new_threads(ts, count, max);

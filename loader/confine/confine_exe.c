@@ -182,6 +182,17 @@ static long close_ranges(long a1, long a2, long a3)
 /* The manager's short-lived descriptors are not in lower_fd_slots: the close waits while it
  * holds them (lower_fds_hold), or a checkpoint's image file could be closed, its number reused
  * by the program and written into (docs/DECISIONS.md "Known open races in trees that exec"). */
+/* close(fd) from the program at the numbers the lower half keeps its own at (the filter traps
+ * only those): EBADF for one of them, as if it were not open; the program's close as usual. */
+long emu_close(long fd)
+{
+    int32_t n = __atomic_load_n(&lower_fd_count, __ATOMIC_SEQ_CST);
+    for (int32_t i = 0; i < n && i < MAX_LOWER_FDS; i++)
+        if (lower_fd_slots[i] == (int32_t)fd)
+            return -EBADF;
+    return raw_syscall1(SYS_close, fd);
+}
+
 long emu_close_range(long a1, long a2, long a3)
 {
     for (;;) {

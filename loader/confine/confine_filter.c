@@ -4,6 +4,7 @@
 #include "confine_seccomp.h"
 
 #include "crac_layout.h"
+#include "lower_fds.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +33,7 @@ enum label {
     L_FCNTL_OWNER,
     L_IOCTL_PGRP,
     L_PRCTL,
+    L_CLOSE_HIGH,
     L_COUNT
 };
 
@@ -106,6 +108,11 @@ int confine_install_filter(int virtual_ids)
         SYS_vfork,
         /* the lower half's fds survive a program's close-everything (confine_exe.c) */
         SYS_close_range};
+    /* Computed once: a later filter (a restart's, an exec'd loader's) computes its own, and
+     * lower_fd_adopt never goes under the lowest. */
+    int close_from = lower_fd_floor();
+    if (!lower_fd_low || close_from < lower_fd_low)
+        lower_fd_low = close_from;
     struct bpf_asm a = {.n = 0};
     load(&a, (uint32_t)offsetof(struct seccomp_data, arch));
     jump(&a, BPF_JEQ, AUDIT_ARCH_X86_64, NEXT, L_ALLOW);
@@ -160,6 +167,7 @@ int confine_install_filter(int virtual_ids)
     jump(&a, BPF_JEQ, SYS_epoll_pwait2, L_MASK_ARG4, NEXT);
     jump(&a, BPF_JEQ, SYS_pselect6, L_MASK_ARG5, NEXT);
     jump(&a, BPF_JEQ, SYS_prctl, L_PRCTL, NEXT);
+    jump(&a, BPF_JEQ, SYS_close, L_CLOSE_HIGH, NEXT);
     jump(&a, BPF_JEQ, 0, L_ALLOW, L_ALLOW); /* BPF only jumps forward: ALLOW is last */
     /* Threads (CLONE_VM) are created by the kernel as usual; fork-like clones are emulated. */
     here(&a, L_CLONE);
@@ -192,6 +200,13 @@ int confine_install_filter(int virtual_ids)
     load(&a, ARG_LO(0));
     jump(&a, BPF_JEQ, PR_SET_SECCOMP, L_TRAP_IF_W, NEXT);
     jump(&a, BPF_JEQ, PR_SET_PDEATHSIG, L_TRAP_IF_W, L_ALLOW);
+    /* close only at the numbers the lower half keeps its descriptors at (lower_fds.c): a
+     * program's close-everything loop must not close them, and its other closes (frequent) stay
+     * untrapped. Negative numbers are the kernel's EBADF. */
+    here(&a, L_CLOSE_HIGH);
+    load(&a, ARG_LO(0));
+    jump(&a, BPF_JSET, 0x80000000u, L_ALLOW, NEXT);
+    jump(&a, BPF_JGE, (uint32_t)close_from, L_TRAP_IF_W, L_ALLOW);
     mask_arg_block(&a, L_MASK_ARG3, 3);
     mask_arg_block(&a, L_MASK_ARG4, 4);
     mask_arg_block(&a, L_MASK_ARG5, 5);

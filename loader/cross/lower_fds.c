@@ -15,14 +15,23 @@
 volatile int32_t lower_fd_slots[MAX_LOWER_FDS];
 volatile int32_t lower_fd_count;
 
-int lower_fd_adopt(int fd)
+int lower_fd_low;
+
+int lower_fd_floor(void)
 {
     struct rlimit rl;
     int floor = 512;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         rl.rlim_cur > 2 * HIGH_MARGIN)
         floor = (int)rl.rlim_cur - HIGH_MARGIN;
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+    return floor > lower_fd_low ? floor : lower_fd_low;
+}
+
+int lower_fd_adopt(int fd)
+{
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, lower_fd_floor());
+    if (high < 0) /* the program lowered its limit under the filter's threshold, say */
+        high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
     if (high < 0)
         high = fd; /* no room up there: keep the number it has */
     else

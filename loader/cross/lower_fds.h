@@ -12,6 +12,12 @@ extern volatile int32_t lower_fd_count;
 
 /* Move fd to a high free number (close-on-exec), record it, return the new number or -1. */
 int lower_fd_adopt(int fd);
+/* Where lower_fd_adopt puts descriptors: just under RLIMIT_NOFILE now, and never under the
+ * threshold of the seccomp filter's close() check (lower_fd_low, once it is set). */
+int lower_fd_floor(void);
+/* The lowest number the filter traps the program's close() at (confine_filter.c), or 0: such a
+ * close of one of these descriptors answers EBADF (emu_close, confine_exe.c). */
+extern int lower_fd_low;
 int lower_fd_is_ours(int fd);
 /* Record fd as the lower half's without moving it. */
 void lower_fd_record(int fd);

@@ -257,6 +257,14 @@ static int check_state_notes(const struct restart_image *img, char *err, size_t 
                 n->len < sizeof(*p) + (uint64_t)p->n_threads * sizeof(struct crac_pending_thread) +
                              (uint64_t)p->n_infos * sizeof(struct crac_pending_info))
                 return bad(err, errlen, "the pending-signals note is shorter than its count");
+            /* Then each thread's own instances (docs/IMAGE.md PENDING). */
+            const struct crac_pending_thread *pt = (const void *)(p + 1);
+            uint64_t own = 0;
+            for (uint32_t i = 0; i < p->n_threads; i++)
+                own += pt[i].n_infos;
+            if (n->len < sizeof(*p) + (uint64_t)p->n_threads * sizeof(struct crac_pending_thread) +
+                             ((uint64_t)p->n_infos + own) * sizeof(struct crac_pending_info))
+                return bad(err, errlen, "the pending-signals note is shorter than its count");
             break;
         }
         case CRAC_NT_SECCOMP: {

@@ -1,5 +1,5 @@
-/* pending.c — signals pending at checkpoint (CRAC_NT_PENDING): process-wide ones with each queued
- * siginfo, per-thread ones as masks from /proc; queued again at restart once every thread is back. */
+/* pending.c — signals pending at checkpoint (CRAC_NT_PENDING): process-wide ones and each thread's
+ * own, with each queued siginfo; queued again at restart once every thread is back. */
 #include "state.h"
 
 #include "confine.h"
@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -103,6 +104,49 @@ static void take_infos(uint64_t shared, struct crac_pending_info **out, uint32_t
     *n = count;
 }
 
+/* Room for the threads' own queued signals (upperhalf/suspend_pending.c notes them there while
+ * it suspends): the real-time queue is bounded by RLIMIT_SIGPENDING per user, the classic signals
+ * by 31 a thread. Reserved once, touched only as far as used, and dropped after each capture. */
+#define PENDING_SLOTS (1 << 17)
+static struct crac_pending_buf *lent;
+
+void pending_lend(struct crac_registry *r)
+{
+    size_t bytes = sizeof(*lent) + (size_t)PENDING_SLOTS * sizeof(lent->slot[0]);
+    if (!lent) {
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return; /* the threads note nothing: their masks are saved as before */
+        lent = p;
+        lent->cap = PENDING_SLOTS;
+    }
+    /* The synchronous signals stay deliverable in the suspend handler (ckpt_run.c): not taken. */
+    uint64_t sync = (1ULL << (SIGSYS - 1)) | (1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) |
+                    (1ULL << (SIGILL - 1)) | (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1));
+    lent->skip = crac_ctrl()->reserved_sigs | sync;
+    __atomic_store_n(&lent->lost, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&lent->used, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&r->pending_buf, (uint64_t)(uintptr_t)lent, __ATOMIC_SEQ_CST);
+}
+
+/* The slots thread TID noted, in its order; 0 when they cannot be trusted (none were lent, or a
+ * thread ran out of room or could not put one back). */
+static uint32_t thread_infos(int32_t tid, struct crac_pending_info *out)
+{
+    if (!lent || __atomic_load_n(&lent->lost, __ATOMIC_ACQUIRE))
+        return 0;
+    int32_t used = __atomic_load_n(&lent->used, __ATOMIC_ACQUIRE);
+    uint32_t n = 0;
+    for (int32_t i = 0; i < used && i < lent->cap; i++)
+        if (lent->slot[i].tid == tid) {
+            if (out)
+                memcpy(out[n].info, lent->slot[i].info, sizeof(out[n].info));
+            n++;
+        }
+    return n;
+}
+
 int pending_capture(const struct state_capture *c, void **out, size_t *len)
 {
     const struct parked_thread *ts = c->threads;
@@ -112,8 +156,12 @@ int pending_capture(const struct state_capture *c, void **out, size_t *len)
     struct crac_pending_info *infos;
     uint32_t n_infos;
     take_infos(shared, &infos, &n_infos);
+    /* Each thread's own instances follow the shared ones, thread by thread. */
+    size_t n_own = 0;
+    for (int i = 0; i < n; i++)
+        n_own += thread_infos(ts[i].rec->tid, NULL);
     size_t size = sizeof(struct crac_pending_rec) + (size_t)n * sizeof(struct crac_pending_thread) +
-                  (size_t)n_infos * sizeof(struct crac_pending_info);
+                  ((size_t)n_infos + n_own) * sizeof(struct crac_pending_info);
     struct crac_pending_rec *p = calloc(1, size);
     if (!p) {
         free(infos);
@@ -129,9 +177,24 @@ int pending_capture(const struct state_capture *c, void **out, size_t *len)
     }
     p->n_threads = (uint32_t)n;
     p->n_infos = n_infos;
+    struct crac_pending_info *at = (struct crac_pending_info *)(t + n);
     if (n_infos)
-        memcpy(t + n, infos, n_infos * sizeof(*infos));
+        memcpy(at, infos, n_infos * sizeof(*infos));
     free(infos);
+    at += n_infos;
+    for (int i = 0; i < n; i++) {
+        t[i].n_infos = thread_infos(ts[i].rec->tid, at);
+        at += t[i].n_infos;
+    }
+    /* Not in the image (it is lower memory); the next checkpoint lends it again. */
+    __atomic_store_n(&ckpt_registry->pending_buf, 0, __ATOMIC_SEQ_CST);
+    if (lent) {
+        size_t touched = sizeof(*lent) + (size_t)lent->used * sizeof(lent->slot[0]);
+        long page = sysconf(_SC_PAGESIZE);
+        size_t from = ((sizeof(*lent) + (size_t)page - 1) / (size_t)page) * (size_t)page;
+        if (lent->used > 0 && touched > from)
+            madvise((char *)lent + from, touched - from, MADV_DONTNEED);
+    }
     *out = p;
     *len = size;
     return 0;
@@ -169,9 +232,28 @@ int pending_restore(const struct state_restore *r, const void *note, size_t len)
         if (!queued)
             raw_syscall2(SYS_kill, pid, sig);
     }
-    for (uint32_t i = 0; i < p->n_threads && sizeof(*p) + (i + 1) * sizeof(*t) <= len; i++)
+    /* Each thread's own instances (after the shared ones), in their order, to the thread's new
+     * tid; the kernel lets another thread queue any si_code but a kill()'s or tgkill()'s (which
+     * tgkill gives again). A signal in a thread's mask without instances (an image from before
+     * n_infos, whose pad was 0, or a capture that could not trust them) is raised once. */
+    size_t own_at = infos_at + (size_t)n_infos * sizeof(struct crac_pending_info);
+    for (uint32_t i = 0; i < p->n_threads && sizeof(*p) + (i + 1) * sizeof(*t) <= len; i++) {
+        pid_t tid = r->map_tid(t[i].tid);
+        uint64_t given = 0;
+        uint32_t k = 0;
+        for (; k < t[i].n_infos && own_at + sizeof(struct crac_pending_info) <= len; k++) {
+            siginfo_t si;
+            memcpy(&si, (const char *)note + own_at, sizeof(si));
+            own_at += sizeof(struct crac_pending_info);
+            if (si.si_signo < 1 || si.si_signo > 64)
+                continue;
+            if (raw_is_err(raw_syscall4(SYS_rt_tgsigqueueinfo, pid, tid, si.si_signo, &si)))
+                raw_syscall3(SYS_tgkill, pid, tid, si.si_signo);
+            given |= 1ULL << (si.si_signo - 1);
+        }
         for (int sig = 1; sig <= 64; sig++)
-            if (t[i].mask >> (sig - 1) & 1)
-                raw_syscall3(SYS_tgkill, pid, r->map_tid(t[i].tid), sig);
+            if ((t[i].mask & ~given) >> (sig - 1) & 1)
+                raw_syscall3(SYS_tgkill, pid, tid, sig);
+    }
     return 0;
 }

@@ -94,6 +94,9 @@ int timers_capture(const struct state_capture *c, void **blob, size_t *len); /* 
 int timers_restore(const struct state_restore *r, const void *note, size_t len);
 int pending_capture(const struct state_capture *c, void **blob, size_t *len); /* pending.c */
 int pending_restore(const struct state_restore *r, const void *note, size_t len);
+/* Before the threads are told to suspend: lend them room to note their own queued signals in
+ * (registry pending_buf, upperhalf/suspend_pending.c); pending_capture reads it. */
+void pending_lend(struct crac_registry *r);
 int rlimits_capture(const struct state_capture *c, void **blob, size_t *len); /* rlimits.c */
 int rlimits_restore(const struct state_restore *r, const void *note, size_t len);
 int file_ids_capture(const struct state_capture *c, void **blob, size_t *len); /* file_ids.c */
