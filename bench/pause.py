@@ -1,7 +1,7 @@
 """The program's pause and the durable checkpoint vs `dd` + fsync of the same bytes.
 
     python bench/pause.py [--sizes 256,2048] [--threads 1,8] [--reps 3] [--dir /var/tmp]
-                          [--work-us 20] [--crac CMD] [--no-fork-writer] [--json]
+                          [--work-us 20] [--crac CMD] [--no-fork-writer] [--hog] [--json]
 
 Builds bench/apps/worker.c (gcc -O2): it fills SIZE MiB with pseudo-random data, then THREADS
 threads work forever (about WORK_US us of computing, then one store into the next page of their
@@ -20,7 +20,10 @@ under DIR (default /var/tmp: a real disk, not /dev/shm) and, REPS times, interle
 
 Reports medians: pause, pause / dd time (target <= 5 %), durable / dd (target <= 1.1), CPU of
 the checkpoint and of dd, tick rate during the write / normal (target >= 0.9). --crac CMD runs
-another build's `crac` (e.g. /work/main/.venv/bin/crac) for a before/after comparison. Every wait
+another build's `crac` (e.g. /work/main/.venv/bin/crac) for a before/after comparison. --hog runs
+a CPU hog beside (`yes > /dev/null`, one per CPU, each in a session of its own as other programs
+would be, not in the session of dd and of this script) for each case, dd's runs
+included. Every wait
 has a timeout; a failure prints a clear message and exits 1. Never asserts on time.
 """
 
@@ -211,6 +214,31 @@ def one_case(args, crac: list[str], app: Path, src: Path, mib: int, threads: int
     return {"size_mib": mib, "threads": threads, "reps": reps, "median": med}
 
 
+class Hog:
+    """One `yes > /dev/null` per CPU while the block runs (the "CPU hog beside" mode)."""
+
+    def __init__(self, on: bool):
+        self.on = on
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> Hog:
+        for _ in range((os.cpu_count() or 1) if self.on else 0):
+            self.procs.append(
+                subprocess.Popen(
+                    ["yes"],
+                    stdout=subprocess.DEVNULL,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait(timeout=TIMEOUT)
+
+
 def build_app(out: Path) -> Path:
     exe = out / "worker"
     cmd = ["gcc", *CFLAGS, "-o", str(exe), str(APP_SRC)]
@@ -229,6 +257,7 @@ def main() -> int:
     ap.add_argument("--work-us", type=int, default=20)
     ap.add_argument("--crac", default=None, help="the crac command to measure (default: this one)")
     ap.add_argument("--no-fork-writer", action="store_true")
+    ap.add_argument("--hog", action="store_true", help="a CPU hog beside: `yes` per CPU")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     crac = shlex.split(args.crac) if args.crac else crac_cmd()
@@ -241,7 +270,8 @@ def main() -> int:
                 try:
                     make_source(src, mib)
                     for threads in [int(t) for t in args.threads.split(",")]:
-                        results.append(one_case(args, crac, app, src, mib, threads))
+                        with Hog(args.hog):
+                            results.append(one_case(args, crac, app, src, mib, threads))
                 finally:
                     shutil.rmtree(src.parent, ignore_errors=True)
     except (BenchError, subprocess.SubprocessError, OSError) as exc:
@@ -254,7 +284,7 @@ def main() -> int:
     for r in results:
         m = r["median"]
         rows.append([
-            f"{r['size_mib']} MiB, {r['threads']} thr",
+            f"{r['size_mib']} MiB, {r['threads']} thr" + (", hog" if args.hog else ""),
             f"{m['pause_s'] * 1e3:.0f} ms",
             f"{m['pause_s'] / m['dd_s'] * 100:.1f} %",
             f"{m['durable_s']:.2f} s",

@@ -305,6 +305,23 @@ def wait_for_step(proc: CracProc, n: int, timeout: float = WAIT_TIMEOUT) -> int:
         time.sleep(POLL_S)
 
 
+def wait_for_step_or_success(proc: CracProc, n: int, timeout: float = WAIT_TIMEOUT) -> int:
+    """As wait_for_step, but a process that ran to its end with status 0 first is no failure: the
+    program goes on while its forked writer finishes the checkpoint, and on a loaded machine a
+    short program can finish before the checkpoint is published."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = proc.poll()
+        last = proc.last_step()
+        if last >= n or status == 0:
+            return last
+        if status is not None:
+            fail(f"{proc.label} exited with status {status} before step {n} (last: {last})", proc)
+        if time.monotonic() > deadline:
+            fail(f"{proc.label} did not reach step {n} in {timeout:.0f} s (last: {last})", proc)
+        time.sleep(POLL_S)
+
+
 def wait_exit(proc: CracProc, timeout: float = RUN_TIMEOUT) -> int:
     try:
         return proc.wait(timeout=timeout)
@@ -324,6 +341,15 @@ def kill9(proc: CracProc) -> int:
     if status != -signal.SIGKILL:
         fail(f"{proc.label} ended with status {status} while being killed", proc)
     return status
+
+
+def kill9_unless_done(proc: CracProc) -> None:
+    """SIGKILLs PROC unless it already ran to its end with status 0 (see
+    wait_for_step_or_success), and reaps it."""
+    proc.send_signal(signal.SIGKILL)  # Popen's: a no-op once the process is reaped
+    status = wait_exit(proc, WAIT_TIMEOUT)
+    if status not in (0, -signal.SIGKILL):
+        fail(f"{proc.label} ended with status {status} while being killed", proc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -682,9 +708,11 @@ def run_cycles(
             before_signal = proc.last_step()
             gen = checkpoint(proc, ckptdir, sig=sig)
             at_complete = proc.last_step()
-            # The checkpoint is complete: the process goes on and re-prints steps after it.
-            wait_for_step(proc, at_complete + after)
-            kill9(proc)
+            # The checkpoint is complete: the process goes on and re-prints steps after it (or
+            # has already run to its end, which is no failure: the restart must still resume
+            # from the checkpointed step).
+            wait_for_step_or_success(proc, at_complete + after)
+            kill9_unless_done(proc)
             seg = Segment(proc.label, proc.lines(), before_signal, at_complete, gen)
             segments.append(seg)
             check_steps_contiguous(seg.lines, seg.label)

@@ -7,6 +7,8 @@ the generation becomes `latest` only once the image is on disk.
   it was written by the forked writer.
 * The writer held stopped: the program goes on, `latest` stays the previous generation; a SIGKILL
   of the program then ends the writer too and the previous generation restarts.
+* The writer runs in a session of its own (a scheduler autogroup of its own: its share of the
+  CPU does not shrink with the number of the program's busy threads).
 * `crac command -bc` returns once the image is on disk, `-kc` exits after it; under a
   coordinator the image is written with the program paused (no forked writer yet).
 * The fallback: --no-fork-writer, and a refused fork (tests/apps/deny_cow_fork.c), with one
@@ -182,6 +184,60 @@ def test_writer_stopped_then_program_killed(apps, tmp_path):
             time.sleep(0.01)
         assert gone(writer), "the writer outlived the program it was writing"
         assert latest_complete(procdir) == latest, tree(ckptdir)
+    except BaseException:
+        proc.stop()
+        raise
+    again = restart(ckptdir, out_dir=logs, label="restart")
+    assert wait_exit(again) == 0, again.report()
+    assert again.lines()[-1] == ref.done, again.report()
+
+
+def session(pid: int) -> int | None:
+    """The session id of PID (None once it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def test_writer_in_own_session(apps, tmp_path):
+    """The forked writer leaves the program's session for one of its own (it is its leader), so
+    the scheduler's autogroups give it a share like the whole program's. It is caught stopped;
+    it may be caught before its first steps, so it is let run and looked at until it is seen
+    in its own session (a later checkpoint's writer when one ends unseen). The checkpoint then
+    completes and restarts to the uninterrupted run's end."""
+    app = apps["ckpt_cowrite"]
+    ref = native_reference(app, COWRITE_ARGS, tmp_path / "ref", tmp_path / "ref_cwd")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckptdir.mkdir()
+    logs.mkdir()
+    proc = launch(app, COWRITE_ARGS, ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 10)
+        program_sid = session(proc.pid)
+        assert program_sid is not None
+        seen: list[tuple[int, int | None]] = []
+        for _ in range(5):
+            known = complete_generations(ckptdir)
+            writer = catch_writer(
+                proc.pid,
+                lambda: proc.send_signal(signal.SIGUSR2),
+                lambda: complete_generations(ckptdir) != known,
+            )
+            sid = session(writer)
+            os.kill(writer, signal.SIGCONT)
+            while sid == program_sid:
+                sid = session(writer)
+            seen.append((writer, sid))
+            deadline = time.monotonic() + WAIT_TIMEOUT
+            while complete_generations(ckptdir) == known and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if sid is not None:
+                break
+        writer, sid = seen[-1]
+        assert sid == writer and sid != program_sid, (program_sid, seen)
+        assert wait_writers(proc.err_path, len(seen))[-1:] == ["forked"], proc.report()
+        kill9(proc)
     except BaseException:
         proc.stop()
         raise

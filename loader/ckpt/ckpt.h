@@ -128,10 +128,16 @@ struct ckpt_write_job {
 };
 /* The pid core_write records as the process's (0: getpid()); the forked writer sets it. */
 extern pid_t core_owner_pid;
+/* Set only in the forked writer's own copy (never in the program's process): core_write may then
+ * drop its copy of each batch of pages once written (MADV_DONTNEED), which the program's memory
+ * does not see (docs/DECISIONS.md "Checkpoint CPU and write path"). */
+extern int core_in_forked_copy;
 /* 0 and the child's pid, or -errno (the clone was refused: write in-process instead). */
 int ckpt_writer_start(const struct ckpt_write_job *job, pid_t *pid);
 /* Waits for the child; 0 with its results once upper.core is written and on disk, else -1. */
 int ckpt_writer_wait(pid_t pid, uint32_t *header_crc, uint64_t *core_size);
+/* The CPU time (ms) the last writer reported with its results (CRAC_TIMING). */
+double ckpt_writer_cpu_ms(void);
 /* Kills and reaps it (the checkpoint was called off). */
 void ckpt_writer_cancel(pid_t pid);
 

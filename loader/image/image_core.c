@@ -84,6 +84,8 @@ static int put_note(struct buf *b, const char *name, uint32_t type, const void *
 /* The checkpointed process's pid: not getpid() in the forked writer, a process of its own. */
 pid_t core_owner_pid;
 
+int core_in_forked_copy;
+
 static pid_t core_pid(void) { return core_owner_pid ? core_owner_pid : getpid(); }
 
 static int is_outside_w(uint64_t start) { return start < CRAC_W_START || start >= CRAC_W_END; }
@@ -461,6 +463,14 @@ static int write_region(struct writer *w, struct region *r)
         }
         if (w->cz)
             continue;
+        /* The forked writer is done with these pages: dropping its copy means the program's
+         * next store to each is no copy-on-write copy (the page is the program's alone again),
+         * and the writer's memory does not grow with what the program rewrites meanwhile.
+         * Only in the forked copy (core_in_forked_copy), only private memory of W; an error
+         * (a locked or special mapping) just keeps the pages. */
+        if (core_in_forked_copy && !(r->rec.flags & CRAC_REGION_OUTSIDE_W) &&
+            (r->rec.kind == CRAC_REGION_ANON || r->rec.kind == CRAC_REGION_FILE_PRIVATE))
+            madvise((void *)a, n * PAGE, MADV_DONTNEED);
         uint64_t below = r->rec.core_offset + (a - r->rec.start) + n * PAGE;
         page_digest_progress(w->digest, below);
         if (below >= w->kicked + WRITEBACK_STEP) {
@@ -491,9 +501,44 @@ static void prstatus_from(const struct parked_thread *t, struct elf_prstatus *ps
     u->rsp = (uint64_t)g[REG_RSP], u->fs_base = t->rec->fsbase, u->cs = 0x33, u->ss = 0x2b;
 }
 
+/* The REGIONS note's description: a record, path and bitmap per region. */
+static int regions_desc(struct buf *rb, const struct region *rs, int nr)
+{
+    for (int i = 0; i < nr; i++) {
+        struct crac_region_rec rec = rs[i].rec;
+        rec.path_len = (uint32_t)((strlen(rs[i].path) + 1 + 7) & ~7UL);
+        rec.size = (uint32_t)(sizeof(rec) + rec.path_len + rec.bitmap_bytes);
+        if (put(rb, &rec, sizeof(rec)) || put(rb, rs[i].path, strlen(rs[i].path) + 1) ||
+            pad(rb, 8) || (rec.bitmap_bytes && put(rb, rs[i].bitmap, rec.bitmap_bytes)))
+            return -1;
+    }
+    return 0;
+}
+
+/* --incremental: each page's CRC-32C, so a restart from a chain can check the pages it reads of
+ * a generation without reading the others (docs/DECISIONS.md, branch incr2). Known once the
+ * regions are written: patched in place like the REGIONS note, at page_crcs_note_at. */
+static size_t page_crcs_note_at;
+
+static int page_crcs_desc(struct buf *cb, const struct region *rs, int nr)
+{
+    for (int i = 0; i < nr; i++) {
+        if (!rs[i].page_crcs)
+            continue;
+        struct crac_page_crcs_rec pc = {rs[i].rec.start, rs[i].rec.end};
+        uint64_t n = (rs[i].rec.end - rs[i].rec.start) / PAGE;
+        if (put(cb, &pc, sizeof(pc)) || put(cb, rs[i].page_crcs, n * 4) || pad(cb, 8)) {
+            free(cb->data);
+            cb->data = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int build_notes(struct buf *b, const struct region *rs, int nr,
                        const struct parked_thread *ts, int nt, int generation,
-                       const struct state_note *kind_notes)
+                       const struct state_note *kind_notes, size_t *regions_at)
 {
     for (int i = 0; i < nt; i++) {
         struct elf_prstatus ps;
@@ -557,34 +602,20 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
         return -1;
 
     struct buf rb = {0};
-    for (int i = 0; i < nr; i++) {
-        struct crac_region_rec rec = rs[i].rec;
-        rec.path_len = (uint32_t)((strlen(rs[i].path) + 1 + 7) & ~7UL);
-        rec.size = (uint32_t)(sizeof(rec) + rec.path_len + rec.bitmap_bytes);
-        put(&rb, &rec, sizeof(rec));
-        put(&rb, rs[i].path, strlen(rs[i].path) + 1);
-        pad(&rb, 8);
-        if (rec.bitmap_bytes)
-            put(&rb, rs[i].bitmap, rec.bitmap_bytes);
-    }
+    if (regions_desc(&rb, rs, nr) != 0)
+        return -1;
+    /* Where the REGIONS note's bytes start: the only note the data written changes (its
+     * checksums, page counts, bitmaps, offsets), patched there once the regions are written. */
     rc = put_note(b, CRAC_NOTE_NAME, CRAC_NT_REGIONS, rb.data, rb.len);
+    *regions_at = b->len - ((rb.len + 3) & ~(size_t)3);
     free(rb.data);
     if (rc)
         return -1;
-    /* --incremental: each page's CRC-32C, so a restart from a chain can check the pages it reads
-     * of a generation without reading the others (docs/DECISIONS.md, branch incr2). */
     struct buf cb = {0};
-    for (int i = 0; i < nr; i++) {
-        if (!rs[i].page_crcs)
-            continue;
-        struct crac_page_crcs_rec pc = {rs[i].rec.start, rs[i].rec.end};
-        uint64_t n = (rs[i].rec.end - rs[i].rec.start) / PAGE;
-        if (put(&cb, &pc, sizeof(pc)) || put(&cb, rs[i].page_crcs, n * 4) || pad(&cb, 8)) {
-            free(cb.data);
-            return -1;
-        }
-    }
+    if (page_crcs_desc(&cb, rs, nr) != 0)
+        return -1;
     rc = cb.len ? put_note(b, CRAC_NOTE_NAME, CRAC_NT_PAGE_CRCS, cb.data, cb.len) : 0;
+    page_crcs_note_at = b->len - ((cb.len + 3) & ~(size_t)3); /* patched as REGIONS is */
     free(cb.data);
     if (rc)
         return -1;
@@ -650,7 +681,8 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     }
     /* Lay out: headers and notes first (their size does not depend on the data), then each
      * region at a page-aligned offset. */
-    if (build_notes(&notes, rs, nr, ts, nt, generation, kind_notes) != 0)
+    size_t regions_at = 0;
+    if (build_notes(&notes, rs, nr, ts, nt, generation, kind_notes, &regions_at) != 0)
         goto out;
     size_t phnum = 1 + (size_t)nr;
     uint64_t head = sizeof(Elf64_Ehdr) + phnum * sizeof(Elf64_Phdr) + notes.len;
@@ -696,10 +728,30 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
             r->rec.flags |= CRAC_REGION_COMPRESSED;
         }
     }
-    /* Now the notes with the final checksums and bitmaps. */
-    notes.len = 0;
-    if (build_notes(&notes, rs, nr, ts, nt, generation, kind_notes) != 0)
+    /* Now the REGIONS note with the final checksums and bitmaps, over the one the layout was
+     * sized with. The other notes are not built again: the forked writer has released the
+     * pages it wrote (write_region), the threads' records among them. */
+    struct buf rb = {0};
+    if (regions_desc(&rb, rs, nr) != 0)
         goto out;
+    if (regions_at + rb.len > notes.len) { /* cannot happen: the same regions, the same sizes */
+        free(rb.data);
+        errno = EOVERFLOW;
+        goto out;
+    }
+    memcpy(notes.data + regions_at, rb.data, rb.len);
+    free(rb.data);
+    struct buf cb = {0};
+    if (page_crcs_desc(&cb, rs, nr) != 0)
+        goto out;
+    if (cb.len && page_crcs_note_at + cb.len > notes.len) { /* cannot happen, as above */
+        free(cb.data);
+        errno = EOVERFLOW;
+        goto out;
+    }
+    if (cb.len)
+        memcpy(notes.data + page_crcs_note_at, cb.data, cb.len);
+    free(cb.data);
     struct buf head_buf = {0};
     Elf64_Ehdr eh;
     memset(&eh, 0, sizeof(eh));
