@@ -79,11 +79,6 @@ def incremental_spec(flag: bool, full_every: int | None, compress: str) -> int:
         if full_every is not None:
             raise ConfigError("--full-every is for --incremental")
         return 0
-    if compress != "none":
-        raise ConfigError(
-            "--incremental cannot be combined with --compress: an incremental generation's "
-            "regions are not compressed; use one or the other"
-        )
     return FULL_EVERY_DEFAULT if full_every is None else full_every
 
 

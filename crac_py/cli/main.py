@@ -403,7 +403,7 @@ def restart(
         )
         # Incremental images go on as the image was taken, unless the options say otherwise.
         recorded = (gen.manifest.get("incremental") or {}).get("full_every")
-        if incremental or full_every is not None or not recorded or ckpt.compress != "none":
+        if incremental or full_every is not None or not recorded:
             ckpt.incremental = config.incremental_spec(incremental, full_every, ckpt.compress)
         else:
             ckpt.incremental = int(recorded)

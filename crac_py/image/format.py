@@ -255,6 +255,15 @@ NOTES: tuple[Note, ...] = (
         "crac_seccomp_thread_rec (docs/TRUST.md)",
         optional=True,
     ),  # fmt: skip
+    Note(
+        "CRAC_NT_PAGE_CRCS",
+        0x4352001E,
+        "per ANON region saved page by page in a generation of an --incremental run, in REGIONS "
+        "order: crac_page_crcs_rec, then one u32 per page of the region (the CRC-32C of its 4096 "
+        "bytes as this generation holds it: of zeros when it holds none; 0 for a page of the "
+        "bitmap of an incremental region, the parent's), padded to 8",
+        optional=True,
+    ),  # fmt: skip
 )
 NOTE_TYPES = {n.type: n for n in NOTES}
 
@@ -463,6 +472,12 @@ RECORDS: tuple[Record, ...] = (
         F("header_crc32c", "u32", "the parent's upper_core.header_crc32c (its identity)"),
         F("pad", "u32"),
         F("core_size", "u64", "the parent's upper_core.size"),
+    )),
+    Record("crac_page_crcs_rec", 16, "PAGE_CRCS note: the region whose page CRC-32Cs follow "
+           "(a restart from a chain reads only the pages no newer generation holds, each checked "
+           "by itself)", (
+        F("start", "u64", "as the region's crac_region_rec"),
+        F("end", "u64"),
     )),
     Record("crac_dev_record", 40, "device.img, after the header: one allocation", (
         F("addr", "u64"), F("size", "u64"),

@@ -191,6 +191,19 @@ def _seccomp(blob: bytes) -> dict[str, Any]:
     return {**head, "filters": filters, "threads": _array(trec, blob, off, head["n_threads"])}
 
 
+def _page_crcs(blob: bytes) -> list[dict[str, Any]]:
+    """Each region's bounds and how many page CRC-32Cs it has (not the values: 1 per 4 KiB)."""
+    rec, off, out = fmt.RECORD["crac_page_crcs_rec"], 0, []
+    while off + rec.size <= len(blob):
+        r = _rec(rec, blob, off)
+        pages = max(0, (r["end"] - r["start"]) // 4096)
+        out.append(r | {"pages": pages})
+        off += rec.size + (4 * pages + 7) // 8 * 8
+    if off > len(blob):
+        raise _Short("a page_crcs record")
+    return out
+
+
 DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_PROCESS": _process,
     "CRAC_NT_REGIONS": _regions,
@@ -204,6 +217,7 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_PRCTL": lambda blob: _rec(fmt.RECORD["crac_prctl_rec"], blob, 0),
     "CRAC_NT_SECCOMP": _seccomp,
     "CRAC_NT_PARENT": lambda blob: _rec(fmt.RECORD["crac_parent_rec"], blob, 0),
+    "CRAC_NT_PAGE_CRCS": _page_crcs,
 }
 
 

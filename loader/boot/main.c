@@ -272,10 +272,6 @@ static void fill_ckpt_config(const struct options *o, const struct crac_backend_
         if (compress_load(c->compress, err, sizeof(err)) != 0)
             die("--compress %s: %s", o->compress, err);
     }
-    /* Not with --compress: a compressed region's chunks hold no page index per page that the
-     * chain could overlay (docs/DECISIONS.md "Incremental images"). */
-    if (o->incremental > 1 && c->compress != CRAC_CHUNK_RAW)
-        die("--incremental cannot be combined with --compress: use one or the other");
     incr_configure(o->incremental > 1 ? o->incremental : 0);
     c->argc = o->program_argc;
     c->argv = o->program_argv;

@@ -5,7 +5,7 @@
 /* Runs in the manager with every thread of the program parked (ckpt_run.c), before the forked
  * writer is made: the writer inherits the bitmaps copy-on-write and only reads them. Nothing here
  * runs in the SIGSYS handler. A region counts as tracked only when its boundaries are those it had
- * at the previous checkpoint and it is still registered ("uw" in smaps): a region mapped, moved,
+ * at the previous checkpoint and it is still registered (the scan succeeds): a region mapped, moved,
  * split or merged since is saved whole, and tracked from this checkpoint on. */
 #include "incr.h"
 
@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The uapi of kernels 6.7 and later (linux/userfaultfd.h, linux/fs.h); the build host's headers
@@ -134,39 +135,26 @@ static int ensure_open(void)
     return 0;
 }
 
-/* The private anonymous writable mappings inside W, with whether they are registered already
- * (VmFlags "uw") and not excluded from images ("dd"). */
+/* The private anonymous writable mappings inside W, from /proc/self/maps: smaps would say
+ * which are registered ("uw") and excluded from images ("dd"), but it walks every page table
+ * entry of every mapping to count them, which at 2 GiB cost 80-300 ms of the pause, twice
+ * (docs/PERFORMANCE.md, branch incr2). Whether a mapping is registered is what the scan says
+ * (PM_SCAN_CHECK_WPASYNC refuses one that is not), so uw means "try the scan"; a mapping
+ * excluded from images is tracked too (cheap: a write fault each page, once a checkpoint),
+ * and image_core.c saves none of its pages anyway. */
 struct vma {
     uint64_t start, end;
     int uw, dd, ok;
 };
 
-static int vmflag(const char *line, const char *flag)
-{
-    for (const char *p = line + 8; *p; p++)
-        if (p[-1] == ' ' && p[0] == flag[0] && p[1] == flag[1] &&
-            (p[2] == ' ' || p[2] == '\n' || !p[2]))
-            return 1;
-    return 0;
-}
-
 static int list_vmas(struct vma *v, int max)
 {
-    FILE *f = fopen("/proc/self/smaps", "re");
+    FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
         return -1;
     char line[PATH_MAX + 256];
     int n = 0;
-    struct vma *last = NULL;
     while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "VmFlags:", 8) == 0) {
-            if (last) {
-                last->uw = vmflag(line, "uw");
-                last->dd = vmflag(line, "dd");
-            }
-            last = NULL;
-            continue;
-        }
         unsigned long s, e, off, ino;
         unsigned dmaj, dmin;
         char perms[8];
@@ -174,7 +162,6 @@ static int list_vmas(struct vma *v, int max)
         if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &s, &e, perms, &off, &dmaj, &dmin, &ino,
                    &used) < 7)
             continue;
-        last = NULL;
         const char *path = line + used;
         /* As image_core.c classifies them: no path, or a [bracketed] one, is anonymous. */
         int anon = path[0] == '\n' || path[0] == '\0' || path[0] == '[';
@@ -183,8 +170,7 @@ static int list_vmas(struct vma *v, int max)
             continue;
         if (n == max)
             break;
-        v[n] = (struct vma){s, e, 0, 0, 1};
-        last = &v[n++];
+        v[n++] = (struct vma){s, e, 1, 0, 1};
     }
     fclose(f);
     return n;
@@ -237,9 +223,21 @@ static void clear_cur(void)
     n_cur = 0;
 }
 
+static double ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 int incr_prepare(int generation)
 {
     static struct vma v[MAX_TRACKED];
+    static int timing = -1;
+    if (timing < 0)
+        timing = getenv("CRAC_TIMING") != NULL;
+    double t0 = timing ? ms_now() : 0, t_list = 0, t_scan = 0;
+    uint64_t scanned_bytes = 0;
     is_incremental = 0;
     clear_cur();
     if (!full_every || ensure_open() != 0)
@@ -249,6 +247,8 @@ int incr_prepare(int generation)
     int n = list_vmas(v, MAX_TRACKED);
     if (n < 0)
         return 0;
+    if (timing)
+        t_list = ms_now();
     for (int i = 0; i < n; i++) {
         if (v[i].dd)
             continue;
@@ -257,6 +257,7 @@ int incr_prepare(int generation)
         uint64_t *bits = p && v[i].uw ? calloc((pages + 63) / 64, 8) : NULL;
         /* Registered: its written pages protected again (listed when it was tracked). */
         int scanned = v[i].uw && scan(v[i].start, v[i].end, bits) == 0;
+        scanned_bytes += scanned ? v[i].end - v[i].start : 0;
         if (!scanned) {
             free(bits);
             bits = NULL;
@@ -269,6 +270,8 @@ int incr_prepare(int generation)
             free(bits);
     }
     /* The regions as the image records them: registering may have merged neighbours. */
+    if (timing)
+        t_scan = ms_now();
     n = list_vmas(v, MAX_TRACKED);
     n_prev = 0;
     for (int i = 0; i < n; i++)
@@ -279,6 +282,12 @@ int incr_prepare(int generation)
             (struct crac_parent_rec){prev_generation, base_generation, prev_crc, 0, prev_size};
         is_incremental = 1;
     }
+    if (timing) /* CRAC_TIMING=1: the part of the pause this takes (docs/PERFORMANCE.md) */
+        fprintf(stderr,
+                "crac: timing (incremental): generation %d: list %.2f ms, scan %.2f ms (%llu "
+                "MiB), list again %.2f ms\n",
+                generation, t_list - t0, t_scan - t_list, (unsigned long long)(scanned_bytes >> 20),
+                ms_now() - t_scan);
     return is_incremental;
 }
 

@@ -4,6 +4,7 @@
 #include "crac_image.h"
 #include "image_read.h"
 #include "crc32c.h"
+#include "page_crcs.h"
 #include "image_chain.h"
 #include "image_compress.h"
 #include "page_zero.h"
@@ -72,8 +73,10 @@ static int region_crc(int fd, const struct crac_region_rec *r, const unsigned ch
 /* A compressed region (image_compress.c): every chunk decompressed and checked against its
  * CRC-32C, the chunks in order, inside the region and (FILE_PRIVATE) in its bitmap. -1: damaged;
  * -2: the codec's library cannot be loaded (err). */
+/* inherit: an incremental region's bitmap (its parent's pages: in no chunk), else NULL. */
 static int chunks_crc(int fd, const struct crac_region_rec *r, const unsigned char *bitmap,
-                      unsigned char *buf, uint32_t *crc, uint32_t *pages, char *err, size_t errlen)
+                      const unsigned char *inherit, unsigned char *buf, uint32_t *crc,
+                      uint32_t *pages, char *err, size_t errlen)
 {
     static struct cz_reader rd; /* its scratch buffer kept for the next region */
     uint64_t n_pages = (r->end - r->start) / PAGE;
@@ -81,6 +84,9 @@ static int chunks_crc(int fd, const struct crac_region_rec *r, const unsigned ch
     int more;
     cz_read_begin(&rd, fd, r->core_offset, n_pages, bitmap);
     while ((more = cz_read_next(&rd, &h)) == 1) {
+        for (uint64_t i = h.first_page; inherit && i < h.first_page + h.n_pages; i++)
+            if ((inherit[i / 8] >> (i % 8)) & 1)
+                return -1;
         int c = cz_read_pages(&rd, &h, buf, err, errlen);
         if (c != 0)
             return c;
@@ -97,6 +103,27 @@ static int chunks_crc(int fd, const struct crac_region_rec *r, const unsigned ch
             return -1;
     }
     return 0;
+}
+
+/* Whether the PAGE_CRCS table of region r folds into its CRC-32C and count: a saved page is one
+ * whose entry is not that of zeros (nor 0, for a page inherit marks: the parent's). */
+static int page_crcs_match(const struct crac_region_rec *r, const unsigned char *inherit,
+                           const unsigned char *table)
+{
+    uint32_t crc = 0, pages = 0, zero = page_crc_zero();
+    for (uint64_t i = 0; i < (r->end - r->start) / PAGE; i++) {
+        uint32_t e = page_crcs_at(table, i);
+        if (inherit && (inherit[i / 8] >> (i % 8)) & 1) {
+            if (e != 0)
+                return 0;
+            continue;
+        }
+        if (e == zero)
+            continue;
+        crc = page_crc_extend(crc32c_update(crc, &i, 8), e);
+        pages++;
+    }
+    return crc == r->crc32c && pages == r->saved_pages;
 }
 
 static int bad(const char *path, const char *what)
@@ -137,8 +164,8 @@ int image_check_main(int argc, char **argv)
         return bad(path, "its headers fail their CRC-32C");
     /* The REGIONS note; the header CRC vouches for every byte of it. */
     const unsigned char *n = head + note.p_offset, *notes_end = n + note.p_filesz;
-    const unsigned char *regions = NULL;
-    uint64_t regions_len = 0;
+    const unsigned char *regions = NULL, *page_crcs = NULL;
+    uint64_t regions_len = 0, page_crcs_len = 0;
     while (n + sizeof(Elf64_Nhdr) <= notes_end) {
         const Elf64_Nhdr *h = (const Elf64_Nhdr *)n;
         const unsigned char *desc = n + sizeof(*h) + ((h->n_namesz + 3) & ~3u);
@@ -148,6 +175,11 @@ int image_check_main(int argc, char **argv)
             memcmp(n + sizeof(*h), CRAC_NOTE_NAME, sizeof(CRAC_NOTE_NAME)) == 0) {
             regions = desc;
             regions_len = h->n_descsz;
+        }
+        if (h->n_type == CRAC_NT_PAGE_CRCS && h->n_namesz == sizeof(CRAC_NOTE_NAME) &&
+            memcmp(n + sizeof(*h), CRAC_NOTE_NAME, sizeof(CRAC_NOTE_NAME)) == 0) {
+            page_crcs = desc;
+            page_crcs_len = h->n_descsz;
         }
         n = desc + ((h->n_descsz + 3) & ~3u);
     }
@@ -169,11 +201,17 @@ int image_check_main(int argc, char **argv)
         }
         uint32_t crc = 0, pages = 0;
         if (r.flags & CRAC_REGION_INCREMENTAL) { /* this generation's layer (image_chain.c) */
-            if (r.kind != CRAC_REGION_ANON || !r.core_offset ||
-                (uint64_t)r.bitmap_bytes * 8 < (r.end - r.start) / PAGE ||
-                chain_layer(fd, &r, regions + off + sizeof(r) + r.path_len, NULL, 0, buf, &crc,
-                            &pages) != 0 ||
-                crc != r.crc32c || pages != r.saved_pages) {
+            const unsigned char *inherit = regions + off + sizeof(r) + r.path_len;
+            char err[256] = "";
+            int c = r.kind != CRAC_REGION_ANON || !r.core_offset ||
+                            (uint64_t)r.bitmap_bytes * 8 < (r.end - r.start) / PAGE
+                        ? -1
+                    : r.flags & CRAC_REGION_COMPRESSED
+                        ? chunks_crc(fd, &r, NULL, inherit, buf, &crc, &pages, err, sizeof(err))
+                        : chain_layer(fd, &r, inherit, NULL, 0, buf, &crc, &pages);
+            if (c == -2)
+                return bad(path, err);
+            if (c != 0 || crc != r.crc32c || pages != r.saved_pages) {
                 char what[128];
                 snprintf(what, sizeof(what), "region 0x%llx-0x%llx fails its CRC-32C",
                          (unsigned long long)r.start, (unsigned long long)r.end);
@@ -181,8 +219,9 @@ int image_check_main(int argc, char **argv)
             }
         } else if (r.flags & CRAC_REGION_COMPRESSED) {
             char err[256];
-            int c = r.core_offset ? chunks_crc(fd, &r, bitmap, buf, &crc, &pages, err, sizeof(err))
-                                  : -1;
+            int c = r.core_offset
+                        ? chunks_crc(fd, &r, bitmap, NULL, buf, &crc, &pages, err, sizeof(err))
+                        : -1;
             if (c == -2)
                 return bad(path, err);
             if (c != 0 || crc != r.crc32c || pages != r.saved_pages) {
@@ -195,6 +234,21 @@ int image_check_main(int argc, char **argv)
                                      crc != r.crc32c || pages != r.saved_pages)) {
             char what[128];
             snprintf(what, sizeof(what), "region 0x%llx-0x%llx fails its CRC-32C",
+                     (unsigned long long)r.start, (unsigned long long)r.end);
+            return bad(path, what);
+        }
+        /* The page CRC-32Cs a restart from a chain checks pages by must be those of the pages
+         * just checked: folded as the writer folds them, they give the region's CRC-32C. */
+        const unsigned char *table = page_crcs_find(page_crcs, page_crcs_len, r.start, r.end);
+        if (table &&
+            (r.kind != CRAC_REGION_ANON || (r.flags & CRAC_REGION_COMPRESSED) ||
+             !page_crcs_match(
+                 &r,
+                 r.flags & CRAC_REGION_INCREMENTAL ? regions + off + sizeof(r) + r.path_len : NULL,
+                 table))) {
+            char what[128];
+            snprintf(what, sizeof(what),
+                     "region 0x%llx-0x%llx: its page checksums are not those of its pages",
                      (unsigned long long)r.start, (unsigned long long)r.end);
             return bad(path, what);
         }

@@ -6,6 +6,7 @@
 
 #include "crac_layout.h"
 #include "crc32c.h"
+#include "page_crcs.h"
 #include "image_compress.h"
 #include "incr.h"
 #include "page_digest.h"
@@ -39,6 +40,7 @@ struct region {
     unsigned char *bitmap;
     struct cz_region cz;     /* --compress: where its chunks went */
     const uint64_t *written; /* --incremental: pages written since the parent (ckpt_incr.c) */
+    uint32_t *page_crcs;     /* --incremental: each page's CRC-32C (the PAGE_CRCS note) */
 };
 
 struct buf {
@@ -240,6 +242,7 @@ static int collect_regions(struct region *rs, int max, int pagemap)
         memset(&r->rec, 0, sizeof(r->rec));
         r->bitmap = NULL;
         r->written = NULL;
+        r->page_crcs = NULL;
         r->rec.start = start;
         r->rec.end = end;
         r->rec.prot = (uint32_t)prot;
@@ -401,6 +404,8 @@ static int write_region(struct writer *w, struct region *r)
             if (want[i] && !((r->written[index / 64] >> (index % 64)) & 1)) {
                 want[i] = 0;
                 r->bitmap[index / 8] |= (unsigned char)(1u << (index % 8));
+                if (r->page_crcs)
+                    r->page_crcs[index] = 0; /* the parent's */
             }
         }
         const unsigned char *src = (const unsigned char *)a;
@@ -418,7 +423,11 @@ static int write_region(struct writer *w, struct region *r)
                 save = r->rec.kind == CRAC_REGION_FILE_PRIVATE || !page_is_zero(page);
                 if (save) {
                     uint64_t index = (a - r->rec.start) / PAGE + i;
-                    if (!w->cz) { /* compressed: each chunk's CRC-32C, on the workers */
+                    if (r->page_crcs) { /* the page's own, and the region's from it */
+                        uint32_t own = crc32c_update(0, page, PAGE);
+                        r->page_crcs[index] = own;
+                        crc = page_crc_extend(crc32c_update(crc, &index, 8), own);
+                    } else if (!w->cz) { /* compressed: each chunk's CRC-32C, on the workers */
                         crc = crc32c_update(crc, &index, 8);
                         crc = crc32c_update(crc, page, PAGE);
                     }
@@ -506,6 +515,27 @@ static int regions_desc(struct buf *rb, const struct region *rs, int nr)
     return 0;
 }
 
+/* --incremental: each page's CRC-32C, so a restart from a chain can check the pages it reads of
+ * a generation without reading the others (docs/DECISIONS.md, branch incr2). Known once the
+ * regions are written: patched in place like the REGIONS note, at page_crcs_note_at. */
+static size_t page_crcs_note_at;
+
+static int page_crcs_desc(struct buf *cb, const struct region *rs, int nr)
+{
+    for (int i = 0; i < nr; i++) {
+        if (!rs[i].page_crcs)
+            continue;
+        struct crac_page_crcs_rec pc = {rs[i].rec.start, rs[i].rec.end};
+        uint64_t n = (rs[i].rec.end - rs[i].rec.start) / PAGE;
+        if (put(cb, &pc, sizeof(pc)) || put(cb, rs[i].page_crcs, n * 4) || pad(cb, 8)) {
+            free(cb->data);
+            cb->data = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int build_notes(struct buf *b, const struct region *rs, int nr,
                        const struct parked_thread *ts, int nt, int generation,
                        const struct state_note *kind_notes, size_t *regions_at)
@@ -581,6 +611,14 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
     free(rb.data);
     if (rc)
         return -1;
+    struct buf cb = {0};
+    if (page_crcs_desc(&cb, rs, nr) != 0)
+        return -1;
+    rc = cb.len ? put_note(b, CRAC_NOTE_NAME, CRAC_NT_PAGE_CRCS, cb.data, cb.len) : 0;
+    page_crcs_note_at = b->len - ((cb.len + 3) & ~(size_t)3); /* patched as REGIONS is */
+    free(cb.data);
+    if (rc)
+        return -1;
 
     struct crac_thread_note *tn = calloc((size_t)nt + 1, sizeof(*tn));
     for (int i = 0; i < nt; i++)
@@ -627,6 +665,19 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
         r->rec.bitmap_bytes = (uint32_t)((((r->rec.end - r->rec.start) / PAGE + 7) / 8 + 7) & ~7UL);
         if (!(r->bitmap = calloc(1, r->rec.bitmap_bytes)))
             goto out;
+    }
+    /* An --incremental run's private anonymous regions saved page by page get a CRC-32C per
+     * page (a page not saved: that of zeros until write_region says otherwise). */
+    for (int i = 0; incr_full_every() && ckpt_cfg.compress == CRAC_CHUNK_RAW && i < nr; i++) {
+        struct region *r = &rs[i];
+        if (r->rec.kind != CRAC_REGION_ANON ||
+            (r->rec.flags & (CRAC_REGION_DONTDUMP | CRAC_REGION_OUTSIDE_W)))
+            continue;
+        uint64_t n = (r->rec.end - r->rec.start) / PAGE;
+        if (!(r->page_crcs = malloc(n * 4)))
+            goto out;
+        for (uint64_t k = 0; k < n; k++)
+            r->page_crcs[k] = page_crc_zero();
     }
     /* Lay out: headers and notes first (their size does not depend on the data), then each
      * region at a page-aligned offset. */
@@ -690,6 +741,17 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     }
     memcpy(notes.data + regions_at, rb.data, rb.len);
     free(rb.data);
+    struct buf cb = {0};
+    if (page_crcs_desc(&cb, rs, nr) != 0)
+        goto out;
+    if (cb.len && page_crcs_note_at + cb.len > notes.len) { /* cannot happen, as above */
+        free(cb.data);
+        errno = EOVERFLOW;
+        goto out;
+    }
+    if (cb.len)
+        memcpy(notes.data + page_crcs_note_at, cb.data, cb.len);
+    free(cb.data);
     struct buf head_buf = {0};
     Elf64_Ehdr eh;
     memset(&eh, 0, sizeof(eh));
@@ -758,8 +820,11 @@ out:
         if (digest)
             *digest = NULL;
     }
-    for (int i = 0; i < nr; i++)
+    for (int i = 0; i < nr; i++) {
         free(rs[i].bitmap);
+        free(rs[i].page_crcs);
+        rs[i].page_crcs = NULL;
+    }
     free(notes.data);
     free(w.bounce);
     if (w.core >= 0)

@@ -73,6 +73,11 @@ static int parse_notes(struct restart_image *img, const unsigned char *notes, si
                 memcpy(&img->parent, desc, sizeof(img->parent));
                 img->has_parent = 1;
                 break;
+            case CRAC_NT_PAGE_CRCS:
+                free((void *)img->page_crcs);
+                img->page_crcs = copy_desc(desc, h.n_descsz);
+                img->page_crcs_len = img->page_crcs ? h.n_descsz : 0;
+                break;
             case CRAC_NT_THREADS:
                 free(img->threads);
                 img->threads = copy_desc(desc, h.n_descsz);

@@ -30,6 +30,10 @@ struct restart_image {
     /* An incremental generation (format 4): the generation it builds on (restart_chain.c). */
     struct crac_parent_rec parent;
     int has_parent;
+    /* A generation of an --incremental run: the PAGE_CRCS note (a restart from a chain checks
+     * the pages it reads of a parent by it, restart_chain.c). */
+    const unsigned char *page_crcs;
+    size_t page_crcs_len;
     const char *gen_dir;
 };
 

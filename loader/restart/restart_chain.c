@@ -1,28 +1,40 @@
 /* restart_chain.c — restarts an incremental generation: each CRAC_REGION_INCREMENTAL region is
- * filled from its chain of parents, oldest first, each layer checked by its own CRC-32C. */
+ * filled from its chain, newest generation first, each page read once and checked. */
 
 /* A parent is the generation directory next to its child (gen-<parent>), and is the one the
  * child was built on only if its headers have the CRC-32C and size the PARENT note recorded
  * (restart_read_image checks both, and everything else a restart checks of an image). Each parent
- * is read once and kept open for the other regions (at most MAX_CHAIN links). Lazy restart of a
- * chain is not done: the chain is filled eagerly (docs/DECISIONS.md "Incremental images"). */
+ * is read once and kept open for the other regions (at most MAX_CHAIN links). The newest
+ * generation's own pages are read whole and checked by the region's CRC-32C; each older one then
+ * fills only the pages no newer one holds, each checked by its own CRC-32C in the PAGE_CRCS note
+ * (which the parent's header CRC-32C covers). A chain written before that note existed is read
+ * whole, oldest first, as before (docs/DECISIONS.md "Chain restart reads each page once"). Lazy
+ * restart of a chain is not done: the chain is filled eagerly. */
 #include "restart.h"
 
 #include "image_chain.h"
+#include "image_compress.h"
+#include "image_read.h"
+#include "page_crcs.h"
+
+#include "crc32c.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define MAX_CHAIN 64
 #define BUF_BYTES (1UL << 20)
+#define PAGE 4096UL
 
 static struct link {
     char dir[PATH_MAX];
     struct restart_image img;
 } links[MAX_CHAIN];
 static int n_links;
+static uint64_t pages_read; /* CRAC_TIMING: the chain's pages read from upper.core files */
 
 static const char *base_name(const char *dir)
 {
@@ -105,9 +117,10 @@ static int fill_parents(const struct restart_image *img, uint64_t start, uint64_
                 return rc;
         }
         uint32_t crc = 0, pages = 0;
-        if (chain_layer(p->core_fd, &r, inherit, (unsigned char *)start, inherit != NULL, buf, &crc,
-                        &pages) != 0 ||
-            crc != r.crc32c || pages != r.saved_pages) {
+        int bad = chain_layer(p->core_fd, &r, inherit, (unsigned char *)start, inherit != NULL, buf,
+                              &crc, &pages);
+        pages_read += pages;
+        if (bad != 0 || crc != r.crc32c || pages != r.saved_pages) {
             snprintf(err, errlen,
                      "image corrupted: region 0x%lx-0x%lx of %s (a parent in the chain) fails "
                      "its checksum",
@@ -122,11 +135,148 @@ static int fill_parents(const struct restart_image *img, uint64_t start, uint64_
     return -2;
 }
 
+/* The region [start, end) of img's parent: its record, bitmap (NULL: a full generation's region)
+ * and page CRC-32Cs (NULL: none, a generation written before them). 0, or -2 with err. */
+static int parent_region(const struct restart_image *img, uint64_t start, uint64_t end,
+                         const struct restart_image **parent, struct crac_region_rec *rec,
+                         const unsigned char **inherit, const unsigned char **crcs, char *err,
+                         size_t errlen)
+{
+    const struct restart_image *p = open_parent(img, err, errlen);
+    if (!p)
+        return -2;
+    for (size_t off = 0; off + sizeof(*rec) <= p->regions_len;) {
+        memcpy(rec, p->regions + off, sizeof(*rec));
+        if (rec->size < sizeof(*rec))
+            break;
+        if (rec->start != start || rec->end != end) {
+            off += rec->size;
+            continue;
+        }
+        if (rec->kind != CRAC_REGION_ANON || !rec->core_offset ||
+            (rec->flags & CRAC_REGION_DONTDUMP))
+            break;
+        *parent = p;
+        *inherit = rec->flags & CRAC_REGION_INCREMENTAL
+                       ? p->regions + off + sizeof(*rec) + rec->path_len
+                       : NULL;
+        *crcs = page_crcs_find(p->page_crcs, p->page_crcs_len, start, end);
+        return 0;
+    }
+    snprintf(err, errlen,
+             "image corrupted: the chain is broken: %s has no anonymous region 0x%lx-0x%lx",
+             base_name(p->gen_dir), (unsigned long)start, (unsigned long)end);
+    return -2;
+}
+
+#define BIT(map, i) ((map)[(i) / 8] >> ((i) % 8) & 1)
+
+/* One parent's layer of a region: the pages filled does not mark and inherit (NULL for a full
+ * generation) does not either are this generation's, read into place where its upper.core has
+ * data, each page checked against its CRC-32C in crcs (a hole: the CRC-32C of zeros, and the page
+ * stays as mapped, zero); then marked in filled. 0, or -1 when unreadable or damaged. */
+static int fill_layer(int fd, const struct crac_region_rec *r, const unsigned char *inherit,
+                      const unsigned char *crcs, unsigned char *filled)
+{
+    uint64_t n = (r->end - r->start) / PAGE;
+    uint32_t zero = page_crc_zero();
+    uint64_t hole_end = 0, data_end = 0; /* pages [at, hole_end) a hole, then data to data_end */
+    for (uint64_t i = 0; i < n;) {
+        if (BIT(filled, i) || (inherit && BIT(inherit, i))) {
+            i++;
+            continue;
+        }
+        uint64_t j = i + 1;
+        while (j < n && !BIT(filled, j) && !(inherit && BIT(inherit, j)))
+            j++;
+        for (uint64_t a = i; a < j;) {
+            if (a >= data_end) { /* where the next data extent of the file starts and ends */
+                off_t d = lseek(fd, (off_t)(r->core_offset + a * PAGE), SEEK_DATA);
+                off_t h = d < 0 ? -1 : lseek(fd, d, SEEK_HOLE);
+                uint64_t from = d < 0 ? n : ((uint64_t)d - r->core_offset) / PAGE;
+                uint64_t to = h < 0 ? n : ((uint64_t)h - r->core_offset + PAGE - 1) / PAGE;
+                hole_end = from < n ? from : n;
+                data_end = to < n ? to : n;
+                if (data_end <= a) /* past the region (or an error): the rest is a hole */
+                    hole_end = data_end = n;
+            }
+            uint64_t b =
+                a < hole_end ? (hole_end < j ? hole_end : j) : (data_end < j ? data_end : j);
+            if (a < hole_end) {
+                for (uint64_t k = a; k < b; k++)
+                    if (page_crcs_at(crcs, k) != zero)
+                        return -1; /* a saved page is missing */
+            } else {
+                unsigned char *dst = (unsigned char *)r->start + a * PAGE;
+                madvise(dst, (b - a) * PAGE, MADV_POPULATE_WRITE);
+                if (image_pread_full(fd, dst, (b - a) * PAGE, r->core_offset + a * PAGE) != 0)
+                    return -1;
+                for (uint64_t k = a; k < b; k++)
+                    if (crc32c_update(0, dst + (k - a) * PAGE, PAGE) != page_crcs_at(crcs, k))
+                        return -1;
+                pages_read += b - a;
+            }
+            for (uint64_t k = a; k < b; k++)
+                filled[k / 8] |= (unsigned char)(1u << (k % 8));
+            a = b;
+        }
+        i = j;
+    }
+    return 0;
+}
+
+/* One layer of a compressed region (--compress with --incremental): its chunks hold only its own
+ * pages. A chunk with a page filled does not mark is read into buf, checked by its CRC-32C and
+ * those pages copied into place; one whose pages are all filled is not read, unless crc is given
+ * (the newest generation: every chunk counts in the region's CRC-32C, which the caller checks).
+ * The layer's own pages are marked in filled after. 0; -1 damaged; -2 library (err says). */
+static int fill_chunks(int fd, const struct crac_region_rec *r, const unsigned char *inherit,
+                       unsigned char *filled, unsigned char *buf, uint32_t *crc, uint32_t *pages,
+                       char *err, size_t errlen)
+{
+    static struct cz_reader rd; /* its scratch buffer kept for the next region */
+    uint64_t n = (r->end - r->start) / PAGE;
+    struct crac_chunk_hdr h;
+    int more;
+    cz_read_begin(&rd, fd, r->core_offset, n, NULL);
+    while ((more = cz_read_next(&rd, &h)) == 1) {
+        int need = crc != NULL;
+        for (uint64_t k = h.first_page; k < h.first_page + h.n_pages; k++) {
+            if (inherit && BIT(inherit, k))
+                return -1; /* the parent's page stored here */
+            need |= !BIT(filled, k);
+        }
+        if (crc) {
+            *crc = crc32c_update(*crc, &h.crc32c, 4);
+            *pages += h.n_pages;
+        }
+        if (!need)
+            continue;
+        int c = cz_read_pages(&rd, &h, buf, err, errlen);
+        if (c != 0)
+            return c;
+        pages_read += h.n_pages;
+        for (uint64_t k = h.first_page; k < h.first_page + h.n_pages; k++)
+            if (!BIT(filled, k))
+                memcpy((unsigned char *)r->start + k * PAGE, buf + (k - h.first_page) * PAGE, PAGE);
+    }
+    if (more < 0)
+        return -1;
+    for (uint64_t k = 0; k < n; k++)
+        if (!inherit || !BIT(inherit, k))
+            filled[k / 8] |= (unsigned char)(1u << (k % 8));
+    return 0;
+}
+
 void restart_chain_done(void)
 {
     for (int i = 0; i < n_links; i++)
         close(links[i].img.core_fd);
+    if (n_links && getenv("CRAC_TIMING"))
+        fprintf(stderr, "crac: timing (restart): a chain of %d generations: %llu pages read\n",
+                n_links + 1, (unsigned long long)pages_read);
     n_links = 0;
+    pages_read = 0;
 }
 
 int restart_chain_fill(const struct restart_image *img, const struct crac_region_rec *r,
@@ -136,8 +286,82 @@ int restart_chain_fill(const struct restart_image *img, const struct crac_region
     static unsigned char *buf;
     if (!buf && !(buf = malloc(BUF_BYTES)))
         return -1;
-    int rc = fill_parents(img, r->start, r->end, buf, err, errlen);
-    if (rc != 0)
+    /* The chain's layers of this region, newest first; each parent must have its page CRCs. */
+    struct layer {
+        const struct restart_image *img;
+        struct crac_region_rec rec;
+        const unsigned char *inherit, *crcs;
+    } chain[MAX_CHAIN];
+    int n = 0, whole = 0;
+    for (const struct restart_image *at = img; !n || chain[n - 1].inherit; n++) {
+        if (n == MAX_CHAIN) {
+            snprintf(err, errlen, "incremental image: a chain of more than %d generations",
+                     MAX_CHAIN);
+            return -2;
+        }
+        int rc = parent_region(at, r->start, r->end, &chain[n].img, &chain[n].rec,
+                               &chain[n].inherit, &chain[n].crcs, err, errlen);
+        if (rc != 0)
+            return rc;
+        whole |= !chain[n].crcs && !(chain[n].rec.flags & CRAC_REGION_COMPRESSED);
+        at = chain[n].img;
+    }
+    if (whole) { /* a chain written before page CRC-32Cs: every layer, oldest first */
+        if (r->flags & CRAC_REGION_COMPRESSED) {
+            snprintf(err, errlen,
+                     "image corrupted: a compressed region's chain has a layer "
+                     "without page checksums");
+            return -2;
+        }
+        int rc = fill_parents(img, r->start, r->end, buf, err, errlen);
+        if (rc != 0)
+            return rc;
+        uint32_t before = *pages;
+        rc = chain_layer(img->core_fd, r, inherit, (unsigned char *)r->start, 1, buf, crc, pages);
+        pages_read += *pages - before;
         return rc;
-    return chain_layer(img->core_fd, r, inherit, (unsigned char *)r->start, 1, buf, crc, pages);
+    }
+    /* This generation's own pages, checked by the region's CRC-32C (the caller compares). */
+    uint64_t n_pages = (r->end - r->start) / PAGE;
+    unsigned char *filled = calloc(1, (n_pages + 7) / 8);
+    if (!filled)
+        return -1;
+    if (r->flags & CRAC_REGION_COMPRESSED) {
+        int rc = fill_chunks(img->core_fd, r, inherit, filled, buf, crc, pages, err, errlen);
+        if (rc != 0) {
+            free(filled);
+            return rc;
+        }
+    } else {
+        uint32_t before = *pages;
+        if (chain_layer(img->core_fd, r, inherit, (unsigned char *)r->start, 0, buf, crc, pages) !=
+            0) {
+            free(filled);
+            return -1;
+        }
+        pages_read += *pages - before;
+        for (uint64_t i = 0; i < (n_pages + 7) / 8; i++)
+            filled[i] = (unsigned char)~inherit[i]; /* its own: saved here, or zero */
+    }
+    for (int k = 0; k < n; k++) {
+        const struct layer *l = &chain[k];
+        int rc = l->rec.flags & CRAC_REGION_COMPRESSED
+                     ? fill_chunks(l->img->core_fd, &l->rec, l->inherit, filled, buf, NULL, NULL,
+                                   err, errlen)
+                     : fill_layer(l->img->core_fd, &l->rec, l->inherit, l->crcs, filled);
+        if (rc == -2) {
+            free(filled);
+            return -2;
+        }
+        if (rc != 0) {
+            free(filled);
+            snprintf(err, errlen,
+                     "image corrupted: region 0x%lx-0x%lx of %s (a parent in the chain) fails "
+                     "its checksum",
+                     (unsigned long)r->start, (unsigned long)r->end, base_name(l->img->gen_dir));
+            return -2;
+        }
+    }
+    free(filled);
+    return 0;
 }

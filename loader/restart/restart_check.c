@@ -108,14 +108,15 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
          * format 4 image with a PARENT note, its bitmap marking the parent's pages. */
         else if ((r.flags & CRAC_REGION_INCREMENTAL) &&
                  (r.kind != CRAC_REGION_ANON || !img->has_parent || !r.core_offset ||
-                  (r.flags & CRAC_REGION_COMPRESSED) ||
                   img->proc.format != CRAC_IMAGE_FORMAT_INCREMENTAL ||
                   r.bitmap_bytes != (((len / PAGE + 7) / 8 + 7) & ~7UL)))
             why = "is incremental but not an anonymous region of an incremental image";
         /* Chunks (image_compress.c): 8-aligned, from the data on; each is checked as read. */
+        /* An incremental generation of a --compress run (format 4) has them too. */
         else if ((r.flags & CRAC_REGION_COMPRESSED) &&
-                 (img->proc.format != CRAC_IMAGE_FORMAT_COMPRESSED || !r.core_offset ||
-                  r.core_offset & 7 || r.core_offset < img->data_start ||
+                 ((img->proc.format != CRAC_IMAGE_FORMAT_COMPRESSED &&
+                   img->proc.format != CRAC_IMAGE_FORMAT_INCREMENTAL) ||
+                  !r.core_offset || r.core_offset & 7 || r.core_offset < img->data_start ||
                   r.core_offset >= core_size))
             why = "has its compressed data outside upper.core";
         /* A second mapping of a shared object saved once (image_core.c): its pages are the
