@@ -84,6 +84,22 @@ def take_chain(proc, ckptdir: Path, first: int, n: int) -> list[Segment]:
     return taken
 
 
+def launch_chain(
+    app: Path, ckptdir: Path, logs: Path, opts: list[str]
+) -> tuple[CracProc, list[Segment]]:
+    """Launches APP with OPTS, takes PER_CYCLE checkpoints (gen-1 full, the others incremental)
+    from step 40 on and SIGKILLs it: the killed process and where each checkpoint was taken."""
+    proc = launch(app, ARGS, ckptdir, out_dir=logs, opts=opts)
+    try:
+        wait_for_step(proc, 40)
+        taken = take_chain(proc, ckptdir, 1, PER_CYCLE)
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc, taken
+
+
 def check_chain(taken: list[Segment], full: int, compressed: bool = False) -> None:
     """The first generation of TAKEN is full, the others incremental, each on the one before
     (COMPRESSED: with --compress, their incremental regions stored as chunks)."""
@@ -158,14 +174,7 @@ def chain(app: Path, tmp_path: Path) -> tuple[list[Segment], list[str]]:
     checkpoints, and the uninterrupted run's output."""
     ref = native_reference(app, ARGS, tmp_path / "ref_work", tmp_path / "ref_cwd")
     ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
-    proc = launch(app, ARGS, ckptdir, out_dir=logs, opts=OPTS)
-    try:
-        wait_for_step(proc, 40)
-        taken = take_chain(proc, ckptdir, 1, PER_CYCLE)
-        kill9(proc)
-    except BaseException:
-        proc.stop()
-        raise
+    proc, taken = launch_chain(app, ckptdir, logs, OPTS)
     check_chain(taken, 1)
     lines = proc.lines()
     return [
@@ -329,14 +338,7 @@ def test_compressed_chain_damaged_parent_refused(app: Path, tmp_path: Path) -> N
     """--compress zstd: a byte changed in a chunk of gen-2 holding a page gen-3 and gen-4 take
     from it: restart and verify of gen-4 refuse it and name gen-2."""
     ckptdir = tmp_path / "ckpt"
-    proc = launch(app, ARGS, ckptdir, out_dir=tmp_path / "logs", opts=[*OPTS, "--compress", "zstd"])
-    try:
-        wait_for_step(proc, 40)
-        taken = take_chain(proc, ckptdir, 1, PER_CYCLE)
-        kill9(proc)
-    except BaseException:
-        proc.stop()
-        raise
+    _, taken = launch_chain(app, ckptdir, tmp_path / "logs", [*OPTS, "--compress", "zstd"])
     check_chain(taken, 1, compressed=True)
     gen4, gen3, gen2 = taken[3].gen, taken[2].gen, taken[1].gen
     assert gen4 is not None and gen3 is not None and gen2 is not None

@@ -74,6 +74,17 @@ def launch_segments(job: Job, before: dict[str, int], after: dict[str, int]) -> 
     return {t: segments_of(job.output(t), [t], before, after)[t] for t in job.tags}
 
 
+def restart_and_check(job: Job, script: Path, chains: dict, steps: int, runs: list) -> None:
+    """Runs the restart SCRIPT (the ScriptRun is added to RUNS, for the caller's report and
+    clean-up); it must end with 0 and each process's output continue its chain in CHAINS."""
+    run = ScriptRun(script, job.logs, "restart", "-p", str(free_port()))
+    runs.append(run)
+    assert run.wait() == 0, run.report()
+    for t, seg in segments_of(run.out, job.tags, None, None).items():
+        chains[t].append(seg)
+    check_chain(chains, steps, job.ckptdir)
+
+
 def finish_launched(job: Job, tags: list[str] | None = None) -> None:
     """The launched processes run to their end: status 0, uninterrupted output."""
     for t in tags or job.tags:
@@ -196,14 +207,7 @@ def test_kcheckpoint_then_restart(counter, tmp_path):
             assert wait_exit(job.procs[t]) == 0, job.report()
         after = job.last_steps()
         chains = {t: [s] for t, s in launch_segments(job, before, after).items()}
-        run = ScriptRun(
-            job.ckptdir / "crac_restart_script.sh", job.logs, "restart", "-p", str(free_port())
-        )
-        runs.append(run)
-        assert run.wait() == 0, run.report()
-        for t, seg in segments_of(run.out, job.tags, None, None).items():
-            chains[t].append(seg)
-        check_chain(chains, steps, job.ckptdir)
+        restart_and_check(job, job.ckptdir / "crac_restart_script.sh", chains, steps, runs)
     except BaseException:
         print(job.report(), *(r.report() for r in runs), sep="\n")
         raise
@@ -357,12 +361,7 @@ def test_job_runs_while_its_writers_write(counter, tmp_path):
         for p in job.procs.values():
             kill9(p)
         chains = {t: [s] for t, s in launch_segments(job, before, after_cut).items()}
-        run = ScriptRun(script, job.logs, "restart", "-p", str(free_port()))
-        runs.append(run)
-        assert run.wait() == 0, run.report()
-        for t, seg in segments_of(run.out, tags, None, None).items():
-            chains[t].append(seg)
-        check_chain(chains, steps, job.ckptdir)
+        restart_and_check(job, script, chains, steps, runs)
     except BaseException:
         print(job.report(), *(r.report() for r in runs), sep="\n")
         raise
@@ -407,12 +406,7 @@ def test_process_killed_mid_checkpoint(counter, tmp_path):
         no_new_generation(job, 1)
         # the previous checkpoint restarts the whole job, the killed process too
         chains = {t: [s] for t, s in launch_segments(job, before, after).items()}
-        run = ScriptRun(script, job.logs, "restart", "-p", str(free_port()))
-        runs.append(run)
-        assert run.wait() == 0, run.report()
-        for t, seg in segments_of(run.out, tags, None, None).items():
-            chains[t].append(seg)
-        check_chain(chains, steps, job.ckptdir)
+        restart_and_check(job, script, chains, steps, runs)
     except BaseException:
         print(job.report(), *(r.report() for r in runs), sep="\n")
         raise
