@@ -80,7 +80,7 @@ def writers(log: Path) -> list[str]:
     return [
         line.rsplit(" ", 1)[-1]
         for line in log.read_text().splitlines()
-        if line.startswith("crac: timing: ")
+        if line.startswith("crac: timing: generation ")
     ]
 
 

@@ -177,6 +177,31 @@ static void abandon(struct crac_registry *r, const char *tmp, int generation, in
     finish_attempt(r, 1);
 }
 
+/* A writable MAP_SHARED mapping of the program's window (shared memory, a semaphore, a shared
+ * file mapping): fork() does not copy it on write, so a forked writer would save it as the
+ * program (and, in a job, the other processes) change it after the pause. Such a process writes
+ * paused (docs/DECISIONS.md "Shared memory is written paused"). crac's control area is excluded:
+ * it is not saved as program memory. */
+static int window_has_shared_writable(void)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return 1; /* cannot tell: the paused write is always correct */
+    char line[512];
+    int found = 0;
+    while (!found && fgets(line, sizeof(line), f)) {
+        unsigned long start, end;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) != 3)
+            continue;
+        if (start < CRAC_W_START || end > CRAC_W_END || start < CRAC_CTRL_START + CRAC_CTRL_SIZE)
+            continue;
+        found = perms[1] == 'w' && perms[3] == 's';
+    }
+    fclose(f);
+    return found;
+}
+
 int ckpt_run(int exit_after, const struct ckpt_barrier *b)
 {
     static struct parked_thread threads[CRAC_MAX_THREADS];
@@ -273,7 +298,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
      * `durable` barrier below), so a process killed while the writers run leaves the whole job
      * at the previous generation (docs/DECISIONS.md "Coordinated checkpoints with forked
      * writers"). */
-    if (rc == 0 && !exit_after && !ckpt_cfg.no_fork_writer) {
+    if (rc == 0 && !exit_after && !ckpt_cfg.no_fork_writer && !window_has_shared_writable()) {
         const struct ckpt_write_job job = {core, threads, n, generation, notes};
         static int warned; /* one line per process: it would be refused each time */
         int err = ckpt_writer_start(&job, &writer);
