@@ -404,7 +404,9 @@ def _checkpoint_before_mpi_init(tmp_path: Path) -> Callable[[CracProc, int], int
         gate = tmp_path / "gate"
         waiting = tmp_path / "gate.waiting"
         deadline = time.monotonic() + WAIT_TIMEOUT
-        while not waiting.exists():
+        # Both ranks joined the job (a rank slow to start under load would otherwise be left
+        # out of this checkpoint and be one generation behind the other after the next).
+        while not waiting.exists() or _request(port, "status").get("num_peers") != 2:
             if proc.poll() is not None or time.monotonic() > deadline:
                 fail("rank 1 never reached its gate before MPI_Init", proc)
             time.sleep(0.05)
@@ -412,7 +414,12 @@ def _checkpoint_before_mpi_init(tmp_path: Path) -> Callable[[CracProc, int], int
         gate.touch()
         if reply.get("ok"):
             return 1
-        refusals = [line for line in proc.stderr_text().splitlines() if "refused" in line]
+        # The rank's line travels through mpiexec's forwarding: it may come after the reply.
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while not (refusals := [ln for ln in proc.stderr_text().splitlines() if "refused" in ln]):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert refusals and all("MPI_Init" in line for line in refusals), (
             f"{reply}\n{proc.report()}"
         )
