@@ -15,6 +15,7 @@
 #include "upper_hooks.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,15 +187,16 @@ static int window_has_shared_writable(void)
 {
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
-        return 1; /* cannot tell: the paused write is always correct */
-    char line[512];
+        return 1;              /* cannot tell: the paused write is always correct */
+    char line[PATH_MAX + 256]; /* a whole line, long paths included, as ckpt_incr.c reads it */
     int found = 0;
     while (!found && fgets(line, sizeof(line), f)) {
         unsigned long start, end;
         char perms[8];
         if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) != 3)
             continue;
-        if (start < CRAC_W_START || end > CRAC_W_END || start < CRAC_CTRL_START + CRAC_CTRL_SIZE)
+        /* Inside W, past crac's control area (which starts W). */
+        if (start < CRAC_CTRL_START + CRAC_CTRL_SIZE || end > CRAC_W_END)
             continue;
         found = perms[1] == 'w' && perms[3] == 's';
     }
