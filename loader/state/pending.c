@@ -35,13 +35,26 @@ static uint64_t status_mask(const char *path, const char *name)
 /* Signals rt_sigtimedwait cannot take (and so none of their instances is queued by us). */
 #define UNWAITABLE ((1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1)))
 
-static int requeue(pid_t pid, const struct crac_pending_info *in, uint32_t n)
+/* One instance back on the process's queue, siginfo and all. The kernel takes a siginfo with
+ * si_code >= 0 (kill()'s SI_USER, SIGCHLD's CLD_*) only when it is addressed to the caller's own
+ * tid: addressed so, rt_sigqueueinfo still queues it process-wide. This runs on a thread that is
+ * not the leader, so getpid() would be refused and the signal lost; if even our tid is refused
+ * the signal goes again as a plain kill(), pending at least. */
+static int queue_shared(const siginfo_t *si)
+{
+    long self = raw_syscall0(SYS_gettid);
+    if (!raw_is_err(raw_syscall3(SYS_rt_sigqueueinfo, self, si->si_signo, si)))
+        return 0;
+    return raw_is_err(raw_syscall2(SYS_kill, raw_syscall0(SYS_getpid), si->si_signo)) ? -1 : 0;
+}
+
+static int requeue(const struct crac_pending_info *in, uint32_t n)
 {
     int bad = 0;
     for (uint32_t i = 0; i < n; i++) {
         siginfo_t si;
         memcpy(&si, in[i].info, sizeof(si));
-        bad |= raw_is_err(raw_syscall3(SYS_rt_sigqueueinfo, pid, si.si_signo, &si));
+        bad |= queue_shared(&si);
     }
     return bad ? -1 : 0;
 }
@@ -50,7 +63,7 @@ static int requeue(pid_t pid, const struct crac_pending_info *in, uint32_t n)
  * timer's SI_TIMER and value, sigqueue()'s SI_QUEUE and value, each of several real-time
  * instances): the mask in /proc says only "pending", and kill() at restart would make each one a
  * single SI_USER. Taken with rt_sigtimedwait and put back at once, in the same order, with
- * rt_sigqueueinfo to our own pid (the kernel allows any si_code to oneself), so the program, parked
+ * rt_sigqueueinfo to our own tid (queue_shared), so the program, parked
  * meanwhile, finds them as they were. Runs on the manager thread, a thread of the program's thread
  * group (so it may take them) that blocks every signal (boot/main.c; blocked here again so none is
  * delivered to it while it holds them). One signal at a time: the kernel takes a set's lowest
@@ -79,7 +92,7 @@ static void take_infos(uint64_t shared, struct crac_pending_info **out, uint32_t
                 uint32_t ncap = cap ? cap * 2 : 16;
                 void *grown = realloc(in, ncap * sizeof(*in));
                 if (!grown) {
-                    raw_syscall3(SYS_rt_sigqueueinfo, getpid(), sig, &si);
+                    queue_shared(&si);
                     failed = 1;
                     break;
                 }
@@ -93,7 +106,7 @@ static void take_infos(uint64_t shared, struct crac_pending_info **out, uint32_t
     }
     /* Put back before restoring the mask: a signal this thread did not block before must not be
      * delivered to it in between. */
-    if (requeue(getpid(), in, count) != 0)
+    if (requeue(in, count) != 0)
         failed = 1;
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &old, 0, 8);
     if (failed) {
@@ -226,7 +239,7 @@ int pending_restore(const struct state_restore *r, const void *note, size_t len)
             memcpy(&si, in[i].info, sizeof(si));
             if (si.si_signo != sig)
                 continue;
-            raw_syscall3(SYS_rt_sigqueueinfo, pid, sig, &si);
+            queue_shared(&si);
             queued = 1;
         }
         if (!queued)

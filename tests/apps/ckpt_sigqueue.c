@@ -1,6 +1,7 @@
 /* ckpt_sigqueue [STEPS=100] [MS=25]: keeps queued signals pending, blocked, through its whole run
-   (three sigqueue() instances of SIGRTMIN+2, a POSIX timer's SIGRTMIN+3, a sigqueue()d SIGUSR1),
-   then takes them with sigwaitinfo and checks each one's order, si_code and value survived. */
+   (three sigqueue() instances of SIGRTMIN+2, a POSIX timer's SIGRTMIN+3, a sigqueue()d SIGUSR1,
+   a kill()ed SIGHUP and two kill()ed SIGRTMIN+4, whose SI_USER the kernel lets only the sender's
+   own thread queue again), then takes them with sigwaitinfo and checks each one's order, si_code and value survived. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -31,6 +32,21 @@ static void expect(int sig, int code, intptr_t value, const char *what)
              (long)(intptr_t)si.si_value.sival_ptr, code, (long)value);
 }
 
+/* A kill()ed instance: SI_USER from our own pid (the one the program knows, after a restart too). */
+static void expect_user(int sig, const char *what)
+{
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    struct timespec zero = {0, 0};
+    siginfo_t si;
+    if (sigtimedwait(&one, &si, &zero) != sig)
+        fail("%s: not pending at the end (%s)", what, strerror(errno));
+    if (si.si_code != SI_USER || si.si_pid != getpid())
+        fail("%s: si_code %d si_pid %d, want si_code %d si_pid %d", what, si.si_code,
+             (int)si.si_pid, SI_USER, (int)getpid());
+}
+
 static void expect_none(int sig, const char *what)
 {
     sigset_t one;
@@ -45,12 +61,14 @@ int main(int argc, char **argv)
 {
     long steps = arg(argc, argv, 1, 100, 1, 10000000);
     long ms = arg(argc, argv, 2, 25, 0, 100000);
-    int rt_q = SIGRTMIN + 2, rt_t = SIGRTMIN + 3;
+    int rt_q = SIGRTMIN + 2, rt_t = SIGRTMIN + 3, rt_k = SIGRTMIN + 4;
     sigset_t block;
     sigemptyset(&block);
     sigaddset(&block, rt_q);
     sigaddset(&block, rt_t);
     sigaddset(&block, SIGUSR1);
+    sigaddset(&block, SIGHUP);
+    sigaddset(&block, rt_k);
     if (sigprocmask(SIG_BLOCK, &block, NULL) != 0)
         fail("sigprocmask: %s", strerror(errno));
     for (int v = 1; v <= 3; v++)
@@ -58,6 +76,8 @@ int main(int argc, char **argv)
             fail("sigqueue %d: %s", v, strerror(errno));
     if (sigqueue(getpid(), SIGUSR1, (union sigval){.sival_int = USR1_VALUE}) != 0)
         fail("sigqueue SIGUSR1: %s", strerror(errno));
+    if (kill(getpid(), SIGHUP) != 0 || kill(getpid(), rt_k) != 0 || kill(getpid(), rt_k) != 0)
+        fail("kill: %s", strerror(errno));
     struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = rt_t};
     ev.sigev_value.sival_ptr = TIMER_MAGIC;
     timer_t timer;
@@ -82,7 +102,8 @@ int main(int argc, char **argv)
     for (long k = 1; k <= steps; k++) {
         sigset_t pend;
         sigpending(&pend);
-        if (!sigismember(&pend, rt_q) || !sigismember(&pend, rt_t) || !sigismember(&pend, SIGUSR1))
+        if (!sigismember(&pend, rt_q) || !sigismember(&pend, rt_t) || !sigismember(&pend, SIGUSR1) ||
+            !sigismember(&pend, SIGHUP) || !sigismember(&pend, rt_k))
             fail("step %ld: a signal is no longer pending", k);
         step_line(k);
         struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
@@ -102,6 +123,10 @@ int main(int argc, char **argv)
     expect(rt_t, SI_TIMER, (intptr_t)TIMER_MAGIC, "timer signal");
     expect_none(rt_t, "SIGRTMIN+3");
     expect(SIGUSR1, SI_QUEUE, USR1_VALUE, "SIGUSR1");
+    expect_user(SIGHUP, "kill()ed SIGHUP");
+    expect_user(rt_k, "first kill()ed SIGRTMIN+4");
+    expect_user(rt_k, "second kill()ed SIGRTMIN+4");
+    expect_none(rt_k, "SIGRTMIN+4");
     printf("DONE steps=%ld\n", steps);
     return fflush(stdout) == 0 ? 0 : 1;
 }
