@@ -217,6 +217,7 @@ class FakeWorker:
         token: str = "",
         program: str = "fake",
         restarted: bool = False,
+        extra: dict[str, Any] | None = None,
     ):
         self.pid = pid
         self.proc_dir = proc_dir
@@ -232,6 +233,7 @@ class FakeWorker:
             "host": socket.gethostname(),
             "proc_dir": str(proc_dir),
             "restarted": restarted,
+            **(extra or {}),
         }
         self.send(self.hello)
         self.welcome = self.recv()

@@ -77,6 +77,9 @@ class CoordConfig:
     max_pending: int = MAX_PENDING_PER_PEER
 
 
+MAX_MPI_SIZE = 1 << 20  # as the loader bounds it (loader/ckpt/coord_client.c)
+
+
 class Abandon(Exception):
     """A job checkpoint cannot complete; the message says why."""
 
@@ -101,6 +104,9 @@ class Peer:
     # out of the checkpoint (its parent's image keeps its exit status), not a failure.
     tree_child: bool = False
     addr: str = ""  # the address its connection came from (which host, for the restart script)
+    # An MPI job's process: its rank and the job's size, from its launcher's environment.
+    mpi_rank: int | None = None
+    mpi_size: int | None = None
 
     @property
     def label(self) -> str:
@@ -120,6 +126,11 @@ class Peer:
             "state": self.state,
             "last_gen": self.last_gen,
             "restarted": self.restarted,
+            **(
+                {"mpi_rank": self.mpi_rank, "mpi_size": self.mpi_size}
+                if self.mpi_size is not None
+                else {}
+            ),
         }
 
 
@@ -402,6 +413,11 @@ class Coordinator:
         )
         if not (ints and strs) or not os.path.isabs(msg["proc_dir"]):
             return "malformed hello (pid, vpid, program, host, absolute proc_dir)"
+        if ("mpi_rank" in msg or "mpi_size" in msg) and not (
+            int_in(msg.get("mpi_size"), 1, MAX_MPI_SIZE)
+            and int_in(msg.get("mpi_rank"), 0, msg["mpi_size"] - 1)
+        ):
+            return "malformed hello (mpi_rank must be under mpi_size)"
         return None
 
     async def _worker(
@@ -431,15 +447,19 @@ class Coordinator:
             writer=writer,
             tree_child=bool(hello.get("tree_child")),
             addr=_peer_address(writer),
+            mpi_rank=hello.get("mpi_rank"),
+            mpi_size=hello.get("mpi_size"),
         )
         self.peers[peer.id] = peer
         self.ever_connected = True
         if peer.restarted:
             self.restarted_joins += 1
-            self._wake.set()
+        self._wake.set()  # a quorum of restarted processes or of MPI ranks may be complete now
         peer.send({"type": "welcome", "id": peer.id, "interval": self.cfg.interval})
         self._join_tree_child(peer)
         how = "restarted" if peer.restarted else "launched"
+        if peer.mpi_size is not None:
+            how += f", MPI rank {peer.mpi_rank} of {peer.mpi_size}"
         self.log(f"{peer.label} joined ({how}, {peer.proc_dir}); {len(self.peers)} connected")
         try:
             while True:
@@ -604,9 +624,41 @@ class Coordinator:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - time.monotonic()))
+        await self._await_mpi_ranks(ck)
         ck.participants = dict(sorted(self.peers.items(), key=lambda kv: kv[1].seq))
         if not ck.participants:
             raise Abandon("no process is connected")
+
+    def _missing_mpi_ranks(self) -> dict[int, list[int]]:
+        """Per MPI job size announced by a connected process, the ranks not connected: a job
+        checkpointed before all its ranks joined would be saved in part, and could not restart."""
+        ranks: dict[int, set[int]] = {}
+        for p in self.peers.values():
+            if p.mpi_size is not None and p.mpi_rank is not None:
+                ranks.setdefault(p.mpi_size, set()).add(p.mpi_rank)
+        return {
+            size: [r for r in range(size) if r not in have]
+            for size, have in ranks.items()
+            if len(have) < size
+        }
+
+    async def _await_mpi_ranks(self, ck: JobCheckpoint) -> None:
+        deadline = time.monotonic() + self.cfg.phase_timeout
+        while (missing := self._missing_mpi_ranks()) and ck.failure is None:
+            absent = sum(len(r) for r in missing.values())
+            if time.monotonic() >= deadline:
+                shown = ", ".join(
+                    f"{', '.join(map(str, r[:8]))}{' ...' if len(r) > 8 else ''} of {size}"
+                    for size, r in sorted(missing.items())
+                )
+                raise Abandon(
+                    f"{absent} MPI rank(s) did not join the coordinator within "
+                    f"{self.cfg.phase_timeout:g} s (missing ranks {shown})"
+                )
+            ck.phase = f"waiting for {absent} MPI rank(s) to join"
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - time.monotonic()))
 
     async def _run_phase(self, ck: JobCheckpoint, phase: str, send: str, answer: str) -> None:
         if ck.failure is not None:
@@ -717,6 +769,8 @@ class Coordinator:
 
     def _abandon(self, ck: JobCheckpoint, reason: str) -> Msg:
         for pid, p in ck.participants.items():
+            if ck.barrier is None:  # abandoned before its first phase: nobody was told of it
+                break
             if pid in ck.gone or pid not in self.peers:
                 continue
             if pid in ck.waiting:

@@ -193,6 +193,30 @@ int coord_status(int *num_peers, int *running)
     return ok ? 0 : -1;
 }
 
+/* The rank and size of an MPI job's process, from what its launcher put in the environment
+ * (Open MPI, then PMI as MPICH's Hydra and Slurm set it): ",\"mpi_rank\":R,\"mpi_size\":S" for
+ * the hello, so the coordinator starts no checkpoint while a rank has yet to join; "" outside MPI. */
+static void mpi_fields(char *out, size_t outlen)
+{
+    static const char *const names[][2] = {
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+        {"PMI_RANK", "PMI_SIZE"},
+        {"PMIX_RANK", "PMIX_SIZE"},
+    };
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *rank = getenv(names[i][0]), *size = getenv(names[i][1]);
+        if (!rank || !size)
+            continue;
+        char *end_r, *end_s;
+        long r = strtol(rank, &end_r, 10), n = strtol(size, &end_s, 10);
+        if (*rank && *size && !*end_r && !*end_s && n >= 1 && n <= (1 << 20) && r >= 0 && r < n) {
+            snprintf(out, outlen, ",\"mpi_rank\":%ld,\"mpi_size\":%ld", r, n);
+            return;
+        }
+    }
+}
+
 int coord_connect(const char *host, const char *port, const char *token, int restarted, int vpid,
                   char *err, size_t errlen)
 {
@@ -206,14 +230,16 @@ int coord_connect(const char *host, const char *port, const char *token, int res
     json_string(tok, sizeof(tok), token ? token : "");
     gethostname(hostname, sizeof(hostname) - 1);
     json_string(hostq, sizeof(hostq), hostname);
+    char mpi[80];
+    mpi_fields(mpi, sizeof(mpi));
     conn.fd = fd;
     conn.len = 0;
     char line[LINE_MAX_BYTES];
     if (send_line(fd,
                   "{\"type\":\"hello\",\"role\":\"worker\",\"token\":%s,\"pid\":%d,\"vpid\":%d,"
-                  "\"program\":%s,\"host\":%s,\"proc_dir\":%s,\"restarted\":%s%s}",
+                  "\"program\":%s,\"host\":%s,\"proc_dir\":%s,\"restarted\":%s%s%s}",
                   tok, getpid(), vpid, prog, hostq, dir, restarted ? "true" : "false",
-                  coord_tree_child ? ",\"tree_child\":true" : "") != 0 ||
+                  coord_tree_child ? ",\"tree_child\":true" : "", mpi) != 0 ||
         recv_line(&conn, line, sizeof(line), HELLO_TIMEOUT_MS) != 1) {
         snprintf(err, errlen, "coordinator at %s:%s did not answer", host, port);
         close(fd);
