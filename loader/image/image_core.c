@@ -243,6 +243,9 @@ static int collect_regions(struct region *rs, int max, int pagemap)
         r->bitmap = NULL;
         r->written = NULL;
         r->page_crcs = NULL;
+        /* rs is static: a paused writer (this process, generation after generation) must not
+         * count the last generation's chunks. */
+        memset(&r->cz, 0, sizeof(r->cz));
         r->rec.start = start;
         r->rec.end = end;
         r->rec.prot = (uint32_t)prot;
@@ -666,9 +669,18 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
         if (!(r->bitmap = calloc(1, r->rec.bitmap_bytes)))
             goto out;
     }
-    /* An --incremental run's private anonymous regions saved page by page get a CRC-32C per
-     * page (a page not saved: that of zeros until write_region says otherwise). */
-    for (int i = 0; incr_full_every() && ckpt_cfg.compress == CRAC_CHUNK_RAW && i < nr; i++) {
+    /* An incremental generation is written as chunks (stored RAW without --compress): its few
+     * scattered pages packed one after another, not each at its address's offset in a sparse
+     * file, which cost a pwrite, a filesystem extent and (at restart) a pread a page. Each chunk
+     * carries its CRC-32C, so such a generation needs no page CRCs (docs/IMAGE.md). */
+    int packed = 0;
+    for (int i = 0; i < nr; i++)
+        packed |= rs[i].written != NULL;
+    /* An --incremental run's other generations (full ones, chains' bases) get a CRC-32C per page
+     * of its private anonymous regions (a page not saved: that of zeros until write_region says
+     * otherwise): a restart reads only the pages no newer generation holds. */
+    for (int i = 0; incr_full_every() && ckpt_cfg.compress == CRAC_CHUNK_RAW && !packed && i < nr;
+         i++) {
         struct region *r = &rs[i];
         if (r->rec.kind != CRAC_REGION_ANON ||
             (r->rec.flags & (CRAC_REGION_DONTDUMP | CRAC_REGION_OUTSIDE_W)))
@@ -701,8 +713,9 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
      * --compress workers are the chunk pipeline's, joined before it returns). */
     if (digest)
         w.digest = page_digest_start(path, base, offset > base ? offset : base);
-    /* Compressed: the regions' chunk streams follow each other from base, in region order. */
-    if (ckpt_cfg.compress != CRAC_CHUNK_RAW &&
+    /* Compressed or packed: the regions' chunk streams follow each other from base, in region
+     * order. */
+    if ((ckpt_cfg.compress != CRAC_CHUNK_RAW || packed) &&
         !(w.cz = cz_start(ckpt_cfg.compress, ckpt_cfg.compress_level, w.core, base)))
         goto out;
     for (int i = 0; i < nr; i++)
