@@ -12,6 +12,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -194,8 +195,49 @@ def test_restart_from_the_middle(
     taken, expected = chain
     middle = taken[2]
     assert middle.gen is not None
-    proc = restart(middle.gen, out_dir=tmp_path / "logs", label="restart_middle", opts=lazy)
+    proc = restart(
+        middle.gen,
+        out_dir=tmp_path / "logs",
+        label="restart_middle",
+        opts=lazy,
+        env=base_env({"CRAC_DEBUG_PATH": "1"}),
+    )
     check_finished(proc, expected, middle)
+    # A chain restarts without Python's start-up too (docs/DECISIONS.md "Restart without Python").
+    assert "restart path: native" in proc.stderr_text(), proc.stderr_text()[-2000:]
+
+
+def test_replaced_parent_refused_like_python(
+    chain: tuple[list[Segment], list[str]], tmp_path: Path
+) -> None:
+    """gen-2 replaced by a copy of gen-1 (a whole, valid generation, but not the one gen-3 was
+    built on): `crac restart` of gen-4 declines the native path and refuses with the Python
+    path's line, naming gen-2; nothing is removed."""
+    taken, _ = chain
+    gen4, gen2, gen1 = taken[3].gen, taken[1].gen, taken[0].gen
+    assert gen4 is not None and gen2 is not None and gen1 is not None
+    shutil.rmtree(gen2)
+    shutil.copytree(gen1, gen2)
+    fast = subprocess.run(
+        [*crac_cmd(), "restart", str(gen4)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=base_env({"CRAC_DEBUG_PATH": "1"}),
+        timeout=120,
+    )
+    debug = [ln for ln in fast.stderr.decode().splitlines() if ln.startswith("crac: debug:")]
+    assert any("restart path: Python (chain)" in ln for ln in debug), fast.stderr
+    msg = assert_refused(run_restart(gen4), "a restart of gen-4 over a replaced gen-2")
+    assert "gen-000002 is not the generation gen-000003 was built on" in msg, msg
+    slow = subprocess.run(
+        [sys.executable, "-m", "crac_py", "restart", str(gen4)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=base_env(),
+        timeout=120,
+    )
+    assert assert_refused(slow, "python -m crac_py restart") == msg
+    assert all(seg.gen is not None and seg.gen.is_dir() for seg in taken)
 
 
 def test_missing_parent_refused(chain: tuple[list[Segment], list[str]], tmp_path: Path) -> None:
@@ -501,18 +543,24 @@ def test_tree_each_process_its_own_chain(apps: dict[str, Path], tmp_path: Path) 
 def test_restart_of_a_full_generation_goes_on_incrementally(
     chain: tuple[list[Segment], list[str]], tmp_path: Path
 ) -> None:
-    """gen-1 (full, format 2) of an --incremental run, restarted without options (the fast
-    restart path, without Python, would take it): the restarted program's checkpoints are
-    still incremental after its first (full) one."""
+    """gen-1 (full, format 2) of an --incremental run, restarted without options on the fast
+    restart path (without Python, which passes the recorded --full-every on): the restarted
+    program's checkpoints are still incremental after its first (full) one."""
     taken, _ = chain
     first = taken[0].gen
     assert first is not None
     for seg in taken[1:]:  # the new run's generations go on from gen-2
         assert seg.gen is not None
         shutil.rmtree(seg.gen)
-    proc = restart(first, out_dir=tmp_path / "logs", label="restart_full")
+    proc = restart(
+        first,
+        out_dir=tmp_path / "logs",
+        label="restart_full",
+        env=base_env({"CRAC_DEBUG_PATH": "1"}),
+    )
     try:
         wait_for_step(proc, 1)
+        assert "restart path: native" in proc.stderr_text(), proc.stderr_text()[-2000:]
         gens = [checkpoint(proc, first.parent.parent)]
         wait_for_step(proc, proc.last_step() + 5)
         gens.append(checkpoint(proc, first.parent.parent))
