@@ -185,7 +185,7 @@ static void abandon(struct crac_registry *r, const char *tmp, int generation, in
  * it is not saved as program memory. */
 static int window_has_shared_writable(void)
 {
-    FILE *f = fopen("/proc/self/maps", "re");
+    FILE *f = lower_fopen_read("/proc/self/maps");
     if (!f)
         return 1;              /* cannot tell: the paused write is always correct */
     char line[PATH_MAX + 256]; /* a whole line, long paths included, as ckpt_incr.c reads it */
