@@ -120,10 +120,11 @@ static void report_timing(int generation, const double *t, int n_threads, uint64
     if (enabled)
         fprintf(stderr,
                 "crac: timing: generation %d: suspend %.2f ms, write %.2f ms, pause %.2f ms, "
-                "publish %.2f ms, threads %d, core %llu bytes, writer cpu %.0f ms, fork %.2f ms, "
-                "writer %s\n",
+                "publish %.2f ms, threads %d, core %llu bytes, writer cpu %.0f ms, io %s, "
+                "fork %.2f ms, writer %s\n",
                 generation, t[1] - t[0], t[2] - t[1], t[3] - t[0], t[4] - t[3], n_threads,
-                (unsigned long long)core_size, forked ? ckpt_writer_cpu_ms() : 0.0, fork_ms,
+                (unsigned long long)core_size, forked ? ckpt_writer_cpu_ms() : 0.0,
+                forked && ckpt_writer_direct() ? "direct" : "buffered", fork_ms,
                 forked ? "forked" : "paused");
 }
 
