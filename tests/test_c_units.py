@@ -36,7 +36,7 @@ INCLUDES = [
 # test program -> the sources it is linked with (besides what it #includes), and libraries
 PROGRAMS: dict[str, tuple[list[str], list[str]]] = {
     "test_crc32c": (["loader/image/crc32c_combine.c"], []),
-    "test_sha256": ([], ["-lpthread", "-ldl"]),
+    "test_sha256": (["loader/cross/lower_fds.c"], ["-lpthread", "-ldl"]),
     "test_upper_alloc": (["loader/confine/upper_alloc.c"], []),
     "test_dalloc": (["upperhalf/cudart/dalloc.c"], ["-lpthread"]),
     "test_restart_notes": ([], []),
