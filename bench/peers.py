@@ -29,14 +29,15 @@ measure every tool the same way:
 
 Variants and load: `--crac-direct` adds crac with CRAC_DIRECT_WRITE=1 (O_DIRECT + AIO writer),
 `--baseline-crac NATIVE_DIR` crac with another build's loader (CRAC_NATIVE_DIR, e.g. main's
-`crac_py/_native`), `--hog N` runs N `yes` processes beside everything, `--no-restart` measures
-checkpoints only.
+`crac_py/_native`; with `--crac-direct` also that build with CRAC_DIRECT_WRITE=1), `--hog N`
+runs N `yes` processes beside everything, `--no-restart` measures checkpoints only.
 
 Floors measured in the same repetition: `dd` of SIZE MiB of the same data (the program writes
 its filled buffer to a file when TICK_MS is 0) plus fsync
 (write floor), `dd if=/dev/zero oflag=direct conv=fsync` of as many bytes (the disk's floor
 without the page cache), each with its CPU time, a sequential read of the tool's image (read
-floor, after each restart), and `zstd -1` of the text data (compression floor) when zstd is installed.
+floor, after each restart), and `zstd -1` of the text data (compression floor) when zstd is
+installed.
 
 Peers: CRIU >= 4.1 (Debian 12's 3.17 fails on kernels whose vDSO has a separate vvar_vclock
 mapping) from --criu, $CRIU, `criu` on PATH, or DIR/criu-*/criu/criu after --build-peers DIR,
@@ -689,6 +690,9 @@ def main() -> int:
         if opts.baseline_crac:
             native = str(Path(opts.baseline_crac).resolve())
             tools.append(Crac("crac base", {"CRAC_NATIVE_DIR": native}))
+            if opts.crac_direct:  # another build's direct writer beside this one's
+                direct = {"CRAC_NATIVE_DIR": native, "CRAC_DIRECT_WRITE": "1"}
+                tools.append(Crac("crac base direct", direct))
         if "crac" in wanted:
             tools.append(Crac())
         if opts.crac_direct:

@@ -1,5 +1,5 @@
-/* image_direct.h — upper.core's page runs written with O_DIRECT and Linux AIO, behind the page
- * cache (CRAC_DIRECT_WRITE=1, the forked writer only; docs/DECISIONS.md "Direct writes"). */
+/* image_direct.h — upper.core's page runs written with O_DIRECT and Linux AIO, past the page cache
+ * (CRAC_DIRECT_WRITE=1, forked writer only; docs/DECISIONS.md "Direct writes stay opt-in"). */
 #ifndef CRAC_IMAGE_DIRECT_H
 #define CRAC_IMAGE_DIRECT_H
 
