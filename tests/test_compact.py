@@ -95,8 +95,9 @@ def chain(app: Path, tmp_path: Path) -> tuple[Path, Segment, list[str]]:
 
 def test_compact_restarts_as_native(chain: tuple[Path, Segment, list[str]], tmp_path: Path) -> None:
     """gen-1..4 compacted (the checkpoint directory named, as `crac restart` takes it): gen-5,
-    full, carrying gen-4's program and state; verify says `chain: full`; a restart from it ends
-    as an uninterrupted run, and the chain it came from is all still there."""
+    full, carrying gen-4's program and state; verify says `chain: full`; a restart from it (on
+    the native path) ends as an uninterrupted run and goes on with --incremental, and the chain
+    it came from is all still there."""
     procdir, last, expected = chain
     cp = compact(str(procdir.parent), cwd=tmp_path)
     assert cp.returncode == 0, describe(cp)
@@ -120,8 +121,24 @@ def test_compact_restarts_as_native(chain: tuple[Path, Segment, list[str]], tmp_
         ln.split()[:3] == ["chain", "ok", "full"] or "chain" in ln and "full" in ln
         for ln in cp.stdout.decode().splitlines()
     ), describe(cp)
-    proc = restart(procdir, out_dir=tmp_path / "logs", label="restart_compacted")
+    # Without Python (the fast path takes a full generation of an --incremental run), and the
+    # restarted run goes on with --incremental.
+    proc = restart(
+        procdir,
+        out_dir=tmp_path / "logs",
+        label="restart_compacted",
+        env=base_env({"CRAC_DEBUG_PATH": "1"}),
+    )
+    try:
+        wait_for_step(proc, last.at_complete + 1)
+        gen6 = checkpoint(proc, procdir.parent)
+    except BaseException:
+        proc.stop()
+        raise
+    assert gen6.name == "gen-000006", gen6
+    assert manifest(gen6)["incremental"]["full_every"] == 8
     check_finished(proc, expected, last)
+    assert "restart path: native" in proc.stderr_text(), proc.stderr_text()[-2000:]
 
 
 def test_keep_one_then_restart(chain: tuple[Path, Segment, list[str]], tmp_path: Path) -> None:

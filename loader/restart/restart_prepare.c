@@ -36,6 +36,7 @@ static int sigint_held;      /* SIGINT was ours to unblock (the caller had not b
 static char **restart_args;  /* "restart" and its arguments, as the user gave them */
 static int n_restart_args;
 static int debug_path;
+static int64_t image_full_every; /* the image's incremental.full_every: the restart goes on */
 
 static void restore_sigint(void)
 {
@@ -303,11 +304,13 @@ static void check_fields(const struct json *m)
             json_get(a, "kind")->type != JSON_STR)
             decline("manifest device");
     }
-    /* --incremental goes on after a restart (main.py reads incremental.full_every), and an
-     * incremental generation's chain is checked first: the Python path's (DECISIONS.md
-     * "Incremental images"). */
+    /* --incremental goes on after a restart (main.py reads incremental.full_every: passed on
+     * below); an incremental generation's chain is checked first, on the Python path
+     * (DECISIONS.md "Incremental images"). A full generation of an --incremental run (the
+     * chain's base, or `crac compact`'s) needs no chain. */
     const struct json *inc = optional(m, "incremental", JSON_OBJ);
-    if (inc && !json_int_in(json_get(inc, "full_every"), 0, 0, NULL))
+    if (inc && (!json_int_in(json_get(inc, "full_every"), 0, 1 << 20, &image_full_every) ||
+                (image_full_every && !json_int_in(json_get(inc, "parent"), 0, 0, NULL))))
         decline("incremental");
     /* The restarted program would run without them: the Python path says so first. */
     const struct json *lost = optional(m, "not_saved", JSON_ARR);
@@ -637,6 +640,10 @@ int restart_prepare_main(int argc, char **argv)
         add(&opts, "--allow-changed-files");
     if (lazy)
         add(&opts, "--lazy");
+    if (image_full_every) {
+        add(&opts, "--incremental");
+        add(&opts, num(image_full_every));
+    }
     tree_args(proc, &opts);
     const struct json *pargv = json_get(proc, "argv");
     add(&opts, "--");
