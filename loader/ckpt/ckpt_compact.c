@@ -1,6 +1,5 @@
-/* ckpt_compact.c — `crac compact`: reads an incremental chain's memory back into this loader's
- * own window (as a restart does), writes it as one full upper.core and publishes it as the next
- * generation, with the newest generation's other state and files (docs/IMAGE.md "Compaction"). */
+/* ckpt_compact.c — `crac compact`: an incremental chain's memory read back into this loader's
+ * window, written as one full upper.core and published as the next generation (docs/IMAGE.md). */
 #include "ckpt.h"
 
 #include "crac_layout.h"
