@@ -223,27 +223,45 @@ static void manifest_device(struct json *j)
 }
 
 /* `crac compact` (ckpt_compact.c): the source generation's manifest, whose lines about the
- * program (host, process, backend, device, not_saved) the compacted generation carries: this
- * loader never ran the program, so its own state says nothing about it. NULL: a checkpoint. */
+ * program the compacted generation carries: this loader never ran the program, so what it would
+ * write of it says nothing. NULL: a checkpoint. */
 static const char *carried_manifest;
+static const char *const carried_keys[] = {"host", "process", "backend", "device", "not_saved"};
 
 void image_commit_carry(const char *manifest_text) { carried_manifest = manifest_text; }
 
-/* Copies the carried manifest's line of top-level KEY (each is one line: jstr escapes newlines);
- * 1 when copied, 0 when there is nothing carried (the caller writes its own). -1: not there. */
-static int carry_line(struct json *j, const char *key)
+/* The line of top-level KEY in text (each is one line: jstr escapes newlines), without its
+ * newline; NULL when there is none. */
+static const char *manifest_line(const char *text, const char *key, size_t *len)
 {
-    if (!carried_manifest)
-        return 0;
     char needle[64];
     snprintf(needle, sizeof(needle), "\n  \"%s\": ", key);
-    const char *at = strstr(carried_manifest, needle);
+    const char *at = strstr(text, needle);
     const char *end = at ? strchr(at + 1, '\n') : NULL;
     if (!end)
-        return -1;
-    jraw(j, "%.*s", (int)(end - at), at + 1);
-    jraw(j, "\n");
-    return 1;
+        return NULL;
+    *len = (size_t)(end - at - 1);
+    return at + 1;
+}
+
+/* Replaces j's lines of carried_keys by the carried manifest's. 0, or -1 when either lacks one. */
+static int carry_lines(struct json *j)
+{
+    for (size_t k = 0; k < sizeof(carried_keys) / sizeof(carried_keys[0]); k++) {
+        size_t have_len, want_len;
+        const char *have = manifest_line(j->data, carried_keys[k], &have_len);
+        const char *want = manifest_line(carried_manifest, carried_keys[k], &want_len);
+        if (!have || !want)
+            return -1;
+        struct json out = {0};
+        jraw(&out, "%.*s%.*s%s", (int)(have - j->data), j->data, (int)want_len, want,
+             have + have_len);
+        if (!out.data)
+            return -1;
+        free(j->data);
+        *j = out;
+    }
+    return 0;
 }
 
 static int write_manifest(const char *dir, int generation, uint32_t header_crc, uint64_t core_size,
@@ -264,67 +282,55 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     jraw(&j, "{\n  \"format\": \"crac-image\",\n  \"format_version\": %d,\n", CKPT_IMAGE_FORMAT());
     jraw(&j, "  \"crac_version\": \"%s\",\n  \"generation\": %d,\n  \"created\": \"%s\",\n",
          CRAC_VERSION, generation, created);
-    int carried = carried_manifest != NULL;
-    if (carried && (carry_line(&j, "host") < 0 || carry_line(&j, "process") < 0 ||
-                    carry_line(&j, "backend") < 0))
-        goto carry_failed;
-    if (!carried) {
-        jraw(&j, "  \"host\": {\"hostname\": ");
-        jstr(&j, host);
-        jraw(&j,
-             ", \"hostid\": \"%08lx\", \"kernel\": ", (unsigned long)gethostid() & 0xffffffffUL);
-        jstr(&j, u.release);
-        jraw(&j, ", \"glibc\": \"%s\"},\n", gnu_get_libc_version());
-        /* vpid, vppid: the process and its parent as the program knows them (crac restart rebuilds
+    jraw(&j, "  \"host\": {\"hostname\": ");
+    jstr(&j, host);
+    jraw(&j, ", \"hostid\": \"%08lx\", \"kernel\": ", (unsigned long)gethostid() & 0xffffffffUL);
+    jstr(&j, u.release);
+    jraw(&j, ", \"glibc\": \"%s\"},\n", gnu_get_libc_version());
+    /* vpid, vppid: the process and its parent as the program knows them (crac restart rebuilds
      * a tree from them: crac_py/launch/tree.py). */
-        jraw(&j,
-             "  \"process\": {\"pid\": %d, \"vpid\": %d, \"vppid\": %d, \"pgid\": %d, \"sid\": %d, "
-             "\"program\": ",
-             getpid(), (int)vid_from_real(crac_ctrl(), getpid()), (int)tree_program_ppid(),
-             (int)tree_program_pgid(), (int)tree_program_sid());
-        jstr(&j, ckpt_cfg.program);
-        jraw(&j, ", \"program_sha256\": \"%s\", \"argv\": [", prog_hash);
-        for (int i = 0; i < ckpt_cfg.argc; i++) {
-            jraw(&j, "%s", i ? ", " : "");
-            jstr(&j, ckpt_cfg.argv[i]);
-        }
-        /* "coordinated": one process of a job (crac restart of its directory restarts them all);
+    jraw(&j,
+         "  \"process\": {\"pid\": %d, \"vpid\": %d, \"vppid\": %d, \"pgid\": %d, \"sid\": %d, "
+         "\"program\": ",
+         getpid(), (int)vid_from_real(crac_ctrl(), getpid()), (int)tree_program_ppid(),
+         (int)tree_program_pgid(), (int)tree_program_sid());
+    jstr(&j, ckpt_cfg.program);
+    jraw(&j, ", \"program_sha256\": \"%s\", \"argv\": [", prog_hash);
+    for (int i = 0; i < ckpt_cfg.argc; i++) {
+        jraw(&j, "%s", i ? ", " : "");
+        jstr(&j, ckpt_cfg.argv[i]);
+    }
+    /* "coordinated": one process of a job (crac restart of its directory restarts them all);
      * otherwise a run of its own, one of possibly several lineages in one directory. */
-        jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"zombies\": [",
-             n_threads, ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false");
-        const struct tree_zombie *zs;
-        int n_zombies = tree_zombies(&zs);
-        for (int i = 0; i < n_zombies; i++)
-            jraw(&j, "%s{\"vpid\": %d, \"status\": %d}", i ? ", " : "", (int)zs[i].vpid,
-                 zs[i].wstatus);
-        /* the children checkpointed with it: `crac verify` refuses a tree image that lacks one */
-        const int32_t *kids;
-        int n_kids = tree_members(&kids);
-        jraw(&j, "], \"children\": [");
-        for (int i = 0; i < n_kids; i++)
-            jraw(&j, "%s%d", i ? ", " : "", (int)kids[i]);
-        jraw(&j, "]},\n");
-        jraw(&j, "  \"backend\": {\"name\": ");
-        jstr(&j, ckpt_cfg.backend_name);
-        jraw(&j, ", \"version\": ");
-        jstr(&j, ckpt_cfg.backend_version);
-        jraw(&j, ", \"driver_version\": %d},\n", ckpt_cfg.backend_driver_version);
-    }
+    jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"zombies\": [",
+         n_threads, ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false");
+    const struct tree_zombie *zs;
+    int n_zombies = tree_zombies(&zs);
+    for (int i = 0; i < n_zombies; i++)
+        jraw(&j, "%s{\"vpid\": %d, \"status\": %d}", i ? ", " : "", (int)zs[i].vpid, zs[i].wstatus);
+    /* the children checkpointed with it: `crac verify` refuses a tree image that lacks one */
+    const int32_t *kids;
+    int n_kids = tree_members(&kids);
+    jraw(&j, "], \"children\": [");
+    for (int i = 0; i < n_kids; i++)
+        jraw(&j, "%s%d", i ? ", " : "", (int)kids[i]);
+    jraw(&j, "]},\n");
+    jraw(&j, "  \"backend\": {\"name\": ");
+    jstr(&j, ckpt_cfg.backend_name);
+    jraw(&j, ", \"version\": ");
+    jstr(&j, ckpt_cfg.backend_version);
+    jraw(&j, ", \"driver_version\": %d},\n", ckpt_cfg.backend_driver_version);
     jraw(&j, "  \"loader_sha256\": \"%s\",\n", loader_hash);
-    if (carried && (carry_line(&j, "device") < 0 || carry_line(&j, "not_saved") < 0))
-        goto carry_failed;
-    if (!carried) {
-        manifest_device(&j);
-        /* What this checkpoint could not save (loader/state/losses.c), for crac inspect and verify. */
-        const char *const *lost;
-        int n_lost = state_losses(&lost);
-        jraw(&j, "  \"not_saved\": [");
-        for (int i = 0; i < n_lost; i++) {
-            jraw(&j, "%s", i ? ", " : "");
-            jstr(&j, lost[i]);
-        }
-        jraw(&j, "],\n");
+    manifest_device(&j);
+    /* What this checkpoint could not save (loader/state/losses.c), for crac inspect and verify. */
+    const char *const *lost;
+    int n_lost = state_losses(&lost);
+    jraw(&j, "  \"not_saved\": [");
+    for (int i = 0; i < n_lost; i++) {
+        jraw(&j, "%s", i ? ", " : "");
+        jstr(&j, lost[i]);
     }
+    jraw(&j, "],\n");
     { /* --incremental (ckpt_incr.c; full_every 0: off): a restart goes on with it */
         const struct crac_parent_rec *p = incr_parent();
         jraw(&j,
@@ -347,17 +353,8 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
         pthread_join(flusher, &flushed);
     else
         flushed = flush_core((void *)dir);
-    if (hashed != 0 || flushed != NULL) {
+    if (hashed != 0 || flushed != NULL || (carried_manifest && carry_lines(&j) != 0)) {
         free(j.data);
-        return -1;
-    }
-    if (0) {
-    carry_failed:
-        image_digests_cancel(&digests);
-        if (flushing)
-            pthread_join(flusher, NULL);
-        free(j.data);
-        errno = EPROTO; /* the source manifest lacks a line every manifest has */
         return -1;
     }
     /* The manifest's own checksum: SHA-256 of the file with this digest written as zeros. */
