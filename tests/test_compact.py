@@ -155,7 +155,7 @@ def test_keep_one_then_restart(chain: tuple[Path, Segment, list[str]], tmp_path:
 
 def test_bad_input_refused(chain: tuple[Path, Segment, list[str]], tmp_path: Path) -> None:
     """No checkpoint there, a generation that is not the newest, a chain whose gen-2 is gone,
-    and one whose gen-2 has a byte of its saved pages changed: each refused in one line, every
+    and one with a byte of its saved pages changed: each refused in one line, every
     generation and `latest` as they were."""
     procdir, _, _ = chain
     empty = tmp_path / "empty"
@@ -166,25 +166,34 @@ def test_bad_input_refused(chain: tuple[Path, Segment, list[str]], tmp_path: Pat
     msg = assert_refused(compact(str(procdir / "gen-000003"), cwd=tmp_path), "an older gen")
     assert "newest" in msg, msg
     assert entries(procdir) == before
-    # A byte of gen-2's saved pages that gen-3 and gen-4 take from it: the loader finds it
-    # filling the chain's memory.
+    # A byte of a generation's saved pages that every newer one takes from it (gen-2's, or
+    # gen-3's when gen-3 and gen-4 rewrote all of gen-2's, else gen-4's own): the loader finds
+    # it filling the chain's memory.
     layers = {g: anon_layers(procdir / f"gen-{g:06d}") for g in (2, 3, 4)}
-    core = procdir / "gen-000002" / "upper.core"
-    data = bytearray(core.read_bytes())
-    at = next(
-        r["core_offset"] + i * 4096 + b
-        for key, (r, bits) in layers[2].items()
-        if r["flags"] & image_format.REGION_INCREMENTAL and r["saved_pages"]
-        for i in range((r["end"] - r["start"]) // 4096)
-        if not marked(bits, i)
-        and all(key in layers[g] and marked(layers[g][key][1], i) for g in (3, 4))
-        for b in range(0, 4096, 8)
-        if any(data[r["core_offset"] + i * 4096 + b : r["core_offset"] + i * 4096 + b + 8])
-    )
+    cores = {g: (procdir / f"gen-{g:06d}" / "upper.core").read_bytes() for g in (2, 3, 4)}
+
+    def inherited_byte(g: int) -> int | None:
+        data = cores[g]
+        return next(
+            (
+                r["core_offset"] + i * 4096 + b
+                for key, (r, bits) in layers[g].items()
+                if r["flags"] & image_format.REGION_INCREMENTAL and r["saved_pages"]
+                for i in range((r["end"] - r["start"]) // 4096)
+                if not marked(bits, i)
+                and all(key in layers[n] and marked(layers[n][key][1], i) for n in range(g + 1, 5))
+                for b in range(0, 4096, 8)
+                if any(data[r["core_offset"] + i * 4096 + b : r["core_offset"] + i * 4096 + b + 8])
+            ),
+            None,
+        )
+
+    damaged, at = next((g, a) for g in (2, 3, 4) if (a := inherited_byte(g)) is not None)
+    data = bytearray(cores[damaged])
     data[at] ^= 0x40
-    core.write_bytes(bytes(data))
-    msg = assert_refused(compact(str(procdir), cwd=tmp_path), "a damaged gen-2")
-    assert "gen-000002" in msg and "checksum" in msg, msg
+    (procdir / f"gen-{damaged:06d}" / "upper.core").write_bytes(bytes(data))
+    msg = assert_refused(compact(str(procdir), cwd=tmp_path), f"a damaged gen-{damaged}")
+    assert "checksum" in msg and (damaged == 4 or f"gen-{damaged:06d}" in msg), msg
     assert not (procdir / "gen-000005.tmp").exists()
     assert entries(procdir) == before
     (procdir / "gen-000002").rename(tmp_path / "gen-2-aside")
