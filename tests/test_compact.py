@@ -2,7 +2,8 @@
 with pages dirtied at random between, killed; its chain compacted into one full generation,
 which restarts to the same output as an uninterrupted run, also once --keep 1 has removed every
 older generation; a live run, a directory that is no checkpoint and a damaged chain are refused
-in one line with the chain untouched; a compaction killed midway leaves the old chain
+in one line with the chain untouched, as is a process of a tree; a compaction killed midway
+leaves the old chain
 restartable."""
 
 from __future__ import annotations
@@ -235,3 +236,39 @@ def test_killed_mid_compact(chain: tuple[Path, Segment, list[str]], tmp_path: Pa
     check_finished(proc, expected, last)
     cp = compact(str(procdir), cwd=tmp_path)
     assert cp.returncode == 0 and (procdir / "gen-000005").is_dir(), describe(cp)
+
+
+def test_tree_member_refused(apps: dict[str, Path], tmp_path: Path) -> None:
+    """A process tree (the root and its forked child, one job): compacting either process's
+    directory is refused in one line (each is restarted with the other by its generation),
+    nothing changed."""
+    ckptdir = tmp_path / "ckpt"
+    proc = launch(
+        apps["tree_counter"], ["T", "600", "20"], ckptdir, out_dir=tmp_path, opts=["--incremental"]
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while len([ln for ln in proc.lines() if "step" in ln]) < 10:  # both running
+            assert time.monotonic() < deadline and proc.poll() is None, "the tree never ran"
+            time.sleep(0.05)
+        while len(list(ckptdir.glob("ckpt_*"))) < 2 or not all(
+            (d / "latest").exists() for d in ckptdir.glob("ckpt_*")
+        ):
+            assert time.monotonic() < deadline, "the tree was never checkpointed whole"
+            if not list(ckptdir.glob("ckpt_*/latest")):
+                checkpoint(proc, ckptdir)
+            time.sleep(0.1)
+    finally:
+        for d in ckptdir.glob("ckpt_*"):  # the child too (its pid names its directory)
+            pid = int(d.name.rsplit("-", 1)[1])
+            try:
+                if b"tree_counter" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.stop()
+    for d in sorted(ckptdir.glob("ckpt_*")):
+        before = entries(d)
+        msg = assert_refused(compact(str(d), cwd=tmp_path), f"compacting {d.name}")
+        assert "job" in msg or "tree" in msg, msg
+        assert entries(d) == before
