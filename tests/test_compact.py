@@ -3,8 +3,7 @@ with pages dirtied at random between, killed; its chain compacted into one full 
 which restarts to the same output as an uninterrupted run, also once --keep 1 has removed every
 older generation; a live run, a directory that is no checkpoint and a damaged chain are refused
 in one line with the chain untouched, as is a process of a tree; a compaction killed midway
-leaves the old chain
-restartable."""
+leaves the old chain restartable."""
 
 from __future__ import annotations
 
