@@ -258,3 +258,29 @@ def drop_caches() -> bool:
     except OSError:
         return False
     return True
+
+
+class Hog:
+    """`yes > /dev/null` processes beside the measured run (the "CPU hog beside" mode): COUNT of
+    them, or one per CPU when COUNT is None; none when ON is false."""
+
+    def __init__(self, on: bool = True, count: int | None = None):
+        self.n = ((os.cpu_count() or 1) if count is None else count) if on else 0
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> Hog:
+        for _ in range(self.n):
+            self.procs.append(
+                subprocess.Popen(
+                    ["yes"],
+                    stdout=subprocess.DEVNULL,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait(timeout=60)

@@ -46,7 +46,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import CFLAGS, REPO, BenchError, command_line, crac_cmd, markdown_table
+from _common import CFLAGS, REPO, BenchError, Hog, command_line, crac_cmd, markdown_table
 
 APP_SRC = REPO / "bench" / "apps" / "worker.c"
 MIB = 1 << 20
@@ -212,31 +212,6 @@ def one_case(args, crac: list[str], app: Path, src: Path, mib: int, threads: int
     med = {k: statistics.median(r[k] for r in reps) for k in reps[0]}
     med["rate_ratio"] = statistics.median(r["rate_during"] / r["rate_normal"] for r in reps)
     return {"size_mib": mib, "threads": threads, "reps": reps, "median": med}
-
-
-class Hog:
-    """One `yes > /dev/null` per CPU while the block runs (the "CPU hog beside" mode)."""
-
-    def __init__(self, on: bool):
-        self.on = on
-        self.procs: list[subprocess.Popen] = []
-
-    def __enter__(self) -> Hog:
-        for _ in range((os.cpu_count() or 1) if self.on else 0):
-            self.procs.append(
-                subprocess.Popen(
-                    ["yes"],
-                    stdout=subprocess.DEVNULL,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-            )
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for p in self.procs:
-            p.kill()
-            p.wait(timeout=TIMEOUT)
 
 
 def build_app(out: Path) -> Path:

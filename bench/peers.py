@@ -3,6 +3,7 @@
     python bench/peers.py [--sizes 256,2048] [--data random,text,threads8] [--reps 3]
                           [--tools crac,criu,dmtcp] [--criu PATH] [--dmtcp DIR]
                           [--build-peers DIR] [--dir DIR] [--tick-ms 10] [--cold] [--json FILE]
+                          [--hog N] [--crac-direct] [--baseline-crac NATIVE_DIR] [--no-restart]
 
 The program is bench/apps/peer_data.c (built here with gcc): it fills SIZE MiB with random or
 text data (`threads8`: random data filled by 8 threads, which then stay alive), then appends
@@ -21,12 +22,21 @@ measure every tool the same way:
 * CPU: user+system seconds of the program (with its children, reaped or not: crac's forked
   writer) and of the tool's commands
   during the checkpoint;
-* image: bytes allocated on disk.
+* image: bytes allocated on disk;
+* writer CPU (crac): its forked writer's user+system time, from its CRAC_TIMING line;
+* ticks during/before: the program's tick rate from the request to durable over its rate in as
+  long a span before (1 = the program ran undisturbed).
+
+Variants and load: `--crac-direct` adds crac with CRAC_DIRECT_WRITE=1 (O_DIRECT + AIO writer),
+`--baseline-crac NATIVE_DIR` crac with another build's loader (CRAC_NATIVE_DIR, e.g. main's
+`crac_py/_native`), `--hog N` runs N `yes` processes beside everything, `--no-restart` measures
+checkpoints only.
 
 Floors measured in the same repetition: `dd` of SIZE MiB of the same data (the program writes
 its filled buffer to a file when TICK_MS is 0) plus fsync
-(write floor), a sequential read of the tool's image (read floor, after each restart), and
-`zstd -1` of the text data (compression floor) when zstd is installed.
+(write floor), `dd if=/dev/zero oflag=direct conv=fsync` of as many bytes (the disk's floor
+without the page cache), each with its CPU time, a sequential read of the tool's image (read
+floor, after each restart), and `zstd -1` of the text data (compression floor) when zstd is installed.
 
 Peers: CRIU >= 4.1 (Debian 12's 3.17 fails on kernels whose vDSO has a separate vvar_vclock
 mapping) from --criu, $CRIU, `criu` on PATH, or DIR/criu-*/criu/criu after --build-peers DIR,
@@ -66,6 +76,7 @@ from _common import (
     CFLAGS,
     REPO,
     BenchError,
+    Hog,
     command_line,
     crac_cmd,
     disk_bytes,
@@ -83,6 +94,9 @@ TICK_RE = re.compile(rb"^(ready|tick) (\d+) (\d+)$", re.M)
 PR_SET_CHILD_SUBREAPER = 36
 DATA_KINDS = {"random": ("random", 1), "text": ("text", 1), "threads8": ("random", 8)}
 _CKPT_ENV_PREFIXES = ("CRAC_", "DMTCP_")
+WRITER_CPU_RE = re.compile(
+    r"crac: timing: generation \d+: .*, writer cpu (\d+) ms, .*writer forked"
+)
 
 
 def run(cmd: list[str], timeout: float, what: str, **kw) -> subprocess.CompletedProcess:
@@ -259,15 +273,30 @@ def popen(argv: list[str], work: Path, log: str, env: dict[str, str] | None = No
 
 
 class Crac(Tool):
-    def __init__(self):
-        super().__init__("crac", missing_loader_message())
+    """crac; NAME and ENV_EXTRA make variants side by side: CRAC_DIRECT_WRITE=1 (--crac-direct),
+    another build's loader via CRAC_NATIVE_DIR (--baseline-crac)."""
+
+    def __init__(self, name: str = "crac", env_extra: dict[str, str] | None = None):
+        super().__init__(name, missing_loader_message())
         self.cmd = crac_cmd()
+        self.env = {**clean_env(), "CRAC_TIMING": "1", **(env_extra or {})}
 
     def launch(self, work, argv):
         p = popen(
-            [*self.cmd, "launch", "-c", str(self.images(work)), "--", *argv], work, "crac.log"
+            [*self.cmd, "launch", "-c", str(self.images(work)), "--", *argv],
+            work,
+            "crac.log",
+            self.env,
         )
         return Running(p.pid, p)
+
+    def writer_cpu_ms(self, work: Path) -> float | None:
+        """The forked writer's CPU time of the last checkpoint (its CRAC_TIMING line)."""
+        try:
+            found = WRITER_CPU_RE.findall((work / "crac.log").read_text(errors="replace"))
+        except OSError:
+            return None
+        return float(found[-1]) if found else None
 
     def _latest(self, work: Path) -> str | None:
         links = glob.glob(str(self.images(work) / "ckpt_*" / "latest"))
@@ -285,7 +314,7 @@ class Crac(Tool):
             time.sleep(POLL_S)
 
     def restore(self, work):
-        p = popen([*self.cmd, "restart", str(self.images(work))], work, "crac.log")
+        p = popen([*self.cmd, "restart", str(self.images(work))], work, "crac.log", self.env)
         return Running(p.pid, p)
 
 
@@ -439,9 +468,18 @@ def cycle(tool: Tool, exe: Path, size: int, kind: str, opts, base: Path, s: Samp
         s.add("pause_ms", pause_ms(tickfile, t0, t1, opts.tick_ms))
         s.add("cpu_s", cpu)
         s.add("image_mib", disk_bytes(tool.images(work)) / MIB)
+        s.add("tick_ratio", tick_ratio(tickfile, t0, t2))
+        if isinstance(tool, Crac):
+            deadline = time.monotonic() + 60  # the timing line follows the publish
+            while (ms := tool.writer_cpu_ms(work)) is None and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+            if ms is not None:
+                s.add("writer_cpu_ms", ms)
         prog.kill()
         prog = None
         runs = [("restart_s", False)] + ([("restart_cold_s", True)] if opts.cold else [])
+        if opts.no_restart:
+            runs = []
         for key, cold in runs:
             if cold and not drop_caches():
                 continue
@@ -467,19 +505,47 @@ def cycle(tool: Tool, exe: Path, size: int, kind: str, opts, base: Path, s: Samp
         shutil.rmtree(work, ignore_errors=True)
 
 
-def write_floor(exe: Path, size: int, kind: str, base: Path) -> float:
-    """dd + fsync of SIZE MiB of the same kind of data (made by the program itself, untimed)."""
+def tick_ratio(tickfile: Path, start_ns: int, end_ns: int) -> float:
+    """The program's tick rate while the checkpoint ran (request to durable) over its rate in as
+    long a span just before (from its first tick at the earliest): 1 = undisturbed."""
+    times = ticks(tickfile)
+    span = end_ns - start_ns
+    lo = max(times[0] if times else start_ns, start_ns - span)
+    during = sum(start_ns <= t <= end_ns for t in times) / max(span, 1)
+    before = sum(lo <= t < start_ns for t in times) / max(start_ns - lo, 1)
+    return during / before if before else float("nan")
+
+
+def dd_timed(argv: list[str]) -> tuple[float, float]:
+    """(seconds, CPU seconds) of one dd."""
+    cpu0 = children_cpu()
+    t0 = time.perf_counter()
+    run(argv, 600, "dd")
+    return time.perf_counter() - t0, children_cpu() - cpu0
+
+
+def direct_floor(size: int, base: Path) -> tuple[float, float]:
+    """dd of SIZE MiB of zeros with O_DIRECT, then fsync: the disk's own speed, no page cache."""
+    dst = base / "floor-direct.dst"
+    prefault_and_free(2 * size * MIB + PREFAULT_EXTRA)
+    argv = ["dd", "if=/dev/zero", f"of={dst}", "bs=8M", f"count={max(1, size // 8)}"]
+    out = dd_timed([*argv, "oflag=direct", "conv=fsync", "status=none"])
+    dst.unlink()
+    return out
+
+
+def write_floor(exe: Path, size: int, kind: str, base: Path) -> tuple[float, float]:
+    """dd + fsync of SIZE MiB of the same kind of data (made by the program itself, untimed):
+    (seconds, CPU seconds)."""
     data, _ = DATA_KINDS[kind]
     src = base / f"floor-{kind}.src"
     if not src.exists():
         make_sample(exe, src, size, data)
     dst = base / "floor.dst"
     prefault_and_free(2 * size * MIB + PREFAULT_EXTRA)
-    t0 = time.perf_counter()
-    run(["dd", f"if={src}", f"of={dst}", "bs=8M", "conv=fsync", "status=none"], 600, "dd")
-    dt = time.perf_counter() - t0
+    out = dd_timed(["dd", f"if={src}", f"of={dst}", "bs=8M", "conv=fsync", "status=none"])
     dst.unlink()
-    return dt
+    return out
 
 
 def make_sample(exe: Path, path: Path, size: int, data: str) -> None:
@@ -590,6 +656,14 @@ def main() -> int:
     ap.add_argument("--tick-ms", type=int, default=10)
     ap.add_argument("--cold", action="store_true", help="also restart after dropping caches")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--hog", type=int, default=0, metavar="N", help="N `yes` CPU hogs beside")
+    ap.add_argument("--crac-direct", action="store_true", help="also crac with CRAC_DIRECT_WRITE=1")
+    ap.add_argument(
+        "--baseline-crac",
+        metavar="DIR",
+        help="also crac with another build's loader (CRAC_NATIVE_DIR=DIR), e.g. main's",
+    )
+    ap.add_argument("--no-restart", action="store_true", help="measure checkpoints only")
     opts = ap.parse_args()
     try:
         sizes = [int(x) for x in opts.sizes.split(",")]
@@ -612,8 +686,13 @@ def main() -> int:
                 print(f"peers.py: {exc}", file=sys.stderr)
         tools: list[Tool] = []
         wanted = opts.tools.split(",")
+        if opts.baseline_crac:
+            native = str(Path(opts.baseline_crac).resolve())
+            tools.append(Crac("crac base", {"CRAC_NATIVE_DIR": native}))
         if "crac" in wanted:
             tools.append(Crac())
+        if opts.crac_direct:
+            tools.append(Crac("crac direct", {"CRAC_DIRECT_WRITE": "1"}))
         if "criu" in wanted:
             tools.append(Criu(find_criu(opts)))
         if "dmtcp" in wanted:
@@ -626,25 +705,33 @@ def main() -> int:
         results: dict[str, dict] = {}
         try:
             exe = build_app(base)
-            for size in sizes:
-                for kind in kinds:
-                    key = f"{size} MiB {kind}"
-                    per_tool = {t.name: Sample() for t in active}
-                    floor = Sample()
-                    for rep in range(opts.reps):
-                        floor.add("write_floor_s", write_floor(exe, size, kind, base))
-                        z = zstd_floor(base, size) if kind == "text" else None
-                        if z:
-                            floor.add("zstd_s", z[0])
-                            floor.add("zstd_mib", z[1])
-                        order = active[rep % len(active) :] + active[: rep % len(active)]
-                        for t in order:
-                            if per_tool[t.name].error is None:
-                                cycle(t, exe, size, kind, opts, base, per_tool[t.name])
-                        print(f"  {key}: repetition {rep + 1}/{opts.reps} done", file=sys.stderr)
-                    for f in base.glob("floor-*.src"):
-                        f.unlink()
-                    results[key] = {"floor": floor, **per_tool}
+            with Hog(opts.hog > 0, opts.hog):
+                for size in sizes:
+                    for kind in kinds:
+                        key = f"{size} MiB {kind}"
+                        per_tool = {t.name: Sample() for t in active}
+                        floor = Sample()
+                        for rep in range(opts.reps):
+                            secs, cpu = write_floor(exe, size, kind, base)
+                            floor.add("write_floor_s", secs)
+                            floor.add("write_floor_cpu_s", cpu)
+                            secs, cpu = direct_floor(size, base)
+                            floor.add("direct_floor_s", secs)
+                            floor.add("direct_floor_cpu_s", cpu)
+                            z = zstd_floor(base, size) if kind == "text" else None
+                            if z:
+                                floor.add("zstd_s", z[0])
+                                floor.add("zstd_mib", z[1])
+                            order = active[rep % len(active) :] + active[: rep % len(active)]
+                            for t in order:
+                                if per_tool[t.name].error is None:
+                                    cycle(t, exe, size, kind, opts, base, per_tool[t.name])
+                            print(
+                                f"  {key}: repetition {rep + 1}/{opts.reps} done", file=sys.stderr
+                            )
+                        for f in base.glob("floor-*.src"):
+                            f.unlink()
+                        results[key] = {"floor": floor, **per_tool}
         finally:
             shutil.rmtree(base, ignore_errors=True)
     except BenchError as exc:
@@ -659,6 +746,8 @@ COLUMNS = [
     ("durable_s", "durable (s)"),
     ("pause_ms", "pause (ms)"),
     ("cpu_s", "ckpt CPU (s)"),
+    ("writer_cpu_ms", "writer CPU (ms)"),
+    ("tick_ratio", "ticks during/before"),
     ("restart_s", "restart warm (s)"),
     ("restart_cold_s", "restart cold (s)"),
     ("image_mib", "image (MiB)"),
@@ -695,7 +784,13 @@ def report(results: dict, tools: list[Tool], opts) -> None:
                 f"; `zstd -1 -T0` {fmt(floor.values['zstd_s'])} s → "
                 f"{fmt(floor.values['zstd_mib'])} MiB"
             )
-        print(f"### {key}: `dd`+fsync {fmt(floor.values.get('write_floor_s'))} s{extra}\n")
+        fv = floor.values
+        print(
+            f"### {key}: `dd`+fsync {fmt(fv.get('write_floor_s'))} s, CPU "
+            f"{fmt(fv.get('write_floor_cpu_s'))} s; `dd oflag=direct` of zeros "
+            f"{fmt(fv.get('direct_floor_s'))} s, CPU {fmt(fv.get('direct_floor_cpu_s'))} s"
+            f"{extra}\n"
+        )
         rows = []
         for name, s in per.items():
             if name == "floor":

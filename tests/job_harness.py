@@ -36,6 +36,18 @@ from coord_harness import Coordinator, command, describe_text, request, wait_unt
 
 from crac_py.coord.restart_script import listed_generations
 
+
+def gated_env(env: Mapping[str, str], gate: Path) -> dict[str, str]:
+    """ENV for a test program that must not end before the test says so: tests/apps/ckpt_common.h
+    end_gate waits for GATE to exist (a checkpoint asked for near the end cannot find the
+    program gone). Open it with end_gate(GATE) once no more checkpoint will be asked for."""
+    return {**env, "TEST_END_GATE": str(gate)}
+
+
+def end_gate(gate: Path) -> None:
+    gate.touch()
+
+
 LINE_RE = re.compile(r"^(\S+) (step \d+|DONE .*)$")
 STEP_RE = re.compile(r"^step (\d+)$")
 

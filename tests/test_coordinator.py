@@ -329,6 +329,24 @@ def test_checkpoint_abandoned_when_an_mpi_rank_never_joins(tmp_path):
         coord.stop()
 
 
+def test_worker_leaving_before_the_first_phase_is_left_out(coord, tmp_path):
+    """A process that ends while the checkpoint still waits for a missing MPI rank was never
+    asked anything: it is left out of the checkpoint, which goes on with the others."""
+    (plain,) = workers(coord, tmp_path, 1)
+    r0 = _rank(coord, tmp_path, 0, 2)
+    coord.wait_peers(2)
+    bc = command_bg(coord.port, "bc")
+    wait_until(
+        lambda: "MPI rank" in (coord.request("status")["phase"] or ""),
+        "the checkpoint waiting for the missing rank",
+    )
+    r0.close()  # the only process of the 2-rank job ends: no rank is awaited any more
+    plain.do_checkpoint(1)
+    rc, out, err = finish(bc)
+    assert rc == 0, (out, err)
+    assert "disconnected" not in err
+
+
 def test_mpi_rank_outside_the_job_refused(coord, tmp_path):
     w = _rank(coord, tmp_path, 2, 2)
     assert w.welcome["type"] == "refused" and "mpi_rank" in w.welcome["reason"], w.welcome

@@ -14,6 +14,9 @@ the generation becomes `latest` only once the image is on disk.
   --no-fork-writer; `-kc` exits after it, written paused.
 * The fallback: --no-fork-writer, and a refused fork (tests/apps/deny_cow_fork.c), with one
   warning line.
+* CRAC_DIRECT_WRITE=1 (O_DIRECT + AIO, loader/image/image_direct.c): two cycles with the
+  program's stores racing the writer, each image written direct; and where O_DIRECT is refused
+  (tests/apps/deny_odirect.c) each image is written through the page cache and restarts.
 
 Which writer wrote a checkpoint is read from the CRAC_TIMING=1 line. No timing is asserted.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import time
@@ -56,10 +60,10 @@ COWRITE_ARGS = ["1500", "64", "2"]
 
 @pytest.fixture(scope="module")
 def apps(tmp_path_factory) -> dict[str, Path]:
-    """The three programs these tests run, built alone (not every program of tests/apps/)."""
+    """The programs these tests run, built alone (not every program of tests/apps/)."""
     out = tmp_path_factory.mktemp("fork_writer_apps")
     built = {}
-    for name in ("ckpt_cowrite", "deny_cow_fork", "coord_counter"):
+    for name in ("ckpt_cowrite", "deny_cow_fork", "coord_counter", "deny_odirect"):
         exe = out / name
         cmd = ["gcc", *CFLAGS, "-o", str(exe), str(APPS_DIR / f"{name}.c")]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -81,6 +85,15 @@ def writers(log: Path) -> list[str]:
         line.rsplit(" ", 1)[-1]
         for line in log.read_text().splitlines()
         if line.startswith("crac: timing: generation ")
+    ]
+
+
+def ios(log: Path) -> list[str]:
+    """How each checkpoint's page runs were written: "direct" (O_DIRECT) or "buffered"."""
+    return [
+        m.group(1)
+        for line in log.read_text().splitlines()
+        if (m := re.match(r"crac: timing: generation \d+: .*, io (\w+), ", line))
     ]
 
 
@@ -404,6 +417,66 @@ def test_refused_fork_falls_back(apps, tmp_path):
     err = proc.err_path.read_text()
     warnings = [line for line in err.splitlines() if "cannot fork the checkpoint writer" in line]
     assert len(warnings) == 1 and warnings[0].startswith("crac: warning: "), err
+    again = restart(ckptdir, out_dir=logs, label="restart")
+    assert wait_exit(again) == 0, again.report()
+    assert again.lines()[-1] == ref.done, again.report()
+
+
+def direct_io_possible(where: Path) -> bool:
+    """Whether WHERE's filesystem opens files O_DIRECT (tmpfs before Linux 6.6 does not)."""
+    probe = where / "odirect_probe"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600))
+    except OSError:
+        return False
+    finally:
+        probe.unlink(missing_ok=True)
+    return True
+
+
+def test_direct_two_cycles(apps, tmp_path, monkeypatch):
+    """CRAC_DIRECT_WRITE=1: the program rewrites its 64 MiB at each step while the forked writer
+    queues its pages O_DIRECT; two cycles restart at the checkpointed step with intact memory
+    and end as the uninterrupted run, and every checkpoint says its pages went direct."""
+    if not direct_io_possible(tmp_path):
+        pytest.skip(f"{tmp_path}'s filesystem refuses O_DIRECT")
+    monkeypatch.setenv("CRAC_DIRECT_WRITE", "1")
+    run_cycles(apps["ckpt_cowrite"], COWRITE_ARGS, tmp_path)
+    logs = [tmp_path / "logs" / f"{label}.err" for label in ("launch", "restart1")]
+    found = [w for log in logs for w in writers(log)]
+    assert found and set(found) == {"forked"}, found
+    io = [x for log in logs for x in ios(log)]
+    assert io and set(io) == {"direct"}, io
+
+
+def test_direct_refused_falls_back(apps, tmp_path, monkeypatch):
+    """CRAC_DIRECT_WRITE=1 where every O_DIRECT open is refused (EINVAL, tests/apps/
+    deny_odirect.c): each checkpoint is still written by the forked writer, through the page
+    cache, and the image restarts to the uninterrupted run's end."""
+    monkeypatch.setenv("CRAC_DIRECT_WRITE", "1")
+    app = apps["ckpt_cowrite"]
+    args = ["3000", "16", "2"]
+    ref = native_reference(app, args, tmp_path / "ref", tmp_path / "ref_cwd")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckptdir.mkdir()
+    logs.mkdir()
+    argv = [str(apps["deny_odirect"]), *crac_launch_argv(app, args, ckptdir, ())]
+    proc = CracProc(argv, out_dir=logs, label="launch", cwd=logs)
+    try:
+        wait_for_step(proc, 10)
+        for _ in range(2):
+            known = complete_generations(ckptdir)
+            proc.send_signal(signal.SIGUSR2)
+            deadline = time.monotonic() + WAIT_TIMEOUT
+            while complete_generations(ckptdir) == known and time.monotonic() < deadline:
+                time.sleep(0.01)
+        found = wait_writers(proc.err_path, 2)
+        kill9(proc)
+    except BaseException:
+        proc.stop()
+        raise
+    assert found == ["forked", "forked"], proc.report()
+    assert ios(proc.err_path) == ["buffered", "buffered"], proc.report()
     again = restart(ckptdir, out_dir=logs, label="restart")
     assert wait_exit(again) == 0, again.report()
     assert again.lines()[-1] == ref.done, again.report()

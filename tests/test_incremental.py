@@ -10,7 +10,9 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -101,8 +103,8 @@ def launch_chain(
 
 
 def check_chain(taken: list[Segment], full: int, compressed: bool = False) -> None:
-    """The first generation of TAKEN is full, the others incremental, each on the one before
-    (COMPRESSED: with --compress, their incremental regions stored as chunks)."""
+    """The first generation of TAKEN is full (COMPRESSED: with --compress), the others
+    incremental, each on the one before, their regions stored as chunks."""
     for k, seg in enumerate(taken):
         assert seg.gen is not None
         inc = manifest(seg.gen)["incremental"]
@@ -118,12 +120,14 @@ def check_chain(taken: list[Segment], full: int, compressed: bool = False) -> No
         assert inc["parent"] == full + k - 1 and inc["base"] == full, inc
         assert manifest(seg.gen)["format_version"] == image_format.CRAC_IMAGE_FORMAT_INCREMENTAL
         assert incremental_regions(seg.gen) > 0, f"{seg.gen.name} saved every region whole"
+        # An incremental generation's regions are chunks, stored RAW without --compress.
         flags = [r["flags"] for r, _ in anon_layers(seg.gen).values()]
-        assert compressed == any(f & image_format.REGION_COMPRESSED for f in flags), flags
+        assert all(f & image_format.REGION_COMPRESSED for f in flags), flags
 
 
 @pytest.mark.parametrize(
-    "writer,compress", [("forked", "none"), ("paused", "none"), ("forked", "zstd")]
+    "writer,compress",
+    [("forked", "none"), ("paused", "none"), ("forked", "zstd"), ("paused", "zstd")],
 )
 def test_two_cycles_through_chains(app: Path, tmp_path: Path, writer: str, compress: str) -> None:
     """Launch, a chain of one full and three incremental generations, SIGKILL, restart from the
@@ -191,8 +195,49 @@ def test_restart_from_the_middle(
     taken, expected = chain
     middle = taken[2]
     assert middle.gen is not None
-    proc = restart(middle.gen, out_dir=tmp_path / "logs", label="restart_middle", opts=lazy)
+    proc = restart(
+        middle.gen,
+        out_dir=tmp_path / "logs",
+        label="restart_middle",
+        opts=lazy,
+        env=base_env({"CRAC_DEBUG_PATH": "1"}),
+    )
     check_finished(proc, expected, middle)
+    # A chain restarts without Python's start-up too (docs/DECISIONS.md "Restart without Python").
+    assert "restart path: native" in proc.stderr_text(), proc.stderr_text()[-2000:]
+
+
+def test_replaced_parent_refused_like_python(
+    chain: tuple[list[Segment], list[str]], tmp_path: Path
+) -> None:
+    """gen-2 replaced by a copy of gen-1 (a whole, valid generation, but not the one gen-3 was
+    built on): `crac restart` of gen-4 declines the native path and refuses with the Python
+    path's line, naming gen-2; nothing is removed."""
+    taken, _ = chain
+    gen4, gen2, gen1 = taken[3].gen, taken[1].gen, taken[0].gen
+    assert gen4 is not None and gen2 is not None and gen1 is not None
+    shutil.rmtree(gen2)
+    shutil.copytree(gen1, gen2)
+    fast = subprocess.run(
+        [*crac_cmd(), "restart", str(gen4)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=base_env({"CRAC_DEBUG_PATH": "1"}),
+        timeout=120,
+    )
+    debug = [ln for ln in fast.stderr.decode().splitlines() if ln.startswith("crac: debug:")]
+    assert any("restart path: Python (chain)" in ln for ln in debug), fast.stderr
+    msg = assert_refused(run_restart(gen4), "a restart of gen-4 over a replaced gen-2")
+    assert "gen-000002 is not the generation gen-000003 was built on" in msg, msg
+    slow = subprocess.run(
+        [sys.executable, "-m", "crac_py", "restart", str(gen4)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=base_env(),
+        timeout=120,
+    )
+    assert assert_refused(slow, "python -m crac_py restart") == msg
+    assert all(seg.gen is not None and seg.gen.is_dir() for seg in taken)
 
 
 def test_missing_parent_refused(chain: tuple[list[Segment], list[str]], tmp_path: Path) -> None:
@@ -240,6 +285,33 @@ def marked(bitmap: bytes, i: int) -> bool:
     return bool(bitmap) and bool(bitmap[i // 8] >> (i % 8) & 1)
 
 
+CHUNK = struct.Struct("<IIQIIII")  # struct crac_chunk_hdr (docs/IMAGE.md)
+
+
+def region_chunks(data: bytes, r: dict) -> list[tuple[int, int, int, int]]:
+    """(first page, pages, method, file offset of its stored bytes) of each chunk of region R
+    (an incremental generation's regions are chunks, stored RAW without --compress)."""
+    out, pos = [], r["core_offset"]
+    while True:
+        magic, method, first, n, stored, _crc, _ = CHUNK.unpack_from(data, pos)
+        assert magic == image_format.CHUNK_MAGIC, (r, pos)
+        if n == 0:
+            return out
+        out.append((first, n, method, pos + CHUNK.size))
+        pos += CHUNK.size + (stored + 7) // 8 * 8
+
+
+def page_offset(data: bytes, r: dict, i: int) -> int | None:
+    """Where page I of region R is stored in its upper.core DATA; None when it is not (a hole of
+    a chunked region) or not as its bytes (a compressed chunk)."""
+    if not r["flags"] & image_format.REGION_COMPRESSED:
+        return r["core_offset"] + i * 4096
+    for first, n, method, at in region_chunks(data, r):
+        if first <= i < first + n:
+            return at + (i - first) * 4096 if method == image_format.CHUNK_RAW else None
+    return None
+
+
 def test_damaged_parent_refused(chain: tuple[list[Segment], list[str]], tmp_path: Path) -> None:
     """A byte of gen-2's saved pages changed (its manifest intact), in a page gen-3 and gen-4
     take from it: the loader, filling gen-4's regions from the chain, refuses it and names
@@ -253,13 +325,14 @@ def test_damaged_parent_refused(chain: tuple[list[Segment], list[str]], tmp_path
     # The first non-zero byte of an incremental region's own pages that both newer generations
     # inherit (a restart reads it from gen-2).
     at = next(
-        r["core_offset"] + i * 4096 + b
+        off + b
         for key, (r, bits) in anon_layers(gen2).items()
         if r["flags"] & image_format.REGION_INCREMENTAL and r["saved_pages"]
         for i in range((r["end"] - r["start"]) // 4096)
         if not marked(bits, i) and all(key in n and marked(n[key][1], i) for n in newer)
+        if (off := page_offset(data, r, i)) is not None
         for b in range(0, 4096, 8)
-        if any(data[r["core_offset"] + i * 4096 + b : r["core_offset"] + i * 4096 + b + 8])
+        if any(data[off + b : off + b + 8])
     )
     data[at] ^= 0x40
     core.write_bytes(bytes(data))
@@ -299,10 +372,11 @@ def test_damage_a_restart_does_not_read_is_found_by_verify(
 def test_chain_restart_reads_each_page_once(
     chain: tuple[list[Segment], list[str]], tmp_path: Path
 ) -> None:
-    """A restart of gen-4 (chain gen-1..4) reads each page of the incremental regions once, from
-    the newest generation that holds it: as many pages as hold data after it, fewer than the
-    layers hold together (pages rewritten along the chain are not read again). The loader says
-    how many it read with CRAC_TIMING=1."""
+    """A restart of gen-4 (chain gen-1..4) reads only what it needs of the incremental regions:
+    the newest generation's chunks, an older generation's chunk only when a page of it is not
+    held by a newer one (whole, being checked by one CRC-32C), and the full base's pages once each,
+    only those no newer generation holds: fewer than the layers hold together. The loader says how
+    many pages it read with CRAC_TIMING=1."""
     taken, expected = chain
     gens = [s.gen for s in reversed(taken)]  # newest first
     assert all(g is not None for g in gens)
@@ -313,13 +387,20 @@ def test_chain_restart_reads_each_page_once(
         if not top["flags"] & image_format.REGION_INCREMENTAL:
             continue
         depth = next(k for k, layer in enumerate(layers) if not layer[key][1]) + 1
-        for i in range((key[1] - key[0]) // 4096):
-            for layer, core in zip(layers[:depth], cores):
-                r, bits = layer[key]
-                if not marked(bits, i):  # this generation's page: read when it holds data
+        held: set[int] = set()  # pages a newer generation holds (saved or zero)
+        for k, (layer, core) in enumerate(zip(layers[:depth], cores)):
+            r, bits = layer[key]
+            own = {i for i in range((key[1] - key[0]) // 4096) if not marked(bits, i)}
+            if r["flags"] & image_format.REGION_COMPRESSED:
+                # A chunk is read whole when one of its pages is wanted; the newest's all are.
+                for first, n, _, _ in region_chunks(core, r):
+                    if k == 0 or any(i not in held for i in range(first, first + n)):
+                        want += n
+            else:  # the base: each wanted page holding data, once
+                for i in own - held:
                     off = r["core_offset"] + i * 4096
                     want += any(core[off : off + 4096])
-                    break
+            held |= own
         stored += sum(layer[key][0]["saved_pages"] for layer in layers[:depth])
     assert 0 < want < stored, (want, stored)
     proc = restart(
@@ -462,18 +543,24 @@ def test_tree_each_process_its_own_chain(apps: dict[str, Path], tmp_path: Path) 
 def test_restart_of_a_full_generation_goes_on_incrementally(
     chain: tuple[list[Segment], list[str]], tmp_path: Path
 ) -> None:
-    """gen-1 (full, format 2) of an --incremental run, restarted without options (the fast
-    restart path, without Python, would take it): the restarted program's checkpoints are
-    still incremental after its first (full) one."""
+    """gen-1 (full, format 2) of an --incremental run, restarted without options on the fast
+    restart path (without Python, which passes the recorded --full-every on): the restarted
+    program's checkpoints are still incremental after its first (full) one."""
     taken, _ = chain
     first = taken[0].gen
     assert first is not None
     for seg in taken[1:]:  # the new run's generations go on from gen-2
         assert seg.gen is not None
         shutil.rmtree(seg.gen)
-    proc = restart(first, out_dir=tmp_path / "logs", label="restart_full")
+    proc = restart(
+        first,
+        out_dir=tmp_path / "logs",
+        label="restart_full",
+        env=base_env({"CRAC_DEBUG_PATH": "1"}),
+    )
     try:
         wait_for_step(proc, 1)
+        assert "restart path: native" in proc.stderr_text(), proc.stderr_text()[-2000:]
         gens = [checkpoint(proc, first.parent.parent)]
         wait_for_step(proc, proc.last_step() + 5)
         gens.append(checkpoint(proc, first.parent.parent))

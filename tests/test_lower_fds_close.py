@@ -10,7 +10,7 @@ import os
 import signal
 from pathlib import Path
 
-from ckpt_harness import checkpoint, kill9, launch, wait_for_step
+from ckpt_harness import checkpoint, kill9, launch, run_cycles, wait_for_step
 
 
 def _flock_holders(path: Path) -> set[int]:
@@ -44,3 +44,11 @@ def test_closing_every_descriptor_keeps_the_image_directory_lock(apps, tmp_path)
         kill9(proc)
     finally:
         proc.stop()
+
+
+def test_closing_every_descriptor_while_checkpoints_are_taken(apps, tmp_path):
+    """busy: the program does nothing but close every descriptor, one by one, while checkpoints
+    are taken and published. The manager's short-lived descriptors (directory scans, image files,
+    the files it hashes) are opened at the numbers the program's close() is trapped at, and held
+    from it until released: each checkpoint is complete and restarts."""
+    run_cycles(apps["ckpt_closeall"], ["120", "25", "busy"], tmp_path, cycles=3)

@@ -28,6 +28,7 @@ from ckpt_harness import (
     wait_for_step,
 )
 from conftest import APPS_DIR, crac_cmd, describe, native_dir, require_native
+from job_harness import end_gate, gated_env
 
 MPI_APPS = APPS_DIR / "mpi"
 MPI_ENV = {
@@ -164,6 +165,10 @@ def run_mpi_cycles(
 
     ckptdir = tmp_path / "ckpt"
     logs = tmp_path / "logs"
+    # Under crac the job ends only once the test opens its gate: on a loaded machine a checkpoint
+    # could otherwise find a rank gone at its end.
+    gate = tmp_path / "end_gate"
+    env = gated_env(env, gate)
     ports = [_free_port() for _ in range(cycles + 1)]
     argv = [*launch, *crac_cmd(), "launch", "-p", str(ports[0])]
     argv += ["-c", str(ckptdir), str(exe), *args, *launch_args]
@@ -186,7 +191,7 @@ def run_mpi_cycles(
             assert set(gens.values()) == {earlier + i + 1}, (
                 f"generations after checkpoint {i + 1}: {gens}"
             )
-            wait_for_step(proc, at_complete + 2)
+            wait_for_step(proc, min(at_complete + 2, n_steps))
             # SIGKILL every rank (the coordinator's kill), then mpirun notices and ends.
             _kill_job(port)
             wait_exit(proc, WAIT_TIMEOUT)
@@ -203,6 +208,7 @@ def run_mpi_cycles(
             proc = CracProc(argv, out_dir=logs, label=f"restart{i + 1}", env=env, cwd=tmp_path)
             wait_for_step(proc, 1)
             check_resume_point(Segment(proc.label, proc.lines()), seg)
+        end_gate(gate)
         status = wait_exit(proc)
         if status != 0:
             fail(f"{proc.label} exited with status {status}", proc)

@@ -574,6 +574,11 @@ class Coordinator:
             ck.waiting.discard(peer.id)
             if not ck.waiting and ck.barrier is not None and not ck.barrier.done():
                 ck.barrier.set_result(None)
+        elif ck is not None and peer.id in ck.participants and ck.barrier is None:
+            # The first phase has not begun (the checkpoint waits for restarted processes or MPI
+            # ranks): nothing was asked of it, so it is simply not part of this checkpoint.
+            ck.participants.pop(peer.id, None)
+            self._wake.set()
         elif ck is not None and peer.id in ck.participants:
             ck.gone.add(peer.id)
             finished = ck.phase == "publish" and peer.id in ck.published

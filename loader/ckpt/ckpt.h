@@ -154,6 +154,8 @@ int ckpt_writer_start(const struct ckpt_write_job *job, pid_t *pid);
 int ckpt_writer_wait(pid_t pid, uint32_t *header_crc, uint64_t *core_size);
 /* The CPU time (ms) the last writer reported with its results (CRAC_TIMING). */
 double ckpt_writer_cpu_ms(void);
+/* Whether the last forked writer wrote its page runs O_DIRECT (CRAC_DIRECT_WRITE). */
+int ckpt_writer_direct(void);
 /* Kills and reaps it (the checkpoint was called off). */
 void ckpt_writer_cancel(pid_t pid);
 

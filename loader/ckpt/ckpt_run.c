@@ -120,10 +120,11 @@ static void report_timing(int generation, const double *t, int n_threads, uint64
     if (enabled)
         fprintf(stderr,
                 "crac: timing: generation %d: suspend %.2f ms, write %.2f ms, pause %.2f ms, "
-                "publish %.2f ms, threads %d, core %llu bytes, writer cpu %.0f ms, fork %.2f ms, "
-                "writer %s\n",
+                "publish %.2f ms, threads %d, core %llu bytes, writer cpu %.0f ms, io %s, "
+                "fork %.2f ms, writer %s\n",
                 generation, t[1] - t[0], t[2] - t[1], t[3] - t[0], t[4] - t[3], n_threads,
-                (unsigned long long)core_size, forked ? ckpt_writer_cpu_ms() : 0.0, fork_ms,
+                (unsigned long long)core_size, forked ? ckpt_writer_cpu_ms() : 0.0,
+                forked && ckpt_writer_direct() ? "direct" : "buffered", fork_ms,
                 forked ? "forked" : "paused");
 }
 
@@ -185,7 +186,7 @@ static void abandon(struct crac_registry *r, const char *tmp, int generation, in
  * it is not saved as program memory. */
 static int window_has_shared_writable(void)
 {
-    FILE *f = fopen("/proc/self/maps", "re");
+    FILE *f = lower_fopen_read("/proc/self/maps");
     if (!f)
         return 1;              /* cannot tell: the paused write is always correct */
     char line[PATH_MAX + 256]; /* a whole line, long paths included, as ckpt_incr.c reads it */

@@ -48,7 +48,7 @@ static void read_blocked_syscall(struct parked_thread *t)
     char path[64], buf[256];
     snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", t->tid);
     t->blocked_nr = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = lower_open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -91,7 +91,7 @@ static int signal_new_threads_held(struct parked_thread *ts, int *n, int max)
 {
     int added = 0;
     pid_t pid = getpid();
-    DIR *d = opendir("/proc/self/task");
+    DIR *d = lower_opendir("/proc/self/task");
     if (!d)
         return -1;
     struct dirent *de;

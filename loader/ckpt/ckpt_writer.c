@@ -11,6 +11,7 @@
 #include "ckpt.h"
 
 #include "crac_rawsys.h"
+#include "image_direct.h"
 #include "state.h"
 
 #include <errno.h>
@@ -30,7 +31,7 @@ struct writer_shared {
     volatile int32_t done; /* 1: rc and the rest are set */
     int32_t rc;
     uint32_t header_crc;
-    uint32_t pad;
+    uint32_t direct; /* 1: its page runs went O_DIRECT (CRAC_DIRECT_WRITE, image_direct.c) */
     uint64_t core_size;
     uint64_t cpu_us; /* the writer's CPU time, user and system (CRAC_TIMING) */
 };
@@ -77,6 +78,7 @@ __attribute__((noreturn)) static void child_main(const struct ckpt_write_job *jo
     shared->rc = rc;
     shared->header_crc = crc;
     shared->core_size = size;
+    shared->direct = (uint32_t)direct_write_used;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         shared->cpu_us = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
@@ -129,6 +131,8 @@ int ckpt_writer_wait(pid_t pid, uint32_t *header_crc, uint64_t *core_size)
 }
 
 double ckpt_writer_cpu_ms(void) { return shared ? (double)shared->cpu_us / 1e3 : 0; }
+
+int ckpt_writer_direct(void) { return shared && shared->direct; }
 
 void ckpt_writer_cancel(pid_t pid)
 {

@@ -179,26 +179,16 @@ static long close_ranges(long a1, long a2, long a3)
     return 0;
 }
 
-/* The manager's short-lived descriptors are not in lower_fd_slots: the close waits while it
- * holds them (lower_fds_hold), or a checkpoint's image file could be closed, its number reused
- * by the program and written into (docs/DECISIONS.md "Known open races in trees that exec"). */
-/* close(fd) from the program at the numbers the lower half keeps its own at (the filter traps
- * only those): EBADF for one of them, as if it were not open; the program's close as usual. */
-long emu_close(long fd)
-{
-    int32_t n = __atomic_load_n(&lower_fd_count, __ATOMIC_SEQ_CST);
-    for (int32_t i = 0; i < n && i < MAX_LOWER_FDS; i++)
-        if (lower_fd_slots[i] == (int32_t)fd)
-            return -EBADF;
-    return raw_syscall1(SYS_close, fd);
-}
-
-long emu_close_range(long a1, long a2, long a3)
+/* The manager's short-lived descriptors are not in lower_fd_slots: a close waits while it holds
+ * them (lower_fds_hold), or a checkpoint's image file could be closed, its number reused by the
+ * program and written into (docs/DECISIONS.md "Known open races in trees that exec"). Counted in
+ * as a closer first, so a hold that begins meanwhile waits for this close instead. */
+static void closer_enter(void)
 {
     for (;;) {
         __atomic_add_fetch(&lower_fd_closers, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&lower_fd_busy, __ATOMIC_SEQ_CST) == 0)
-            break;
+            return;
         if (__atomic_sub_fetch(&lower_fd_closers, 1, __ATOMIC_SEQ_CST) == 0)
             raw_syscall6(SYS_futex, (long)&lower_fd_closers, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0,
                          0);
@@ -207,9 +197,35 @@ long emu_close_range(long a1, long a2, long a3)
             raw_syscall6(SYS_futex, (long)&lower_fd_busy, 128 /* FUTEX_WAIT_PRIVATE */, busy, 0, 0,
                          0);
     }
-    long r = close_ranges(a1, a2, a3);
+}
+
+static void closer_leave(void)
+{
     if (__atomic_sub_fetch(&lower_fd_closers, 1, __ATOMIC_SEQ_CST) == 0 &&
         __atomic_load_n(&lower_fd_busy, __ATOMIC_SEQ_CST))
         raw_syscall6(SYS_futex, (long)&lower_fd_closers, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
+}
+
+/* close(fd) from the program at the numbers the lower half keeps its own at (the filter traps
+ * only those): EBADF for one of them, as if it were not open; the manager's short-lived ones
+ * (lower_openat) are there too, and the close waits until they are closed; the program's close
+ * as usual. */
+long emu_close(long fd)
+{
+    int32_t n = __atomic_load_n(&lower_fd_count, __ATOMIC_SEQ_CST);
+    for (int32_t i = 0; i < n && i < MAX_LOWER_FDS; i++)
+        if (lower_fd_slots[i] == (int32_t)fd)
+            return -EBADF;
+    closer_enter();
+    long r = raw_syscall1(SYS_close, fd);
+    closer_leave();
+    return r;
+}
+
+long emu_close_range(long a1, long a2, long a3)
+{
+    closer_enter();
+    long r = close_ranges(a1, a2, a3);
+    closer_leave();
     return r;
 }

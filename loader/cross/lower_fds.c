@@ -2,9 +2,12 @@
  * program expects to get from open() stay free, and recorded so checkpoints skip them. */
 #include "lower_fds.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,4 +91,85 @@ void lower_fds_release(void)
 {
     if (__atomic_sub_fetch(&lower_fd_busy, 1, __ATOMIC_SEQ_CST) == 0)
         syscall(SYS_futex, &lower_fd_busy, 129 /* FUTEX_WAKE_PRIVATE */, 0x7fffffff, NULL, NULL, 0);
+}
+
+/* fd (just opened by the manager at the lowest free number) moved up to the floor, where the
+ * program's close() is trapped and held back while the manager holds (lower_fds_hold). Between
+ * the open and the move the program may still close the low number: the move then fails (EBADF)
+ * or, had the program opened something there meanwhile, finds another file; either way -2 tells
+ * the caller to open again. With no room up there fd keeps its number. */
+static int raise_fd(int fd)
+{
+    struct stat before, after;
+    if (fd < 0 || fd >= lower_fd_floor())
+        return fd;
+    if (fstat(fd, &before) != 0)
+        return errno == EBADF ? -2 : fd;
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, lower_fd_floor());
+    if (high < 0)
+        return errno == EBADF ? -2 : fd;
+    if (fstat(high, &after) != 0 || after.st_dev != before.st_dev ||
+        after.st_ino != before.st_ino) {
+        close(high); /* the low number is the program's own now: left alone */
+        return -2;
+    }
+    close(fd);
+    return high;
+}
+
+#define REOPEN_TRIES 8
+
+int lower_openat(int dirfd, const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    if (flags & O_CREAT) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = (mode_t)va_arg(ap, int);
+        va_end(ap);
+    }
+    for (int tries = 0; tries < REOPEN_TRIES; tries++) {
+        int fd = raise_fd(openat(dirfd, path, flags | O_CLOEXEC, mode));
+        if (fd != -2)
+            return fd;
+        if (flags & O_EXCL) /* created already: opening again would fail with EEXIST */
+            break;
+    }
+    errno = EBADF;
+    return -1;
+}
+
+int lower_dup(int fd)
+{
+    for (int tries = 0; tries < REOPEN_TRIES; tries++) {
+        int copy = raise_fd(dup(fd));
+        if (copy != -2)
+            return copy;
+    }
+    errno = EBADF;
+    return -1;
+}
+
+DIR *lower_opendir(const char *path)
+{
+    int fd = lower_openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return d;
+}
+
+FILE *lower_fopen_read(const char *path)
+{
+    int fd = lower_openat(AT_FDCWD, path, O_RDONLY);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f && fd >= 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
 }

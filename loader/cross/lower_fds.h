@@ -3,7 +3,10 @@
 #ifndef CRAC_LOWER_FDS_H
 #define CRAC_LOWER_FDS_H
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* The recorded descriptors (the first lower_fd_count slots, at most MAX_LOWER_FDS). */
 #define MAX_LOWER_FDS 512
@@ -34,5 +37,16 @@ extern volatile int32_t lower_fd_busy;    /* holds in progress */
 extern volatile int32_t lower_fd_closers; /* program threads inside an emulated close_range */
 void lower_fds_hold(void);
 void lower_fds_release(void);
+
+/* What the manager opens while program threads may run: openat, dup, opendir and fopen(path,
+ * "r"), each close-on-exec and moved up to lower_fd_floor(), where the program's close() is
+ * trapped and, while the manager holds, waits (emu_close, loader/confine/confine_exe.c). A
+ * close-everything loop would otherwise close them at the low numbers open() gives, and its
+ * next open() take the number the manager goes on writing to. */
+int lower_openat(int dirfd, const char *path, int flags, ...);
+#define lower_open(...) lower_openat(AT_FDCWD, __VA_ARGS__)
+int lower_dup(int fd);
+DIR *lower_opendir(const char *path);
+FILE *lower_fopen_read(const char *path);
 
 #endif

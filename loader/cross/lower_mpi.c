@@ -27,7 +27,7 @@ static int tids_before[MAX_SEEN], n_tids_before;
 
 static int list_dir_numbers(const char *path, int *out, int max)
 {
-    DIR *d = opendir(path);
+    DIR *d = lower_opendir(path);
     if (!d)
         return 0;
     int n = 0;

@@ -2,6 +2,7 @@
  * checksums, fsync, rename to gen-NNNNNN, the `latest` link, rotation of old generations and the
  * restart script. Until the rename, the previous generation is the one a restart finds. */
 #include "ckpt.h"
+#include "lower_fds.h"
 #include "tree.h"
 #include "upper_alloc.h"
 #include "state.h"
@@ -14,7 +15,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <gnu/libc-version.h>
@@ -111,19 +111,37 @@ static void sh_quote(FILE *f, const char *s)
     fputc('\'', f);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* Everything under parent's entry name, depth first, then the entry; never following a link.
+ * Not nftw: its directory descriptors would be at the low numbers a program's close-everything
+ * loop closes while this runs (lower_fds.h). */
+static int remove_at(int parent, const char *name, int depth)
 {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
+    if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
+        return -1;
+    int fd = depth < 64 ? lower_openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) : -1;
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+            remove_at(dirfd(d), de->d_name, depth + 1) != 0)
+            rc = -1;
+    closedir(d);
+    return unlinkat(parent, name, AT_REMOVEDIR) == 0 ? rc : -1;
 }
 
-int remove_tree(const char *path) { return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+int remove_tree(const char *path) { return remove_at(AT_FDCWD, path, 0); }
 
 static int fsync_path(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = lower_open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     int rc = fsync(fd);
@@ -144,7 +162,7 @@ static int manifest_files(struct json *j, const char *dir, const char *sub, int 
 {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s%s%s", dir, sub[0] ? "/" : "", sub);
-    DIR *d = opendir(path);
+    DIR *d = lower_opendir(path);
     if (!d)
         return -1;
     struct dirent *de;
@@ -366,7 +384,7 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     memcpy(j.data + digest_at, self, 64);
     char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/MANIFEST.json", dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = lower_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int rc = -1;
     if (fd >= 0) {
         rc = write(fd, j.data, j.len) == (ssize_t)j.len && fsync(fd) == 0 ? 0 : -1;
@@ -382,7 +400,7 @@ static int manifest_parent(int gen)
 {
     char path[PATH_MAX + 48];
     snprintf(path, sizeof(path), "%s/gen-%06d/MANIFEST.json", ckpt_cfg.proc_dir, gen);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = lower_open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size > (64 << 20)) {
         if (fd >= 0)
@@ -407,7 +425,7 @@ static int manifest_parent(int gen)
 
 static void rotate(int keep)
 {
-    DIR *d = opendir(ckpt_cfg.proc_dir);
+    DIR *d = lower_opendir(ckpt_cfg.proc_dir);
     if (!d)
         return;
     int gens[4096], n = 0;
@@ -458,7 +476,7 @@ static void rotate(int keep)
 static int write_restart_script(void)
 {
     static const char name[] = "crac_restart_script.sh";
-    int dfd = open(ckpt_cfg.ckpt_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dfd = lower_open(ckpt_cfg.ckpt_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return -1;
     struct stat st;
@@ -473,7 +491,7 @@ static int write_restart_script(void)
         if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
             r = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ (uint64_t)tries;
         snprintf(tmp, sizeof(tmp), ".%.24s.tmp-%016llx", name, (unsigned long long)r);
-        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
+        fd = lower_openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
         if (fd < 0 && errno != EEXIST)
             break;
     }

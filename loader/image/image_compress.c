@@ -162,15 +162,55 @@ int compress_decompress(int method, unsigned char *dst, size_t raw_len, const un
 void cz_read_begin(struct cz_reader *rd, int fd, uint64_t core_offset, uint64_t n_pages,
                    const unsigned char *bitmap)
 {
-    unsigned char *stored = rd->stored; /* a reader used again keeps its buffer */
-    *rd = (struct cz_reader){fd, core_offset, 0, n_pages, 0, bitmap, stored};
+    /* A reader used again keeps its buffers, not what they held (another file, maybe). */
+    unsigned char *stored = rd->stored, *ahead = rd->ahead;
+    *rd = (struct cz_reader){.fd = fd,
+                             .pos = core_offset,
+                             .n_pages = n_pages,
+                             .bitmap = bitmap,
+                             .stored = stored,
+                             .ahead = ahead};
+}
+
+#define READ_AHEAD (1UL << 20)
+
+/* len bytes at off, through the read-ahead window; a read as large as half the window goes
+ * straight to dst. */
+static int cz_fetch(struct cz_reader *rd, void *dst, uint64_t len, uint64_t off)
+{
+    if (off >= rd->ahead_at && off + len <= rd->ahead_at + rd->ahead_len) {
+        memcpy(dst, rd->ahead + (off - rd->ahead_at), len);
+        return 0;
+    }
+    if (len >= READ_AHEAD / 2 || (!rd->ahead && !(rd->ahead = malloc(READ_AHEAD))))
+        return image_pread_full(rd->fd, dst, len, off);
+    rd->ahead_len = 0;
+    for (;;) { /* up to a window, fewer at the file's end */
+        ssize_t n = pread(rd->fd, rd->ahead + rd->ahead_len, READ_AHEAD - rd->ahead_len,
+                          (off_t)(off + rd->ahead_len));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rd->ahead_len = 0;
+            return -1;
+        }
+        rd->ahead_len += (uint64_t)n;
+        if (n == 0 || rd->ahead_len == READ_AHEAD)
+            break;
+    }
+    rd->ahead_at = off;
+    if (rd->ahead_len < len) {
+        errno = EIO;
+        return -1;
+    }
+    memcpy(dst, rd->ahead, len);
+    return 0;
 }
 
 int cz_read_next(struct cz_reader *rd, struct crac_chunk_hdr *h)
 {
-    if (image_pread_full(rd->fd, (unsigned char *)h, sizeof(*h), rd->pos) != 0 ||
-        h->magic != CRAC_CHUNK_MAGIC || h->method > CRAC_CHUNK_ZSTD ||
-        h->n_pages > CRAC_CHUNK_MAX_PAGES)
+    if (cz_fetch(rd, h, sizeof(*h), rd->pos) != 0 || h->magic != CRAC_CHUNK_MAGIC ||
+        h->method > CRAC_CHUNK_ZSTD || h->n_pages > CRAC_CHUNK_MAX_PAGES)
         return -1;
     if (!h->n_pages)
         return h->stored_len ? -1 : 0;
@@ -192,14 +232,14 @@ int cz_read_pages(struct cz_reader *rd, const struct crac_chunk_hdr *h, unsigned
 {
     uint64_t len = (uint64_t)h->n_pages * PAGE;
     if (h->method == CRAC_CHUNK_RAW) {
-        if (image_pread_full(rd->fd, dst, len, rd->data_at) != 0)
+        if (cz_fetch(rd, dst, len, rd->data_at) != 0)
             return -1;
     } else {
         if (compress_load((int)h->method, err, errlen) != 0)
             return -2;
         if (!rd->stored && !(rd->stored = malloc(CHUNK_BYTES)))
             return -1;
-        if (image_pread_full(rd->fd, rd->stored, h->stored_len, rd->data_at) != 0 ||
+        if (cz_fetch(rd, rd->stored, h->stored_len, rd->data_at) != 0 ||
             compress_decompress((int)h->method, dst, len, rd->stored, h->stored_len) != 0)
             return -1;
     }
@@ -209,7 +249,9 @@ int cz_read_pages(struct cz_reader *rd, const struct crac_chunk_hdr *h, unsigned
 void cz_read_end(struct cz_reader *rd)
 {
     free(rd->stored);
-    rd->stored = NULL;
+    free(rd->ahead);
+    rd->stored = rd->ahead = NULL;
+    rd->ahead_len = 0;
 }
 
 /* ---- the pipeline ---------------------------------------------------------------------------
@@ -316,38 +358,53 @@ static int write_fully(int fd, struct iovec *iov, int n, uint64_t off)
     return 0;
 }
 
-/* Write the oldest slot (waiting for its worker); called by the caller's thread only. */
+/* Chunks written with one pwritev at most (three buffers each: header, bytes, padding). */
+#define WRITE_BATCH 64
+
+/* Write the oldest slot (waiting for its worker), and with it the ones after it that are done
+ * (up to WRITE_BATCH), in one call; called by the caller's thread only. */
 static int write_head(struct cz_pipe *p)
 {
-    struct slot *s = &p->slots[p->head % p->n_slots];
-    pthread_mutex_lock(&p->mu);
-    while (s->state != SLOT_DONE)
-        pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
     static const unsigned char zeros[8];
-    struct crac_chunk_hdr h = {CRAC_CHUNK_MAGIC, s->method, s->first, s->n, s->stored, s->crc, 0};
-    struct iovec iov[3] = {{&h, sizeof(h)},
-                           {(void *)(s->method == CRAC_CHUNK_RAW ? s->src : s->out), s->stored},
-                           {(void *)zeros, (8 - s->stored % 8) % 8}};
-    struct cz_region *r = s->region;
-    if (!p->failed) {
+    struct crac_chunk_hdr h[WRITE_BATCH];
+    struct iovec iov[3 * WRITE_BATCH];
+    pthread_mutex_lock(&p->mu);
+    while (p->slots[p->head % p->n_slots].state != SLOT_DONE)
+        pthread_cond_wait(&p->done, &p->mu);
+    uint64_t k = 1;
+    while (k < WRITE_BATCH && p->head + k < p->tail &&
+           p->slots[(p->head + k) % p->n_slots].state == SLOT_DONE)
+        k++;
+    pthread_mutex_unlock(&p->mu);
+    uint64_t from = p->at;
+    for (uint64_t i = 0; i < k; i++) {
+        struct slot *s = &p->slots[(p->head + i) % p->n_slots];
+        h[i] = (struct crac_chunk_hdr){CRAC_CHUNK_MAGIC, s->method, s->first, s->n,
+                                       s->stored,        s->crc,    0};
+        iov[3 * i] = (struct iovec){&h[i], sizeof(h[i])};
+        iov[3 * i + 1] =
+            (struct iovec){(void *)(s->method == CRAC_CHUNK_RAW ? s->src : s->out), s->stored};
+        iov[3 * i + 2] = (struct iovec){(void *)zeros, (8 - s->stored % 8) % 8};
+        struct cz_region *r = s->region;
         if (!r->core_offset)
             r->core_offset = p->at;
-        if (write_fully(p->fd, iov, 3, p->at) != 0)
-            p->failed = errno;
-        p->at += sizeof(h) + s->stored + iov[2].iov_len;
+        p->at += sizeof(h[i]) + s->stored + iov[3 * i + 2].iov_len;
         if (s->n) {
             r->crc32c = crc32c_update(r->crc32c, &s->crc, 4);
             r->pages += s->n;
         }
-        if (p->at >= p->kicked + WRITEBACK_STEP) {
-            sync_file_range(p->fd, (off_t)p->kicked, (off_t)(p->at - p->kicked),
-                            SYNC_FILE_RANGE_WRITE);
-            p->kicked = p->at;
-        }
     }
-    s->state = SLOT_FREE;
-    p->head++;
+    if (!p->failed && write_fully(p->fd, iov, (int)(3 * k), from) != 0)
+        p->failed = errno;
+    if (!p->failed && p->at >= p->kicked + WRITEBACK_STEP) {
+        sync_file_range(p->fd, (off_t)p->kicked, (off_t)(p->at - p->kicked), SYNC_FILE_RANGE_WRITE);
+        p->kicked = p->at;
+    }
+    pthread_mutex_lock(&p->mu);
+    for (uint64_t i = 0; i < k; i++)
+        p->slots[(p->head + i) % p->n_slots].state = SLOT_FREE;
+    p->head += k;
+    pthread_mutex_unlock(&p->mu);
     return p->failed ? -1 : 0;
 }
 
@@ -368,8 +425,11 @@ struct cz_pipe *cz_start(int method, int level, int fd, uint64_t at)
     p->fd = fd;
     p->at = p->kicked = at;
     p->out_cap = bound(method, CHUNK_BYTES);
-    int n = workers_wanted();
-    p->n_slots = 2 * (uint64_t)n + 2;
+    /* RAW (an incremental generation without --compress): no workers; each chunk's CRC-32C is
+     * taken as it is queued (cz_submit), and a ring of WRITE_BATCH chunks goes out in one write.
+     * Its chunks are often single pages: a hand-off to a worker a chunk cost more than the CRC. */
+    int n = method == CRAC_CHUNK_RAW ? 0 : workers_wanted();
+    p->n_slots = method == CRAC_CHUNK_RAW ? WRITE_BATCH : 2 * (uint64_t)n + 2;
     p->slots = calloc(p->n_slots, sizeof(*p->slots));
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);
@@ -384,7 +444,7 @@ struct cz_pipe *cz_start(int method, int level, int fd, uint64_t at)
             break;
         p->n_workers++;
     }
-    if (p->n_workers)
+    if (p->n_workers || method == CRAC_CHUNK_RAW)
         return p;
 fail:
     if (p->slots)
@@ -428,6 +488,11 @@ int cz_submit(struct cz_pipe *p, struct cz_region *r, uint64_t first_page, uint3
     s->first = first_page;
     s->n = n;
     s->src = src;
+    if (!p->n_workers) { /* RAW: done here */
+        compress_slot(p, s, NULL);
+        publish(p, s, SLOT_DONE);
+        return 0;
+    }
     publish(p, s, SLOT_READY);
     return 0;
 }

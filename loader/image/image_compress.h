@@ -31,6 +31,11 @@ struct cz_reader {
     uint64_t n_pages, next;
     const unsigned char *bitmap; /* FILE_PRIVATE: the saved pages; NULL otherwise */
     unsigned char *stored;       /* scratch for compressed bytes (made on first use) */
+    /* Read ahead: the file's bytes [ahead_at, ahead_at + ahead_len), so that a stream of small
+     * chunks (an incremental generation's: often one page each) costs one read per window, not
+     * two per chunk (made on first use). */
+    unsigned char *ahead;
+    uint64_t ahead_at, ahead_len;
 };
 
 /* Start at a region's first chunk (core_offset) of a region of n_pages pages. */
@@ -44,7 +49,7 @@ int cz_read_next(struct cz_reader *rd, struct crac_chunk_hdr *h);
  * (err says which). */
 int cz_read_pages(struct cz_reader *rd, const struct crac_chunk_hdr *h, unsigned char *dst,
                   char *err, size_t errlen);
-/* Release the scratch buffer. */
+/* Release the scratch buffers. */
 void cz_read_end(struct cz_reader *rd);
 
 /* Where one region's chunks went: set by the pipeline as it writes them, in order. */

@@ -8,6 +8,7 @@
 #include "crc32c.h"
 #include "page_crcs.h"
 #include "image_compress.h"
+#include "image_direct.h"
 #include "incr.h"
 #include "page_digest.h"
 #include "page_zero.h"
@@ -243,6 +244,9 @@ static int collect_regions(struct region *rs, int max, int pagemap)
         r->bitmap = NULL;
         r->written = NULL;
         r->page_crcs = NULL;
+        /* rs is static: a paused writer (this process, generation after generation) must not
+         * count the last generation's chunks. */
+        memset(&r->cz, 0, sizeof(r->cz));
         r->rec.start = start;
         r->rec.end = end;
         r->rec.prot = (uint32_t)prot;
@@ -313,6 +317,7 @@ struct writer {
     unsigned char *bounce;      /* for regions we cannot read directly (PROT_NONE, write-only) */
     struct page_digest *digest; /* hashes behind us */
     struct cz_pipe *cz;         /* --compress: regions go through the chunk pipeline */
+    struct direct_io *direct; /* CRAC_DIRECT_WRITE: runs from memory go O_DIRECT (image_direct.c) */
 };
 
 /* Which pages of [a, a+n pages) to consider saving. */
@@ -375,6 +380,32 @@ static int write_all(int fd, const unsigned char *p, size_t len, off_t off)
     return 0;
 }
 
+/* A run of saved pages to its place in the file: queued O_DIRECT when direct writes are on and
+ * the run is the program's memory itself (a bounce buffer is reused by the next batch), else
+ * through the page cache. A filesystem that takes O_DIRECT opens but refuses the first write
+ * (EINVAL) gets every run through the page cache from then on. */
+static int write_run(struct writer *w, const unsigned char *p, size_t len, off_t off,
+                     int from_memory)
+{
+    if (w->direct && from_memory) {
+        if (direct_write(w->direct, p, len, (uint64_t)off) == 0)
+            return 0;
+        if (errno != EINVAL || direct_write_used)
+            return -1;
+        direct_finish(w->direct);
+        w->direct = NULL;
+    }
+    return write_all(w->core, p, len, off);
+}
+
+/* Asks for the next page's first cache lines while the current one is checked and summed: the
+ * hardware prefetcher does not cross a page boundary, so each page began with a miss. */
+static inline void prefetch_page(const unsigned char *page)
+{
+    for (size_t o = 0; o < PAGE; o += 512)
+        __builtin_prefetch(page + o, 0, 0);
+}
+
 /* Says which region failed and why before the caller's generic message (errno kept). */
 static int region_failed(const struct region *r, const char *why)
 {
@@ -420,6 +451,8 @@ static int write_region(struct writer *w, struct region *r)
             int save = 0;
             if (i < n && want[i]) {
                 const unsigned char *page = src + i * PAGE;
+                if (i + 1 < n && want[i + 1])
+                    prefetch_page(page + PAGE);
                 save = r->rec.kind == CRAC_REGION_FILE_PRIVATE || !page_is_zero(page);
                 if (save) {
                     uint64_t index = (a - r->rec.start) / PAGE + i;
@@ -456,7 +489,7 @@ static int write_region(struct writer *w, struct region *r)
                 run_len = 0;
             } else if (run_len) {
                 off_t off = (off_t)(r->rec.core_offset + (a - r->rec.start) + run_start * PAGE);
-                if (write_all(w->core, src + run_start * PAGE, run_len * PAGE, off) != 0)
+                if (write_run(w, src + run_start * PAGE, run_len * PAGE, off, readable) != 0)
                     return -1;
                 run_len = 0;
             }
@@ -636,12 +669,23 @@ static int build_notes(struct buf *b, const struct region *rs, int nr,
     return 0;
 }
 
+/* CRAC_DIRECT_WRITE: the file at its final size first (an O_DIRECT write past the end waits
+ * for the disk on ext4; within the size it is queued), then a direct descriptor. A filesystem
+ * that refuses O_DIRECT (EINVAL) leaves the buffered writer in charge; other errors fail. */
+static int open_direct(struct writer *w, const char *path, uint64_t size)
+{
+    if (ftruncate(w->core, (off_t)size) != 0)
+        return -1;
+    w->direct = direct_open(path);
+    return w->direct || errno == EINVAL ? 0 : -1;
+}
+
 int core_write(const char *path, const struct parked_thread *ts, int nt, int generation,
                const struct state_note *kind_notes, uint32_t *header_crc, uint64_t *file_size,
                struct page_digest **digest)
 {
     static struct region rs[MAX_REGIONS];
-    struct writer w = {-1, -1, -1, 0, NULL, NULL, NULL};
+    struct writer w = {-1, -1, -1, 0, NULL, NULL, NULL, NULL};
     int rc = -1, nr = 0;
     struct buf notes = {0};
     w.pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
@@ -666,9 +710,18 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
         if (!(r->bitmap = calloc(1, r->rec.bitmap_bytes)))
             goto out;
     }
-    /* An --incremental run's private anonymous regions saved page by page get a CRC-32C per
-     * page (a page not saved: that of zeros until write_region says otherwise). */
-    for (int i = 0; incr_full_every() && ckpt_cfg.compress == CRAC_CHUNK_RAW && i < nr; i++) {
+    /* An incremental generation is written as chunks (stored RAW without --compress): its few
+     * scattered pages packed one after another, not each at its address's offset in a sparse
+     * file, which cost a pwrite, a filesystem extent and (at restart) a pread a page. Each chunk
+     * carries its CRC-32C, so such a generation needs no page CRCs (docs/IMAGE.md). */
+    int packed = 0;
+    for (int i = 0; i < nr; i++)
+        packed |= rs[i].written != NULL;
+    /* An --incremental run's other generations (full ones, chains' bases) get a CRC-32C per page
+     * of its private anonymous regions (a page not saved: that of zeros until write_region says
+     * otherwise): a restart reads only the pages no newer generation holds. */
+    for (int i = 0; incr_full_every() && ckpt_cfg.compress == CRAC_CHUNK_RAW && !packed && i < nr;
+         i++) {
         struct region *r = &rs[i];
         if (r->rec.kind != CRAC_REGION_ANON ||
             (r->rec.flags & (CRAC_REGION_DONTDUMP | CRAC_REGION_OUTSIDE_W)))
@@ -701,13 +754,22 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
      * --compress workers are the chunk pipeline's, joined before it returns). */
     if (digest)
         w.digest = page_digest_start(path, base, offset > base ? offset : base);
-    /* Compressed: the regions' chunk streams follow each other from base, in region order. */
-    if (ckpt_cfg.compress != CRAC_CHUNK_RAW &&
+    /* Compressed or packed: the regions' chunk streams follow each other from base, in region
+     * order. */
+    if ((ckpt_cfg.compress != CRAC_CHUNK_RAW || packed) &&
         !(w.cz = cz_start(ckpt_cfg.compress, ckpt_cfg.compress_level, w.core, base)))
+        goto out;
+    if (!w.cz && core_in_forked_copy && direct_write_requested() && open_direct(&w, path, offset))
         goto out;
     for (int i = 0; i < nr; i++)
         if (rs[i].rec.core_offset && write_region(&w, &rs[i]) != 0)
             goto out;
+    if (w.direct) { /* every page run on disk before the header and the caller's fsync */
+        int failed = direct_finish(w.direct);
+        w.direct = NULL;
+        if (failed)
+            goto out;
+    }
     if (w.cz) {
         uint64_t end = base;
         int failed = cz_finish(w.cz, &end);
@@ -804,6 +866,11 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     *file_size = size;
     rc = 0;
 out:
+    if (w.direct) { /* failed on the way: let the queued writes end before the pages go */
+        int saved = errno;
+        direct_finish(w.direct);
+        errno = saved;
+    }
     if (w.cz) { /* failed on the way: stop the workers */
         int saved = errno;
         uint64_t end;

@@ -4,6 +4,7 @@
  * as a second full host copy; at restart the new backend maps each allocation at its old address
  * and gets its contents back the same way. */
 #include "image_device.h"
+#include "lower_fds.h"
 
 #include "crac_image.h"
 #include "crc32c.h"
@@ -147,7 +148,7 @@ int device_image_write(const char *dir, const struct crac_registry *r, char *err
     unsigned char *bounce = malloc(CHUNK);
     char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/%s", dir, CRAC_DEVICE_IMAGE);
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = lower_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     int rc = -1;
     if (!recs || !bounce || fd < 0) {
         snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
@@ -240,7 +241,7 @@ int device_image_restore(const char *dir, char *err, size_t errlen)
 {
     char path[PATH_MAX + 32], sz[32];
     snprintf(path, sizeof(path), "%s/%s", dir, CRAC_DEVICE_IMAGE);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = lower_open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? 0 : (snprintf(err, errlen, "cannot open %s", path), -1);
     struct crac_dev_header h;

@@ -21,7 +21,7 @@ static int lineage_fd = -1;
  * the same pid in another pid namespace sharing -c, or a pid reused since). */
 static int has_generations(int dfd)
 {
-    int fd = dup(dfd);
+    int fd = lower_dup(dfd);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
         if (fd >= 0)
@@ -42,7 +42,7 @@ static int try_claim(const char *dir, int fresh)
 {
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return -1;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = lower_open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -1;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {

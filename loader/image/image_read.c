@@ -3,6 +3,7 @@
 #include "image_read.h"
 
 #include <errno.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 int image_pread_full(int fd, void *dst, uint64_t len, uint64_t off)
@@ -20,6 +21,31 @@ int image_pread_full(int fd, void *dst, uint64_t len, uint64_t off)
         p += n;
         len -= (uint64_t)n;
         off += (uint64_t)n;
+    }
+    return 0;
+}
+
+int image_preadv_full(int fd, struct iovec *iov, int n, uint64_t off)
+{
+    while (n) {
+        ssize_t got = preadv(fd, iov, n, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            if (got == 0)
+                errno = EIO;
+            return -1;
+        }
+        off += (uint64_t)got;
+        while (n && (size_t)got >= iov->iov_len) {
+            got -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n) {
+            iov->iov_base = (char *)iov->iov_base + got;
+            iov->iov_len -= (size_t)got;
+        }
     }
     return 0;
 }

@@ -2,6 +2,7 @@
  * the manager writes it (chunks past the header as soon as they are written, the header's
  * last), and starts the write-back of each chunk it has hashed. */
 #include "page_digest.h"
+#include "lower_fds.h"
 
 #include "sha256.h"
 
@@ -74,7 +75,7 @@ struct page_digest *page_digest_start(const char *path, uint64_t header_end, uin
     d->file_size = file_size;
     d->n_chunks = sha256_pages_chunks(file_size);
     d->final_below = header_end;
-    d->fd = open(path, O_RDONLY | O_CLOEXEC);
+    d->fd = lower_open(path, O_RDONLY | O_CLOEXEC);
     d->digests = malloc(d->n_chunks ? d->n_chunks * 32 : 1);
     d->buf = malloc(SHA256_PAGES_SCRATCH);
     if (d->fd < 0 || !d->digests || !d->buf ||

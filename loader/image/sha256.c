@@ -2,6 +2,7 @@
  * machine has it (SHA-NI, ~1.3 GB/s here), else a portable implementation. Runs in the manager
  * while publishing, and in page_digest.c's thread during the pause. */
 #include "sha256.h"
+#include "lower_fds.h"
 
 #include "page_zero.h"
 
@@ -195,7 +196,7 @@ static void hasher_final(struct hasher *h, char hex[65])
 
 int sha256_file(const char *path, char hex[65])
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = lower_open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     static unsigned char buf[READ_UNIT];
@@ -278,7 +279,7 @@ void sha256_of_digests(const unsigned char *digests, size_t n, char hex[65])
 
 int sha256_pages_file(const char *path, char hex[65])
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = lower_open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         if (fd >= 0)

@@ -57,6 +57,12 @@ int restart_check_thread_rec(const struct restart_image *img, const struct crac_
 /* `crac-loader --check-image GEN_DIR CORE_SIZE HEADER_CRC`: exit 0, or 2 with one line. */
 int restart_check_main(int argc, char **argv);
 
+/* Regions from RESTART_SPLIT_MIN bytes are filled by two threads, the loader's and a helper, when
+ * another CPU is there (restart_other_cpu): the restart runs before the program's threads
+ * exist, so a second CPU is otherwise idle; below it the thread costs more than it saves. */
+#define RESTART_SPLIT_MIN (64UL << 20)
+int restart_other_cpu(void);
+
 /* restart_memory.c */
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen);
 /* `--shared-mem DEV:INO:FD`: the shared object DEV:INO (ANON_SHARED regions) is the inherited

@@ -8,8 +8,10 @@
  * generation's own pages are read whole and checked by the region's CRC-32C; each older one then
  * fills only the pages no newer one holds, each checked by its own CRC-32C in the PAGE_CRCS note
  * (which the parent's header CRC-32C covers). A chain written before that note existed is read
- * whole, oldest first, as before (docs/DECISIONS.md "Chain restart reads each page once"). Lazy
- * restart of a chain is not done: the chain is filled eagerly. */
+ * whole, oldest first, as before (docs/DECISIONS.md "Chain restart reads each page once"). An
+ * incremental generation is chunks (docs/DECISIONS.md "Incremental generations are chunks"): a
+ * chunk is read whole when one of its pages is wanted. Lazy restart of a chain is not done: the
+ * chain is filled eagerly. */
 #include "restart.h"
 
 #include "image_chain.h"
@@ -19,6 +21,7 @@
 
 #include "crc32c.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,55 +177,140 @@ static int parent_region(const struct restart_image *img, uint64_t start, uint64
 /* One parent's layer of a region: the pages filled does not mark and inherit (NULL for a full
  * generation) does not either are this generation's, read into place where its upper.core has
  * data, each page checked against its CRC-32C in crcs (a hole: the CRC-32C of zeros, and the page
- * stays as mapped, zero); then marked in filled. 0, or -1 when unreadable or damaged. */
+ * stays as mapped, zero); then marked in filled. The data is read in windows of FILL_WINDOW pages,
+ * one preadv each, the pages a newer generation filled going to a scratch buffer: the layers above
+ * a base leave it in many short runs, and a pread a run cost more than the bytes. A window is
+ * small enough that its pages are still in the core's cache when checked. A large layer is split
+ * between two threads as restart_memory.c splits a region. 0, or -1 when unreadable or damaged. */
+#define FILL_WINDOW 64
+#define WANTED(p, k) (!BIT((p)->filled, k) && !((p)->inherit && BIT((p)->inherit, k)))
+
+struct layer_part {
+    int fd;
+    const struct crac_region_rec *r;
+    const unsigned char *inherit, *crcs;
+    unsigned char *filled; /* each part marks only bytes of its own pages: split on 8 pages */
+    uint64_t from, to;     /* pages of the region */
+    uint64_t read;
+    int rc;
+    unsigned char *sink; /* the pages not wanted: read over, not kept */
+    struct iovec iov[FILL_WINDOW];
+};
+
+static int fill_window(struct layer_part *p, uint64_t w, uint64_t last)
+{
+    const struct crac_region_rec *r = p->r;
+    int niov = 0;
+    for (uint64_t k = w; k < last;) {
+        int want = WANTED(p, k);
+        uint64_t m = k + 1;
+        while (m < last && WANTED(p, m) == want)
+            m++;
+        p->iov[niov].iov_base = want ? (void *)(r->start + k * PAGE) : p->sink;
+        p->iov[niov++].iov_len = (m - k) * PAGE;
+        k = m;
+    }
+    madvise((void *)(r->start + w * PAGE), (last - w) * PAGE, MADV_POPULATE_WRITE);
+    if (image_preadv_full(p->fd, p->iov, niov, r->core_offset + w * PAGE) != 0)
+        return -1;
+    for (uint64_t k = w; k < last; k++) {
+        if (!WANTED(p, k))
+            continue;
+        if (crc32c_update(0, (unsigned char *)r->start + k * PAGE, PAGE) !=
+            page_crcs_at(p->crcs, k))
+            return -1;
+        p->read++;
+        p->filled[k / 8] |= (unsigned char)(1u << (k % 8));
+    }
+    return 0;
+}
+
+static void fill_layer_part(struct layer_part *p)
+{
+    const struct crac_region_rec *r = p->r;
+    uint32_t zero = page_crc_zero();
+    for (uint64_t a = p->from; a < p->to;) {
+        while (a < p->to && !WANTED(p, a))
+            a++;
+        if (a == p->to)
+            break;
+        /* The next data extent of the file from a: pages before it are a hole (zero). The
+         * file offset lseek moves is shared by the parts, but no read uses it. */
+        off_t d = lseek(p->fd, (off_t)(r->core_offset + a * PAGE), SEEK_DATA);
+        off_t h = d < 0 ? -1 : lseek(p->fd, d, SEEK_HOLE);
+        uint64_t from = d < 0 ? p->to : ((uint64_t)d - r->core_offset) / PAGE;
+        uint64_t to = h < 0 ? p->to : ((uint64_t)h - r->core_offset + PAGE - 1) / PAGE;
+        from = from < p->to ? from : p->to;
+        to = to < p->to ? to : p->to;
+        if (to <= a) /* past the part (or an error): the rest is a hole */
+            from = to = p->to;
+        for (uint64_t k = a; k < from; k++) {
+            if (!WANTED(p, k))
+                continue;
+            if (page_crcs_at(p->crcs, k) != zero) {
+                p->rc = -1; /* a saved page is missing */
+                return;
+            }
+            p->filled[k / 8] |= (unsigned char)(1u << (k % 8));
+        }
+        for (uint64_t w = from; w < to;) {
+            while (w < to && !WANTED(p, w))
+                w++;
+            if (w == to)
+                break;
+            uint64_t last = w + FILL_WINDOW < to ? w + FILL_WINDOW : to;
+            while (!WANTED(p, last - 1))
+                last--;
+            if (fill_window(p, w, last) != 0) {
+                p->rc = -1;
+                return;
+            }
+            w = last;
+        }
+        a = to > from ? to : from;
+    }
+}
+
+static void *layer_helper(void *p)
+{
+    fill_layer_part(p);
+    return NULL;
+}
+
 static int fill_layer(int fd, const struct crac_region_rec *r, const unsigned char *inherit,
                       const unsigned char *crcs, unsigned char *filled)
 {
     uint64_t n = (r->end - r->start) / PAGE;
-    uint32_t zero = page_crc_zero();
-    uint64_t hole_end = 0, data_end = 0; /* pages [at, hole_end) a hole, then data to data_end */
-    for (uint64_t i = 0; i < n;) {
-        if (BIT(filled, i) || (inherit && BIT(inherit, i))) {
-            i++;
-            continue;
-        }
-        uint64_t j = i + 1;
-        while (j < n && !BIT(filled, j) && !(inherit && BIT(inherit, j)))
-            j++;
-        for (uint64_t a = i; a < j;) {
-            if (a >= data_end) { /* where the next data extent of the file starts and ends */
-                off_t d = lseek(fd, (off_t)(r->core_offset + a * PAGE), SEEK_DATA);
-                off_t h = d < 0 ? -1 : lseek(fd, d, SEEK_HOLE);
-                uint64_t from = d < 0 ? n : ((uint64_t)d - r->core_offset) / PAGE;
-                uint64_t to = h < 0 ? n : ((uint64_t)h - r->core_offset + PAGE - 1) / PAGE;
-                hole_end = from < n ? from : n;
-                data_end = to < n ? to : n;
-                if (data_end <= a) /* past the region (or an error): the rest is a hole */
-                    hole_end = data_end = n;
-            }
-            uint64_t b =
-                a < hole_end ? (hole_end < j ? hole_end : j) : (data_end < j ? data_end : j);
-            if (a < hole_end) {
-                for (uint64_t k = a; k < b; k++)
-                    if (page_crcs_at(crcs, k) != zero)
-                        return -1; /* a saved page is missing */
-            } else {
-                unsigned char *dst = (unsigned char *)r->start + a * PAGE;
-                madvise(dst, (b - a) * PAGE, MADV_POPULATE_WRITE);
-                if (image_pread_full(fd, dst, (b - a) * PAGE, r->core_offset + a * PAGE) != 0)
-                    return -1;
-                for (uint64_t k = a; k < b; k++)
-                    if (crc32c_update(0, dst + (k - a) * PAGE, PAGE) != page_crcs_at(crcs, k))
-                        return -1;
-                pages_read += b - a;
-            }
-            for (uint64_t k = a; k < b; k++)
-                filled[k / 8] |= (unsigned char)(1u << (k % 8));
-            a = b;
-        }
-        i = j;
+    struct layer_part parts[2];
+    for (int i = 0; i < 2; i++)
+        parts[i] = (struct layer_part){.fd = fd,
+                                       .r = r,
+                                       .inherit = inherit,
+                                       .crcs = crcs,
+                                       .filled = filled,
+                                       .from = n,
+                                       .to = n,
+                                       .sink = malloc(FILL_WINDOW * PAGE)};
+    parts[0].from = 0;
+    pthread_t t;
+    int helped = 0, rc = -1;
+    if (!parts[0].sink || !parts[1].sink)
+        goto out;
+    if (r->end - r->start >= RESTART_SPLIT_MIN && restart_other_cpu()) {
+        parts[0].to = parts[1].from = n / 2 & ~7UL;
+        helped = pthread_create(&t, NULL, layer_helper, &parts[1]) == 0;
+        if (!helped)
+            parts[0].to = n;
     }
-    return 0;
+    fill_layer_part(&parts[0]);
+    if (helped)
+        pthread_join(t, NULL);
+    pages_read += parts[0].read + parts[1].read;
+    rc = parts[0].rc || parts[1].rc ? -1 : 0;
+out:
+    free(parts[0].sink);
+    free(parts[1].sink);
+    return rc;
 }
 
 /* One layer of a compressed region (--compress with --incremental): its chunks hold only its own

@@ -10,6 +10,7 @@
 #include "lower_fds.h"
 #include "lower_threads.h"
 #include "page_zero.h"
+#include "restart_stage.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +32,7 @@
 #include <unistd.h>
 
 #define PAGE 4096UL
-#define BLOCK (1UL << 20)  /* a prefetch step: one read, its CRC, one UFFDIO_COPY */
+#define BLOCK STAGE_PIECE  /* a prefetch step: one read, its CRC, one UFFDIO_MOVE */
 #define AHEAD (8 * BLOCK)  /* readahead asked this far ahead of a prefetch step (a cold cache) */
 #define FAULT_PAGES 16     /* a fault in a plain region brings back this aligned run */
 #define MAX_WORKERS 8      /* prefetch threads at most (CRAC_LAZY_PREFETCH_THREADS) */
@@ -52,7 +53,8 @@ struct lazy_region {
     /* Pages the program dropped (MADV_DONTNEED...): zero, never filled. Written by the server
      * with events_lock held for writing, read by the copiers with it held for reading. */
     unsigned char *removed;
-    /* Plain: BLOCK-sized steps, claimed in order by the prefetch threads (next_block), each
+    /* Plain: BLOCK-sized steps aligned in the address space (a step's pieces move as huge
+     * pages; the first and last may be shorter), claimed in order by the prefetch threads (next_block), each
      * step's CRC-32C of its (index, page) pairs and its page count kept until the last step is
      * done (blocks_done), which combines them in order and checks the region. */
     uint64_t n_blocks, next_block, blocks_done;
@@ -71,11 +73,13 @@ struct lazy_region {
 struct pagebuf {
     unsigned char *buf; /* BLOCK */
     struct cz_reader data;
+    struct stage stage; /* a prefetcher's: plain regions are read into it and moved */
 };
 
 static struct lazy_region *regions;
 static size_t n_regions, cap_regions;
 static int uffd = -1, core_fd = -1, done_fd = -1;
+static int can_move; /* the kernel has UFFDIO_MOVE (Linux 6.8) */
 static uint64_t core_size;
 static char image_path[PATH_MAX + 32];
 static int delay_ms, n_workers;
@@ -87,24 +91,10 @@ static pthread_mutex_t ix_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int open_uffd(void)
 {
-    int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) { /* without CAP_SYS_PTRACE and vm.unprivileged_userfaultfd: the device node */
-        int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-        if (dev >= 0) {
-            fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-            close(dev);
-        }
-    }
-    if (fd < 0)
-        return -1;
     /* REMOVE: a page the program drops with madvise must read as zero after, not as the
      * image's (its fault would come back here). The madvise waits until the event is read. */
-    struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_EVENT_REMOVE};
-    if (ioctl(fd, UFFDIO_API, &api) != 0) {
-        close(fd);
-        return -1;
-    }
-    return lower_fd_adopt(fd);
+    int fd = stage_uffd_open(UFFD_FEATURE_EVENT_REMOVE, &can_move);
+    return fd < 0 ? -1 : lower_fd_adopt(fd);
 }
 
 int restart_lazy_take(const struct crac_region_rec *r, int core, char *err, size_t errlen)
@@ -143,7 +133,7 @@ int restart_lazy_take(const struct crac_region_rec *r, int core, char *err, size
         regions = n;
         cap_regions = cap;
     }
-    uint64_t n_blocks = (r->end - r->start + BLOCK - 1) / BLOCK;
+    uint64_t n_blocks = (((r->end + BLOCK - 1) & ~(BLOCK - 1)) - (r->start & ~(BLOCK - 1))) / BLOCK;
     uint32_t *block_crc = NULL, *block_pages = NULL;
     if (!(r->flags & CRAC_REGION_COMPRESSED) &&
         (!(block_crc = calloc(n_blocks, sizeof(uint32_t))) ||
@@ -490,19 +480,21 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-/* The test knob: after n bytes read by this thread, a pause once per BLOCK of the whole
- * prefetch (each of the n_workers threads pauses n_workers times as long), cut short by a fault
- * served meanwhile (fault_seq), as the single thread's pause was: a program that keeps faulting
- * gets its memory sooner. */
+/* The test knob: a pause per MiB of the whole prefetch (each of the n_workers threads pauses
+ * n_workers times as long, once for each MiB it read), each cut short by a fault served
+ * meanwhile (fault_seq), as the single thread's pause was: a program that keeps faulting gets
+ * its memory sooner. Per MiB, not per step: the tests' delays were set for 1 MiB steps. */
+#define PAUSE_STEP (1UL << 20)
 static void prefetch_pause(uint64_t *since, uint64_t n)
 {
-    if (!delay_ms || (*since += n) < BLOCK)
+    if (!delay_ms)
         return;
-    *since = 0;
     long ms = (long)delay_ms * n_workers;
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    int32_t seq = __atomic_load_n(&fault_seq, __ATOMIC_ACQUIRE);
-    syscall(SYS_futex, &fault_seq, 128 /* FUTEX_WAIT_PRIVATE */, seq, &ts, 0, 0);
+    for (*since += n; *since >= PAUSE_STEP; *since -= PAUSE_STEP) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        int32_t seq = __atomic_load_n(&fault_seq, __ATOMIC_ACQUIRE);
+        syscall(SYS_futex, &fault_seq, 128 /* FUTEX_WAIT_PRIVATE */, seq, &ts, 0, 0);
+    }
 }
 
 static void check_crc(const struct lazy_region *l, uint32_t crc, uint32_t pages)
@@ -511,13 +503,39 @@ static void check_crc(const struct lazy_region *l, uint32_t crc, uint32_t pages)
         fatal(l, "it fails its checksum (the program already ran with it)");
 }
 
-/* Step b of a plain region: its data extents read, their non-zero pages checked as the eager
- * restart checks them (restart_memory.c fill_anon), from CRC 0; the last step done combines
- * the steps' CRCs in address order into the region's. The bytes read (holes are not). */
+/* n_pages from page `first` of l, read into st: moved into place with UFFDIO_MOVE (no copy;
+ * a whole huge page at once where the piece is one), and what the kernel refuses to move (a page
+ * already there, one the program dropped, an event not yet read) copied as copy_pages does. */
+static void place_staged(const struct lazy_region *l, uint64_t first, uint64_t n_pages,
+                         const struct stage *st)
+{
+    uint64_t dst = l->start + first * PAGE, moved = 0;
+    if (can_move) {
+        pthread_rwlock_rdlock(&events_lock); /* as copy_pages: see struct lazy_region */
+        int e = 0;
+        if (!l->removed) {
+            moved = stage_move(st, uffd, dst, n_pages * PAGE) / PAGE;
+            e = errno;
+        }
+        pthread_rwlock_unlock(&events_lock);
+        if (moved < n_pages && e == ESRCH) /* the process is exiting */
+            _exit(0);
+    }
+    if (moved < n_pages)
+        copy_pages(l, first + moved, n_pages - moved, stage_at(st, dst + moved * PAGE), 0);
+}
+
+/* Step b of a plain region (the part of it in the b-th huge page from the region's first): its
+ * data extents read into the staging buffer, their non-zero pages checked as the eager restart
+ * checks them (restart_memory.c fill_anon), from CRC 0, then moved in place; the last step done
+ * combines the steps' CRCs in address order into the region's. The bytes read (holes are not). */
 static uint64_t prefetch_block(struct lazy_region *l, uint64_t b, struct pagebuf *pb)
 {
+    uint64_t base = (l->start & ~(BLOCK - 1)) + b * BLOCK;
+    uint64_t from = base > l->start ? base : l->start;
+    uint64_t to = base + BLOCK < l->end ? base + BLOCK : l->end;
     uint64_t end = l->core_offset + (l->end - l->start);
-    uint64_t lo = l->core_offset + b * BLOCK, hi = lo + BLOCK < end ? lo + BLOCK : end;
+    uint64_t lo = l->core_offset + (from - l->start), hi = l->core_offset + (to - l->start);
     if (hi + AHEAD < end) /* no-op with the image in the page cache; overlaps I/O without */
         posix_fadvise(core_fd, (off_t)(hi + AHEAD - BLOCK), (off_t)BLOCK, POSIX_FADV_WILLNEED);
     uint32_t crc = 0, pages = 0;
@@ -532,18 +550,11 @@ static uint64_t prefetch_block(struct lazy_region *l, uint64_t b, struct pagebuf
         if (stop > hi)
             stop = hi;
         uint64_t n = stop - data_at;
-        if (image_pread_full(core_fd, pb->buf, n, data_at) != 0)
-            fatal(l, "cannot read it: %s", strerror(errno));
         uint64_t first = (data_at - l->core_offset) / PAGE;
-        for (uint64_t p = 0; p < n / PAGE; p++) {
-            if (page_is_zero(pb->buf + p * PAGE))
-                continue;
-            uint64_t index = first + p;
-            crc = crc32c_update(crc, &index, 8);
-            crc = crc32c_update(crc, pb->buf + p * PAGE, PAGE);
-            pages++;
-        }
-        copy_pages(l, first, n / PAGE, pb->buf, 0);
+        if (stage_read(&pb->stage, core_fd, data_at, l->start + first * PAGE, n, first, &crc,
+                       &pages) != 0)
+            fatal(l, "cannot read it: %s", strerror(errno));
+        place_staged(l, first, n / PAGE, &pb->stage);
         read += n;
         pos = stop;
     }
@@ -605,6 +616,7 @@ static void *worker_main(void *arg)
     }
     free(pb->buf);
     cz_read_end(&pb->data);
+    stage_end(&pb->stage);
     free(pb);
     if (__atomic_sub_fetch(&workers_left, 1, __ATOMIC_ACQ_REL) == 0) {
         uint64_t one = 1;
@@ -621,10 +633,12 @@ static int by_start(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-static int start_thread(void *(*fn)(void *), char *err, size_t errlen)
+static int start_thread(void *(*fn)(void *), int staged, char *err, size_t errlen)
 {
     struct pagebuf *pb = calloc(1, sizeof(*pb));
-    if (!pb || !(pb->buf = malloc(BLOCK))) {
+    if (!pb || !(pb->buf = malloc(BLOCK)) || (staged && stage_init(&pb->stage) != 0)) {
+        if (pb)
+            free(pb->buf);
         free(pb);
         snprintf(err, errlen, "lazy restart: out of memory");
         return -1;
@@ -637,6 +651,7 @@ static int start_thread(void *(*fn)(void *), char *err, size_t errlen)
     pthread_attr_destroy(&attr);
     if (e != 0) {
         free(pb->buf);
+        stage_end(&pb->stage);
         free(pb);
         snprintf(err, errlen, "lazy restart: cannot start its thread: %s", strerror(e));
         return -1;
@@ -649,7 +664,7 @@ int restart_lazy_start(const char *gen_dir, char *err, size_t errlen)
     if (!n_regions)
         return 0;
     snprintf(image_path, sizeof(image_path), "%s/upper.core", gen_dir);
-    /* A test knob (tests/test_lazy_restart.py): the prefetch waits this long per BLOCK, faults
+    /* A test knob (tests/test_lazy_restart.py): the prefetch waits this long per MiB, faults
      * served meanwhile, so a test can act while pages are still missing. */
     const char *d = getenv("CRAC_LAZY_PREFETCH_DELAY_MS");
     delay_ms = d ? atoi(d) : 0;
@@ -678,10 +693,10 @@ int restart_lazy_start(const char *gen_dir, char *err, size_t errlen)
         snprintf(err, errlen, "lazy restart: %s", strerror(errno));
         return -1;
     }
-    if (start_thread(server_main, err, errlen) != 0)
+    if (start_thread(server_main, 0, err, errlen) != 0)
         return -1;
     for (int i = 0; i < n_workers; i++)
-        if (start_thread(worker_main, err, errlen) != 0)
+        if (start_thread(worker_main, 1, err, errlen) != 0)
             return -1;
     return 0;
 }

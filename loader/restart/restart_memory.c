@@ -83,12 +83,7 @@ static void *fill_helper(void *p)
     return NULL;
 }
 
-/* Regions from this size are split between the loader's thread and a helper on another CPU: the
- * restart runs before the program's threads exist, so a second CPU is otherwise idle. Below it
- * the thread costs more than it saves. */
-#define SPLIT_MIN (64UL << 20)
-
-static int other_cpu(void)
+int restart_other_cpu(void)
 {
     static int n;
     if (!n) {
@@ -105,7 +100,7 @@ static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, u
     struct fill_part b = {core, r, end, end, 0, 0, 0};
     pthread_t t;
     int helped = 0;
-    if (len >= SPLIT_MIN && other_cpu()) {
+    if (len >= RESTART_SPLIT_MIN && restart_other_cpu()) {
         /* The halves meet on a page; each finds its own extents (lseek returns them, the shared
          * file offset is never used) and sums its pages from 0, joined by crc32c_combine. */
         a.to = b.from = r->core_offset + (len / 2 & ~(PAGE - 1));

@@ -36,7 +36,6 @@ static int sigint_held;      /* SIGINT was ours to unblock (the caller had not b
 static char **restart_args;  /* "restart" and its arguments, as the user gave them */
 static int n_restart_args;
 static int debug_path;
-static int64_t image_full_every; /* the image's incremental.full_every: the restart goes on */
 
 static void restore_sigint(void)
 {
@@ -256,6 +255,65 @@ static int inside_path(const char *rel)
     return 1;
 }
 
+/* --incremental (docs/IMAGE.md "Incremental generations"): every how many generations one is
+ * full (0: off; a restart goes on with it, as main.py reads it), and for an incremental one its
+ * parent and the parent's header CRC-32C (0, 0 for a full one). Stricter than chain.py
+ * parent_of, which takes any value int() takes. */
+static int64_t incremental_of(const struct json *m, int64_t *parent, int64_t *parent_crc)
+{
+    const struct json *inc = optional(m, "incremental", JSON_OBJ);
+    int64_t full_every = 0;
+    *parent = *parent_crc = 0;
+    if (!inc)
+        return 0;
+    const struct json *p = json_get(inc, "parent");
+    if (!json_int_in(json_get(inc, "full_every"), 0, 1L << 30, &full_every) ||
+        (p && !json_int_in(p, 0, INT32_MAX, parent)) ||
+        (*parent && !json_int_in(json_get(inc, "parent_header_crc32c"), 0, UINT32_MAX, parent_crc)))
+        decline("manifest incremental");
+    optional_int(inc, "base", 0, INT32_MAX);
+    return full_every;
+}
+
+static void check_fields(const struct json *m);
+
+/* An incremental generation's chain, as chain.py links() checks it before the Python path runs
+ * the loader: each parent's manifest there, whole (its checksum and fields), and the generation
+ * its child was built on (the header CRC-32C the child recorded). Anything else declines: the
+ * Python path names the broken link. The loader then checks each parent's upper.core itself. */
+static void check_chain(const char *gen, const struct json *m)
+{
+    char dir[PATH_MAX], link[PATH_MAX];
+    memcpy(dir, gen, PATH_MAX);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        decline("generation path");
+    *slash = '\0';
+    int64_t generation, parent, crc;
+    json_int_in(json_get(m, "generation"), 1, INT32_MAX, &generation);
+    incremental_of(m, &parent, &crc);
+    for (int links = 0; parent; links++) {
+        if (parent >= generation || links > 4096 ||
+            snprintf(link, sizeof(link), "%s/gen-%06d", dir, (int)parent) >= (int)sizeof(link))
+            decline("chain");
+        trusted_dir(link);
+        size_t len;
+        char *raw = read_manifest(link, &len);
+        check_manifest_digest(raw, len);
+        struct json pm;
+        if (json_parse(raw, len, &pm) != 0 || pm.type != JSON_OBJ)
+            decline("chain");
+        check_fields(&pm);
+        int64_t header_crc;
+        json_int_in(json_get(json_get(&pm, "upper_core"), "header_crc32c"), 0, UINT32_MAX,
+                    &header_crc);
+        if (header_crc != crc)
+            decline("chain");
+        json_int_in(json_get(&pm, "generation"), 1, INT32_MAX, &generation);
+        incremental_of(&pm, &parent, &crc);
+    }
+}
+
 /* Every field the Python path checks (generation.py _FIELDS, schema_problem, _check_shapes), as
  * strictly or more: a manifest this accepts, the Python path accepts. */
 static void check_fields(const struct json *m)
@@ -263,9 +321,12 @@ static void check_fields(const struct json *m)
     const struct json *format = need(m, "format", JSON_STR);
     if (strcmp(format->str, "crac-image") != 0 || format->len != 10)
         decline("not a crac manifest");
-    int64_t version;
-    if (!json_int_in(json_get(m, "format_version"), 2, 3, &version))
+    int64_t version, parent, parent_crc;
+    if (!json_int_in(json_get(m, "format_version"), 2, 4, &version))
         decline("image format");
+    incremental_of(m, &parent, &parent_crc);
+    if ((version == 4) != (parent != 0)) /* the loader refuses it: let the Python path say so */
+        decline("incremental");
     if (!json_int_in(json_get(m, "generation"), 1, INT32_MAX, NULL))
         decline("manifest field");
     optional(m, "created", JSON_STR);
@@ -304,14 +365,6 @@ static void check_fields(const struct json *m)
             json_get(a, "kind")->type != JSON_STR)
             decline("manifest device");
     }
-    /* --incremental goes on after a restart (main.py reads incremental.full_every: passed on
-     * below); an incremental generation's chain is checked first, on the Python path
-     * (DECISIONS.md "Incremental images"). A full generation of an --incremental run (the
-     * chain's base, or `crac compact`'s) needs no chain. */
-    const struct json *inc = optional(m, "incremental", JSON_OBJ);
-    if (inc && (!json_int_in(json_get(inc, "full_every"), 0, 1 << 20, &image_full_every) ||
-                (image_full_every && !json_int_in(json_get(inc, "parent"), 0, 0, NULL))))
-        decline("incremental");
     /* The restarted program would run without them: the Python path says so first. */
     const struct json *lost = optional(m, "not_saved", JSON_ARR);
     if (lost && lost->len)
@@ -579,6 +632,8 @@ int restart_prepare_main(int argc, char **argv)
     if (json_parse(raw, len, &m) != 0 || m.type != JSON_OBJ)
         decline("manifest JSON");
     check_fields(&m);
+    check_chain(gen, &m);
+    int64_t parent_gen, parent_crc, full_every = incremental_of(&m, &parent_gen, &parent_crc);
     const struct json *proc = json_get(&m, "process"), *files = json_get(&m, "files");
     verify_files(gen, files);
     struct list opts = {0};
@@ -634,16 +689,16 @@ int restart_prepare_main(int argc, char **argv)
         add(&opts, "--verbose");
     if (no_fork)
         add(&opts, "--no-fork-writer");
+    if (full_every) {
+        add(&opts, "--incremental");
+        add(&opts, num(full_every));
+    }
     if (no_truncate)
         add(&opts, "--no-truncate");
     if (allow_changed)
         add(&opts, "--allow-changed-files");
     if (lazy)
         add(&opts, "--lazy");
-    if (image_full_every) {
-        add(&opts, "--incremental");
-        add(&opts, num(image_full_every));
-    }
     tree_args(proc, &opts);
     const struct json *pargv = json_get(proc, "argv");
     add(&opts, "--");

@@ -82,6 +82,21 @@ static inline void ckpt_sleep_ms(long ms)
         req = rem;
 }
 
+/* The test's end gate (tests/job_harness.py gated_env): with TEST_END_GATE set, waits until that
+   file exists before the program ends, so that no checkpoint the test asks for can race the end
+   of the program. A program run natively (no variable) does not wait. */
+static inline void end_gate(void)
+{
+    const char *gate = getenv("TEST_END_GATE");
+    if (!gate || !*gate)
+        return;
+    for (long waited = 0; access(gate, F_OK) != 0; waited += 10) {
+        if (waited > 30L * 60 * 1000) /* a test that died without opening it */
+            fail("the end gate %s was never opened", gate);
+        ckpt_sleep_ms(10);
+    }
+}
+
 /* Waits for child KID (through EINTR) and fails, naming it WHO, unless it exited with status 0. */
 static inline void reap_ok(pid_t kid, const char *who)
 {

@@ -1,7 +1,8 @@
 /* ckpt_sigqueue [STEPS=100] [MS=25]: keeps queued signals pending, blocked, through its whole run
    (three sigqueue() instances of SIGRTMIN+2, a POSIX timer's SIGRTMIN+3, a sigqueue()d SIGUSR1,
    a kill()ed SIGHUP and two kill()ed SIGRTMIN+4, whose SI_USER the kernel lets only the sender's
-   own thread queue again), then takes them with sigwaitinfo and checks each one's order, si_code and value survived. */
+   own thread queue again, and the SIGCHLD of a child that exited with status 7, reaped, whose
+   CLD_EXITED is as restricted), then takes them with sigwaitinfo and checks each one's order, si_code and value survived. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 
 #define TIMER_MAGIC ((void *)(uintptr_t)0x5151c0de)
 #define USR1_VALUE 77
+#define CHILD_STATUS 7
 
 static void expect(int sig, int code, intptr_t value, const char *what)
 {
@@ -47,6 +49,21 @@ static void expect_user(int sig, const char *what)
              (int)si.si_pid, SI_USER, (int)getpid());
 }
 
+/* The SIGCHLD of CHILD, which exited with CHILD_STATUS (its pid as the program knew it). */
+static void expect_child(pid_t child)
+{
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, SIGCHLD);
+    struct timespec zero = {0, 0};
+    siginfo_t si;
+    if (sigtimedwait(&one, &si, &zero) != SIGCHLD)
+        fail("SIGCHLD: not pending at the end (%s)", strerror(errno));
+    if (si.si_code != CLD_EXITED || si.si_status != CHILD_STATUS || si.si_pid != child)
+        fail("SIGCHLD: si_code %d si_status %d si_pid %d, want si_code %d si_status %d si_pid %d",
+             si.si_code, si.si_status, (int)si.si_pid, CLD_EXITED, CHILD_STATUS, (int)child);
+}
+
 static void expect_none(int sig, const char *what)
 {
     sigset_t one;
@@ -69,6 +86,7 @@ int main(int argc, char **argv)
     sigaddset(&block, SIGUSR1);
     sigaddset(&block, SIGHUP);
     sigaddset(&block, rt_k);
+    sigaddset(&block, SIGCHLD);
     if (sigprocmask(SIG_BLOCK, &block, NULL) != 0)
         fail("sigprocmask: %s", strerror(errno));
     for (int v = 1; v <= 3; v++)
@@ -78,6 +96,16 @@ int main(int argc, char **argv)
         fail("sigqueue SIGUSR1: %s", strerror(errno));
     if (kill(getpid(), SIGHUP) != 0 || kill(getpid(), rt_k) != 0 || kill(getpid(), rt_k) != 0)
         fail("kill: %s", strerror(errno));
+    pid_t child = fork();
+    if (child < 0)
+        fail("fork: %s", strerror(errno));
+    if (child == 0)
+        _exit(CHILD_STATUS);
+    int status;
+    /* Reaped: its SIGCHLD stays pending all the same. */
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != CHILD_STATUS)
+        fail("waitpid: %s", strerror(errno));
     struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = rt_t};
     ev.sigev_value.sival_ptr = TIMER_MAGIC;
     timer_t timer;
@@ -102,8 +130,9 @@ int main(int argc, char **argv)
     for (long k = 1; k <= steps; k++) {
         sigset_t pend;
         sigpending(&pend);
-        if (!sigismember(&pend, rt_q) || !sigismember(&pend, rt_t) || !sigismember(&pend, SIGUSR1) ||
-            !sigismember(&pend, SIGHUP) || !sigismember(&pend, rt_k))
+        if (!sigismember(&pend, rt_q) || !sigismember(&pend, rt_t) ||
+            !sigismember(&pend, SIGUSR1) || !sigismember(&pend, SIGHUP) ||
+            !sigismember(&pend, rt_k) || !sigismember(&pend, SIGCHLD))
             fail("step %ld: a signal is no longer pending", k);
         step_line(k);
         struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
@@ -127,6 +156,8 @@ int main(int argc, char **argv)
     expect_user(rt_k, "first kill()ed SIGRTMIN+4");
     expect_user(rt_k, "second kill()ed SIGRTMIN+4");
     expect_none(rt_k, "SIGRTMIN+4");
+    expect_child(child);
+    expect_none(SIGCHLD, "SIGCHLD");
     printf("DONE steps=%ld\n", steps);
     return fflush(stdout) == 0 ? 0 : 1;
 }

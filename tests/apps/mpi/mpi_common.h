@@ -1,6 +1,6 @@
 /* mpi_common.h — what the self-checking MPI test programs share, on top of ../ckpt_common.h: the
    [STEPS [MS_PER_STEP]] arguments, MPI start-up (rank, size, ring neighbours), a check that
-   aborts the whole job, a message left in flight over a pause, and the DONE line. Define PROG
+   aborts the whole job, a message left in flight over a pause, and the DONE line (after the test's end gate). Define PROG
    and USAGE before including. */
 #ifndef MPI_COMMON_H
 #define MPI_COMMON_H
@@ -65,9 +65,11 @@ static inline uint64_t xor_at_root(uint64_t h)
     return all;
 }
 
-/* Rank 0's last line: `DONE checksum=SUM steps=STEPS ranks=SIZE`. */
+/* Rank 0's last line: `DONE checksum=SUM steps=STEPS ranks=SIZE`, once the test's end gate is
+   open (every rank waits: the job's end cannot race a checkpoint). */
 static inline void mpi_done(uint64_t sum)
 {
+    end_gate();
     if (rank == 0) {
         printf("DONE checksum=%016llx steps=%ld ranks=%d\n", (unsigned long long)sum, steps, size);
         fflush(stdout);
