@@ -187,6 +187,8 @@ SLOW_TESTS = {
                             "test_truncated[upper.core]"},
     "test_ckpt_libraries.py": {"test_numpy", "test_numpy_with_python_and_openblas_threads"},
     "test_ckpt_programs.py": {"test_two_cycles[ckpt_sparse]"},
+    "test_compact.py": {"test_compact_restarts_as_native", "test_keep_one_then_restart",
+                        "test_bad_input_refused", "test_killed_mid_compact"},
     "test_device_state.py": {"test_checkpoints_at_random_moments_restart_on_other_version"},
     "test_hostile_names.py": {"test_hostile_program_path_arguments_and_directory"},
     "test_job.py": {"test_process_killed_mid_checkpoint", "test_process_hangs_during_checkpoint",

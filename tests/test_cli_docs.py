@@ -37,7 +37,8 @@ def help_options(command: str) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "command", ["launch", "restart", "coordinator", "verify", "inspect", "doctor", "kernels"]
+    "command",
+    ["launch", "restart", "coordinator", "verify", "inspect", "doctor", "kernels", "compact"],
 )
 def test_every_help_option_is_documented(command):
     text = CLI_MD.read_text()
@@ -48,3 +49,19 @@ def test_every_help_option_is_documented(command):
     assert options, f"no option found in `crac {command} --help`"
     missing = sorted(o for o in options if f"`{o}" not in documented)
     assert not missing, f"docs/CLI.md's `crac {command}` section lacks {missing}"
+
+
+def test_every_command_has_a_section():
+    """Every command `crac --help` lists has its `## crac COMMAND` section."""
+    env = dict(os.environ, COLUMNS="200", NO_COLOR="1", TERM="dumb")
+    out = subprocess.run(
+        [*crac_cmd(), "--help"], capture_output=True, text=True, env=env, timeout=60
+    ).stdout
+    box = out[out.index("Commands") :]
+    box = box[: box.index("╰")]
+    # A command's row starts right after the border; its description's next lines are indented.
+    names = {m.group(1) for m in re.finditer(r"^│ ([a-z]+) ", box, re.MULTILINE)}
+    assert "compact" in names and "launch" in names, names
+    text = CLI_MD.read_text()
+    missing = sorted(n for n in names if f"## crac {n}\n" not in text)
+    assert not missing, f"docs/CLI.md has no section for {missing}"

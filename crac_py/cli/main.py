@@ -796,6 +796,38 @@ def verify_cmd(
 
 
 @app.command(
+    "compact", epilog="Example: crac compact --keep 1 /scratch/ckpt/ckpt_app_0a0b0c0d-4242"
+)
+def compact_cmd(
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="[CHECKPOINT_DIR_OR_GENERATION]",
+            help="A checkpoint directory (default: the working directory), a process directory, "
+            "its latest generation or latest link.",
+        ),
+    ] = ".",
+    keep: Annotated[
+        int | None,
+        typer.Option(
+            "--keep",
+            min=1,
+            help="Then remove all but the newest N generations the chain no longer needs "
+            "(default: remove none).",
+        ),
+    ] = None,
+) -> None:
+    """Make an incremental chain one full generation (N+1), so older ones can go."""
+    from crac_py.image import compact
+
+    try:
+        status = compact.compact(path, keep)
+    except (image.ImageError, paths.NativeMissingError) as exc:
+        _error(str(exc))
+    raise typer.Exit(status)
+
+
+@app.command(
     "kernels",
     epilog="Example: crac kernels app.cu -o app.kernels.so   (next to the nvcc-built ./app)",
 )

@@ -103,7 +103,9 @@ def _chain(gen: Path, manifest: dict[str, Any], advance: Callable[[int], None]) 
     """An incremental generation: every generation it builds on is there, is the one it was
     built on, and passes the same checks (docs/IMAGE.md "Incremental generations")."""
     if chain.parent_of(manifest) is None:
-        return []
+        inc = manifest.get("incremental")
+        full = isinstance(inc, dict) and inc.get("full_every")  # a chain's base (or compacted)
+        return [Check("chain", OK, "full")] if full else []
     try:
         gens = chain.links(gen, manifest)
     except image.ImageError as exc:

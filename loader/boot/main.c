@@ -71,6 +71,7 @@ static void usage(void)
             "                   [options above] -- PROGRAM [ARGS...]\n"
             "       crac-loader --check-image GEN_DIR CORE_SIZE HEADER_CRC\n"
             "       crac-loader --check-core PATH HEADER_CRC CORE_SIZE\n"
+            "       crac-loader --compact GEN_DIR CORE_SIZE HEADER_CRC KEEP CRAC_CMD\n"
             "       crac-loader --probe\n");
     exit(EXIT_REFUSED);
 }
@@ -357,6 +358,8 @@ int main(int argc, char **argv)
         return restart_check_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "--check-core") == 0)
         return image_check_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "--compact") == 0)
+        return compact_main(argc, argv); /* `crac compact` (ckpt_compact.c) */
     if (argc >= 2 && strcmp(argv[1], "--fast-restart") == 0)
         restart_prepare_main(argc, argv); /* `crac restart` without Python: never returns */
     options_from_fd(&argc, &argv);

@@ -124,6 +124,12 @@ int commit_generation(const char *tmp_dir, int generation, uint32_t header_crc, 
 int prepare_generation(const char *tmp_dir, int generation, uint32_t header_crc, uint64_t core_size,
                        int n_threads, struct image_digests digests);
 int publish_generation(const char *tmp_dir, int generation);
+/* `crac compact`: the manifest text of the generation being compacted, whose lines about the
+ * program the next manifest written carries instead of this process's (image_commit.c). */
+void image_commit_carry(const char *manifest_text);
+/* `crac-loader --compact GEN_DIR CORE_SIZE HEADER_CRC KEEP CRAC_CMD` (ckpt_compact.c): exit
+ * status 0, or EXIT_REFUSED with one line on stderr. */
+int compact_main(int argc, char **argv);
 typedef int32_t (*tid_map_fn)(int32_t old_tid);
 
 /* The forked writer (ckpt_writer.c): upper.core written and flushed by a copy-on-write child

@@ -240,6 +240,48 @@ static void manifest_device(struct json *j)
          s->events, s->modules, s->pinned);
 }
 
+/* `crac compact` (ckpt_compact.c): the source generation's manifest, whose lines about the
+ * program the compacted generation carries: this loader never ran the program, so what it would
+ * write of it says nothing. NULL: a checkpoint. */
+static const char *carried_manifest;
+static const char *const carried_keys[] = {"host", "process", "backend", "device", "not_saved"};
+
+void image_commit_carry(const char *manifest_text) { carried_manifest = manifest_text; }
+
+/* The line of top-level KEY in text (each is one line: jstr escapes newlines), without its
+ * newline; NULL when there is none. */
+static const char *manifest_line(const char *text, const char *key, size_t *len)
+{
+    char needle[64];
+    snprintf(needle, sizeof(needle), "\n  \"%s\": ", key);
+    const char *at = strstr(text, needle);
+    const char *end = at ? strchr(at + 1, '\n') : NULL;
+    if (!end)
+        return NULL;
+    *len = (size_t)(end - at - 1);
+    return at + 1;
+}
+
+/* Replaces j's lines of carried_keys by the carried manifest's. 0, or -1 when either lacks one. */
+static int carry_lines(struct json *j)
+{
+    for (size_t k = 0; k < sizeof(carried_keys) / sizeof(carried_keys[0]); k++) {
+        size_t have_len, want_len;
+        const char *have = manifest_line(j->data, carried_keys[k], &have_len);
+        const char *want = manifest_line(carried_manifest, carried_keys[k], &want_len);
+        if (!have || !want)
+            return -1;
+        struct json out = {0};
+        jraw(&out, "%.*s%.*s%s", (int)(have - j->data), j->data, (int)want_len, want,
+             have + have_len);
+        if (!out.data)
+            return -1;
+        free(j->data);
+        *j = out;
+    }
+    return 0;
+}
+
 static int write_manifest(const char *dir, int generation, uint32_t header_crc, uint64_t core_size,
                           int n_threads, struct image_digests digests)
 {
@@ -329,7 +371,7 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
         pthread_join(flusher, &flushed);
     else
         flushed = flush_core((void *)dir);
-    if (hashed != 0 || flushed != NULL) {
+    if (hashed != 0 || flushed != NULL || (carried_manifest && carry_lines(&j) != 0)) {
         free(j.data);
         return -1;
     }
