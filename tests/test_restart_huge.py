@@ -1,7 +1,8 @@
 """Restart fill through the huge-page staging buffer (loader/restart/restart_stage.c, used by the
 eager fill and the lazy prefetch): ckpt_huge's regions start a page past a 2 MiB boundary and end
 3 pages past one, hold data only beside huge-page boundaries, or are all zero though written;
-two cycles, eager and lazy, give the uninterrupted run's output (every page checked every 25
+two cycles, eager and lazy, with CRAC_RESTART_STAGE=1 (the staging buffer, off by default) and
+without, give the uninterrupted run's output (every page checked every 25
 steps and at the end). Under --lazy, upper.core unlinked mid-way is still read (the restart keeps
 it open); emptied and unlinked, the program ends with one clear line, never a hang."""
 
@@ -39,11 +40,20 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_two_cycles_eager(app: Path, tmp_path: Path) -> None:
+@pytest.fixture(params=["0", "1"], ids=["in-place", "staged"])
+def stage(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """CRAC_RESTART_STAGE: the fill through the staging buffer and UFFDIO_MOVE, or without."""
+    monkeypatch.setenv("CRAC_RESTART_STAGE", request.param)
+    return request.param
+
+
+def test_two_cycles_eager(app: Path, tmp_path: Path, stage: str) -> None:
     run_cycles(app, ARGS, tmp_path)
 
 
-def test_two_cycles_lazy(app: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_cycles_lazy(
+    app: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
+) -> None:
     """The prefetcher slowed so the program runs (and faults) while huge pages are missing."""
     monkeypatch.setenv("CRAC_LAZY_PREFETCH_DELAY_MS", "20")
     run_cycles(app, ARGS, tmp_path, restart_opts=["--lazy"])
@@ -60,7 +70,7 @@ def _lazy_restart(
 
 
 def test_image_unlinked_mid_way_lazy(
-    app: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    app: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
 ) -> None:
     """upper.core unlinked while pages are missing: the restart holds it open and finishes."""
     args = ["60", "24", "20"]
@@ -81,7 +91,7 @@ def test_image_unlinked_mid_way_lazy(
 
 
 def test_image_emptied_and_removed_lazy(
-    app: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    app: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
 ) -> None:
     """upper.core emptied then unlinked while pages are missing: status 2 and one `crac: error:`
     line naming the region and the image, never a hang on a missing page."""

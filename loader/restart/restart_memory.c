@@ -141,7 +141,7 @@ static int eager_uffd = -1;
 
 static int staged_uffd(uint64_t len)
 {
-    if (len < STAGE_PIECE || eager_uffd == -2)
+    if (len < STAGE_PIECE || eager_uffd == -2 || !stage_wanted())
         return -1;
     if (eager_uffd < 0) {
         int can_move = 0;
