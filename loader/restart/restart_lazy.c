@@ -94,6 +94,7 @@ static int open_uffd(void)
     /* REMOVE: a page the program drops with madvise must read as zero after, not as the
      * image's (its fault would come back here). The madvise waits until the event is read. */
     int fd = stage_uffd_open(UFFD_FEATURE_EVENT_REMOVE, &can_move);
+    can_move = can_move && stage_wanted(); /* else the staged pieces are copied (UFFDIO_COPY) */
     return fd < 0 ? -1 : lower_fd_adopt(fd);
 }
 

@@ -9,14 +9,17 @@
 #include "image_compress.h"
 #include "page_zero.h"
 #include "restart_lazy.h"
+#include "restart_stage.h"
 
 #include <errno.h>
+#include <linux/userfaultfd.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/stat.h>
@@ -34,6 +37,7 @@ struct fill_part {
     uint64_t from, to;
     uint32_t crc, pages;
     int rc;
+    int uffd; /* >= 0: the region is registered with it, filled through a staging buffer */
 };
 
 /* Bytes filled then checked at a time: small enough that the pages the kernel just cleared and
@@ -77,10 +81,88 @@ static void fill_range(struct fill_part *f)
     }
 }
 
+/* fill_range through a staging buffer (restart_stage.c): each piece within one huge page of the
+ * address space is read there, checked, and moved into place whole (the region is registered
+ * MISSING with f->uffd); holes are left missing, zero when first touched, as a hole is. */
+static void fill_range_staged(struct fill_part *f)
+{
+    const struct crac_region_rec *r = f->r;
+    struct stage st;
+    if (stage_init(&st) != 0) {
+        f->rc = -1;
+        return;
+    }
+    for (uint64_t pos = f->from; pos < f->to && !f->rc;) {
+        off_t d = lseek(f->core, (off_t)pos, SEEK_DATA);
+        if (d < 0 || (uint64_t)d >= f->to)
+            break;
+        uint64_t data = (uint64_t)d & ~(PAGE - 1);
+        off_t h = lseek(f->core, d, SEEK_HOLE);
+        uint64_t stop =
+            h < 0 || (uint64_t)h > f->to ? f->to : ((uint64_t)h + PAGE - 1) & ~(PAGE - 1);
+        if (stop > f->to)
+            stop = f->to;
+        for (uint64_t at = data, n; at < stop && !f->rc; at += n) {
+            uint64_t dst = r->start + (at - r->core_offset);
+            uint64_t to_boundary = STAGE_PIECE - (dst & (STAGE_PIECE - 1));
+            n = stop - at < to_boundary ? stop - at : to_boundary;
+            uint64_t index = (at - r->core_offset) / PAGE;
+            if (stage_read(&st, f->core, at, dst, n, index, &f->crc, &f->pages) != 0) {
+                f->rc = -1;
+                break;
+            }
+            uint64_t moved = stage_move(&st, f->uffd, dst, n);
+            if (moved < n && stage_copy(&st, f->uffd, dst + moved, n - moved) != 0)
+                f->rc = -1;
+        }
+        pos = stop;
+    }
+    stage_end(&st);
+}
+
+static void fill_part_run(struct fill_part *f)
+{
+    if (f->uffd >= 0)
+        fill_range_staged(f);
+    else
+        fill_range(f);
+}
+
 static void *fill_helper(void *p)
 {
-    fill_range(p);
+    fill_part_run(p);
     return NULL;
+}
+
+/* The eager fill's userfaultfd, opened on the first region large enough to use it and closed
+ * once every region is mapped; -2 once it could not be (no userfaultfd, no UFFDIO_MOVE here:
+ * regions are read in place as before). */
+static int eager_uffd = -1;
+
+static int staged_uffd(uint64_t len)
+{
+    if (len < STAGE_PIECE || eager_uffd == -2 || !stage_wanted())
+        return -1;
+    if (eager_uffd < 0) {
+        int can_move = 0;
+        eager_uffd = stage_uffd_open(0, &can_move);
+        if (eager_uffd >= 0 && !can_move) {
+            close(eager_uffd);
+            eager_uffd = -1;
+        }
+        if (eager_uffd < 0) {
+            eager_uffd = -2;
+            return -1;
+        }
+    }
+    return eager_uffd;
+}
+
+static void eager_uffd_close(void)
+{
+    if (eager_uffd >= 0)
+        close(eager_uffd);
+    eager_uffd = -1;
 }
 
 int restart_other_cpu(void)
@@ -96,21 +178,39 @@ int restart_other_cpu(void)
 static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, uint32_t *pages)
 {
     uint64_t len = r->end - r->start, end = r->core_offset + len;
-    struct fill_part a = {core, r, r->core_offset, end, *crc, 0, 0};
-    struct fill_part b = {core, r, end, end, 0, 0, 0};
+    /* Registered with a userfaultfd only while it is filled: the pieces move in as huge pages
+     * (docs/DECISIONS.md "Restart fill through a staging buffer"). */
+    int uffd = staged_uffd(len);
+    if (uffd >= 0) {
+        struct uffdio_register reg = {.range = {r->start, len},
+                                      .mode = UFFDIO_REGISTER_MODE_MISSING};
+        if (ioctl(uffd, UFFDIO_REGISTER, &reg) != 0)
+            uffd = -1;
+    }
+    struct fill_part a = {core, r, r->core_offset, end, *crc, 0, 0, uffd};
+    struct fill_part b = {core, r, end, end, 0, 0, 0, uffd};
     pthread_t t;
     int helped = 0;
     if (len >= RESTART_SPLIT_MIN && restart_other_cpu()) {
-        /* The halves meet on a page; each finds its own extents (lseek returns them, the shared
-         * file offset is never used) and sums its pages from 0, joined by crc32c_combine. */
-        a.to = b.from = r->core_offset + (len / 2 & ~(PAGE - 1));
+        /* The halves meet on a huge page boundary (each moves whole huge pages); each finds its
+         * own extents (lseek returns them, the shared file offset is never used) and sums its
+         * pages from 0, joined by crc32c_combine. */
+        uint64_t mid = (r->start + len / 2) & ~(STAGE_PIECE - 1);
+        if (mid <= r->start)
+            mid = r->start + (len / 2 & ~(PAGE - 1));
+        a.to = b.from = r->core_offset + (mid - r->start);
         helped = pthread_create(&t, NULL, fill_helper, &b) == 0;
         if (!helped)
             a.to = end; /* no thread: all of it here */
     }
-    fill_range(&a);
+    fill_part_run(&a);
     if (helped)
         pthread_join(t, NULL);
+    if (uffd >= 0) {
+        struct uffdio_range range = {r->start, len};
+        if (ioctl(uffd, UFFDIO_UNREGISTER, &range) != 0)
+            return -1;
+    }
     if (a.rc || b.rc)
         return -1;
     *crc = crc32c_combine(a.crc, b.crc, (uint64_t)b.pages * (8 + PAGE));
@@ -475,6 +575,7 @@ int restart_map_regions(const struct restart_image *img, char *err, size_t errle
             return -1;
         }
         if (map_one(img, &r, path, bitmap, err, errlen) != 0) {
+            eager_uffd_close();
             shared_objects_close();
             sysv_done();
             restart_chain_done();
@@ -482,6 +583,7 @@ int restart_map_regions(const struct restart_image *img, char *err, size_t errle
         }
         off += r.size;
     }
+    eager_uffd_close();
     shared_objects_close();
     sysv_done();
     restart_chain_done();

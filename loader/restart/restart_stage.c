@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -57,6 +58,12 @@ int stage_uffd_open(uint64_t features, int *can_move)
     return -1;
 }
 
+int stage_wanted(void)
+{
+    const char *v = getenv("CRAC_RESTART_STAGE");
+    return v && v[0] == '1' && !v[1];
+}
+
 int stage_init(struct stage *s)
 {
     /* Twice the size, trimmed to an aligned piece: the kernel backs it with one huge page. */
@@ -81,6 +88,10 @@ void stage_end(struct stage *s)
     s->buf = NULL;
 }
 
+/* Read then checked this much at a time: the bytes pread just wrote are still in the core's
+ * cache when their CRC is taken (as restart_memory.c's FILL_PIECE). */
+#define STAGE_SUBPIECE (256UL << 10)
+
 int stage_read(struct stage *s, int core, uint64_t core_at, uint64_t dst, uint64_t n,
                uint64_t first_index, uint32_t *crc, uint32_t *pages)
 {
@@ -88,17 +99,20 @@ int stage_read(struct stage *s, int core, uint64_t core_at, uint64_t dst, uint64
     /* The buffer was emptied by the last move: fault its huge page in with one call rather
      * than have the read fault it (or 512 small pages) in. */
     madvise(at, n, MADV_POPULATE_WRITE);
-    if (image_pread_full(core, at, n, core_at) != 0)
-        return -1;
     uint32_t c = *crc, k = 0;
-    for (uint64_t p = 0; p < n / CRAC_PAGE_SIZE; p++) {
-        const unsigned char *page = at + p * CRAC_PAGE_SIZE;
-        if (page_is_zero(page))
-            continue;
-        uint64_t index = first_index + p;
-        c = crc32c_update(c, &index, 8);
-        c = crc32c_update(c, page, CRAC_PAGE_SIZE);
-        k++;
+    for (uint64_t off = 0; off < n; off += STAGE_SUBPIECE) {
+        uint64_t len = n - off < STAGE_SUBPIECE ? n - off : STAGE_SUBPIECE;
+        if (image_pread_full(core, at + off, len, core_at + off) != 0)
+            return -1;
+        for (uint64_t p = off / CRAC_PAGE_SIZE; p < (off + len) / CRAC_PAGE_SIZE; p++) {
+            const unsigned char *page = at + p * CRAC_PAGE_SIZE;
+            if (page_is_zero(page))
+                continue;
+            uint64_t index = first_index + p;
+            c = crc32c_update(c, &index, 8);
+            c = crc32c_update(c, page, CRAC_PAGE_SIZE);
+            k++;
+        }
     }
     *crc = c;
     *pages += k;

@@ -16,6 +16,11 @@ struct stage {
  * (*can_move says which); -1 with errno when none can be opened. Not adopted as a lower fd. */
 int stage_uffd_open(uint64_t features, int *can_move);
 
+/* CRAC_RESTART_STAGE=1: fill through the staging buffer. Off by default: on the machine it was
+ * measured on it was slower than the in-place fill (docs/PERFORMANCE.md "Restart fill through a
+ * huge-page staging buffer"). */
+int stage_wanted(void);
+
 int stage_init(struct stage *s);
 void stage_end(struct stage *s);
 
