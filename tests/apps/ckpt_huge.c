@@ -80,8 +80,8 @@ static void check_all(const char *when)
 /* len bytes at `skew` bytes past a 2 MiB boundary. */
 static unsigned char *map_at(size_t len, size_t skew)
 {
-    unsigned char *m = mmap(NULL, len + 2 * HUGE, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *m =
+        mmap(NULL, len + 2 * HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         fail("allocating %zu bytes: %s", len, strerror(errno));
     uintptr_t at = (((uintptr_t)m + HUGE - 1) & ~(HUGE - 1)) + skew;
