@@ -388,17 +388,15 @@ def test_no_fork_writer_option(apps, tmp_path, monkeypatch):
     assert proc.lines()[-1] == ref.done, proc.report()
 
 
-def test_refused_fork_falls_back(apps, tmp_path):
-    """A process whose forks are refused (as strict overcommit refuses a big one): each
-    checkpoint is written with the program paused, one warning line says so, and the image
-    restarts."""
-    app = apps["ckpt_cowrite"]
-    args = ["3000", "16", "2"]
+def two_checkpoints_under(wrapper: Path, app: Path, args: list[str], tmp_path: Path):
+    """APP launched under WRAPPER (a program that execs the rest of its argv with something
+    refused), checkpointed twice and SIGKILLed: (its uninterrupted run, the checkpoint
+    directory, the logs directory, the process, the writers its timing lines name)."""
     ref = native_reference(app, args, tmp_path / "ref", tmp_path / "ref_cwd")
     ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
     ckptdir.mkdir()
     logs.mkdir()
-    argv = [str(apps["deny_cow_fork"]), *crac_launch_argv(app, args, ckptdir, ())]
+    argv = [str(wrapper), *crac_launch_argv(app, args, ckptdir, ())]
     proc = CracProc(argv, out_dir=logs, label="launch", cwd=logs)
     try:
         wait_for_step(proc, 10)
@@ -413,6 +411,16 @@ def test_refused_fork_falls_back(apps, tmp_path):
     except BaseException:
         proc.stop()
         raise
+    return ref, ckptdir, logs, proc, found
+
+
+def test_refused_fork_falls_back(apps, tmp_path):
+    """A process whose forks are refused (as strict overcommit refuses a big one): each
+    checkpoint is written with the program paused, one warning line says so, and the image
+    restarts."""
+    ref, ckptdir, logs, proc, found = two_checkpoints_under(
+        apps["deny_cow_fork"], apps["ckpt_cowrite"], ["3000", "16", "2"], tmp_path
+    )
     assert found == ["paused", "paused"], proc.report()
     err = proc.err_path.read_text()
     warnings = [line for line in err.splitlines() if "cannot fork the checkpoint writer" in line]
@@ -454,27 +462,9 @@ def test_direct_refused_falls_back(apps, tmp_path, monkeypatch):
     deny_odirect.c): each checkpoint is still written by the forked writer, through the page
     cache, and the image restarts to the uninterrupted run's end."""
     monkeypatch.setenv("CRAC_DIRECT_WRITE", "1")
-    app = apps["ckpt_cowrite"]
-    args = ["3000", "16", "2"]
-    ref = native_reference(app, args, tmp_path / "ref", tmp_path / "ref_cwd")
-    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
-    ckptdir.mkdir()
-    logs.mkdir()
-    argv = [str(apps["deny_odirect"]), *crac_launch_argv(app, args, ckptdir, ())]
-    proc = CracProc(argv, out_dir=logs, label="launch", cwd=logs)
-    try:
-        wait_for_step(proc, 10)
-        for _ in range(2):
-            known = complete_generations(ckptdir)
-            proc.send_signal(signal.SIGUSR2)
-            deadline = time.monotonic() + WAIT_TIMEOUT
-            while complete_generations(ckptdir) == known and time.monotonic() < deadline:
-                time.sleep(0.01)
-        found = wait_writers(proc.err_path, 2)
-        kill9(proc)
-    except BaseException:
-        proc.stop()
-        raise
+    ref, ckptdir, logs, proc, found = two_checkpoints_under(
+        apps["deny_odirect"], apps["ckpt_cowrite"], ["3000", "16", "2"], tmp_path
+    )
     assert found == ["forked", "forked"], proc.report()
     assert ios(proc.err_path) == ["buffered", "buffered"], proc.report()
     again = restart(ckptdir, out_dir=logs, label="restart")

@@ -45,19 +45,27 @@ struct fill_part {
  * once rather than three times (docs/DECISIONS.md "Restart fill"). */
 #define FILL_PIECE (256UL << 10)
 
+/* The next data extent of the core in [pos, f->to), page-aligned, as [*data, *stop): 0 when
+ * none is left (zero pages inside an extent are holes the writer did not write). */
+static int next_extent(const struct fill_part *f, uint64_t pos, uint64_t *data, uint64_t *stop)
+{
+    if (pos >= f->to)
+        return 0;
+    off_t d = lseek(f->core, (off_t)pos, SEEK_DATA);
+    if (d < 0 || (uint64_t)d >= f->to)
+        return 0;
+    *data = (uint64_t)d & ~(PAGE - 1);
+    off_t h = lseek(f->core, d, SEEK_HOLE);
+    *stop = h < 0 || (uint64_t)h > f->to ? f->to : ((uint64_t)h + PAGE - 1) & ~(PAGE - 1);
+    if (*stop > f->to)
+        *stop = f->to;
+    return 1;
+}
+
 static void fill_range(struct fill_part *f)
 {
     const struct crac_region_rec *r = f->r;
-    for (uint64_t pos = f->from; pos < f->to;) {
-        off_t d = lseek(f->core, (off_t)pos, SEEK_DATA);
-        if (d < 0 || (uint64_t)d >= f->to)
-            break;
-        uint64_t data = (uint64_t)d & ~(PAGE - 1);
-        off_t h = lseek(f->core, d, SEEK_HOLE);
-        uint64_t stop =
-            h < 0 || (uint64_t)h > f->to ? f->to : ((uint64_t)h + PAGE - 1) & ~(PAGE - 1);
-        if (stop > f->to)
-            stop = f->to;
+    for (uint64_t pos = f->from, data, stop; next_extent(f, pos, &data, &stop); pos = stop) {
         for (uint64_t at = data; at < stop; at += FILL_PIECE) {
             uint64_t n = stop - at < FILL_PIECE ? stop - at : FILL_PIECE;
             unsigned char *dst = (unsigned char *)(r->start + (at - r->core_offset));
@@ -77,7 +85,6 @@ static void fill_range(struct fill_part *f)
                 f->pages++;
             }
         }
-        pos = stop;
     }
 }
 
@@ -92,16 +99,8 @@ static void fill_range_staged(struct fill_part *f)
         f->rc = -1;
         return;
     }
-    for (uint64_t pos = f->from; pos < f->to && !f->rc;) {
-        off_t d = lseek(f->core, (off_t)pos, SEEK_DATA);
-        if (d < 0 || (uint64_t)d >= f->to)
-            break;
-        uint64_t data = (uint64_t)d & ~(PAGE - 1);
-        off_t h = lseek(f->core, d, SEEK_HOLE);
-        uint64_t stop =
-            h < 0 || (uint64_t)h > f->to ? f->to : ((uint64_t)h + PAGE - 1) & ~(PAGE - 1);
-        if (stop > f->to)
-            stop = f->to;
+    for (uint64_t pos = f->from, data, stop; !f->rc && next_extent(f, pos, &data, &stop);
+         pos = stop) {
         for (uint64_t at = data, n; at < stop && !f->rc; at += n) {
             uint64_t dst = r->start + (at - r->core_offset);
             uint64_t to_boundary = STAGE_PIECE - (dst & (STAGE_PIECE - 1));
@@ -115,7 +114,6 @@ static void fill_range_staged(struct fill_part *f)
             if (moved < n && stage_copy(&st, f->uffd, dst + moved, n - moved) != 0)
                 f->rc = -1;
         }
-        pos = stop;
     }
     stage_end(&st);
 }

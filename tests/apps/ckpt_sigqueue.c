@@ -20,7 +20,8 @@
 #define USR1_VALUE 77
 #define CHILD_STATUS 7
 
-static void expect(int sig, int code, intptr_t value, const char *what)
+/* The next pending instance of sig (blocked), taken; a failure if there is none. */
+static siginfo_t take_pending(int sig, const char *what)
 {
     sigset_t one;
     sigemptyset(&one);
@@ -29,6 +30,12 @@ static void expect(int sig, int code, intptr_t value, const char *what)
     siginfo_t si;
     if (sigtimedwait(&one, &si, &zero) != sig)
         fail("%s: not pending at the end (%s)", what, strerror(errno));
+    return si;
+}
+
+static void expect(int sig, int code, intptr_t value, const char *what)
+{
+    siginfo_t si = take_pending(sig, what);
     if (si.si_code != code || (intptr_t)si.si_value.sival_ptr != value)
         fail("%s: si_code %d value %#lx, want si_code %d value %#lx", what, si.si_code,
              (long)(intptr_t)si.si_value.sival_ptr, code, (long)value);
@@ -37,13 +44,7 @@ static void expect(int sig, int code, intptr_t value, const char *what)
 /* A kill()ed instance: SI_USER from our own pid (the one the program knows, after a restart too). */
 static void expect_user(int sig, const char *what)
 {
-    sigset_t one;
-    sigemptyset(&one);
-    sigaddset(&one, sig);
-    struct timespec zero = {0, 0};
-    siginfo_t si;
-    if (sigtimedwait(&one, &si, &zero) != sig)
-        fail("%s: not pending at the end (%s)", what, strerror(errno));
+    siginfo_t si = take_pending(sig, what);
     if (si.si_code != SI_USER || si.si_pid != getpid())
         fail("%s: si_code %d si_pid %d, want si_code %d si_pid %d", what, si.si_code,
              (int)si.si_pid, SI_USER, (int)getpid());
@@ -52,13 +53,7 @@ static void expect_user(int sig, const char *what)
 /* The SIGCHLD of CHILD, which exited with CHILD_STATUS (its pid as the program knew it). */
 static void expect_child(pid_t child)
 {
-    sigset_t one;
-    sigemptyset(&one);
-    sigaddset(&one, SIGCHLD);
-    struct timespec zero = {0, 0};
-    siginfo_t si;
-    if (sigtimedwait(&one, &si, &zero) != SIGCHLD)
-        fail("SIGCHLD: not pending at the end (%s)", strerror(errno));
+    siginfo_t si = take_pending(SIGCHLD, "SIGCHLD");
     if (si.si_code != CLD_EXITED || si.si_status != CHILD_STATUS || si.si_pid != child)
         fail("SIGCHLD: si_code %d si_status %d si_pid %d, want si_code %d si_status %d si_pid %d",
              si.si_code, si.si_status, (int)si.si_pid, CLD_EXITED, CHILD_STATUS, (int)child);
