@@ -116,8 +116,17 @@ def _damage(gen: Path) -> None:
 
 
 def _newer_format(gen: Path) -> None:
+    _resigned(gen, format_version=99)
+
+
+def _bad_incremental(gen: Path) -> None:
+    _resigned(gen, incremental={"full_every": 8, "parent": "1", "parent_header_crc32c": 0})
+
+
+def _resigned(gen: Path, **fields: object) -> None:
+    """GEN's manifest with FIELDS replaced, its checksum made again (valid, but wrong)."""
     m = json.loads((gen / "MANIFEST.json").read_text())
-    m["format_version"] = 99
+    m.update(fields)
     m["manifest_sha256"] = "0" * 64
     raw = json.dumps(m, indent=2).encode()
     sig = hashlib.sha256(raw).hexdigest().encode()
@@ -138,8 +147,8 @@ def _program_changed(gen: Path) -> None:
 
 @pytest.mark.parametrize(
     "spoil",
-    [None, _damage, _newer_format, _fifo],
-    ids=["missing", "damaged-manifest", "newer-format", "fifo"],
+    [None, _damage, _newer_format, _bad_incremental, _fifo],
+    ids=["missing", "damaged-manifest", "newer-format", "bad-incremental", "fifo"],
 )
 def test_bad_input_same_message_as_python(image, tmp_path, spoil):
     """Bad input given to the native path ends with the Python path's message (the native path

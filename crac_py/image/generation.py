@@ -259,6 +259,12 @@ _FIELDS: dict[str, tuple[type, tuple[int, int] | None, bool]] = {
     "upper_core.size": (int, _U63, True),
     "upper_core.header_crc32c": (int, (0, (1 << 32) - 1), True),
     "files": (dict, None, True),
+    # --incremental (docs/IMAGE.md "Incremental generations"); chain.py reads these as numbers
+    "incremental": (dict, None, False),
+    "incremental.full_every": (int, (0, 1 << 30), False),
+    "incremental.parent": (int, (0, (1 << 31) - 1), False),
+    "incremental.base": (int, (0, (1 << 31) - 1), False),
+    "incremental.parent_header_crc32c": (int, (0, (1 << 32) - 1), False),
 }
 _DEVICE_COUNTS = ("streams", "events", "modules", "pinned")
 _KIND_NAMES = {dict: "an object", list: "a list", str: "a string", bool: "true or false"}
