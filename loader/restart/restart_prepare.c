@@ -257,8 +257,7 @@ static int inside_path(const char *rel)
 
 /* --incremental (docs/IMAGE.md "Incremental generations"): every how many generations one is
  * full (0: off; a restart goes on with it, as main.py reads it), and for an incremental one its
- * parent and the parent's header CRC-32C (0, 0 for a full one). Stricter than chain.py
- * parent_of, which takes any value int() takes. */
+ * parent and the parent's header CRC-32C (0, 0 for a full one), in generation.py's ranges. */
 static int64_t incremental_of(const struct json *m, int64_t *parent, int64_t *parent_crc)
 {
     const struct json *inc = optional(m, "incremental", JSON_OBJ);
