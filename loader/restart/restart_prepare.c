@@ -276,6 +276,18 @@ static int64_t incremental_of(const struct json *m, int64_t *parent, int64_t *pa
 
 static void check_fields(const struct json *m);
 
+/* generation.py load_manifest: GEN's MANIFEST.json read, its checksum, JSON (else declines with
+ * BAD_JSON) and fields checked, into *m. */
+static void load_manifest(const char *gen, struct json *m, const char *bad_json)
+{
+    size_t len;
+    char *raw = read_manifest(gen, &len);
+    check_manifest_digest(raw, len);
+    if (json_parse(raw, len, m) != 0 || m->type != JSON_OBJ)
+        decline(bad_json);
+    check_fields(m);
+}
+
 /* An incremental generation's chain, as chain.py links() checks it before the Python path runs
  * the loader: each parent's manifest there, whole (its checksum and fields), and the generation
  * its child was built on (the header CRC-32C the child recorded). Anything else declines: the
@@ -296,13 +308,8 @@ static void check_chain(const char *gen, const struct json *m)
             snprintf(link, sizeof(link), "%s/gen-%06d", dir, (int)parent) >= (int)sizeof(link))
             decline("chain");
         trusted_dir(link);
-        size_t len;
-        char *raw = read_manifest(link, &len);
-        check_manifest_digest(raw, len);
         struct json pm;
-        if (json_parse(raw, len, &pm) != 0 || pm.type != JSON_OBJ)
-            decline("chain");
-        check_fields(&pm);
+        load_manifest(link, &pm, "chain");
         int64_t header_crc;
         json_int_in(json_get(json_get(&pm, "upper_core"), "header_crc32c"), 0, UINT32_MAX,
                     &header_crc);
@@ -624,13 +631,8 @@ int restart_prepare_main(int argc, char **argv)
     trusted_dir(gen);
     trusted_dir(parent);
     trusted_entries(gen, 1);
-    size_t len;
-    char *raw = read_manifest(gen, &len);
-    check_manifest_digest(raw, len);
     struct json m;
-    if (json_parse(raw, len, &m) != 0 || m.type != JSON_OBJ)
-        decline("manifest JSON");
-    check_fields(&m);
+    load_manifest(gen, &m, "manifest JSON");
     check_chain(gen, &m);
     int64_t parent_gen, parent_crc, full_every = incremental_of(&m, &parent_gen, &parent_crc);
     const struct json *proc = json_get(&m, "process"), *files = json_get(&m, "files");
