@@ -298,6 +298,7 @@ TARGETS: dict[str, Target] = {
             "loader/confine/restorer.c",
             "loader/confine/signal_wrap.c",
             "loader/confine/upper_alloc.c",
+            "loader/confine/vdso_stubs.c",
             "loader/cross/shadow_borrow.c",
         ),
     ),

@@ -8,6 +8,7 @@
 #include "elf_load.h"
 #include "tree.h"
 #include "upper_stack.h"
+#include "vdso_proxy.h"
 
 #include <signal.h>
 #include <stddef.h>
@@ -107,7 +108,12 @@ void launch_run(const struct options *o, const struct crac_lh_api *api, char **e
     for (int i = 1; i < o->program_argc; i++)
         uargv[k++] = o->program_argv[i];
     uargv[k] = NULL;
-    struct upper_start start = {uargv, envp, &ldso, o->program_argv[0], (uint64_t)api};
+    struct upper_start start = {.argv = uargv,
+                                .envp = envp,
+                                .interp = &ldso,
+                                .execfn = o->program_argv[0],
+                                .lh_api = (uint64_t)api,
+                                .vdso = vdso_proxy_map()};
     uint64_t sp = upper_stack_build(&start, err, sizeof(err));
     if (!sp)
         die("%s", err);

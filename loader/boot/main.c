@@ -13,6 +13,7 @@
 #include "launch.h"
 #include "manager.h"
 #include "probe.h"
+#include "vdso_proxy.h"
 #include "restart.h"
 #include "restart_lazy.h"
 #include "restart_prepare.h"
@@ -375,6 +376,7 @@ int main(int argc, char **argv)
     if (window_reserve("upper window W", CRAC_W_START, CRAC_W_END, err, sizeof(err)) != 0 ||
         window_reserve("device window D", CRAC_D_START, CRAC_D_END, err, sizeof(err)) != 0)
         die("%s", err);
+    vdso_proxy_bind(); /* before any upper code runs: launch, restart, exec */
     struct options opt = parse_args(argc, argv);
     take_program_name(opt.argv0);
     struct restart_image img;

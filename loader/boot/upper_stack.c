@@ -104,8 +104,13 @@ uint64_t upper_stack_build(const struct upper_start *s, char *err, size_t errlen
         case AT_RANDOM: a.a_un.a_val = (uint64_t)random; break;
         case AT_EXECFN: a.a_un.a_val = (uint64_t)execfn; break;
         case AT_PLATFORM: a.a_un.a_val = (uint64_t)platform; break;
-        /* The vDSO moves at restart; the upper libc makes real syscalls instead (docs/DECISIONS). */
-        case AT_SYSINFO_EHDR: continue;
+        /* The real vDSO moves at restart: the upper libc gets the proxy in W (docs/DECISIONS.md
+         * "The upper half's vDSO"), or none and makes system calls. */
+        case AT_SYSINFO_EHDR:
+            if (!s->vdso)
+                continue;
+            a.a_un.a_val = s->vdso;
+            break;
         default: break;
         }
         aux[n++] = a;

@@ -13,6 +13,7 @@ struct upper_start {
     const struct loaded_elf *interp;
     const char *execfn;
     uint64_t lh_api; /* address of the lower-half API table, passed in a private auxv entry */
+    uint64_t vdso;   /* the upper half's vDSO in W (vdso_proxy.c), 0 for none */
 };
 
 /* Build the stack in W; returns the initial stack pointer, or 0 with a message in err. */

@@ -6,6 +6,7 @@
 #include "crac_rawsys.h"
 #include "image_device.h"
 #include "upper_alloc.h"
+#include "vdso_proxy.h"
 
 #include "lh_api.h"
 #include "lower_fds.h"
@@ -256,6 +257,10 @@ int ckpt_suspend_all(struct parked_thread *ts, int max, int *count)
             return -1;
         }
         rewind_interrupted(&ts[i]);
+        /* The real vDSO is not saved, and a restart's is elsewhere: its call starts again. */
+        if (vdso_proxy_rollback((void *)ts[i].rec->ucontext) && getenv("CRAC_DEBUG"))
+            fprintf(stderr, "crac: debug: tid %d was inside the vDSO: its call starts again\n",
+                    ts[i].tid);
         struct {
             uint64_t head, len;
         } robust = {0, 0};

@@ -9,6 +9,7 @@
 #include "crac_layout.h"
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
+#include "vdso_proxy.h"
 
 #include "shadow_pool.h"
 
@@ -96,6 +97,8 @@ static void sigwrap_handler(int sig, siginfo_t *info, void *uc)
         return; /* changed while this signal was on its way */
     if (upper)
         set_fs(upper);
+    else /* the program's code, maybe inside the real vDSO: resume from the stub instead */
+        vdso_proxy_rollback(uc);
     if (act.flags & SA_SIGINFO)
         ((info_handler)act.handler)(sig, info, uc);
     else

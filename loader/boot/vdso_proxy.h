@@ -1,0 +1,35 @@
+/* vdso_proxy.h — the upper half's vDSO: a small ELF image in W whose functions forward to the
+ * real vDSO of whichever process runs them (docs/DECISIONS.md "The upper half's vDSO"). */
+#ifndef CRAC_VDSO_PROXY_H
+#define CRAC_VDSO_PROXY_H
+
+#include "crac_layout.h"
+
+#include <stdint.h>
+
+/* Fixed in W, below the signal wrapper's table: page 0 the ELF headers and symbols, page 1 the
+ * forwarding stubs. A restart brings both back at the same address with the rest of W. */
+#define VDSO_PROXY_ADDR (CRAC_W_END - 4 * CRAC_PAGE)
+#define VDSO_PROXY_CODE (VDSO_PROXY_ADDR + CRAC_PAGE)
+#define VDSO_PROXY_PAGES 2
+
+/* What the rollback needs, in the loader's data (fixed address: the loader is not PIE), set by
+ * vdso_proxy_bind in every process before the program runs. */
+struct vdso_proxy_state {
+    uint64_t text_lo, text_hi; /* the real vDSO's code; 0, 0 when the process has none */
+};
+extern struct vdso_proxy_state vdso_proxy;
+
+/* Point the stubs at this process's real vDSO (each missing function at its system call). Called
+ * by every loader process, launch and restart, before any upper code runs. */
+void vdso_proxy_bind(void);
+/* Launch: map and fill the image in W; its address for AT_SYSINFO_EHDR, or 0 (no real vDSO here,
+ * or CRAC_NO_VDSO=1: the upper libc then makes system calls, as before). */
+uint64_t vdso_proxy_map(void);
+/* A thread interrupted (ucontext) inside the real vDSO, called from a stub: rewind it to the
+ * stub's entry with the arguments and callee-saved registers the stub kept, so that it calls again
+ * rather than resume in code a restart does not bring back. 1 rewound, 0 nothing to do.
+ * TLS-free (the signal wrapper calls it). */
+int vdso_proxy_rollback(void *ucontext);
+
+#endif

@@ -1,0 +1,115 @@
+/* vdso_stubs.c — the code of the upper half's vDSO (copied into W by vdso_proxy.c) and the
+ * rollback of a call a signal interrupted inside the real vDSO. TLS-free: raw code only. */
+#include "vdso_proxy.h"
+
+#include "confine.h"
+#include "crac_layout.h"
+
+#include <stdint.h>
+#include <ucontext.h>
+
+/* Each stub keeps its arguments and the callee-saved registers on the stack, then calls the real
+ * function through its slot (crac_vdso_slots, in the loader's data: the same address in every
+ * process of this loader build, filled by vdso_proxy_bind). While the real code runs, that frame
+ * is everything needed to call again from the start. A clock id the program's CPU clocks use
+ * (negative, or 2 and 3) is a system call from W, trapped as it was without a vDSO
+ * (docs/DECISIONS.md "CPU-time clocks"); so is a function this kernel's vDSO lacks (its slot
+ * points at the stub's own system call). 9 pushes: the call is made with rsp 16-byte aligned. */
+#define STUB_SAVED 9
+__asm__(".pushsection .rodata.crac_vdso,\"a\"\n"
+        ".balign 4096\n"
+        ".globl crac_vdso_stubs\n"
+        "crac_vdso_stubs:\n"
+        ".macro CRAC_VDSO_STUB name, slot, nr, clock\n"
+        ".globl crac_vdso_e_\\name\n"
+        "crac_vdso_e_\\name:\n"
+        ".if \\clock\n"
+        "    test %edi, %edi\n"
+        "    js 8f\n"
+        "    cmp $2, %edi\n"
+        "    je 8f\n"
+        "    cmp $3, %edi\n"
+        "    je 8f\n"
+        ".endif\n"
+        "    push %rbx\n"
+        "    push %rbp\n"
+        "    push %r12\n"
+        "    push %r13\n"
+        "    push %r14\n"
+        "    push %r15\n"
+        "    push %rdi\n"
+        "    push %rsi\n"
+        "    push %rdx\n"
+        "    movabs $crac_vdso_slots + 8 * \\slot, %rax\n"
+        "    call *(%rax)\n"
+        ".globl crac_vdso_r_\\name\n"
+        "crac_vdso_r_\\name:\n"
+        "    add $72, %rsp\n"
+        "    ret\n"
+        ".globl crac_vdso_f_\\name\n"
+        "crac_vdso_f_\\name:\n"
+        "8:  mov $\\nr, %eax\n"
+        "    syscall\n"
+        "    ret\n"
+        ".endm\n"
+        "CRAC_VDSO_STUB clock_gettime, 0, 228, 1\n"
+        "CRAC_VDSO_STUB gettimeofday, 1, 96, 0\n"
+        "CRAC_VDSO_STUB time, 2, 201, 0\n"
+        "CRAC_VDSO_STUB clock_getres, 3, 229, 1\n"
+        "CRAC_VDSO_STUB getcpu, 4, 309, 0\n"
+        ".globl crac_vdso_stubs_end\n"
+        "crac_vdso_stubs_end:\n"
+        ".popsection\n");
+
+extern const char crac_vdso_stubs[];
+extern const char crac_vdso_e_clock_gettime[], crac_vdso_r_clock_gettime[];
+extern const char crac_vdso_e_gettimeofday[], crac_vdso_r_gettimeofday[];
+extern const char crac_vdso_e_time[], crac_vdso_r_time[];
+extern const char crac_vdso_e_clock_getres[], crac_vdso_r_clock_getres[];
+extern const char crac_vdso_e_getcpu[], crac_vdso_r_getcpu[];
+
+struct vdso_proxy_state vdso_proxy;
+
+/* The stack above an interrupted call is searched this far for the stub's return address (the
+ * real functions' frames are a few words; a call not made through a stub is left alone). */
+#define SCAN_CHUNK 32
+#define SCAN_CHUNKS 16
+
+int vdso_proxy_rollback(void *ucontext)
+{
+    greg_t *g = ((ucontext_t *)ucontext)->uc_mcontext.gregs;
+    uint64_t ip = (uint64_t)g[REG_RIP];
+    if (ip < vdso_proxy.text_lo || ip >= vdso_proxy.text_hi)
+        return 0;
+    static const char *const entry[] = {crac_vdso_e_clock_gettime, crac_vdso_e_gettimeofday,
+                                        crac_vdso_e_time, crac_vdso_e_clock_getres,
+                                        crac_vdso_e_getcpu};
+    static const char *const ret[] = {crac_vdso_r_clock_gettime, crac_vdso_r_gettimeofday,
+                                      crac_vdso_r_time, crac_vdso_r_clock_getres,
+                                      crac_vdso_r_getcpu};
+    uint64_t at = (uint64_t)g[REG_RSP], w[SCAN_CHUNK + STUB_SAVED];
+    for (int chunk = 0; chunk < SCAN_CHUNKS; chunk++, at += SCAN_CHUNK * 8) {
+        /* Each read takes the saved registers past the chunk too; one that faults ends it. */
+        if (confine_from_user(w, (const void *)at, sizeof(w)) != 0)
+            return 0;
+        for (int i = 0; i < SCAN_CHUNK; i++)
+            for (int s = 0; s < (int)(sizeof(ret) / sizeof(ret[0])); s++) {
+                if (w[i] != VDSO_PROXY_CODE + (uint64_t)(ret[s] - crac_vdso_stubs))
+                    continue;
+                const uint64_t *f = &w[i + 1]; /* pushed last first: rdx, rsi, rdi, r15... */
+                g[REG_RDX] = (greg_t)f[0];
+                g[REG_RSI] = (greg_t)f[1];
+                g[REG_RDI] = (greg_t)f[2];
+                g[REG_R15] = (greg_t)f[3];
+                g[REG_R14] = (greg_t)f[4];
+                g[REG_R13] = (greg_t)f[5];
+                g[REG_R12] = (greg_t)f[6];
+                g[REG_RBP] = (greg_t)f[7];
+                g[REG_RBX] = (greg_t)f[8];
+                g[REG_RSP] = (greg_t)(at + 8 * (uint64_t)(i + 1 + STUB_SAVED));
+                g[REG_RIP] = (greg_t)(VDSO_PROXY_CODE + (uint64_t)(entry[s] - crac_vdso_stubs));
+                return 1;
+            }
+    }
+    return 0;
+}
