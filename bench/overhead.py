@@ -1,4 +1,4 @@
-"""Run-time overhead of crac: compute, malloc_bench and mmap_bench natively vs under `crac launch`.
+"""Run-time overhead of crac: compute, malloc, mmap, clock and syscall loops natively vs under crac.
 
     python bench/overhead.py [-n 5] [--iters compute=200000000] [--device sim] [--json]
 
@@ -29,12 +29,18 @@ from _common import (
     missing_loader_message,
 )
 
-PROGRAMS = ["compute", "malloc_bench", "mmap_bench"]
+PROGRAMS = ["compute", "malloc_bench", "mmap_bench", "clock_bench", "syscall_bench"]
 WHAT = {
     "compute": "pure CPU loop (no syscalls)",
     "malloc_bench": "malloc/free, mixed sizes, glibc default thresholds",
     "mmap_bench": "mmap/mremap/munmap every iteration (each one trapped under crac)",
+    "clock_bench": "clock_gettime(CLOCK_MONOTONIC) in a loop (the vDSO)",
+    "syscall_bench": "getppid through syscall(2) in a loop (the seccomp filter's cost)",
 }
+
+
+NO_VDSO = "clock_bench, CRAC_NO_VDSO=1"
+WHAT[NO_VDSO] = "the same, crac giving the program no vDSO (every read a system call)"
 
 
 def parse_iters(items: list[str]) -> dict[str, str]:
@@ -84,6 +90,11 @@ def main() -> int:
                 )
             pairs.append((name, native, crac))
             variants += [native] + ([crac] if crac else [])
+            if name == "clock_bench" and crac is not None:
+                # The same loop without crac's vDSO proxy: what clock reads cost before it.
+                plain = Variant(f"{name} crac, no vDSO", ["env", "CRAC_NO_VDSO=1", *crac.cmd])
+                pairs.append((NO_VDSO, native, plain))
+                variants.append(plain)
         measure(variants, opts.reps, opts.timeout)
 
     for v in variants:

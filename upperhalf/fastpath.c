@@ -1,27 +1,33 @@
-/* fastpath.c — the upper libc's mmap, munmap, mremap, brk and sbrk redirected to the lower half's
- * emulations by a jump patched at their entry: the same placement in W as the seccomp trap gives,
- * without the cost of a SIGSYS delivery (~3 us). The trap stays as the net for everything else
- * (ld.so, raw syscalls). The emulations are TLS-free, so no fs switch is needed; the checkpoint
- * gate is still taken so a checkpoint never starts while one holds the allocator's lock. */
+/* fastpath.c — the upper libc's mmap, munmap, mremap, brk and sbrk, and getpid, gettid and
+ * getppid, redirected to the lower half's emulations by a jump patched at their entry: the same
+ * placement in W (the same ids after a restart) as the seccomp trap gives, without the cost of a
+ * SIGSYS delivery (~2-3 us). The trap stays as the net for everything else (ld.so, raw
+ * syscalls). The emulations are TLS-free, so no fs switch is needed; the checkpoint gate is still
+ * taken so a checkpoint never starts while one holds the allocator's lock, or between an id
+ * read from the kernel and its translation. */
 #include "upper_runtime.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef long (*emu_mmap_fn)(uint64_t, uint64_t, long, long, long, long);
 typedef long (*emu_munmap_fn)(uint64_t, uint64_t);
 typedef long (*emu_mremap_fn)(uint64_t, uint64_t, uint64_t, long, uint64_t);
 typedef long (*emu_brk_fn)(uint64_t);
+typedef long (*emu_self_id_fn)(long);
 
 static emu_mmap_fn lower_mmap;
 static emu_munmap_fn lower_munmap;
 static emu_mremap_fn lower_mremap;
 static emu_brk_fn lower_brk;
+static emu_self_id_fn lower_self_id;
 
 static inline long result(long r)
 {
@@ -93,10 +99,54 @@ static void *fast_sbrk(intptr_t increment)
     return (void *)cur;
 }
 
+static long self_id(long nr)
+{
+    cross_gate_enter();
+    long r = lower_self_id(nr);
+    cross_gate_leave();
+    return r;
+}
+
+static pid_t fast_getpid(void) { return (pid_t)self_id(SYS_getpid); }
+static pid_t fast_gettid(void) { return (pid_t)self_id(SYS_gettid); }
+static pid_t fast_getppid(void) { return (pid_t)self_id(SYS_getppid); }
+
+/* The bytes compilers pad functions with: multi-byte NOPs (their prefixes, opcode, ModRM and
+ * zero displacements) and int3. */
+static int padding_byte(unsigned char b)
+{
+    return b == 0x90 || b == 0xcc || b == 0x66 || b == 0x2e || b == 0x0f || b == 0x1f ||
+           b == 0x00 || b == 0x40 || b == 0x44 || b == 0x80 || b == 0x84;
+}
+
+/* The jump below is 12 bytes; getpid and its kind are 8 (mov, syscall, ret). Such a function is
+ * patched only if what follows it up to 12 bytes is padding, no other symbol starts there, and
+ * the padding begins with a NOP or int3 (not with code of a local function). */
+static int room_for_patch(void *fn, size_t need)
+{
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (!dladdr1(fn, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || info.dli_saddr != fn)
+        return 0;
+    if (sym->st_size >= need)
+        return 1;
+    const unsigned char *end = (const unsigned char *)fn + sym->st_size;
+    if (!sym->st_size || (end[0] != 0x90 && end[0] != 0xcc && end[0] != 0x66 && end[0] != 0x0f))
+        return 0;
+    for (size_t i = sym->st_size; i < need; i++)
+        if (!padding_byte(((const unsigned char *)fn)[i]))
+            return 0;
+    Dl_info last;
+    /* dladdr names the symbol whose extent holds the address: none inside padding. */
+    return dladdr((const char *)fn + need - 1, &last) && (!last.dli_saddr || last.dli_saddr == fn);
+}
+
 /* movabs $target, %rax; jmp *%rax — 12 bytes over the function's first instructions. */
 static int patch(void *fn, void *target)
 {
     unsigned char code[12] = {0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xe0};
+    if (!room_for_patch(fn, sizeof(code)))
+        return -1;
     memcpy(code + 2, &target, 8);
     long page = sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)fn & ~(uintptr_t)(page - 1);
@@ -114,17 +164,17 @@ void fastpath_install(void)
     lower_munmap = (emu_munmap_fn)upper_lookup("crac_lh_emu_munmap");
     lower_mremap = (emu_mremap_fn)upper_lookup("crac_lh_emu_mremap");
     lower_brk = (emu_brk_fn)upper_lookup("crac_lh_emu_brk");
+    lower_self_id = (emu_self_id_fn)upper_lookup("crac_lh_emu_self_id");
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-    if (!libc || !lower_mmap || !lower_munmap || !lower_mremap || !lower_brk)
+    if (!libc || !lower_mmap || !lower_munmap || !lower_mremap || !lower_brk || !lower_self_id)
         return; /* the trap alone still confines everything */
     static const struct {
         const char *name;
         void *target;
-    } hooks[] = {{"mmap", (void *)fast_mmap},
-                 {"munmap", (void *)fast_munmap},
-                 {"mremap", (void *)fast_mremap},
-                 {"brk", (void *)fast_brk},
-                 {"sbrk", (void *)fast_sbrk}};
+    } hooks[] = {{"mmap", (void *)fast_mmap},     {"munmap", (void *)fast_munmap},
+                 {"mremap", (void *)fast_mremap}, {"brk", (void *)fast_brk},
+                 {"sbrk", (void *)fast_sbrk},     {"getpid", (void *)fast_getpid},
+                 {"gettid", (void *)fast_gettid}, {"getppid", (void *)fast_getppid}};
     for (unsigned i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
         void *fn = dlsym(libc, hooks[i].name);
         if (fn)

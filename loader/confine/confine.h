@@ -38,6 +38,9 @@ long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long 
 long emu_munmap(uint64_t addr, uint64_t len);
 long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint64_t dest);
 long emu_brk(uint64_t want);
+/* getpid, gettid or getppid (the number): the id the program knows, which after a restart is not
+ * the kernel's (the fast path spares these frequent calls a SIGSYS each). */
+long emu_self_id(long nr);
 
 /* Copy from the program's memory as the kernel would (-EFAULT on a bad pointer), for the other
  * emulations (confine_seccomp.c). TLS-free. */

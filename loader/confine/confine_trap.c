@@ -895,6 +895,13 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
     return -ENOSYS;
 }
 
+long emu_self_id(long nr)
+{
+    if (nr != SYS_getpid && nr != SYS_gettid && nr != SYS_getppid)
+        return -ENOSYS;
+    return emu_ids(0, nr, 0, 0, 0, 0);
+}
+
 /* wait4 and waitid name children (and groups) by the ids the program knows and answer with them
  * (a restarted tree: children have new kernel pids). They may block: they wait under the
  * program's mask, so its handlers and crac's suspension can interrupt them. A checkpoint taken
