@@ -39,6 +39,8 @@ WHAT = {
 }
 
 
+PY_CLOCK = "import time\nc = time.perf_counter\nfor _ in range(3000000):\n    c()\nprint('done')"
+WHAT["python_clock"] = "python3: time.perf_counter() 3,000,000 times"
 NO_VDSO = "clock_bench, CRAC_NO_VDSO=1"
 WHAT[NO_VDSO] = "the same, crac giving the program no vDSO (every read a system call)"
 
@@ -95,6 +97,12 @@ def main() -> int:
                 plain = Variant(f"{name} crac, no vDSO", ["env", "CRAC_NO_VDSO=1", *crac.cmd])
                 pairs.append((NO_VDSO, native, plain))
                 variants.append(plain)
+        # Python timing itself: time.perf_counter is clock_gettime through the vDSO.
+        py = [sys.executable, "-c", PY_CLOCK]
+        native = Variant("python_clock native", py)
+        crac = Variant("python_clock crac", crac_launch_cmd(*py, device=opts.device))
+        pairs.append(("python_clock", native, crac if missing is None else None))
+        variants += [native] + ([crac] if missing is None else [])
         measure(variants, opts.reps, opts.timeout)
 
     for v in variants:
