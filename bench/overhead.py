@@ -42,6 +42,8 @@ WHAT = {
 PY_CLOCK = "import time\nc = time.perf_counter\nfor _ in range(3000000):\n    c()\nprint('done')"
 WHAT["python_clock"] = "python3: time.perf_counter() 3,000,000 times"
 NO_VDSO = "clock_bench, CRAC_NO_VDSO=1"
+ALLOW_ALL = "syscall_bench, native, allow-all filter"
+WHAT[ALLOW_ALL] = "the same natively under a one-instruction seccomp filter (any filter's cost)"
 WHAT[NO_VDSO] = "the same, crac giving the program no vDSO (every read a system call)"
 
 
@@ -97,6 +99,12 @@ def main() -> int:
                 plain = Variant(f"{name} crac, no vDSO", ["env", "CRAC_NO_VDSO=1", *crac.cmd])
                 pairs.append((NO_VDSO, native, plain))
                 variants.append(plain)
+            if name == "syscall_bench":
+                # The floor: the same loop natively under a one-instruction allow-all filter.
+                count = iters.get(name, "2000000")
+                floor = Variant(f"{name} allow-all", [str(apps[name]), count, "allow-all"])
+                pairs.append((ALLOW_ALL, native, floor))
+                variants.append(floor)
         # Python timing itself: time.perf_counter is clock_gettime through the vDSO.
         py = [sys.executable, "-c", PY_CLOCK]
         native = Variant("python_clock native", py)
@@ -132,7 +140,7 @@ def main() -> int:
         if entry["error"] is None:
             entry["crac_s"] = crac.median
             entry["ratio"] = crac.median / native.median
-            if launch_cost is not None:
+            if launch_cost is not None and name != ALLOW_ALL:  # that one is no crac run
                 entry["ratio_minus_launch"] = (crac.median - launch_cost) / native.median
         results.append(entry)
 
