@@ -42,26 +42,6 @@ static uint64_t in_proxy(const char *label)
     return VDSO_PROXY_CODE + (uint64_t)(label - crac_vdso_stubs);
 }
 
-/* Symbols of an ELF image in memory (the real vDSO): the count from DT_HASH, else DT_GNU_HASH. */
-static uint32_t symbol_count(const uint32_t *hash, const uint32_t *gnu)
-{
-    if (hash)
-        return hash[1];
-    if (!gnu)
-        return 0;
-    uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom = gnu[2];
-    const uint32_t *buckets = gnu + 4 + 2 * bloom, *chain = buckets + nbuckets;
-    uint32_t last = 0;
-    for (uint32_t i = 0; i < nbuckets; i++)
-        if (buckets[i] > last)
-            last = buckets[i];
-    if (last < symoffset)
-        return symoffset;
-    while (!(chain[last - symoffset] & 1))
-        last++;
-    return last + 1;
-}
-
 void vdso_proxy_bind(void)
 {
     for (int i = 0; i < N_FUNCS; i++)
@@ -82,7 +62,7 @@ void vdso_proxy_bind(void)
     uint64_t base = (uint64_t)e - load->p_vaddr;
     const Elf64_Sym *symtab = NULL;
     const char *strtab = NULL;
-    const uint32_t *hash = NULL, *gnu = NULL;
+    const uint32_t *hash = NULL; /* its nchain is the symbol count */
     for (const Elf64_Dyn *d = (const Elf64_Dyn *)(base + dynamic->p_vaddr); d->d_tag; d++) {
         const void *at = (const void *)(base + d->d_un.d_ptr);
         if (d->d_tag == DT_SYMTAB)
@@ -91,12 +71,12 @@ void vdso_proxy_bind(void)
             strtab = at;
         else if (d->d_tag == DT_HASH)
             hash = at;
-        else if (d->d_tag == DT_GNU_HASH)
-            gnu = at;
     }
-    if (!symtab || !strtab)
+    /* x86-64's vDSO is linked with both hash styles; without DT_HASH the stubs make system
+     * calls, as they do for a function it lacks. */
+    if (!symtab || !strtab || !hash)
         return;
-    uint32_t n = symbol_count(hash, gnu);
+    uint32_t n = hash[1];
     for (uint32_t s = 1; s < n; s++) {
         const Elf64_Sym *sym = &symtab[s];
         if (sym->st_shndx == SHN_UNDEF || ELF64_ST_TYPE(sym->st_info) != STT_FUNC)
