@@ -30,7 +30,7 @@ from ckpt_harness import (
     wait_for_step,
 )
 from conftest import crac_cmd, describe
-from test_incremental import anon_layers, marked
+from test_incremental import anon_layers, marked, page_offset
 
 from crac_py.image import format as image_format
 
@@ -174,16 +174,18 @@ def test_bad_input_refused(chain: tuple[Path, Segment, list[str]], tmp_path: Pat
 
     def inherited_byte(g: int) -> int | None:
         data = cores[g]
+        # An incremental region is a stream of chunks: page i is where its chunk stores it.
         return next(
             (
-                r["core_offset"] + i * 4096 + b
+                off + b
                 for key, (r, bits) in layers[g].items()
                 if r["flags"] & image_format.REGION_INCREMENTAL and r["saved_pages"]
                 for i in range((r["end"] - r["start"]) // 4096)
                 if not marked(bits, i)
                 and all(key in layers[n] and marked(layers[n][key][1], i) for n in range(g + 1, 5))
+                if (off := page_offset(data, r, i)) is not None
                 for b in range(0, 4096, 8)
-                if any(data[r["core_offset"] + i * 4096 + b : r["core_offset"] + i * 4096 + b + 8])
+                if any(data[off + b : off + b + 8])
             ),
             None,
         )
