@@ -9,7 +9,6 @@ it open); emptied and unlinked, the program ends with one clear line, never a ha
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from ckpt_harness import (
     RUN_TIMEOUT,
     WAIT_TIMEOUT,
     CracProc,
+    build_app,
     launch_image,
     native_reference,
     restart,
@@ -24,7 +24,6 @@ from ckpt_harness import (
     wait_exit,
     wait_for_step,
 )
-from conftest import CFLAGS
 
 APPS = Path(__file__).parent / "apps"
 # STEPS MIB MS: 24 MiB (12 huge pages, the dense region's last one partly) of each kind.
@@ -33,11 +32,7 @@ ARGS = ["300", "24", "20"]
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("ckpt_huge") / "ckpt_huge"
-    cmd = ["gcc", *CFLAGS, "-o", str(out), str(APPS / "ckpt_huge.c")]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    return out
+    return build_app(tmp_path_factory, APPS / "ckpt_huge.c")
 
 
 @pytest.fixture(params=["0", "1"], ids=["in-place", "staged"])
