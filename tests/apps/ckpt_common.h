@@ -97,16 +97,19 @@ static inline void end_gate(void)
     }
 }
 
-/* Waits for child KID (through EINTR) and fails, naming it WHO, unless it exited with status 0. */
-static inline void reap_ok(pid_t kid, const char *who)
+/* Waits for child KID (through EINTR) and fails, naming it WHO, unless it exited with status
+   WANT. */
+static inline void reap_status(pid_t kid, const char *who, int want)
 {
     int st;
     pid_t got;
     while ((got = waitpid(kid, &st, 0)) < 0 && errno == EINTR)
         ;
-    if (got != kid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    if (got != kid || !WIFEXITED(st) || WEXITSTATUS(st) != want)
         fail("%s: waitpid %d, status %#x", who, (int)got, got > 0 ? st : 0);
 }
+
+static inline void reap_ok(pid_t kid, const char *who) { reap_status(kid, who, 0); }
 
 static inline double now_mono(void)
 {

@@ -96,11 +96,8 @@ int main(int argc, char **argv)
         fail("fork: %s", strerror(errno));
     if (child == 0)
         _exit(CHILD_STATUS);
-    int status;
     /* Reaped: its SIGCHLD stays pending all the same. */
-    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != CHILD_STATUS)
-        fail("waitpid: %s", strerror(errno));
+    reap_status(child, "the child", CHILD_STATUS);
     struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = rt_t};
     ev.sigev_value.sival_ptr = TIMER_MAGIC;
     timer_t timer;

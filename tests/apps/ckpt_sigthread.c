@@ -63,10 +63,7 @@ static void send_process_wide(void)
         fail("fork: %s", strerror(errno));
     if (child == 0)
         _exit(CHILD_STATUS);
-    int status;
-    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != CHILD_STATUS)
-        fail("waitpid: %s", strerror(errno));
+    reap_status(child, "the child", CHILD_STATUS);
     if (write(ready[1], "r", 1) != 1)
         fail("write: %s", strerror(errno));
 }
