@@ -18,13 +18,6 @@
 /* Where each stub calls: the real function, or the stub's own system call. */
 uint64_t crac_vdso_slots[N_FUNCS];
 
-extern const char crac_vdso_stubs[], crac_vdso_stubs_end[];
-extern const char crac_vdso_e_clock_gettime[], crac_vdso_f_clock_gettime[];
-extern const char crac_vdso_e_gettimeofday[], crac_vdso_f_gettimeofday[];
-extern const char crac_vdso_e_time[], crac_vdso_f_time[];
-extern const char crac_vdso_e_clock_getres[], crac_vdso_f_clock_getres[];
-extern const char crac_vdso_e_getcpu[], crac_vdso_f_getcpu[];
-
 /* In slot order (vdso_stubs.c). The kernel's names are also exported without the prefix. */
 static const struct {
     const char *name;

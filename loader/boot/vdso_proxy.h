@@ -20,6 +20,18 @@ struct vdso_proxy_state {
 };
 extern struct vdso_proxy_state vdso_proxy;
 
+/* The stubs' code (vdso_stubs.c), in the loader's read-only data, copied into W: its bounds and,
+ * per function, its entry (e), the return address of its call (r) and its system call (f). */
+extern const char crac_vdso_stubs[], crac_vdso_stubs_end[];
+extern const char crac_vdso_e_clock_gettime[], crac_vdso_r_clock_gettime[],
+    crac_vdso_f_clock_gettime[];
+extern const char crac_vdso_e_gettimeofday[], crac_vdso_r_gettimeofday[],
+    crac_vdso_f_gettimeofday[];
+extern const char crac_vdso_e_time[], crac_vdso_r_time[], crac_vdso_f_time[];
+extern const char crac_vdso_e_clock_getres[], crac_vdso_r_clock_getres[],
+    crac_vdso_f_clock_getres[];
+extern const char crac_vdso_e_getcpu[], crac_vdso_r_getcpu[], crac_vdso_f_getcpu[];
+
 /* Point the stubs at this process's real vDSO (each missing function at its system call). Called
  * by every loader process, launch and restart, before any upper code runs. */
 void vdso_proxy_bind(void);

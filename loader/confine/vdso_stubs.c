@@ -61,13 +61,6 @@ __asm__(".pushsection .rodata.crac_vdso,\"a\"\n"
         "crac_vdso_stubs_end:\n"
         ".popsection\n");
 
-extern const char crac_vdso_stubs[];
-extern const char crac_vdso_e_clock_gettime[], crac_vdso_r_clock_gettime[];
-extern const char crac_vdso_e_gettimeofday[], crac_vdso_r_gettimeofday[];
-extern const char crac_vdso_e_time[], crac_vdso_r_time[];
-extern const char crac_vdso_e_clock_getres[], crac_vdso_r_clock_getres[];
-extern const char crac_vdso_e_getcpu[], crac_vdso_r_getcpu[];
-
 struct vdso_proxy_state vdso_proxy;
 
 /* The stack above an interrupted call is searched this far for the stub's return address (the
