@@ -981,22 +981,6 @@ int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, in
 
 /* ---- communicators ---- */
 
-static int new_comm(struct vcomm *c, void *nr, MPI_Comm *out)
-{
-    if (!nr || nr == lower_named("ompi_mpi_comm_null")) {
-        *out = MPI_COMM_NULL;
-        return MPI_SUCCESS;
-    }
-    pthread_mutex_lock(&mpi_mu);
-    struct vcomm *v = vcomm_wrap(nr);
-    pthread_mutex_unlock(&mpi_mu);
-    (void)c;
-    if (!v)
-        return MPI_ERR_NO_MEM;
-    *out = (MPI_Comm)(void *)v;
-    return MPI_SUCCESS;
-}
-
 /* Creating a communicator is a collective on its parent: counted, and blocking in the lower
  * half (every member gets there, or the cut lets it). */
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
@@ -1004,19 +988,26 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
     if (comm_v(comm) && comm_v(comm)->inter)
         mpi_die("MPI_Comm_split of an inter-communicator is not supported yet (docs/MPI.md)");
     COLL_BEGIN(comm);
+    cross_gate_enter(); /* to the record made: see mpi_comm_made */
     int rc = L("MPI_Comm_split", U(c->real), (uint64_t)color, (uint64_t)key, U(&real));
+    rc = mpi_comm_made(real, rc, newcomm);
+    cross_gate_leave();
     mpi_leave(c, 1);
-    return rc != MPI_SUCCESS ? rc : new_comm(c, real, newcomm);
+    return rc;
 }
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
     COLL_BEGIN(comm);
+    cross_gate_enter(); /* to the record made: see mpi_comm_made */
     int rc = L("MPI_Comm_dup", U(c->real), U(&real));
-    mpi_leave(c, 1);
     if (rc == MPI_SUCCESS && c->inter)
-        return mpi_inter_dup(c, real, newcomm);
-    return rc != MPI_SUCCESS ? rc : new_comm(c, real, newcomm);
+        rc = mpi_inter_dup(c, real, newcomm);
+    else
+        rc = mpi_comm_made(real, rc, newcomm);
+    cross_gate_leave();
+    mpi_leave(c, 1);
+    return rc;
 }
 
 int MPI_Comm_free(MPI_Comm *comm)
@@ -1024,11 +1015,17 @@ int MPI_Comm_free(MPI_Comm *comm)
     struct vcomm *c = comm_v(*comm);
     if (!c || c == vcomm_world || c == vcomm_self)
         return MPI_ERR_COMM;
+    /* The handle read, freed below and marked freed as one step: under mpi_mu, or the cut's
+     * drain probed the communicator the library had just freed ("Invalid communicator"); with
+     * the gate held, or a checkpoint between reading and freeing left a handle of the library
+     * before the restart. */
+    cross_gate_enter();
+    pthread_mutex_lock(&mpi_mu);
     void *real = c->real;
     int rc = L("MPI_Comm_free", U(&real));
-    pthread_mutex_lock(&mpi_mu);
     c->freed = 1;
     pthread_mutex_unlock(&mpi_mu);
+    cross_gate_leave();
     *comm = MPI_COMM_NULL;
     return rc;
 }
@@ -1087,9 +1084,14 @@ int MPI_Type_free(MPI_Datatype *type)
     struct vtype *t = type_v(*type);
     if (!t)
         return MPI_ERR_TYPE;
+    /* One step with the gate held, as MPI_Comm_free. */
+    cross_gate_enter();
+    pthread_mutex_lock(&mpi_mu);
     void *real = t->real;
     int rc = L("MPI_Type_free", U(&real));
     t->freed = 1; /* kept: a live type built on it is rebuilt from it at restart */
+    pthread_mutex_unlock(&mpi_mu);
+    cross_gate_leave();
     *type = MPI_DATATYPE_NULL;
     return rc;
 }

@@ -393,23 +393,6 @@ void mpi_lower_group_free(void *g, int n)
         L("MPI_Group_free", U(&g));
 }
 
-static int wrap_new(void *real, int rc, MPI_Comm *out)
-{
-    if (rc != MPI_SUCCESS)
-        return rc;
-    if (!real || real == lower_named("ompi_mpi_comm_null")) {
-        *out = MPI_COMM_NULL;
-        return MPI_SUCCESS;
-    }
-    pthread_mutex_lock(&mpi_mu);
-    struct vcomm *v = vcomm_wrap(real);
-    pthread_mutex_unlock(&mpi_mu);
-    if (!v)
-        return MPI_ERR_NO_MEM;
-    *out = (MPI_Comm)(void *)v;
-    return MPI_SUCCESS;
-}
-
 /* Every member of the parent calls it: counted on the parent, as MPI_Comm_split. */
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
@@ -429,11 +412,14 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
                 break;
     void *real = NULL;
     mpi_enter(c, 1);
+    cross_gate_enter(); /* to the record made: see mpi_comm_made */
     void *lg = mpi_lower_group(g->world, g->size);
     int rc = L("MPI_Comm_create", U(c->real), U(lg), U(&real));
     mpi_lower_group_free(lg, g->size);
+    rc = mpi_comm_made(real, rc, newcomm);
+    cross_gate_leave();
     mpi_leave(c, 1);
-    return wrap_new(real, rc, newcomm);
+    return rc;
 }
 
 /* Only the group's members call it, so nothing they share counts it: a ghost counter keyed by
@@ -451,9 +437,12 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *new
     struct vcomm *ghost = mpi_ghost(0x4352475250ULL /* "CRGRP" */, g->world, g->size, NULL, 0, tag);
     void *real = NULL;
     mpi_enter(ghost, 1);
+    cross_gate_enter(); /* to the record made: see mpi_comm_made */
     void *lg = mpi_lower_group(g->world, g->size);
     int rc = L("MPI_Comm_create_group", U(c->real), U(lg), (uint64_t)tag, U(&real));
     mpi_lower_group_free(lg, g->size);
+    rc = mpi_comm_made(real, rc, newcomm);
+    cross_gate_leave();
     mpi_leave(ghost, 1);
-    return wrap_new(real, rc, newcomm);
+    return rc;
 }

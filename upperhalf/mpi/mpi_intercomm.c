@@ -205,17 +205,16 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_co
         mpi_ghost(0x494e544552ULL /* "INTER" */, lc->world_ranks, lc->size, rw, rsize, tag);
     void *real = NULL;
     mpi_enter(ghost, 1);
+    cross_gate_enter(); /* to the record made: see mpi_comm_made */
     rc = L("MPI_Intercomm_create", U(lc->real), (uint64_t)local_leader, U(mpi_aux->real),
            (uint64_t)rw[rlead], (uint64_t)tag, U(&real));
+    if (rc == MPI_SUCCESS)
+        *newintercomm =
+            (MPI_Comm)(void *)inter_new(real, lc, rsize, rw, local_leader, rw[rlead], tag);
+    cross_gate_leave();
     mpi_leave(ghost, 1);
-    if (rc != MPI_SUCCESS) {
-        free(buf);
-        return rc;
-    }
-    struct vcomm *v = inter_new(real, lc, rsize, rw, local_leader, rw[rlead], tag);
     free(buf);
-    *newintercomm = (MPI_Comm)(void *)v;
-    return MPI_SUCCESS;
+    return rc;
 }
 
 /* A collective on the inter-communicator (both groups): counted on it, its key being the same
@@ -227,17 +226,12 @@ int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
         return MPI_ERR_COMM;
     void *real = NULL;
     mpi_enter(c, 1);
+    cross_gate_enter(); /* to the record made: see mpi_comm_made */
     int rc = L("MPI_Intercomm_merge", U(c->real), (uint64_t)(high != 0), U(&real));
+    rc = mpi_comm_made(real, rc, newintracomm);
+    cross_gate_leave();
     mpi_leave(c, 1);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    pthread_mutex_lock(&mpi_mu);
-    struct vcomm *v = vcomm_wrap(real);
-    pthread_mutex_unlock(&mpi_mu);
-    if (!v)
-        return MPI_ERR_NO_MEM;
-    *newintracomm = (MPI_Comm)(void *)v;
-    return MPI_SUCCESS;
+    return rc;
 }
 
 /* At restart, in creation order: the local group as a communicator of its own (the program's

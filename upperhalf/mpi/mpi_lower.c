@@ -17,8 +17,6 @@
 extern void *upper_lookup(const char *name) __attribute__((weak));
 extern uint64_t cross_call_entered(void *fn, uint64_t a0, uint64_t a1, uint64_t a2)
     __attribute__((weak));
-extern void cross_gate_enter(void) __attribute__((weak));
-extern void cross_gate_leave(void) __attribute__((weak));
 extern struct crac_registry crac_registry __attribute__((weak));
 
 int mpi_inited, mpi_finalized, mpi_world_rank, mpi_world_size;

@@ -98,6 +98,23 @@ struct vcomm *vcomm_wrap(void *real)
     return c;
 }
 
+int mpi_comm_made(void *real, int rc, MPI_Comm *out)
+{
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (!real || real == lower_named("ompi_mpi_comm_null")) {
+        *out = MPI_COMM_NULL;
+        return MPI_SUCCESS;
+    }
+    pthread_mutex_lock(&mpi_mu);
+    struct vcomm *v = vcomm_wrap(real);
+    pthread_mutex_unlock(&mpi_mu);
+    if (!v)
+        return MPI_ERR_NO_MEM;
+    *out = (MPI_Comm)(void *)v;
+    return MPI_SUCCESS;
+}
+
 /* Call under mpi_mu. */
 void vcomm_append(struct vcomm *c)
 {

@@ -26,6 +26,10 @@ uint64_t mpi_lcall(struct lcache *c, const char *name, const uint64_t *args, int
         (int)mpi_lcall(&lc_, name, la_, (int)(sizeof(la_) / sizeof(la_[0])));                      \
     })
 #define U(x) ((uint64_t)(uintptr_t)(x))
+/* The checkpoint gate (libcrac-upper.so, preloaded first under crac): held, no checkpoint
+ * comes between a handle read from a record and the library call that uses it. */
+extern void cross_gate_enter(void) __attribute__((weak));
+extern void cross_gate_leave(void) __attribute__((weak));
 
 __attribute__((noreturn, format(printf, 1, 2))) void mpi_die(const char *fmt, ...);
 
@@ -134,6 +138,12 @@ void *predef_lower(const void *upper); /* NULL unless a predefined object */
 void *predef_upper_of_lower(const void *lower);
 void *lower_named(const char *name); /* the lower object of a predefined name */
 struct vcomm *vcomm_wrap(void *real);
+/* The program's handle *OUT of REAL, the library's new communicator (MPI_COMM_NULL for its null),
+ * unless RC is an error. Callers hold the checkpoint gate from the creating call to here, and
+ * are still inside the creation's section: a checkpoint between the two would leave REAL a
+ * handle of the library before the restart with no record to rebuild it from, and a cut while
+ * no record exists would not drain the messages a faster member already sent on it. */
+int mpi_comm_made(void *real, int rc, MPI_Comm *out);
 int vcomm_describe(struct vcomm *c); /* fills size, rank, world_ranks, key */
 struct vreq *vreq_new(void);
 void vreq_free(struct vreq *r);

@@ -89,12 +89,15 @@ int MPI_Op_free(MPI_Op *op)
     struct vop *v = op_v(*op);
     if (!v)
         return MPI_ERR_OP;
+    /* One step with the gate held, as MPI_Comm_free. */
+    cross_gate_enter();
+    pthread_mutex_lock(&mpi_mu);
     void *real = v->real;
     int rc = L("MPI_Op_free", U(&real));
-    pthread_mutex_lock(&mpi_mu);
     slots[v->slot] = NULL;
     v->magic = 0;
     pthread_mutex_unlock(&mpi_mu);
+    cross_gate_leave();
     free(v);
     *op = MPI_OP_NULL;
     return rc;
