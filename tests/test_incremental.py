@@ -126,20 +126,32 @@ def check_chain(taken: list[Segment], full: int, compressed: bool = False) -> No
 
 
 @pytest.mark.parametrize(
-    "writer,compress",
-    [("forked", "none"), ("paused", "none"), ("forked", "zstd"), ("paused", "zstd")],
+    "writer,compress,mib",
+    [
+        ("forked", "none", 16),
+        ("paused", "none", 16),
+        ("forked", "zstd", 16),
+        ("paused", "zstd", 16),
+        # A region from 64 MiB (RESTART_SPLIT_MIN) is filled by two threads: the full base's
+        # pages, then each newer generation's chunks, split by the page they start at.
+        ("forked", "none", 96),
+        ("forked", "zstd", 96),
+    ],
 )
-def test_two_cycles_through_chains(app: Path, tmp_path: Path, writer: str, compress: str) -> None:
+def test_two_cycles_through_chains(
+    app: Path, tmp_path: Path, writer: str, compress: str, mib: int
+) -> None:
     """Launch, a chain of one full and three incremental generations, SIGKILL, restart from the
     newest (the whole chain is read), again (the restarted process goes on with --incremental:
     a full generation, then three incremental ones), and the stitched output equals an
     uninterrupted run's. With --compress zstd, every generation's regions are chunks (the
     incremental ones' only their own pages) and verify checks every link."""
-    ref = native_reference(app, ARGS, tmp_path / "ref_work", tmp_path / "ref_cwd")
+    args = [ARGS[0], str(mib), ARGS[2]]
+    ref = native_reference(app, args, tmp_path / "ref_work", tmp_path / "ref_cwd")
     ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
     opts = [*OPTS, "--keep", "2", "--compress", compress]
     opts += ["--no-fork-writer"] if writer == "paused" else []
-    proc = launch(app, ARGS, ckptdir, out_dir=logs, opts=opts)
+    proc = launch(app, args, ckptdir, out_dir=logs, opts=opts)
     segments: list[Segment] = []
     try:
         for cycle in range(2):

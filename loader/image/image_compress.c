@@ -174,16 +174,16 @@ void cz_read_begin(struct cz_reader *rd, int fd, uint64_t core_offset, uint64_t 
 
 #define READ_AHEAD (1UL << 20)
 
-/* len bytes at off, through the read-ahead window; a read as large as half the window goes
- * straight to dst. */
-static int cz_fetch(struct cz_reader *rd, void *dst, uint64_t len, uint64_t off)
+/* The len bytes at off inside the read-ahead window, read into it first when they are not there;
+ * NULL when unreadable (errno) or when len is half the window or more (no errno: read those
+ * straight into their destination). */
+static const unsigned char *cz_window(struct cz_reader *rd, uint64_t len, uint64_t off)
 {
-    if (off >= rd->ahead_at && off + len <= rd->ahead_at + rd->ahead_len) {
-        memcpy(dst, rd->ahead + (off - rd->ahead_at), len);
-        return 0;
-    }
+    if (off >= rd->ahead_at && off + len <= rd->ahead_at + rd->ahead_len)
+        return rd->ahead + (off - rd->ahead_at);
+    errno = 0;
     if (len >= READ_AHEAD / 2 || (!rd->ahead && !(rd->ahead = malloc(READ_AHEAD))))
-        return image_pread_full(rd->fd, dst, len, off);
+        return NULL;
     rd->ahead_len = 0;
     for (;;) { /* up to a window, fewer at the file's end */
         ssize_t n = pread(rd->fd, rd->ahead + rd->ahead_len, READ_AHEAD - rd->ahead_len,
@@ -192,7 +192,7 @@ static int cz_fetch(struct cz_reader *rd, void *dst, uint64_t len, uint64_t off)
             continue;
         if (n < 0) {
             rd->ahead_len = 0;
-            return -1;
+            return NULL;
         }
         rd->ahead_len += (uint64_t)n;
         if (n == 0 || rd->ahead_len == READ_AHEAD)
@@ -201,10 +201,20 @@ static int cz_fetch(struct cz_reader *rd, void *dst, uint64_t len, uint64_t off)
     rd->ahead_at = off;
     if (rd->ahead_len < len) {
         errno = EIO;
-        return -1;
+        return NULL;
     }
-    memcpy(dst, rd->ahead, len);
-    return 0;
+    return rd->ahead;
+}
+
+/* len bytes at off into dst, through the read-ahead window. */
+static int cz_fetch(struct cz_reader *rd, void *dst, uint64_t len, uint64_t off)
+{
+    const unsigned char *at = cz_window(rd, len, off);
+    if (at) {
+        memcpy(dst, at, len);
+        return 0;
+    }
+    return errno ? -1 : image_pread_full(rd->fd, dst, len, off);
 }
 
 int cz_read_next(struct cz_reader *rd, struct crac_chunk_hdr *h)
@@ -244,6 +254,15 @@ int cz_read_pages(struct cz_reader *rd, const struct crac_chunk_hdr *h, unsigned
             return -1;
     }
     return crc32c_update(0, dst, len) == h->crc32c ? 0 : -1;
+}
+
+const unsigned char *cz_read_raw(struct cz_reader *rd, const struct crac_chunk_hdr *h)
+{
+    uint64_t len = (uint64_t)h->n_pages * PAGE;
+    if (h->method != CRAC_CHUNK_RAW)
+        return NULL;
+    const unsigned char *at = cz_window(rd, len, rd->data_at);
+    return at && crc32c_update(0, at, len) == h->crc32c ? at : NULL;
 }
 
 void cz_read_end(struct cz_reader *rd)

@@ -49,6 +49,10 @@ int cz_read_next(struct cz_reader *rd, struct crac_chunk_hdr *h);
  * (err says which). */
 int cz_read_pages(struct cz_reader *rd, const struct crac_chunk_hdr *h, unsigned char *dst,
                   char *err, size_t errlen);
+/* The pages of a RAW chunk cz_read_next just returned, checked against its CRC-32C, where they
+ * lie in the read-ahead window (no copy); NULL when the chunk is not RAW, is too large for the
+ * window, or cannot be read or checked: then cz_read_pages says which. */
+const unsigned char *cz_read_raw(struct cz_reader *rd, const struct crac_chunk_hdr *h);
 /* Release the scratch buffers. */
 void cz_read_end(struct cz_reader *rd);
 
