@@ -1032,31 +1032,38 @@ int MPI_Comm_free(MPI_Comm *comm)
 
 /* ---- datatypes ---- */
 
+/* A datatype's record and the library's type are made (or committed) with the checkpoint gate
+ * held, as a communicator's are (mpi_comm_made): a checkpoint between the two left a record
+ * half described for the restart's rebuild, or a handle of the library before it. */
 int MPI_Type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out)
 {
+    cross_gate_enter();
     pthread_mutex_lock(&mpi_mu);
     struct vtype *t = vtype_new();
-    pthread_mutex_unlock(&mpi_mu);
     t->ctor = VT_CONTIG;
     t->count = count;
     t->old = old;
+    pthread_mutex_unlock(&mpi_mu);
     int rc = L("MPI_Type_contiguous", (uint64_t)count, U(type_real(old)), U(&t->real));
+    cross_gate_leave();
     *out = (MPI_Datatype)(void *)t;
     return rc;
 }
 
 int MPI_Type_vector(int count, int blocklen, int stride, MPI_Datatype old, MPI_Datatype *out)
 {
+    cross_gate_enter();
     pthread_mutex_lock(&mpi_mu);
     struct vtype *t = vtype_new();
-    pthread_mutex_unlock(&mpi_mu);
     t->ctor = VT_VECTOR;
     t->count = count;
     t->blocklen = blocklen;
     t->stride = stride;
     t->old = old;
+    pthread_mutex_unlock(&mpi_mu);
     int rc = L("MPI_Type_vector", (uint64_t)count, (uint64_t)blocklen, (uint64_t)stride,
                U(type_real(old)), U(&t->real));
+    cross_gate_leave();
     *out = (MPI_Datatype)(void *)t;
     return rc;
 }
@@ -1074,8 +1081,10 @@ int MPI_Type_commit(MPI_Datatype *type)
     struct vtype *t = type_v(*type);
     if (!t)
         return MPI_SUCCESS; /* predefined types are committed */
+    cross_gate_enter();
     int rc = L("MPI_Type_commit", U(&t->real));
     t->committed = 1;
+    cross_gate_leave();
     return rc;
 }
 

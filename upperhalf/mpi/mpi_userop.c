@@ -63,9 +63,13 @@ int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
     *v = (struct vop){VMAGIC, NULL, fn, commute, slot};
     slots[slot] = v;
     pthread_mutex_unlock(&mpi_mu);
+    /* The handle into its record before any checkpoint, as MPI_Type_* (a checkpoint just
+     * before the gate only has the restart make one the call then replaces: a leak). */
     void *real = NULL;
+    cross_gate_enter();
     int rc = L("MPI_Op_create", U(uop_tramps[slot]), (uint64_t)commute, U(&real));
     v->real = real;
+    cross_gate_leave();
     *op = (MPI_Op)(void *)v;
     return rc;
 }
