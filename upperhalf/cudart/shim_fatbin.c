@@ -97,16 +97,18 @@ static void register_var(struct var_reg *tmpl)
 {
     if (!tmpl->size)
         return;
+    /* Address, registration and record together (shim_module.c): a checkpoint after the
+     * address alone would save a device range the backend has not mapped (shim_mem.c). */
+    shim_gate_enter();
     tmpl->addr = shim_dev_alloc(tmpl->size, tmpl->hostVarPtrAddress != NULL);
-    if (!tmpl->addr)
-        return; /* as with a GPU out of memory: the module's variables are unusable */
-    struct var_reg *v = malloc(sizeof(*v));
-    if (!v) {
-        shim_dev_free(tmpl->addr);
+    struct var_reg *v = tmpl->addr ? malloc(sizeof(*v)) : NULL;
+    if (!v) { /* as with a GPU out of memory: the module's variables are unusable */
+        if (tmpl->addr)
+            shim_dev_free(tmpl->addr);
+        shim_gate_leave();
         return;
     }
     *v = *tmpl;
-    shim_gate_enter(); /* registered and recorded together (shim_module.c) */
     cross_var(v, backend_of((void **)(uintptr_t)v->module));
     pthread_mutex_lock(&var_regs_lock);
     v->next = var_regs;

@@ -37,55 +37,54 @@ static struct crac_dalloc *dev(void)
     return &device_addrs;
 }
 
-/* The registry is read at checkpoints: changing it inside the gate means no checkpoint ever
- * sees it half-updated. */
-static uint64_t gated_alloc(size_t size, int kind)
-{
-    if (cross_gate_enter)
-        cross_gate_enter();
-    uint64_t a = dalloc_alloc(dev(), size, kind);
-    if (cross_gate_leave)
-        cross_gate_leave();
-    return a;
-}
+/* The registry's ranges are read at checkpoints, and device.img is written from them: a range
+ * and the backend's memory there change together, inside one hold of the gate (re-entrant: the
+ * crossing inside takes it again). A checkpoint between the address and the crossing saved a
+ * range the backend had not mapped yet, or had already unmapped: the writer faulted reading it
+ * (SIGSEGV in device_image_write, seen with examples/threads and checkpoints at random
+ * moments). Callers hold the gate. */
+static uint64_t range_alloc(size_t size, int kind) { return dalloc_alloc(dev(), size, kind); }
 
-static void gated_free(uint64_t addr)
-{
-    if (cross_gate_enter)
-        cross_gate_enter();
-    dalloc_free(dev(), addr);
-    if (cross_gate_leave)
-        cross_gate_leave();
-}
+static void range_free(uint64_t addr) { dalloc_free(dev(), addr); }
 
 cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 {
     struct crac_args_cudaMalloc a = {devPtr, size, 0};
-    if (devPtr && size && !(a.crac_addr = gated_alloc(size, KIND_DEVICE)))
+    shim_gate_enter();
+    if (devPtr && size && !(a.crac_addr = range_alloc(size, KIND_DEVICE))) {
+        shim_gate_leave();
         return shim_fail(cudaErrorMemoryAllocation);
+    }
     cudaError_t r = (cudaError_t)crac_cross_cudaMalloc(&a);
     if (r != cudaSuccess && a.crac_addr)
-        gated_free(a.crac_addr);
+        range_free(a.crac_addr);
+    shim_gate_leave();
     return r;
 }
 
 cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
     struct crac_args_cudaMallocManaged a = {devPtr, size, flags, 0};
-    if (devPtr && size && !(a.crac_addr = gated_alloc(size, KIND_MANAGED)))
+    shim_gate_enter();
+    if (devPtr && size && !(a.crac_addr = range_alloc(size, KIND_MANAGED))) {
+        shim_gate_leave();
         return shim_fail(cudaErrorMemoryAllocation);
+    }
     cudaError_t r = (cudaError_t)crac_cross_cudaMallocManaged(&a);
     if (r != cudaSuccess && a.crac_addr)
-        gated_free(a.crac_addr);
+        range_free(a.crac_addr);
+    shim_gate_leave();
     return r;
 }
 
 cudaError_t CUDARTAPI cudaFree(void *devPtr)
 {
     struct crac_args_cudaFree a = {devPtr};
+    shim_gate_enter();
     cudaError_t r = (cudaError_t)crac_cross_cudaFree(&a);
     if (r == cudaSuccess && devPtr)
-        gated_free((uint64_t)(uintptr_t)devPtr);
+        range_free((uint64_t)(uintptr_t)devPtr);
+    shim_gate_leave();
     return r;
 }
 
@@ -114,12 +113,18 @@ static cudaError_t pinned_done(cudaError_t r, uint64_t addr, size_t size)
     return r;
 }
 
+/* Registered with the backend and recorded in the pinned set in one hold of the gate, as device
+ * ranges are: a range registered but not yet recorded would not be registered again with the
+ * backend a restart brings. */
 cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
 {
     struct crac_args_cudaMallocHost a = {ptr, size, 0};
     if (ptr && size && !(a.crac_addr = map_pinned(size)))
         return shim_fail(cudaErrorMemoryAllocation);
-    return pinned_done((cudaError_t)crac_cross_cudaMallocHost(&a), a.crac_addr, size);
+    shim_gate_enter();
+    cudaError_t r = pinned_done((cudaError_t)crac_cross_cudaMallocHost(&a), a.crac_addr, size);
+    shim_gate_leave();
+    return r;
 }
 
 cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
@@ -127,12 +132,16 @@ cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsigned int flag
     struct crac_args_cudaHostAlloc a = {pHost, size, flags, 0};
     if (pHost && size && !(a.crac_addr = map_pinned(size)))
         return shim_fail(cudaErrorMemoryAllocation);
-    return pinned_done((cudaError_t)crac_cross_cudaHostAlloc(&a), a.crac_addr, size);
+    shim_gate_enter();
+    cudaError_t r = pinned_done((cudaError_t)crac_cross_cudaHostAlloc(&a), a.crac_addr, size);
+    shim_gate_leave();
+    return r;
 }
 
 cudaError_t CUDARTAPI cudaFreeHost(void *ptr)
 {
     struct crac_args_cudaFreeHost a = {ptr};
+    shim_gate_enter();
     cudaError_t r = (cudaError_t)crac_cross_cudaFreeHost(&a);
     if (r == cudaSuccess && ptr) {
         struct crac_range_ent e;
@@ -142,14 +151,18 @@ cudaError_t CUDARTAPI cudaFreeHost(void *ptr)
         if (found)
             munmap(ptr, e.size);
     }
+    shim_gate_leave();
     return r;
 }
 
 cudaError_t CUDARTAPI cudaDeviceReset(void)
 {
+    shim_gate_enter(); /* the backend's reset and the shim's tables together, as cudaFree */
     cudaError_t r = (cudaError_t)crac_cross_cudaDeviceReset();
-    if (r != cudaSuccess)
+    if (r != cudaSuccess) {
+        shim_gate_leave();
         return r;
+    }
     dalloc_reset(dev());
     pthread_mutex_lock(&pinned_lock);
     for (uint32_t i = 0; i < pinned.n; i++)
@@ -161,6 +174,7 @@ cudaError_t CUDARTAPI cudaDeviceReset(void)
     shim_vh_reset(SHIM_VH_GRAPH);
     shim_vh_reset(SHIM_VH_GEXEC);
     shim_registered_reset();
+    shim_gate_leave();
     return r;
 }
 
@@ -183,9 +197,9 @@ int32_t shim_pinned_count(void) { return (int32_t)pinned.n; }
 
 /* Device memory for nvcc's __device__/__constant__/__managed__ variables (shim_fatbin.c): an
  * ordinary D allocation, so device.img saves it like any other. */
-uint64_t shim_dev_alloc(size_t size, int managed)
+uint64_t shim_dev_alloc(size_t size, int managed) /* the caller holds the gate */
 {
-    return gated_alloc(size, managed ? KIND_MANAGED : KIND_DEVICE);
+    return range_alloc(size, managed ? KIND_MANAGED : KIND_DEVICE);
 }
 
-void shim_dev_free(uint64_t addr) { gated_free(addr); }
+void shim_dev_free(uint64_t addr) { range_free(addr); }
