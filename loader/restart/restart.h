@@ -62,6 +62,9 @@ int restart_check_main(int argc, char **argv);
  * exist, so a second CPU is otherwise idle; below it the thread costs more than it saves. */
 #define RESTART_SPLIT_MIN (64UL << 20)
 int restart_other_cpu(void);
+/* WORK on part A on this thread and on part B on a helper thread beside it (or here after A when
+ * no thread can be started): the two halves of a split region. */
+void restart_two_parts(void *(*work)(void *), void *a, void *b);
 
 /* restart_memory.c */
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen);

@@ -22,7 +22,6 @@
 
 #include "crc32c.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,19 +292,14 @@ static int fill_layer(int fd, const struct crac_region_rec *r, const unsigned ch
                                        .to = n,
                                        .sink = malloc(FILL_WINDOW * PAGE)};
     parts[0].from = 0;
-    pthread_t t;
-    int helped = 0, rc = -1;
+    int rc = -1;
     if (!parts[0].sink || !parts[1].sink)
         goto out;
     if (r->end - r->start >= RESTART_SPLIT_MIN && restart_other_cpu()) {
         parts[0].to = parts[1].from = n / 2 & ~7UL;
-        helped = pthread_create(&t, NULL, layer_helper, &parts[1]) == 0;
-        if (!helped)
-            parts[0].to = n;
-    }
-    fill_layer_part(&parts[0]);
-    if (helped)
-        pthread_join(t, NULL);
+        restart_two_parts(layer_helper, &parts[0], &parts[1]);
+    } else
+        fill_layer_part(&parts[0]);
     pages_read += parts[0].read + parts[1].read;
     rc = parts[0].rc || parts[1].rc ? -1 : 0;
 out:
@@ -398,18 +392,12 @@ static int fill_chunks(int fd, const struct crac_region_rec *r, const unsigned c
          .buf = buf},
         {.fd = fd, .r = r, .inherit = inherit, .filled = filled, .from = n, .to = n},
     };
-    pthread_t t;
-    int helped = 0;
     if (r->end - r->start >= RESTART_SPLIT_MIN && restart_other_cpu() &&
         (parts[1].buf = malloc(BUF_BYTES))) {
         parts[0].to = parts[1].from = n / 2;
-        helped = pthread_create(&t, NULL, chunks_helper, &parts[1]) == 0;
-        if (!helped)
-            parts[0].to = n;
-    }
-    fill_chunks_part(&parts[0]);
-    if (helped)
-        pthread_join(t, NULL);
+        restart_two_parts(chunks_helper, &parts[0], &parts[1]);
+    } else
+        fill_chunks_part(&parts[0]);
     free(parts[1].buf);
     pages_read += parts[0].read + parts[1].read;
     for (int i = 0; i < 2; i++)

@@ -173,6 +173,17 @@ int restart_other_cpu(void)
     return n > 1;
 }
 
+void restart_two_parts(void *(*work)(void *), void *a, void *b)
+{
+    pthread_t t;
+    int helped = pthread_create(&t, NULL, work, b) == 0;
+    work(a);
+    if (helped)
+        pthread_join(t, NULL);
+    else
+        work(b);
+}
+
 static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, uint32_t *pages)
 {
     uint64_t len = r->end - r->start, end = r->core_offset + len;
@@ -187,8 +198,6 @@ static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, u
     }
     struct fill_part a = {core, r, r->core_offset, end, *crc, 0, 0, uffd};
     struct fill_part b = {core, r, end, end, 0, 0, 0, uffd};
-    pthread_t t;
-    int helped = 0;
     if (len >= RESTART_SPLIT_MIN && restart_other_cpu()) {
         /* The halves meet on a huge page boundary (each moves whole huge pages); each finds its
          * own extents (lseek returns them, the shared file offset is never used) and sums its
@@ -197,13 +206,9 @@ static int fill_anon(int core, const struct crac_region_rec *r, uint32_t *crc, u
         if (mid <= r->start)
             mid = r->start + (len / 2 & ~(PAGE - 1));
         a.to = b.from = r->core_offset + (mid - r->start);
-        helped = pthread_create(&t, NULL, fill_helper, &b) == 0;
-        if (!helped)
-            a.to = end; /* no thread: all of it here */
-    }
-    fill_part_run(&a);
-    if (helped)
-        pthread_join(t, NULL);
+        restart_two_parts(fill_helper, &a, &b);
+    } else
+        fill_part_run(&a);
     if (uffd >= 0) {
         struct uffdio_range range = {r->start, len};
         if (ioctl(uffd, UFFDIO_UNREGISTER, &range) != 0)
