@@ -7,6 +7,8 @@
      uffdmove  the same, read into a huge-page buffer and moved with UFFDIO_MOVE (Linux 6.8)
    Prints `MODE SECONDS`. No CRC, no checks: the cost of the memory alone (bench/fill_floor.py). */
 #define _GNU_SOURCE
+#include "../../loader/restart/uffd_move.h"
+
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <stdio.h>
@@ -21,15 +23,6 @@
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
-#endif
-#ifndef UFFD_FEATURE_MOVE
-#define UFFD_FEATURE_MOVE (1 << 16)
-#define _UFFDIO_MOVE (0x05)
-#define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
-struct uffdio_move {
-    __u64 dst, src, len, mode;
-    __s64 move;
-};
 #endif
 
 #define PIECE (2UL << 20)

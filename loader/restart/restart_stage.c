@@ -1,6 +1,7 @@
 /* restart_stage.c — memory filled a huge page at a time: read into a MADV_HUGEPAGE staging
  * buffer, checked there, then moved into place whole with UFFDIO_MOVE (docs/DECISIONS.md). */
 #include "restart_stage.h"
+#include "uffd_move.h"
 
 #include "crc32c.h"
 #include "image_read.h"
@@ -14,16 +15,6 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#ifndef UFFD_FEATURE_MOVE /* Linux 6.8: kernels with older headers */
-#define UFFD_FEATURE_MOVE (1 << 16)
-#define _UFFDIO_MOVE (0x05)
-#define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
-struct uffdio_move {
-    __u64 dst, src, len, mode;
-    __s64 move;
-};
-#endif
 
 static int uffd_new(void)
 {
