@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,7 @@ PROGRAMS: dict[str, tuple[list[str], list[str]]] = {
     "test_dalloc": (["upperhalf/cudart/dalloc.c"], ["-lpthread"]),
     "test_restart_notes": ([], []),
     "test_cuda_xfer": (["backends/cuda/cuda_xfer.c"], []),
+    "test_vdso_cfi": (["loader/boot/vdso_cfi.c"], []),
 }
 # restart.c is one part of the loader: the linker drops its functions the test never reaches, and
 # with them their calls into the rest of the loader, rather than linking the whole loader.
@@ -117,3 +119,71 @@ def test_restart_notes_parser(tmp_path):
     """restart.c's parser of upper.core's notes: a whole set is accepted, truncated, garbled or
     missing notes give "image corrupted", never a crash."""
     run(build("test_restart_notes", tmp_path))
+
+
+READELF_FDE = re.compile(r"FDE cie=\w+ pc=([0-9a-f]+)\.\.([0-9a-f]+)")
+READELF_ROW = re.compile(r"^([0-9a-f]{16}) +(rsp|rbp)\+(\d+) +(.*)$")
+
+
+def readelf_rules(dump: Path) -> dict[int, tuple[int, int, int]]:
+    """Per address, readelf's CFA rule (DWARF register, offset) and rbp's save slot (0: none)."""
+    cp = subprocess.run(
+        ["readelf", "--debug-dump=frames-interp", str(dump)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cp.returncode == 0, cp.stderr
+    rules: dict[int, tuple[int, int, int]] = {}
+    header: list[str] = []
+    fde: tuple[int, int] | None = None
+    rows: list[tuple[int, tuple[int, int, int]]] = []
+    cie_row: tuple[int, int, int] | None = None
+
+    def close() -> None:
+        if fde is None:
+            return
+        spans = rows or [(fde[0], cie_row)]
+        for k, (loc, rule) in enumerate(spans):
+            end = spans[k + 1][0] if k + 1 < len(spans) else fde[1]
+            for a in range(loc, end):
+                rules[a] = rule
+        rows.clear()
+
+    for line in cp.stdout.splitlines():
+        if m := READELF_FDE.search(line):
+            close()
+            fde = (int(m[1], 16), int(m[2], 16))
+        elif line.split()[:2] == ["LOC", "CFA"]:
+            header = line.split()
+        elif m := READELF_ROW.match(line):
+            cols = dict(zip(header[2:], m[4].split(), strict=False))
+            rbp = cols.get("rbp", "u")
+            saved = int(rbp[1:]) if rbp.startswith("c") else 0
+            rule = (7 if m[2] == "rsp" else 6, int(m[3]), saved)
+            if fde is None:
+                cie_row = rule
+            else:
+                rows.append((int(m[1], 16), rule))
+    close()
+    return rules
+
+
+def test_vdso_call_frame_information(tmp_path):
+    """The rollback unwinds the real vDSO by the rows vdso_cfi.c reads from its .eh_frame: they
+    agree with readelf's reading of the same vDSO at every address, and garbled copies are refused
+    without a crash."""
+    if shutil.which("readelf") is None:
+        pytest.skip("readelf (binutils) is not installed: nothing to compare the rows with")
+    exe = build("test_vdso_cfi", tmp_path)
+    dump = tmp_path / "vdso.so"
+    out = run(exe, str(dump))
+    ours: dict[int, tuple[int, int, int]] = {}
+    for line in out.splitlines():
+        if line.startswith("row "):
+            lo, hi, reg, off, rbp = line.split()[1:]
+            for a in range(int(lo, 16), int(hi, 16)):
+                ours[a] = (int(reg), int(off), int(rbp))
+    theirs = readelf_rules(dump)
+    assert theirs, "readelf found no call frame information in the vDSO"
+    assert ours == theirs

@@ -69,6 +69,13 @@ void vdso_proxy_bind(void)
      * calls, as they do for a function it lacks. */
     if (!symtab || !strtab || !hash)
         return;
+    /* A signal inside the real code is rewound by unwinding its frames exactly (a stack scan
+     * took stale return addresses for the live one); without call frame information the stubs
+     * make system calls and no proxy is mapped. */
+    int rows = vdso_cfi_read(e, base, vdso_proxy.rows, VDSO_CFA_ROWS);
+    if (rows <= 0)
+        return;
+    vdso_proxy.n_rows = rows;
     uint32_t n = hash[1];
     for (uint32_t s = 1; s < n; s++) {
         const Elf64_Sym *sym = &symtab[s];

@@ -63,15 +63,26 @@ __asm__(".pushsection .rodata.crac_vdso,\"a\"\n"
 
 struct vdso_proxy_state vdso_proxy;
 
-/* The stack above an interrupted call is searched this far for the stub's return address (the
- * real functions' frames are a few words; a call not made through a stub is left alone). */
-#define SCAN_CHUNK 32
-#define SCAN_CHUNKS 16
+/* The real functions call each other a level or two deep at most. */
+#define UNWIND_DEPTH 4
 
+static const struct vdso_cfa_row *row_at(uint64_t ip)
+{
+    for (int i = 0; i < vdso_proxy.n_rows; i++)
+        if (ip >= vdso_proxy.rows[i].lo && ip < vdso_proxy.rows[i].hi)
+            return &vdso_proxy.rows[i];
+    return 0;
+}
+
+/* Unwinds from the interrupted instruction through the real vDSO's frames by its call frame
+ * information (vdso_cfi.c) to the stub's call: the return address there must be a stub's, and
+ * the stub's kept registers lie right above it. Only the live frame is read: a scan of the stack
+ * for the return address found stale copies below it (an earlier call from a deeper frame, a
+ * signal frame's saved rip) and restored registers from the wrong words. */
 int vdso_proxy_rollback(void *ucontext)
 {
     greg_t *g = ((ucontext_t *)ucontext)->uc_mcontext.gregs;
-    uint64_t ip = (uint64_t)g[REG_RIP];
+    uint64_t ip = (uint64_t)g[REG_RIP], sp = (uint64_t)g[REG_RSP], bp = (uint64_t)g[REG_RBP];
     if (ip < vdso_proxy.text_lo || ip >= vdso_proxy.text_hi)
         return 0;
     static const char *const entry[] = {crac_vdso_e_clock_gettime, crac_vdso_e_gettimeofday,
@@ -80,29 +91,41 @@ int vdso_proxy_rollback(void *ucontext)
     static const char *const ret[] = {crac_vdso_r_clock_gettime, crac_vdso_r_gettimeofday,
                                       crac_vdso_r_time, crac_vdso_r_clock_getres,
                                       crac_vdso_r_getcpu};
-    uint64_t at = (uint64_t)g[REG_RSP], w[SCAN_CHUNK + STUB_SAVED];
-    for (int chunk = 0; chunk < SCAN_CHUNKS; chunk++, at += SCAN_CHUNK * 8) {
-        /* Each read takes the saved registers past the chunk too; one that faults ends it. */
-        if (confine_from_user(w, (const void *)at, sizeof(w)) != 0)
+    for (int depth = 0; depth < UNWIND_DEPTH; depth++) {
+        const struct vdso_cfa_row *row = row_at(ip);
+        if (!row || row->cfa_reg < 0)
             return 0;
-        for (int i = 0; i < SCAN_CHUNK; i++)
-            for (int s = 0; s < (int)(sizeof(ret) / sizeof(ret[0])); s++) {
-                if (w[i] != VDSO_PROXY_CODE + (uint64_t)(ret[s] - crac_vdso_stubs))
-                    continue;
-                const uint64_t *f = &w[i + 1]; /* pushed last first: rdx, rsi, rdi, r15... */
-                g[REG_RDX] = (greg_t)f[0];
-                g[REG_RSI] = (greg_t)f[1];
-                g[REG_RDI] = (greg_t)f[2];
-                g[REG_R15] = (greg_t)f[3];
-                g[REG_R14] = (greg_t)f[4];
-                g[REG_R13] = (greg_t)f[5];
-                g[REG_R12] = (greg_t)f[6];
-                g[REG_RBP] = (greg_t)f[7];
-                g[REG_RBX] = (greg_t)f[8];
-                g[REG_RSP] = (greg_t)(at + 8 * (uint64_t)(i + 1 + STUB_SAVED));
-                g[REG_RIP] = (greg_t)(VDSO_PROXY_CODE + (uint64_t)(entry[s] - crac_vdso_stubs));
-                return 1;
-            }
+        uint64_t cfa = (row->cfa_reg == 7 ? sp : bp) + (uint64_t)(int64_t)row->cfa_off;
+        uint64_t w[1 + STUB_SAVED]; /* the return address, then what the stub pushed */
+        if (confine_from_user(w, (const void *)(cfa - 8), sizeof(w)) != 0)
+            return 0;
+        if (row->rbp_saved &&
+            confine_from_user(&bp, (const void *)(cfa + (uint64_t)(int64_t)row->rbp_saved),
+                              sizeof(bp)) != 0)
+            return 0;
+        if (w[0] >= vdso_proxy.text_lo && w[0] < vdso_proxy.text_hi) {
+            ip = w[0]; /* called from another real function: one frame out */
+            sp = cfa;
+            continue;
+        }
+        for (int s = 0; s < (int)(sizeof(ret) / sizeof(ret[0])); s++) {
+            if (w[0] != VDSO_PROXY_CODE + (uint64_t)(ret[s] - crac_vdso_stubs))
+                continue;
+            const uint64_t *f = &w[1]; /* pushed last first: rdx, rsi, rdi, r15... */
+            g[REG_RDX] = (greg_t)f[0];
+            g[REG_RSI] = (greg_t)f[1];
+            g[REG_RDI] = (greg_t)f[2];
+            g[REG_R15] = (greg_t)f[3];
+            g[REG_R14] = (greg_t)f[4];
+            g[REG_R13] = (greg_t)f[5];
+            g[REG_R12] = (greg_t)f[6];
+            g[REG_RBP] = (greg_t)f[7];
+            g[REG_RBX] = (greg_t)f[8];
+            g[REG_RSP] = (greg_t)(cfa + 8 * STUB_SAVED);
+            g[REG_RIP] = (greg_t)(VDSO_PROXY_CODE + (uint64_t)(entry[s] - crac_vdso_stubs));
+            return 1;
+        }
+        return 0; /* not called through a stub: left alone */
     }
     return 0;
 }
