@@ -99,6 +99,11 @@ static void sigwrap_handler(int sig, siginfo_t *info, void *uc)
         set_fs(upper);
     else /* the program's code, maybe inside the real vDSO: resume from the stub instead */
         vdso_proxy_rollback(uc);
+    /* Held off until here (sigwrap_rt_sigaction): pending with this signal, the checkpoint's
+     * suspend signal was delivered at this handler's first instruction, and the thread was
+     * saved with this frame still inside the real vDSO, which the restart does not have. */
+    uint64_t suspend = 1UL << (CRAC_SIG_SUSPEND - 1);
+    raw_syscall4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&suspend, 0, 8);
     if (act.flags & SA_SIGINFO)
         ((info_handler)act.handler)(sig, info, uc);
     else
@@ -121,6 +126,7 @@ long sigwrap_rt_sigaction(long sig, const struct crac_ksigaction *act, struct cr
         wrapped = *act;
         wrapped.handler = (uint64_t)sigwrap_handler;
         wrapped.flags |= SA_SIGINFO;
+        wrapped.mask |= 1UL << (CRAC_SIG_SUSPEND - 1); /* unblocked by the wrapper */
         pass = &wrapped;
     }
     int wrapping = pass != act;

@@ -5,7 +5,9 @@
    clock moves), and each step checks that both threads went on reading. With `signals`, main
    also sends each reader a SIGUSR1 every step: where the program's vDSO is not the process's
    real one (/proc/self/auxv: under crac), the handler must never see its thread interrupted
-   inside the real one, which a restart would not bring back. */
+   inside the real one, which a restart would not bring back. With `storm`, a third thread also
+   sends the readers a SIGUSR1 every ~20 us, so one is often pending when a checkpoint stops its
+   reader: the kernel then delivers both at once, the checkpoint's inside the SIGUSR1 wrapper. */
 #define _GNU_SOURCE
 #include <elf.h>
 #include <fcntl.h>
@@ -24,7 +26,7 @@
 #include <unistd.h>
 
 #define PROG "ckpt_vdso"
-#define USAGE "[STEPS] [signals]"
+#define USAGE "[STEPS] [signals|storm]"
 #include "ckpt_common.h"
 
 #define WORKERS 2
@@ -101,10 +103,26 @@ static void *reader(void *arg)
     return NULL;
 }
 
+static pthread_t readers[WORKERS];
+
+static void *storm(void *arg)
+{
+    (void)arg;
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        for (int i = 0; i < WORKERS; i++)
+            if (pthread_kill(readers[i], SIGUSR1) != 0)
+                fail("pthread_kill");
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     long steps = arg(argc, argv, 1, 60, 1, 1000000);
-    int signals = argc > 2 && strcmp(argv[2], "signals") == 0;
+    int storming = argc > 2 && strcmp(argv[2], "storm") == 0;
+    int signals = storming || (argc > 2 && strcmp(argv[2], "signals") == 0);
     if (argc > 3 || (argc > 2 && !signals)) {
         fprintf(stderr, "usage: " PROG " " USAGE "\n");
         return 2;
@@ -113,10 +131,12 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     if (signals && sigaction(SIGUSR1, &sa, NULL) != 0)
         fail("sigaction: %s", strerror(errno));
-    pthread_t t[WORKERS];
+    pthread_t *t = readers, stormer;
     for (long i = 0; i < WORKERS; i++)
         if (pthread_create(&t[i], NULL, reader, (void *)i) != 0)
             fail("pthread_create");
+    if (storming && pthread_create(&stormer, NULL, storm, NULL) != 0)
+        fail("pthread_create");
     long seen[WORKERS] = {0};
     uint64_t h = CKPT_FNV_BASIS;
     for (long k = 1; k <= steps; k++) {
@@ -136,6 +156,8 @@ int main(int argc, char **argv)
         step_line(k);
     }
     atomic_store(&stop, 1);
+    if (storming)
+        pthread_join(stormer, NULL);
     for (int i = 0; i < WORKERS; i++)
         pthread_join(t[i], NULL);
     printf("DONE checksum=%016llx steps=%ld\n", (unsigned long long)h, steps);
