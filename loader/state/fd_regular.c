@@ -1,5 +1,6 @@
 /* fd_regular.c — fds of regular files: reopened by path at their offset, truncated back to their
- * checkpoint size; unlinked files and small written ones are copied at checkpoint and recreated. */
+ * checkpoint size; unlinked files and small written ones are copied at checkpoint, recreated, and
+ * put back as they were when changed since. */
 #include "fds.h"
 
 #include <errno.h>
@@ -141,6 +142,55 @@ static int open_regular(const struct fd_view *v, int flags, char *err, size_t er
     return fd; /* O_NONBLOCK goes with the recorded flags (fd_install) */
 }
 
+/* A written file the checkpoint kept a copy of (saved), changed in place since (a database, its
+ * write-ahead log and the index it maps shared): its bytes are put back as they were, so that
+ * they agree with the program's memory again. Block by block, writing only the blocks that
+ * differ: an untouched file costs a read. The file is reached through the program's own fd
+ * (/proc/self/fd), never through its path again. Returns 1 when bytes before the checkpoint's
+ * end had changed (more than an append), 0 when nothing had, -1 on an error (errno). */
+static int put_back_contents(int fd, const char *saved)
+{
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    int in = open(saved, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    int out = open(self, O_RDWR | O_CLOEXEC);
+    if (out < 0) {
+        close(in);
+        return -1;
+    }
+    static char want[1 << 16], have[1 << 16];
+    int changed = 0, rc = 0;
+    off_t off = 0;
+    for (;;) {
+        ssize_t n = pread(in, want, sizeof(want), off);
+        if (n <= 0) {
+            rc = n < 0 ? -1 : 0;
+            break;
+        }
+        ssize_t h = pread(out, have, (size_t)n, off);
+        if (h < 0) {
+            rc = -1;
+            break;
+        }
+        if (h != n || memcmp(want, have, (size_t)n) != 0) {
+            changed = 1;
+            if (pwrite(out, want, (size_t)n, off) != n) {
+                rc = -1;
+                break;
+            }
+        }
+        off += n;
+    }
+    struct stat st;
+    if (rc == 0 && fstat(out, &st) == 0 && st.st_size > off && ftruncate(out, off) != 0)
+        rc = -1;
+    close(in);
+    close(out);
+    return rc < 0 ? -1 : changed;
+}
+
 static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
 {
     const char *gen_dir = r->gen_dir;
@@ -201,6 +251,20 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
         return -1;
     }
     int acc = (int)(rec->open_flags & O_ACCMODE);
+    if (acc != O_RDONLY && !r->no_truncate && rec->saved && !rec->unlinked) {
+        int put = put_back_contents(fd, saved);
+        if (put < 0) {
+            snprintf(err, errlen, "fd %d: cannot put %s back as it was at the checkpoint: %s",
+                     rec->fd, v->path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (put > 0)
+            fprintf(stderr,
+                    "crac: note: fd %d: %s was changed since the checkpoint; put back as it was "
+                    "(--no-truncate keeps it)\n",
+                    rec->fd, v->path);
+    }
     if (acc != O_RDONLY && !r->no_truncate && fstat(fd, &st) == 0 &&
         (uint64_t)st.st_size > rec->size_at_ckpt && ftruncate(fd, (off_t)rec->size_at_ckpt) != 0) {
         snprintf(err, errlen, "fd %d: cannot truncate %s back to its checkpoint size: %s", rec->fd,
