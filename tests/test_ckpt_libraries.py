@@ -67,13 +67,3 @@ def test_numpy_with_python_and_openblas_threads(numpy_python, tmp_path):
     run_cycles(
         numpy_python, [str(APPS_DIR / "py" / "ckpt_numpy.py"), "400", "10", "3"], tmp_path, cycles=2
     )
-
-
-def test_sqlite_database_in_wal_mode(tmp_path):
-    """SQLite (Python's own sqlite3) changes its files in place after the checkpoint: the log is
-    folded into the database and truncated, and the index it maps shared is rewritten. The
-    restart puts the written files back as they were at the checkpoint (they are small enough to
-    be copied into the image), so they agree with the program's memory; before, SQLite failed
-    with SQLITE_IOERR_SHORT_READ ("disk I/O error") after the restart."""
-    python = Path(sys.executable)
-    run_cycles(python, [str(APPS_DIR / "py" / "ckpt_sqlite.py"), "{work}", "300", "10"], tmp_path)

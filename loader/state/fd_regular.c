@@ -4,11 +4,14 @@
 #include "fds.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define SAVE_WRITTEN_FILES_MAX (64UL << 20) /* written files up to this size are copied */
@@ -49,6 +52,44 @@ static int copy_contents(int fd, const char *dst)
     return rc;
 }
 
+/* Why a child: closing any descriptor of a file drops every POSIX (fcntl, lockf) lock the process
+ * holds on it, and the copy opens the file again (the program's descriptor may be write-only).
+ * The copy runs in a child that shares memory but has its own descriptor table (CLONE_VM |
+ * CLONE_VFORK, no CLONE_FILES), so its close drops nothing of the program's; exit signal 0, so no
+ * SIGCHLD reaches the program and its wait() never sees the child. */
+#define COPY_STACK (256UL << 10)
+
+struct copy_job {
+    int fd;
+    const char *dst;
+    int rc, err;
+};
+
+static int copy_child(void *arg)
+{
+    struct copy_job *j = arg;
+    j->rc = copy_contents(j->fd, j->dst);
+    j->err = errno;
+    return 0;
+}
+
+static int copy_apart(int fd, const char *dst)
+{
+    void *stack = mmap(NULL, COPY_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED)
+        return -1;
+    struct copy_job j = {fd, dst, -1, EIO};
+    pid_t pid = clone(copy_child, (char *)stack + COPY_STACK, CLONE_VM | CLONE_VFORK, &j);
+    int err = errno;
+    if (pid > 0)
+        while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+            ;
+    munmap(stack, COPY_STACK);
+    errno = pid > 0 ? j.err : err;
+    return pid > 0 ? j.rc : -1;
+}
+
 /* An unlinked file has no other copy; a written one up to SAVE_WRITTEN_FILES_MAX is kept so the
  * restart can recreate it if it is gone by then. */
 static int regular_save(struct fd_entry *e, const struct fd_entry *all, int n,
@@ -61,7 +102,7 @@ static int regular_save(struct fd_entry *e, const struct fd_entry *all, int n,
     char dst[PATH_MAX], name[32];
     snprintf(name, sizeof(name), "fd-%d", e->rec.fd);
     fd_files_path(dst, sizeof(dst), files_dir, name);
-    if (copy_contents(e->rec.fd, dst) != 0) {
+    if (copy_apart(e->rec.fd, dst) != 0) {
         fprintf(stderr, "crac: error: cannot save a copy of fd %d (%s): %s\n", e->rec.fd, e->path,
                 strerror(errno));
         return -1;
