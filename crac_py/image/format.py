@@ -264,6 +264,13 @@ NOTES: tuple[Note, ...] = (
         "bitmap of an incremental region, the parent's), padded to 8",
         optional=True,
     ),  # fmt: skip
+    Note(
+        "CRAC_NT_FILE_LOCKS",
+        0x43520023,
+        "one crac_file_lock_rec per lock the program held (fcntl/lockf, OFD, flock), taken "
+        "again at restart on its descriptor",
+        optional=True,
+    ),
 )
 NOTE_TYPES = {n.type: n for n in NOTES}
 
@@ -412,6 +419,16 @@ RECORDS: tuple[Record, ...] = (
         F("hashed", "u32", "1: sha256 holds the contents' SHA-256 (files up to 64 KiB)"),
         F("path_len", "u32", "NUL-terminated path follows, padded to 8"),
         F("sha256", "char", "hex, no NUL", (64,)),
+    )),
+    Record("crac_file_lock_rec", 32, "FILE_LOCKS note: a lock the program held, as "
+           "/proc/self/fdinfo showed it on the descriptor it was taken through", (
+        F("fd", "i32"),
+        F("kind", "u32", "1 POSIX (fcntl F_SETLK, lockf: the process's), 2 OFD (F_OFD_SETLK: "
+          "the open file's), 3 FLOCK (flock)"),
+        F("write", "u32", "1: a write (exclusive) lock; 0: a read (shared) one"),
+        F("pad", "u32"),
+        F("start", "u64", "first byte locked (0 for FLOCK)"),
+        F("len", "u64", "bytes locked; 0: to the end of the file, however long"),
     )),
     Record("crac_prctl_rec", 24, "PRCTL note: process attributes the program set with prctl, "
            "restored before its threads", (

@@ -218,6 +218,9 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_SECCOMP": _seccomp,
     "CRAC_NT_PARENT": lambda blob: _rec(fmt.RECORD["crac_parent_rec"], blob, 0),
     "CRAC_NT_PAGE_CRCS": _page_crcs,
+    "CRAC_NT_FILE_LOCKS": lambda blob: _array(
+        fmt.RECORD["crac_file_lock_rec"], blob, 0, len(blob) // fmt.RECORD["crac_file_lock_rec"].size
+    ),
 }
 
 

@@ -37,6 +37,10 @@ const struct state_kind state_kinds[] = {
     /* Last of all: the program's own seccomp filters might forbid crac's restore work. */
     {"seccomp filters", CRAC_NT_SECCOMP, sizeof(struct crac_seccomp_rec), 0, STATE_WITH_THREADS,
      seccomp_capture, seccomp_hold, seccomp_restore},
+    /* With memory, after fds: taken again on the reopened descriptors (in the file after the
+     * seccomp note only because a new note goes last). */
+    {"file locks", CRAC_NT_FILE_LOCKS, 0, 0, STATE_WITH_MEMORY, file_locks_capture, NULL,
+     file_locks_restore},
 };
 const int n_state_kinds = (int)(sizeof(state_kinds) / sizeof(state_kinds[0]));
 _Static_assert(sizeof(state_kinds) / sizeof(state_kinds[0]) <= STATE_KINDS_MAX,

@@ -103,6 +103,8 @@ int file_ids_capture(const struct state_capture *c, void **blob, size_t *len); /
 int file_ids_hold(const struct state_restore *r, const void *note, size_t len);
 int prctl_capture(const struct state_capture *c, void **blob, size_t *len); /* prctl_state.c */
 int prctl_restore(const struct state_restore *r, const void *note, size_t len);
+int file_locks_capture(const struct state_capture *c, void **blob, size_t *len); /* file_locks.c */
+int file_locks_restore(const struct state_restore *r, const void *note, size_t len);
 int seccomp_capture(const struct state_capture *c, void **blob, size_t *len); /* seccomp_state.c */
 int seccomp_hold(const struct state_restore *r, const void *note, size_t len);
 int seccomp_restore(const struct state_restore *r, const void *note, size_t len);
