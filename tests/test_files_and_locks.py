@@ -7,7 +7,10 @@ back")."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -16,13 +19,17 @@ from ckpt_harness import (
     checkpoint,
     kill9,
     launch,
+    process_dirs,
     restart,
     run_cycles,
     run_restart,
+    tree,
     wait_exit,
     wait_for_step,
 )
 from conftest import APPS_DIR
+from coord_harness import free_port, wait_until
+from job_harness import ScriptRun
 
 PYTHON = Path(sys.executable)
 SQLITE_APP = APPS_DIR / "py" / "ckpt_sqlite.py"
@@ -44,6 +51,44 @@ def test_locks_of_every_kind_survive(tmp_path):
     program's process, and any close drops that process's fcntl locks on the file), and a restart
     took none of them again."""
     run_cycles(PYTHON, [str(LOCKS_APP), "{work}", "200", "10"], tmp_path)
+
+
+def _kill_tree(ckptdir: Path) -> None:
+    """SIGKILL every process of the tree (a forked child is no child of ours)."""
+    for d in process_dirs(ckptdir):
+        pid = int(d.name.rsplit("-", 1)[1])
+        with contextlib.suppress(OSError):
+            if b"ckpt_locks" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_locks_shared_with_a_child(tmp_path):
+    """A forked child shares the open files of the OFD lock and the flock, and lists both locks
+    as its own: only the parent takes them again (the tree's restart reopens the files in each
+    process, and the child's second take stopped its restart: "held by another process"). The
+    checkpoint signal to the root saves the tree; its restart script brings both back."""
+    ckptdir, logs, work = tmp_path / "ckpt", tmp_path / "logs", tmp_path / "work"
+    work.mkdir()
+    proc = launch(PYTHON, [str(LOCKS_APP), str(work), "300", "20", "fork"], ckptdir, out_dir=logs)
+    run = None
+    try:
+        wait_for_step(proc, 10)
+        os.kill(proc.pid, signal.SIGUSR2)
+        script = ckptdir / "crac_restart_script.sh"
+        wait_until(script.exists, "the restart script")
+        assert len(process_dirs(ckptdir)) == 2, tree(ckptdir)
+        wait_for_step(proc, proc.last_step() + 2)
+        _kill_tree(ckptdir)
+        wait_exit(proc)
+        run = ScriptRun(script, logs, "restart", "-p", str(free_port()))
+        assert run.wait() == 0, run.report()
+        assert "DONE steps=300 locks=4" in run.out.text(), run.report()
+        assert "FAIL" not in run.stderr(), run.report()
+    finally:
+        if run:
+            run.kill()
+        _kill_tree(ckptdir)
+        proc.stop()
 
 
 def test_restart_refused_while_another_process_holds_a_lock(tmp_path):

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define LOCKS_MAX 4096
@@ -56,6 +57,35 @@ static int parse_lock(const char *line, int fd, struct crac_file_lock_rec *r)
     return 1;
 }
 
+#define KCMP_FILE 0
+
+/* A flock or an OFD lock belongs to the open file, which a fork shares: every process of a tree
+ * that holds the open file lists its lock. The restart of a tree reopens a regular file in each
+ * process, so only one may take the lock again: the topmost, each other one sees the same open
+ * file in its parent (kcmp) and leaves the lock to it. */
+static int shared_with_parent(int fd, const struct stat *st)
+{
+    pid_t self = getpid(), parent = getppid();
+    if (parent <= 1)
+        return 0;
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)parent);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int shared = 0;
+    struct dirent *de;
+    while (!shared && (de = readdir(d))) {
+        struct stat pst; /* the file the parent's fd names (the link followed) */
+        if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &pst, 0) != 0 ||
+            pst.st_dev != st->st_dev || pst.st_ino != st->st_ino)
+            continue;
+        shared = syscall(SYS_kcmp, self, parent, KCMP_FILE, fd, atoi(de->d_name)) == 0;
+    }
+    closedir(d);
+    return shared;
+}
+
 int file_locks_capture(const struct state_capture *c, void **out, size_t *out_len)
 {
     (void)c;
@@ -78,7 +108,8 @@ int file_locks_capture(const struct state_capture *c, void **out, size_t *out_le
             continue;
         while (fgets(line, sizeof(line), f) && n < LOCKS_MAX) {
             struct crac_file_lock_rec r;
-            if (strncmp(line, "lock:", 5) != 0 || !parse_lock(line, fd, &r))
+            if (strncmp(line, "lock:", 5) != 0 || !parse_lock(line, fd, &r) ||
+                (r.kind != LOCK_KIND_POSIX && shared_with_parent(fd, &st)))
                 continue;
             if (n == cap) {
                 cap = cap ? cap * 2 : 16;

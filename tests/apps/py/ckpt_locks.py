@@ -2,9 +2,10 @@
 write lock (lockf) on a pid file opened write-only, an fcntl read lock on bytes 10-19 of a data
 file, an OFD write lock and a shared flock. Every step it checks, in /proc/self/fdinfo, that it
 still holds each (a lock lost at a checkpoint or a restart fails it), and prints `step N`; then a
-deterministic `DONE ...` line.
+deterministic `DONE ...` line. With `fork`, a child shares the open files of the OFD lock and the
+flock (both belong to the open file, so the child lists them too) and sleeps through the steps.
 
-Usage: python ckpt_locks.py DIR [STEPS] [MS]
+Usage: python ckpt_locks.py DIR [STEPS] [MS] [fork]
 """
 
 import fcntl
@@ -34,6 +35,7 @@ def main() -> int:
     d = sys.argv[1]
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     ms = int(sys.argv[3]) if len(sys.argv) > 3 else 10
+    forking = len(sys.argv) > 4 and sys.argv[4] == "fork"
     pid_file = open(f"{d}/app.pid", "w")  # noqa: SIM115 - held for the whole run
     pid_file.write("1234\n")
     pid_file.flush()
@@ -52,6 +54,10 @@ def main() -> int:
         ofd: ["OFDLCK WRITE 0 EOF"],
         shared: ["FLOCK READ 0 EOF"],
     }
+    child = os.fork() if forking else -1
+    if child == 0:
+        time.sleep(steps * ms / 1000)
+        os._exit(0)
     for step in range(1, steps + 1):
         for fd, locks in want.items():
             if held(fd) != locks:
@@ -59,6 +65,9 @@ def main() -> int:
                 return 1
         print(f"step {step}", flush=True)
         time.sleep(ms / 1000)
+    if child > 0 and os.waitpid(child, 0)[1] != 0:
+        print("ckpt_locks: FAIL: the child failed", file=sys.stderr)
+        return 1
     print(f"DONE steps={steps} locks={sum(len(v) for v in want.values())}", flush=True)
     return 0
 
