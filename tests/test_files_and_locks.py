@@ -3,20 +3,26 @@ standard library: files it changes in place (SQLite in WAL mode) are put back as
 checkpoint (docs/DECISIONS.md "Written files are put back as they were"), and the file locks it
 holds (fcntl/lockf, OFD, flock) survive the checkpoint and are taken again at restart, or the
 restart is refused when another process holds one now (docs/DECISIONS.md "File locks come
-back")."""
+back"), and a file the program put on its own stdout stays its output (docs/DECISIONS.md "A
+program's own stdio redirection")."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import shutil
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from ckpt_harness import (
     assert_refused,
+    base_env,
     checkpoint,
+    crac_launch_argv,
     kill9,
     launch,
     process_dirs,
@@ -27,7 +33,7 @@ from ckpt_harness import (
     wait_exit,
     wait_for_step,
 )
-from conftest import APPS_DIR
+from conftest import APPS_DIR, crac_cmd
 from coord_harness import free_port, wait_until
 from job_harness import ScriptRun
 
@@ -115,3 +121,61 @@ def test_restart_refused_while_another_process_holds_a_lock(tmp_path):
         assert "DONE steps=100 locks=4" in proc.stdout_text()
     finally:
         proc.stop()
+
+
+def _blocked_reading_stdin(pid: int) -> bool:
+    """The process's main thread waits in read(0, ...) (/proc/PID/syscall: "0 0x0 ...")."""
+    try:
+        return Path(f"/proc/{pid}/syscall").read_text().startswith("0 0x0 ")
+    except OSError:
+        return False
+
+
+def test_sort_writes_its_output_file_across_a_restart(tmp_path):
+    """GNU sort -o FILE opens FILE and puts it on its fd 1 before it reads its input (the
+    program's own redirection, not the shell's): restarted, its output must still go to FILE
+    (docs/DECISIONS.md "A program's own stdio redirection"). The checkpoint is taken while sort
+    waits for the second half of its input on a pipe, and the restart is given that half. Before,
+    fd 1 became the restart command's stdout and FILE stayed empty."""
+    sort = shutil.which("sort")
+    if sort is None:
+        pytest.skip("GNU sort (coreutils) is not installed")
+    lines = [f"{(i * 7919) % 100003:06d} line {i}\n" for i in range(100000)]
+    first, second = "".join(lines[:50000]).encode(), "".join(lines[50000:]).encode()
+    want = subprocess.run(
+        [sort], input=first + second, capture_output=True, env=base_env(), timeout=60
+    ).stdout
+    ckptdir, logs, out = tmp_path / "ckpt", tmp_path / "logs", tmp_path / "sorted.txt"
+    logs.mkdir()
+    argv = crac_launch_argv(sort, ["-o", str(out)], ckptdir)
+    with open(logs / "launch.out", "wb") as so, open(logs / "launch.err", "wb") as se:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=so, stderr=se, env=base_env(), cwd=tmp_path
+        )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(first)  # more than a pipe holds: returns once sort has read most of it
+        proc.stdin.flush()
+        wait_until(lambda: _blocked_reading_stdin(proc.pid), "sort waiting for more input")
+        gen = checkpoint(proc.pid, ckptdir)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    with open(logs / "restart.out", "wb") as so, open(logs / "restart.err", "wb") as se:
+        again = subprocess.Popen(
+            [*crac_cmd(), "restart", str(gen)],
+            stdin=subprocess.PIPE,
+            stdout=so,
+            stderr=se,
+            env=base_env(),
+            cwd=tmp_path,
+        )
+    try:
+        again.communicate(second, timeout=300)
+    finally:
+        if again.poll() is None:
+            again.kill()
+    err = (logs / "restart.err").read_text(errors="replace")
+    assert again.returncode == 0, err
+    assert (logs / "restart.out").read_bytes() == b"", "sort's output went to the restart's stdout"
+    assert out.read_bytes() == want, err

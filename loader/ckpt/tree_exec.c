@@ -8,6 +8,7 @@
 #include "crac_rawsys.h"
 #include "upper_alloc.h"
 
+#include "fds.h"
 #include "lower_fds.h"
 
 #include <elf.h>
@@ -56,6 +57,8 @@ int tree_exec_option(const char *name, const char *v)
     }
     if (strcmp(name, "--exec-signals") == 0)
         return sscanf(v, "%lx:%lx%n", &exec_in.vmask, &exec_in.vign, &n) == 2 && !v[n] ? 1 : -1;
+    if (strcmp(name, "--exec-stdio") == 0) /* the first invocation's, not the exec'ing program's */
+        return stdio_given_parse(v) == 0 ? 1 : -1;
     if (strcmp(name, "--exec-filter") == 0)
         return sscanf(v, "%d%n", &exec_in.filter_ids, &n) == 1 && !v[n] ? 1 : -1;
     if (strcmp(name, "--coord-old-fd") == 0) {
@@ -331,6 +334,9 @@ static int loader_options(struct strv *o, const char *argv0, const char *prog)
     uint64_t vmask = vmask_get((struct crac_ctrl *)c, (int32_t)raw_syscall0(SYS_gettid));
     fail |= push(o, "--exec-signals") | pushf(o, "%lx:%lx", vmask, vign);
     fail |= push(o, "--exec-filter") | pushf(o, "%d", confine_filter_ids);
+    char stdio[160];
+    fail |= stdio_given_format(stdio, sizeof(stdio)) != 0 || push(o, "--exec-stdio") ||
+            pushf(o, "%s", stdio);
     struct crac_registry *r = ckpt_registry;
     fail |= push(o, "--exec-lineage") | pushf(o, "%d:%s", r ? r->generation : 0, ckpt_cfg.proc_dir);
     fail |= push(o, "--") | push(o, prog);

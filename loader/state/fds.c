@@ -436,10 +436,13 @@ int fd_proc_gone(const struct fd_view *v)
 }
 
 /* fds 0-2 are the restart's own stdin/stdout/stderr, except an anonymous pipe: it may join two
- * processes of the tree (`a | b`), which the tree's restart then makes again (fd_pipe.c). */
+ * processes of the tree (`a | b`), which the tree's restart then makes again (fd_pipe.c); and a
+ * regular file the program put there itself (not the invocation's: stdio_given.c), which is the
+ * program's like any other file it opened (fd_regular.c). */
 static int stdio_recognise(int fd, const struct fd_entry *e, const struct stat *st)
 {
-    return fd <= 2 && !(S_ISFIFO(st->st_mode) && strncmp(e->path, "pipe:", 5) == 0);
+    return fd <= 2 && !(S_ISFIFO(st->st_mode) && strncmp(e->path, "pipe:", 5) == 0) &&
+           !(S_ISREG(st->st_mode) && !stdio_given_is(fd, st));
 }
 
 static int stdio_reopen(const struct fd_restore *r, const struct fd_view *v)

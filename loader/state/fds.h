@@ -14,6 +14,13 @@
 
 #define FDS_MAX 4096 /* the program's fds a checkpoint records, at most */
 
+/* stdio_given.c: the regular files the invocation gave as fds 0-2, noted at loader start (launch,
+ * restart) or passed on by an exec'ing loader (--exec-stdio, "DEV:INO" x3 in hex, 0:0 for none). */
+void stdio_given_note(void);
+int stdio_given_parse(const char *v);              /* 0, or -1 if malformed */
+int stdio_given_format(char *buf, size_t len);     /* for --exec-stdio; 0, or -1 if too long */
+int stdio_given_is(int fd, const struct stat *st); /* fd 0-2 holds the invocation's own file */
+
 /* One fd at checkpoint. */
 struct fd_entry {
     struct crac_fd_rec rec;

@@ -1,0 +1,50 @@
+/* stdio_given.c — which files the invocation (the shell that ran `crac launch` or `crac restart`)
+ * gave the process as fds 0-2, so a checkpoint tells them from files the program put there itself
+ * (`sort -o FILE`, freopen): those are the program's and come back by path (docs/DECISIONS.md
+ * "A program's own stdio redirection"). */
+#include "fds.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
+
+static struct {
+    uint64_t dev, ino; /* 0, 0: not a regular file, or closed */
+} given[3];
+
+void stdio_given_note(void)
+{
+    for (int fd = 0; fd < 3; fd++) {
+        struct stat st;
+        int reg = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+        given[fd].dev = reg ? (uint64_t)st.st_dev : 0;
+        given[fd].ino = reg ? (uint64_t)st.st_ino : 0;
+    }
+}
+
+int stdio_given_parse(const char *v)
+{
+    int n = 0;
+    unsigned long long d[3], i[3];
+    if (sscanf(v, "%llx:%llx,%llx:%llx,%llx:%llx%n", &d[0], &i[0], &d[1], &i[1], &d[2], &i[2],
+               &n) != 6 ||
+        v[n])
+        return -1;
+    for (int fd = 0; fd < 3; fd++)
+        given[fd].dev = d[fd], given[fd].ino = i[fd];
+    return 0;
+}
+
+int stdio_given_format(char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%llx:%llx,%llx:%llx,%llx:%llx", (unsigned long long)given[0].dev,
+                     (unsigned long long)given[0].ino, (unsigned long long)given[1].dev,
+                     (unsigned long long)given[1].ino, (unsigned long long)given[2].dev,
+                     (unsigned long long)given[2].ino);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int stdio_given_is(int fd, const struct stat *st)
+{
+    return fd >= 0 && fd < 3 && S_ISREG(st->st_mode) && given[fd].ino &&
+           given[fd].dev == (uint64_t)st->st_dev && given[fd].ino == (uint64_t)st->st_ino;
+}
