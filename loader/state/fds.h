@@ -42,6 +42,7 @@ struct fd_restore {
     size_t len;
     const char *gen_dir;
     int no_truncate;
+    int put_back; /* written files changed in place are put back (state_restore.alone) */
     char *err;
     size_t errlen;
 };

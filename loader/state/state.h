@@ -41,6 +41,10 @@ struct state_restore {
     char *err;           /* restore fails with a one-line reason here */
     size_t errlen;
     int allow_changed; /* --allow-changed-files (file_ids.c) */
+    /* No coordinator: no other process of a job is restarted beside this one, so written files
+     * are put back as they were (fd_regular.c); in a job one already running could have written
+     * in place what a process restarted later would undo. */
+    int alone;
 };
 
 struct state_kind {
