@@ -5,6 +5,7 @@ checkpoint -> SIGKILL -> restart cycles (tests/ckpt_harness.py), compared with a
 
 from __future__ import annotations
 
+import socket
 import socketserver
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ckpt_harness import run_cycles
+from ckpt_harness import checkpoint, kill9, launch, restart, run_cycles, wait_exit, wait_for_step
 from conftest import APPS_DIR, CFLAGS
 
 _BUILT: dict[str, Path] = {}
@@ -57,6 +58,66 @@ def test_tcp_loopback(tmp_path, tmp_path_factory):
     """A loopback TCP listener (same port, accepting after a restart) and a connected pair in the
     same process with bytes in flight both ways; TCP_NODELAY, SO_RCVBUF, O_NONBLOCK kept."""
     run_cycles(build("ckpt_sockets", tmp_path_factory), ["tcp", "{work}"], tmp_path, cycles=2)
+
+
+def _port(hexaddr: str) -> int:
+    """The port of a sockaddr_in as files/socket-N writes it (hex bytes: family, port, ...)."""
+    return int(hexaddr[4:8], 16)
+
+
+def test_tcp_pair_beside_its_lingering_connection(tmp_path, tmp_path_factory):
+    """The killed process's loopback connection may linger in TIME_WAIT with the very addresses
+    the restart connects the pair from and to (it closed without unread bytes, which the load of
+    the machine decides): the restart then connects from another port instead of giving the
+    program a dropped connection (test_tcp_loopback failed now and then with "cannot connect
+    again (Address already in use)"). This test holds such a connection itself."""
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = launch(
+        build("ckpt_sockets", tmp_path_factory), ["tcp", str(work)], ckptdir, out_dir=logs
+    )
+    try:
+        wait_for_step(proc, 5)
+        gen = checkpoint(proc, ckptdir)
+        kill9(proc)
+    finally:
+        proc.stop()
+    texts = [f.read_text() for f in sorted((gen / "files").glob("socket-*"))]
+    fields = [dict(ln.split(" ", 1) for ln in t.splitlines()[1:] if " " in ln) for t in texts]
+    listener = next(
+        _port(f["local"]) for t, f in zip(texts, fields, strict=True) if " role 1 " in t
+    )
+    client = next(
+        _port(f["local"])
+        for f in fields
+        if f.get("peer", "-") != "-" and _port(f["peer"]) == listener
+    )
+    # A connection with its two addresses stays open through the restart (one in TIME_WAIT
+    # blocks them only for its first second on this kernel, with tcp_tw_reuse: too short to
+    # count on): the listening socket is closed, so the program's listener binds its port again.
+    held: list[socket.socket] = []
+    try:
+        with socket.socket() as lis:
+            lis.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            lis.bind(("127.0.0.1", listener))
+            lis.listen(1)
+            c = socket.socket()
+            held.append(c)
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            c.bind(("127.0.0.1", client))
+            c.connect(("127.0.0.1", listener))
+            held.append(lis.accept()[0])
+        proc = restart(gen, out_dir=logs, label="restart")
+        try:
+            assert wait_exit(proc) == 0, proc.report()
+            assert "cannot connect again" not in proc.stderr_text(), proc.report()
+            assert any(ln.startswith("DONE") for ln in proc.lines()), proc.report()
+        finally:
+            proc.stop()
+    finally:
+        for sk in held:
+            sk.close()
 
 
 class _Echo(socketserver.StreamRequestHandler):

@@ -230,9 +230,7 @@ static int save_queue(struct fd_entry *e, const struct sock *s, const char *file
             rc = -1;
         free(all);
     }
-    if (fsync(out) != 0)
-        rc = -1;
-    close(out);
+    close(out); /* synced at commit (image_commit.c) */
     if (rc != 0) {
         fprintf(stderr, "crac: error: cannot save the bytes queued on socket fd %d\n", e->rec.fd);
         return -1;
@@ -307,7 +305,7 @@ static int save_named_dgrams(struct fd_entry *e, const struct sock *s, const str
         snprintf(name, sizeof(name), "sockq-%d", e->rec.fd);
         fd_files_path(dst, sizeof(dst), files_dir, name);
         int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (out < 0 || write(out, q, len) != (ssize_t)len || fsync(out) != 0)
+        if (out < 0 || write(out, q, len) != (ssize_t)len) /* synced at commit */
             rc = -1;
         if (out >= 0)
             close(out);
@@ -581,9 +579,19 @@ static int tcp_connect_pair(const struct sock *a, const struct sock *b, int list
             goto fail;
     }
     *fa = new_sock(a);
-    if (*fa < 0 || bind_name(*fa, a) != 0 ||
-        connect(*fa, (const struct sockaddr *)&b->local, b->llen) != 0)
+    if (*fa < 0)
         goto fail;
+    if (bind_name(*fa, a) != 0 || connect(*fa, (const struct sockaddr *)&b->local, b->llen) != 0) {
+        /* The killed process's connection may linger in TIME_WAIT with the same two addresses
+         * (it closed without unread bytes): connect from a new port rather than fail the
+         * connection; only the connecting end's own port changes. */
+        if (errno != EADDRINUSE && errno != EADDRNOTAVAIL)
+            goto fail;
+        close(*fa);
+        *fa = new_sock(a);
+        if (*fa < 0 || connect(*fa, (const struct sockaddr *)&b->local, b->llen) != 0)
+            goto fail;
+    }
     *fb = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
     if (*fb < 0)
         goto fail;
