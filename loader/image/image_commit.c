@@ -178,7 +178,15 @@ static int manifest_files(struct json *j, const char *dir, const char *sub, int 
             continue;
         if (S_ISDIR(st.st_mode)) {
             rc = manifest_files(j, dir, rel, first, digests);
+            if (rc == 0 && fsync_path(full) != 0) /* the names of what it holds */
+                rc = -1;
             continue;
+        }
+        /* What the kinds saved beside upper.core (files/) is written in the pause without a
+         * sync, which would hold the program for each file: made durable here, once it runs. */
+        if (sub[0] && fsync_path(full) != 0) {
+            rc = -1;
+            break;
         }
         /* upper.core: no digest of the whole file. Its header CRC-32C (upper_core, below) and
          * each region's CRC-32C, computed as the pages are written, cover every byte; `crac

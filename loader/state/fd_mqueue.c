@@ -76,7 +76,7 @@ static int save_mqueue(int prog_fd, const char *dst)
             write(out, zeros, pad) != (ssize_t)pad)
             goto done;
     }
-    rc = fsync(out);
+    rc = 0; /* synced at commit (image_commit.c) */
 done:
     if (out >= 0)
         close(out);

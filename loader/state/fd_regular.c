@@ -45,7 +45,7 @@ static int copy_contents(int fd, const char *dst)
             rc = -1;
             break;
         }
-    if (n < 0 || fsync(out) != 0)
+    if (n < 0) /* synced at commit (image_commit.c), after the pause */
         rc = -1;
     close(in);
     close(out);
@@ -75,17 +75,21 @@ static int copy_child(void *arg)
 
 static int copy_apart(int fd, const char *dst)
 {
-    void *stack = mmap(NULL, COPY_STACK, PROT_READ | PROT_WRITE,
+    /* Mapped once and kept: a checkpoint copies its files one after the other in the pause. */
+    static char *stack;
+    if (!stack) {
+        void *m = mmap(NULL, COPY_STACK, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (stack == MAP_FAILED)
-        return -1;
+        if (m == MAP_FAILED)
+            return -1;
+        stack = m;
+    }
     struct copy_job j = {fd, dst, -1, EIO};
-    pid_t pid = clone(copy_child, (char *)stack + COPY_STACK, CLONE_VM | CLONE_VFORK, &j);
+    pid_t pid = clone(copy_child, stack + COPY_STACK, CLONE_VM | CLONE_VFORK, &j);
     int err = errno;
     if (pid > 0)
         while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
             ;
-    munmap(stack, COPY_STACK);
     errno = pid > 0 ? j.err : err;
     return pid > 0 ? j.rc : -1;
 }

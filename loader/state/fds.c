@@ -123,7 +123,7 @@ int fd_save_text(struct fd_entry *e, const char *files_dir, const char *prefix, 
     fd_files_path(dst, sizeof(dst), files_dir, name);
     size_t len = strlen(text);
     int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int ok = out >= 0 && write(out, text, len) == (ssize_t)len && fsync(out) == 0;
+    int ok = out >= 0 && write(out, text, len) == (ssize_t)len; /* synced at commit */
     if (out >= 0)
         close(out);
     if (!ok) {
