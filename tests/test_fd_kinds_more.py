@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ckpt_harness import checkpoint, kill9, launch, restart, run_cycles, wait_exit, wait_for_step
+from ckpt_harness import launch_image, restart, run_cycles, wait_exit
 from conftest import APPS_DIR, CFLAGS
 
 _BUILT: dict[str, Path] = {}
@@ -74,15 +74,8 @@ def test_tcp_pair_beside_its_lingering_connection(tmp_path, tmp_path_factory):
     ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
     work = tmp_path / "work"
     work.mkdir()
-    proc = launch(
-        build("ckpt_sockets", tmp_path_factory), ["tcp", str(work)], ckptdir, out_dir=logs
-    )
-    try:
-        wait_for_step(proc, 5)
-        gen = checkpoint(proc, ckptdir)
-        kill9(proc)
-    finally:
-        proc.stop()
+    app = build("ckpt_sockets", tmp_path_factory)
+    gen = launch_image(app, ["tcp", str(work)], ckptdir, out_dir=logs)
     texts = [f.read_text() for f in sorted((gen / "files").glob("socket-*"))]
     fields = [dict(ln.split(" ", 1) for ln in t.splitlines()[1:] if " " in ln) for t in texts]
     listener = next(

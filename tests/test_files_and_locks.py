@@ -23,8 +23,8 @@ from ckpt_harness import (
     base_env,
     checkpoint,
     crac_launch_argv,
-    kill9,
     launch,
+    launch_image,
     process_dirs,
     restart,
     run_cycles,
@@ -103,13 +103,7 @@ def test_restart_refused_while_another_process_holds_a_lock(tmp_path):
     holds the lock), and succeeds once the lock is free."""
     ckptdir, logs, work = tmp_path / "ckpt", tmp_path / "logs", tmp_path / "work"
     work.mkdir()
-    proc = launch(PYTHON, [str(LOCKS_APP), str(work), "100", "10"], ckptdir, out_dir=logs)
-    try:
-        wait_for_step(proc, 10)
-        gen = checkpoint(proc, ckptdir)
-        kill9(proc)
-    finally:
-        proc.stop()
+    gen = launch_image(PYTHON, [str(LOCKS_APP), str(work), "100", "10"], ckptdir, out_dir=logs)
     with open(work / "app.pid", "r+") as other:
         fcntl.lockf(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
         cp = run_restart(gen, cwd=tmp_path)
