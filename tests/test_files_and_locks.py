@@ -173,3 +173,41 @@ def test_sort_writes_its_output_file_across_a_restart(tmp_path):
     assert again.returncode == 0, err
     assert (logs / "restart.out").read_bytes() == b"", "sort's output went to the restart's stdout"
     assert out.read_bytes() == want, err
+
+
+def test_stdin_from_a_file_reads_on_after_a_restart(tmp_path):
+    """`crac launch APP < input`, then `crac restart ... < input`: the restart's stdin is its own,
+    and when it is the very file the program was reading, the program reads on from where it was
+    (the file's offset at the checkpoint, past what Python had read ahead into its memory) instead
+    of from the first line again."""
+    lines = 2000  # more than Python reads ahead in one block: the offset is mid-file
+    data = tmp_path / "input.txt"
+    data.write_text("".join(f"line {k}\n" for k in range(1, lines + 1)))
+    app = str(APPS_DIR / "py" / "ckpt_stdin.py")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    logs.mkdir()
+    argv = crac_launch_argv(PYTHON, [app, "2"], ckptdir)
+    with open(data, "rb") as stdin, open(logs / "launch.out", "wb") as so:
+        proc = subprocess.Popen(
+            argv, stdin=stdin, stdout=so, stderr=subprocess.DEVNULL, cwd=tmp_path, env=base_env()
+        )
+    try:
+        wait_until(lambda: "step 50\n" in (logs / "launch.out").read_text(), "step 50")
+        gen = checkpoint(proc.pid, ckptdir)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    with open(data, "rb") as stdin:
+        cp = subprocess.run(
+            [*crac_cmd(), "restart", str(gen)],
+            stdin=stdin,
+            capture_output=True,
+            env=base_env(),
+            cwd=tmp_path,
+            timeout=300,
+        )
+    out = cp.stdout.decode()
+    assert cp.returncode == 0, cp.stderr.decode()
+    steps = [int(ln.split()[1]) for ln in out.splitlines() if ln.startswith("step ")]
+    assert steps and steps == list(range(steps[0], lines + 1)) and steps[0] > 50, out[:300]
+    assert f"DONE lines={lines} total={lines * (lines + 1) // 2}" in out

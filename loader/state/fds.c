@@ -445,9 +445,24 @@ static int stdio_recognise(int fd, const struct fd_entry *e, const struct stat *
            !(S_ISREG(st->st_mode) && !stdio_given_is(fd, st));
 }
 
+/* The restart's own stdin, when it is the very file the program was reading at the checkpoint
+ * (`crac restart ... < input` as `crac launch ... < input`): the program reads on from where it
+ * was, not from the start again. Any other stdio is left as the restart command has it. */
 static int stdio_reopen(const struct fd_restore *r, const struct fd_view *v)
 {
-    (void)r, (void)v;
+    (void)r;
+    struct stat st;
+    char path[PATH_MAX];
+    if (v->rec.fd != 0 || !S_ISREG(v->rec.mode) || fstat(0, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_ino != v->rec.ino)
+        return 0;
+    ssize_t n = readlink("/proc/self/fd/0", path, sizeof(path) - 1);
+    int flags = fcntl(0, F_GETFL);
+    if (n <= 0 || flags < 0 || (flags & O_ACCMODE) == O_WRONLY)
+        return 0;
+    path[n] = '\0';
+    if (strcmp(path, v->path) == 0)
+        lseek(0, (off_t)v->rec.pos, SEEK_SET);
     return 0;
 }
 
