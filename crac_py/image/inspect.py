@@ -178,6 +178,11 @@ def _file_ids(blob: bytes) -> list[dict[str, Any]]:
     return out
 
 
+def _file_locks(blob: bytes) -> list[dict[str, Any]]:
+    rec = fmt.RECORD["crac_file_lock_rec"]
+    return _array(rec, blob, 0, len(blob) // rec.size)
+
+
 # One decoder per note type of the spec (tests check that none is missing).
 def _seccomp(blob: bytes) -> dict[str, Any]:
     """The header, each filter's record (its instructions counted, not listed), each thread's."""
@@ -218,9 +223,7 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_SECCOMP": _seccomp,
     "CRAC_NT_PARENT": lambda blob: _rec(fmt.RECORD["crac_parent_rec"], blob, 0),
     "CRAC_NT_PAGE_CRCS": _page_crcs,
-    "CRAC_NT_FILE_LOCKS": lambda blob: _array(
-        fmt.RECORD["crac_file_lock_rec"], blob, 0, len(blob) // fmt.RECORD["crac_file_lock_rec"].size
-    ),
+    "CRAC_NT_FILE_LOCKS": _file_locks,
 }
 
 
