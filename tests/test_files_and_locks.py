@@ -21,6 +21,7 @@ import pytest
 from ckpt_harness import (
     assert_refused,
     base_env,
+    check_inspect,
     checkpoint,
     crac_launch_argv,
     launch,
@@ -98,12 +99,20 @@ def test_locks_shared_with_a_child(tmp_path):
 
 
 def test_restart_refused_while_another_process_holds_a_lock(tmp_path):
-    """Another process took the pid file's lock after the program was killed: the restart stops
-    with a message naming the file and that process (the program must not go on believing it
-    holds the lock), and succeeds once the lock is free."""
+    """The image records the four locks (`crac inspect` lists them by descriptor). Another process
+    took the pid file's lock after the program was killed: the restart stops with a message naming
+    the file and that process (the program must not go on believing it holds the lock), and
+    succeeds once the lock is free."""
     ckptdir, logs, work = tmp_path / "ckpt", tmp_path / "logs", tmp_path / "work"
     work.mkdir()
     gen = launch_image(PYTHON, [str(LOCKS_APP), str(work), "100", "10"], ckptdir, out_dir=logs)
+    held = {Path(f["path"]).name: f["locks"] for f in check_inspect(gen)["fds"] if f["locks"]}
+    assert held == {
+        "app.pid": ["fcntl write 0-end"],
+        "data": ["fcntl read 10-19"],
+        "ofd": ["OFD write 0-end"],
+        "shared": ["flock read"],
+    }, held
     with open(work / "app.pid", "r+") as other:
         fcntl.lockf(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
         cp = run_restart(gen, cwd=tmp_path)

@@ -677,10 +677,10 @@ def inspect_cmd(
         t.add_row(str(th["tid"]), "yes" if th["main"] else "")
     console.print(t)
     t = Table(title="file descriptors")
-    for col in ("fd", "kind", "offset", "path"):
+    for col in ("fd", "kind", "offset", "path", "locks"):
         t.add_column(col)
     for fd in info["fds"]:
-        t.add_row(str(fd["fd"]), fd["kind"], str(fd["offset"]), fd["path"])
+        t.add_row(str(fd["fd"]), fd["kind"], str(fd["offset"]), fd["path"], ", ".join(fd["locks"]))
     console.print(t)
     dev = info["device"]
     t = Table(title="device state")

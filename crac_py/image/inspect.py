@@ -178,6 +178,19 @@ def _file_ids(blob: bytes) -> list[dict[str, Any]]:
     return out
 
 
+_LOCK_KINDS = {1: "fcntl", 2: "OFD", 3: "flock"}
+
+
+def _lock_text(lock: dict[str, Any]) -> str:
+    """One lock of the FILE_LOCKS note as `crac inspect` shows it: "fcntl write 10-19"."""
+    kind = _LOCK_KINDS.get(lock["kind"], f"kind {lock['kind']}")
+    mode = "write" if lock["write"] else "read"
+    if lock["kind"] == 3:
+        return f"{kind} {mode}"
+    end = lock["start"] + lock["len"] - 1 if lock["len"] else "end"
+    return f"{kind} {mode} {lock['start']}-{end}"
+
+
 def _file_locks(blob: bytes) -> list[dict[str, Any]]:
     rec = fmt.RECORD["crac_file_lock_rec"]
     return _array(rec, blob, 0, len(blob) // rec.size)
@@ -328,6 +341,7 @@ def describe(gen: Generation) -> dict[str, Any]:
                 "offset": f["pos"],
                 "saved_copy": bool(f["saved"]),
                 "path": f["path"],
+                "locks": [_lock_text(k) for k in notes.get("file_locks", []) if k["fd"] == f["fd"]],
             }
             for f in notes.get("fds", [])
         ],  # fmt: skip
