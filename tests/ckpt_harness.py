@@ -384,6 +384,23 @@ def process_dirs(ckptdir: Path) -> list[Path]:
     return sorted(p for p in ckptdir.iterdir() if PROC_DIR_RE.match(p.name) and p.is_dir())
 
 
+def kill_tree(ckptdir: Path, *programs: bytes) -> None:
+    """SIGKILL every process of a tree still running (a forked child is no child of the test):
+    the pids its image directories in CKPTDIR name, whose command line still names one of
+    PROGRAMS (a pid of a process gone may be another's by now)."""
+    for d in process_dirs(ckptdir):
+        pid = int(d.name.rsplit("-", 1)[1])
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if any(p in cmdline for p in programs):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def gen_number(gen: Path) -> int:
     m = GEN_RE.match(gen.name)
     assert m, f"{gen} is not named gen-NNNNNN"

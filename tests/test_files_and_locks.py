@@ -8,7 +8,6 @@ program's own stdio redirection")."""
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import shutil
@@ -24,6 +23,7 @@ from ckpt_harness import (
     check_inspect,
     checkpoint,
     crac_launch_argv,
+    kill_tree,
     launch,
     launch_image,
     process_dirs,
@@ -60,15 +60,6 @@ def test_locks_of_every_kind_survive(tmp_path):
     run_cycles(PYTHON, [str(LOCKS_APP), "{work}", "200", "10"], tmp_path)
 
 
-def _kill_tree(ckptdir: Path) -> None:
-    """SIGKILL every process of the tree (a forked child is no child of ours)."""
-    for d in process_dirs(ckptdir):
-        pid = int(d.name.rsplit("-", 1)[1])
-        with contextlib.suppress(OSError):
-            if b"ckpt_locks" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                os.kill(pid, signal.SIGKILL)
-
-
 def test_locks_shared_with_a_child(tmp_path):
     """A forked child shares the open files of the OFD lock and the flock, and lists both locks
     as its own: only the parent takes them again (the tree's restart reopens the files in each
@@ -85,7 +76,7 @@ def test_locks_shared_with_a_child(tmp_path):
         wait_until(script.exists, "the restart script")
         assert len(process_dirs(ckptdir)) == 2, tree(ckptdir)
         wait_for_step(proc, proc.last_step() + 2)
-        _kill_tree(ckptdir)
+        kill_tree(ckptdir, b"ckpt_locks")
         wait_exit(proc)
         run = ScriptRun(script, logs, "restart", "-p", str(free_port()))
         assert run.wait() == 0, run.report()
@@ -94,7 +85,7 @@ def test_locks_shared_with_a_child(tmp_path):
     finally:
         if run:
             run.kill()
-        _kill_tree(ckptdir)
+        kill_tree(ckptdir, b"ckpt_locks")
         proc.stop()
 
 

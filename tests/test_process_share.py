@@ -13,35 +13,16 @@ uninterrupted run's, and its children end with status 0 (the reader checks).
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
-from pathlib import Path
 
 import pytest
-from ckpt_harness import CracProc, base_env, process_dirs, tree, wait_exit
+from ckpt_harness import CracProc, base_env, kill_tree, process_dirs, tree, wait_exit
 from conftest import APPS_DIR, crac_cmd, require_native
 from coord_harness import free_port
 from job_harness import Output, restart_twice, segments_of, signal_checkpoint, wait_past
 
 STEPS = 300
 TAG = "S"
-
-
-def _kill_tree(ckptdir: Path) -> None:
-    """SIGKILL every process of the tree still running (the pids of its image directories that
-    still run a share_* program)."""
-    for d in process_dirs(ckptdir):
-        pid = int(d.name.rsplit("-", 1)[1])
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"share_" in cmdline:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 CASES = [
@@ -75,7 +56,7 @@ def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
         script, before, after = signal_checkpoint(root.pid, out, [TAG], ckptdir, 30, root)
         assert len(process_dirs(ckptdir)) >= 2, tree(ckptdir)
         wait_past(out, [TAG], after, 2, root)
-        _kill_tree(ckptdir)
+        kill_tree(ckptdir, b"share_")
         if root.poll() is None:
             root.kill()
         wait_exit(root)
@@ -89,5 +70,5 @@ def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
     finally:
         for r in runs:
             r.kill()
-        _kill_tree(ckptdir)
+        kill_tree(ckptdir, b"share_")
         root.stop()

@@ -22,6 +22,7 @@ from ckpt_harness import (
     CracProc,
     base_env,
     complete_generations,
+    kill_tree,
     process_dirs,
     tree,
     wait_exit,
@@ -43,6 +44,7 @@ from crac_py.coord.restart_script import listed_generations
 
 STEPS = 300
 TAGS = ["T.p", "T.c"]  # tree_counter's parent and child
+TREE_PROGRAMS = (b"tree_counter", b"tree_forkwait")
 
 
 def _launch(
@@ -60,22 +62,6 @@ def _launch(
     return root, Output(root.out_path, "launch")
 
 
-def _kill_tree(ckptdir: Path) -> None:
-    """SIGKILL every process of the tree still running (a forked child is no child of ours): the
-    pids of its image directories that still run one of the tree programs."""
-    for d in process_dirs(ckptdir):
-        pid = int(d.name.rsplit("-", 1)[1])
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"tree_counter" in cmdline or b"tree_forkwait" in cmdline:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
 def test_forked_child_is_a_job_member_bc_kill_restart_twice(apps, tmp_path):
     coord = Coordinator(tmp_path / "coord")
     port = coord.port
@@ -91,7 +77,7 @@ def test_forked_child_is_a_job_member_bc_kill_restart_twice(apps, tmp_path):
         assert len(gens1) == 2 and all(g.name == "gen-000001" for g in gens1), tree(tmp_path)
         assert sorted(g.parent for g in gens1) == process_dirs(tmp_path / "ckpt")
         wait_past(out, TAGS, after, 2, root)
-        _kill_tree(tmp_path / "ckpt")
+        kill_tree(tmp_path / "ckpt", *TREE_PROGRAMS)
         wait_exit(root)
         coord.stop()
         chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
@@ -102,7 +88,7 @@ def test_forked_child_is_a_job_member_bc_kill_restart_twice(apps, tmp_path):
     finally:
         for r in runs:
             r.kill()
-        _kill_tree(tmp_path / "ckpt")
+        kill_tree(tmp_path / "ckpt", *TREE_PROGRAMS)
         root.stop()
         coord.stop()
 
@@ -119,7 +105,7 @@ def test_signal_to_the_root_checkpoints_the_tree(apps, tmp_path):
         gens = complete_generations(ckptdir)
         assert len(gens) == 2 and set(gens.values()) == {1}, tree(ckptdir)
         wait_past(out, TAGS, after, 2, root)
-        _kill_tree(ckptdir)
+        kill_tree(ckptdir, *TREE_PROGRAMS)
         wait_exit(root)
         chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
         restart_twice(script, free_port(), tmp_path, chains, runs, TAGS, STEPS)
@@ -130,7 +116,7 @@ def test_signal_to_the_root_checkpoints_the_tree(apps, tmp_path):
     finally:
         for r in runs:
             r.kill()
-        _kill_tree(ckptdir)
+        kill_tree(ckptdir, *TREE_PROGRAMS)
         root.stop()
 
 
@@ -141,7 +127,7 @@ def test_fork_and_wait_loop_restarts_as_a_tree(apps, tmp_path):
     try:
         script, before, after = signal_checkpoint(root.pid, out, tags, ckptdir, 10, root)
         wait_past(out, tags, after, 2, root)
-        _kill_tree(ckptdir)
+        kill_tree(ckptdir, *TREE_PROGRAMS)
         kill9_if_running(root)
         chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
         restart_twice(script, free_port(), tmp_path, chains, runs, tags, STEPS)
@@ -151,7 +137,7 @@ def test_fork_and_wait_loop_restarts_as_a_tree(apps, tmp_path):
     finally:
         for r in runs:
             r.kill()
-        _kill_tree(ckptdir)
+        kill_tree(ckptdir, *TREE_PROGRAMS)
         root.stop()
 
 
