@@ -123,6 +123,13 @@ struct cie {
 
 #define STATE_DEPTH 8
 
+/* Register reg saved at CFA + factored * data_align: only rbp's place is followed. */
+static void saved_at(struct rule *r, uint64_t reg, int64_t factored, int64_t data_align)
+{
+    if (reg == DW_RBP)
+        r->rbp_saved = (int32_t)(factored * data_align);
+}
+
 /* Runs one instruction list from loc; with rows != NULL, emits a row per address range up to
  * end. The CIE's initial instructions run first with no rows (init gives what DW_CFA_restore
  * would need: only the CFA and rbp matter here). */
@@ -136,13 +143,7 @@ static void run_cfa(struct cursor c, const struct cie *cie, struct rule *r, uint
         uint64_t advance = 0, reg;
         switch (op >> 6) {
         case 1: advance = (op & 0x3f) * cie->code_align; break;
-        case 2:
-            reg = op & 0x3f;
-            if (reg == DW_RBP)
-                r->rbp_saved = (int32_t)((int64_t)uleb(&c) * cie->data_align);
-            else
-                uleb(&c);
-            continue;
+        case 2: /* offset */ saved_at(r, op & 0x3f, (int64_t)uleb(&c), cie->data_align); continue;
         case 3:
             if ((op & 0x3f) == DW_RBP)
                 r->rbp_saved = 0;
@@ -162,10 +163,7 @@ static void run_cfa(struct cursor c, const struct cie *cie, struct rule *r, uint
             case 0x04: advance = take(&c, 4) * cie->code_align; break;
             case 0x05: /* offset_extended */
                 reg = uleb(&c);
-                if (reg == DW_RBP)
-                    r->rbp_saved = (int32_t)((int64_t)uleb(&c) * cie->data_align);
-                else
-                    uleb(&c);
+                saved_at(r, reg, (int64_t)uleb(&c), cie->data_align);
                 break;
             case 0x06: /* restore_extended, undefined, same_value */
             case 0x07:
@@ -210,10 +208,7 @@ static void run_cfa(struct cursor c, const struct cie *cie, struct rule *r, uint
                 break;
             case 0x11: /* offset_extended_sf */
                 reg = uleb(&c);
-                if (reg == DW_RBP)
-                    r->rbp_saved = (int32_t)(sleb(&c) * cie->data_align);
-                else
-                    sleb(&c);
+                saved_at(r, reg, sleb(&c), cie->data_align);
                 break;
             case 0x12:
                 r->cfa_reg = (int32_t)uleb(&c);
