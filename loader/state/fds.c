@@ -238,6 +238,17 @@ static void classify(int fd, struct fd_entry *e)
                    e->path);
 }
 
+int state_next_program_fd(DIR *d, int min)
+{
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int fd = atoi(de->d_name);
+        if (de->d_name[0] != '.' && fd >= min && fd != dirfd(d) && !lower_fd_is_ours(fd))
+            return fd;
+    }
+    return -1;
+}
+
 int fds_capture(const struct state_capture *c, void **out, size_t *out_len)
 {
     static struct fd_entry entries[FDS_MAX];
@@ -245,15 +256,8 @@ int fds_capture(const struct state_capture *c, void **out, size_t *out_len)
     DIR *d = opendir("/proc/self/fd");
     if (!d)
         return -1;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < FDS_MAX) {
-        if (de->d_name[0] == '.')
-            continue;
-        int fd = atoi(de->d_name);
-        if (fd == dirfd(d) || lower_fd_is_ours(fd))
-            continue;
+    for (int fd; n < FDS_MAX && (fd = state_next_program_fd(d, 0)) >= 0;)
         classify(fd, &entries[n++]);
-    }
     closedir(d);
     for (size_t i = 0; i < N_FD_KINDS; i++)
         if (fd_kinds[i]->regroup)

@@ -6,7 +6,6 @@
 #include "state.h"
 
 #include "crac_image.h"
-#include "lower_fds.h"
 #include "restart.h"
 #include "sha256.h"
 
@@ -69,11 +68,7 @@ int file_ids_capture(const struct state_capture *c, void **out, size_t *out_len)
     unsigned char *blob = NULL;
     size_t len = 0, cap = 0;
     int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < FILE_IDS_MAX) {
-        int fd = atoi(de->d_name);
-        if (de->d_name[0] == '.' || fd <= 2 || fd == dirfd(d) || lower_fd_is_ours(fd))
-            continue;
+    for (int fd; n < FILE_IDS_MAX && (fd = state_next_program_fd(d, 3)) >= 0;) {
         struct stat st;
         char link[64], path[PATH_MAX];
         snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);

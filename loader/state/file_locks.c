@@ -5,7 +5,6 @@
 #include "state.h"
 
 #include "crac_image.h"
-#include "lower_fds.h"
 #include "restart.h"
 
 #include <dirent.h>
@@ -94,12 +93,9 @@ int file_locks_capture(const struct state_capture *c, void **out, size_t *out_le
         return -1;
     struct crac_file_lock_rec *recs = NULL;
     size_t n = 0, cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        int fd = atoi(de->d_name);
+    for (int fd; (fd = state_next_program_fd(d, 3)) >= 0;) {
         struct stat st;
-        if (de->d_name[0] == '.' || fd <= 2 || fd == dirfd(d) || lower_fd_is_ours(fd) ||
-            fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
         char path[64], line[256];
         snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);

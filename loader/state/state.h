@@ -5,6 +5,7 @@
 
 #include "ckpt.h"
 
+#include <dirent.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -103,6 +104,9 @@ int pending_restore(const struct state_restore *r, const void *note, size_t len)
 void pending_lend(struct crac_registry *r);
 int rlimits_capture(const struct state_capture *c, void **blob, size_t *len); /* rlimits.c */
 int rlimits_restore(const struct state_restore *r, const void *note, size_t len);
+/* The program's next descriptor in D (an opendir of /proc/self/fd), MIN or above: not the
+ * directory's own, not one of crac's (lower_fds.h); -1 at the end (fds.c). */
+int state_next_program_fd(DIR *d, int min);
 int file_ids_capture(const struct state_capture *c, void **blob, size_t *len); /* file_ids.c */
 int file_ids_hold(const struct state_restore *r, const void *note, size_t len);
 int prctl_capture(const struct state_capture *c, void **blob, size_t *len); /* prctl_state.c */
