@@ -169,11 +169,12 @@ def run_mpi_cycles(
     # could otherwise find a rank gone at its end.
     gate = tmp_path / "end_gate"
     env = gated_env(env, gate)
-    ports = [_free_port() for _ in range(cycles + 1)]
-    argv = [*launch, *crac_cmd(), "launch", "-p", str(ports[0])]
+    # Each port is picked just before it is used: picked at the start, one was sometimes taken
+    # by then by another test's process (two suites side by side), and the restart refused it.
+    port = _free_port()
+    argv = [*launch, *crac_cmd(), "launch", "-p", str(port)]
     argv += ["-c", str(ckptdir), str(exe), *args, *launch_args]
     proc = CracProc(argv, out_dir=logs, label="launch", env=env, cwd=tmp_path)
-    port = ports[0]
     segments: list[Segment] = []
     try:
         earlier = at_launch(proc, port) if at_launch else 0
@@ -198,7 +199,7 @@ def run_mpi_cycles(
             seg = Segment(proc.label, proc.lines(), before_signal, at_complete)
             check_steps_contiguous(seg.lines, seg.label)
             segments.append(seg)
-            port = ports[i + 1]
+            port = _free_port()
             if restarts[i] == "script":  # the coordinator's script runs mpirun the same way
                 argv = ["/bin/sh", str(ckptdir / "crac_restart_script.sh"), "-p", str(port)]
             else:  # the way MPI users restart
