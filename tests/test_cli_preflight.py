@@ -115,14 +115,21 @@ def test_text_file(tmp_path: Path) -> None:
     assert_refused(run_crac("launch", str(prog)), "not an ELF")
 
 
-def test_shell_script(tmp_path: Path) -> None:
-    script = executable(tmp_path / "script.sh", "#!/bin/sh\necho hi\n")
-    assert_refused(run_crac("launch", str(script)), "is a script", f"crac launch /bin/sh {script}")
+def test_script_whose_interpreter_is_missing(tmp_path: Path) -> None:
+    script = executable(tmp_path / "tool", "#!/no/such/interp -x\nprint(1)\n")
+    assert_refused(run_crac("launch", str(script)), "/no/such/interp", "fix the #! line")
 
 
-def test_env_script_names_the_interpreter(tmp_path: Path) -> None:
-    script = executable(tmp_path / "tool.py", "#!/usr/bin/env python3\nprint(1)\n")
-    assert_refused(run_crac("launch", str(script)), f"crac launch python3 {script}")
+def test_script_whose_interpreter_is_not_a_program(tmp_path: Path) -> None:
+    script = executable(tmp_path / "tool", f"#!{tmp_path}\n")
+    assert_refused(run_crac("launch", str(script)), "its interpreter", "is a directory")
+
+
+def test_scripts_naming_each_other_too_deep(tmp_path: Path) -> None:
+    executable(tmp_path / "s0", f"#!{tmp_path / 's1'}\n")
+    for i in range(1, 6):
+        executable(tmp_path / f"s{i}", f"#!{tmp_path / f's{i + 1}'}\n")
+    assert_refused(run_crac("launch", str(tmp_path / "s0")), "more than 4 deep")
 
 
 def test_32bit_elf(tmp_path: Path) -> None:
@@ -249,6 +256,24 @@ def test_launch_passes_options_to_program(fake_native: dict[str, str]) -> None:
     proc = run_crac("launch", "--device", "sim", "ls", "-la", "/", env=fake_native)
     assert proc.returncode == 7, proc.stderr  # the exec'd program's status
     assert_launched(proc, "sim", "ls", [ls, "-la", "/"])
+
+
+def test_launch_runs_a_script_as_exec_does(tmp_path: Path, fake_native: dict[str, str]) -> None:
+    """A "#!" script runs as the kernel's exec runs it: its interpreter as argv[0], the line's one
+    optional argument, the script's path (the one PATH gave), then the script's arguments; an
+    interpreter that is a script itself goes first in turn."""
+    script = executable(tmp_path / "job.sh", "#!/bin/sh -e\necho hi\n")
+    proc = run_crac("launch", "--device", "sim", str(script), "a b", env=fake_native)
+    assert proc.returncode == 7, proc.stderr
+    assert_launched(proc, "sim", "/bin/sh", ["/bin/sh", "-e", str(script), "a b"])
+    env = dict(fake_native, PATH=f"{tmp_path}{os.pathsep}{fake_native.get('PATH', '')}")
+    proc = run_crac("launch", "--device", "sim", "job.sh", env=env)
+    assert_launched(proc, "sim", "/bin/sh", ["/bin/sh", "-e", str(script)])
+    wrapper = executable(tmp_path / "wrapper", f"#!{script} via\n")
+    proc = run_crac("launch", "--device", "sim", str(wrapper), "x", env=fake_native)
+    assert_launched(
+        proc, "sim", "/bin/sh", ["/bin/sh", "-e", str(script), "via", str(wrapper), "x"]
+    )
 
 
 def test_launch_double_dash_and_help_go_to_program(fake_native: dict[str, str]) -> None:

@@ -248,7 +248,7 @@ def launch(
     ) as exc:
         _error(str(exc))
     dev_opts = runner.DeviceOptions(dev, sim_version, cuda_runtime=runtime)
-    argv = [loader, *dev_opts.loader_args(), "--argv0", program, *ckpt.loader_args()]
+    argv = [loader, *dev_opts.loader_args(), "--argv0", info.argv0, *ckpt.loader_args()]
     argv += coord_args
     mpi_args = mpi_launch.shim_args(info.needed)
     if mpi_args:
@@ -258,7 +258,7 @@ def launch(
             _error(str(exc))
     argv += mpi_args
     argv += cuda12_launch.shim_args(info.needed)
-    argv += ["--", info.path, *(args or [])]
+    argv += ["--", info.path, *info.script_args, *(args or [])]
     try:
         runner.exec_loader(loader, argv)
     except OSError as exc:

@@ -1,9 +1,11 @@
 """Check a program before the loader is exec'd, so bad input gets a clear one-line error.
 
-Checks, in order: found, regular file, executable, ELF (scripts get their own hint), 64-bit x86-64,
+Checks, in order: found, regular file, executable, ELF, 64-bit x86-64,
 a program rather than an object/library, dynamically linked (PT_INTERP), CUDA runtime not linked
 in statically, every imported CUDA function supported (crac_py.codegen.cuda_spec.SUPPORTED).
-Each failure raises PreflightError("<program>: <problem>; <fix>").
+Each failure raises PreflightError("<program>: <problem>; <fix>"). A "#!" script is run as the
+kernel runs it: resolve_script gives its interpreter (which preflight then checks) and the
+arguments that go before the script's own.
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ class ProgramInfo:
     interp: str  # PT_INTERP, e.g. /lib64/ld-linux-x86-64.so.2
     needed: list[str] = field(default_factory=list)  # DT_NEEDED, in order
     cuda_imports: list[str] = field(default_factory=list)  # undefined cuda*/__cuda* dynamic symbols
+    argv0: str = (
+        ""  # the program's argv[0]: as launched, or a script's interpreter as its #! names it
+    )
+    script_args: list[str] = field(default_factory=list)  # a script's: [#! argument, script path]
 
 
 def resolve_program(program: str, path_env: str | None = None) -> Path:
@@ -86,14 +92,53 @@ def resolve_program(program: str, path_env: str | None = None) -> Path:
     )
 
 
-def _script_hint(program: str, first_line: bytes) -> str:
-    words = first_line[2:].decode(errors="replace").split()
-    if words and os.path.basename(words[0]) == "env" and len(words) > 1:
-        words = words[1:]  # "#!/usr/bin/env python3" -> python3
-    interp = " ".join(words) if words else "/bin/sh"
-    return (
-        f"{program}: is a script, not a compiled program; "
-        f"run its interpreter: crac launch {interp} {shlex.quote(program)}"
+# How deep a #! script may name another script as its interpreter (the kernel's limit).
+MAX_SCRIPT_DEPTH = 4
+
+
+def _shebang(path: Path) -> tuple[str, list[str]] | None:
+    """The interpreter and its optional argument a "#!" first line names, split as the kernel
+    splits it (the interpreter up to the first blank, the rest of the line one argument); None
+    when the file does not start with "#!"."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    line = head[2:].split(b"\n", 1)[0].decode(errors="surrogateescape").strip(" \t\r")
+    interp, _, arg = line.replace("\t", " ").partition(" ")
+    arg = arg.strip(" ")
+    return interp, [arg] if arg else []
+
+
+def resolve_script(program: str, path_env: str | None = None) -> tuple[str, list[str]]:
+    """What the kernel's exec of PROGRAM runs: (PROGRAM, []) for a compiled program; for a "#!"
+    script, (its interpreter as the line names it, [optional argument, the script's path]) to go
+    before the script's own arguments, following an interpreter that is a script itself."""
+    path = resolve_program(program, path_env)
+    run, prefix = program, []
+    script = program if "/" in program else str(path)  # a shell passes the path it found
+    for depth in range(MAX_SCRIPT_DEPTH + 1):
+        line = _shebang(Path(script))
+        if line is None:
+            return run, prefix
+        if depth == MAX_SCRIPT_DEPTH:
+            break
+        interp, arg = line
+        if not interp:
+            raise PreflightError(f"{program}: its #! line names no interpreter; fix its first line")
+        if not os.path.lexists(interp):
+            raise PreflightError(
+                f"{program}: its interpreter {interp} (the #! line) does not exist; install it or "
+                "fix the #! line"
+            )
+        run, prefix = interp, [*arg, script, *prefix]
+        script = interp
+    raise PreflightError(
+        f"{program}: its #! interpreters name each other more than {MAX_SCRIPT_DEPTH} deep; "
+        "launch the last one directly"
     )
 
 
@@ -242,8 +287,22 @@ def preflight(
     path_env: str | None = None,
     supported: frozenset[str] | None = None,
 ) -> ProgramInfo:
-    """Resolve program like a shell and check that crac can launch it."""
+    """Resolve program like a shell and check that crac can launch it: the program itself, or
+    for a "#!" script the interpreter that runs it (ProgramInfo.argv0 and script_args say how)."""
     supported = cuda_spec.SUPPORTED if supported is None else supported
+    run, script_args = resolve_script(program, path_env)
+    try:
+        info = _check_file(run, path_env, supported)
+    except PreflightError as exc:
+        if not script_args:
+            raise
+        raise PreflightError(f"{program}: its interpreter {exc.message}") from None
+    info.argv0 = run if script_args else program
+    info.script_args = script_args
+    return info
+
+
+def _check_file(program: str, path_env: str | None, supported: frozenset[str]) -> ProgramInfo:
     path = resolve_program(program, path_env)
     try:
         st = path.stat()
@@ -263,8 +322,6 @@ def preflight(
             if not head:
                 raise PreflightError(f"{program}: is empty; give a compiled program")
             if not head.startswith(ELF_MAGIC):
-                if head.startswith(b"#!"):
-                    raise PreflightError(_script_hint(program, head.rstrip(b"\r\n")))
                 if b"\0" not in head:
                     raise PreflightError(
                         f"{program}: is a text file without a #! line, not an ELF program; "
