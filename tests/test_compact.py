@@ -273,3 +273,25 @@ def test_tree_member_refused(apps: dict[str, Path], tmp_path: Path) -> None:
         msg = assert_refused(compact(str(d), cwd=tmp_path), f"compacting {d.name}")
         assert "job" in msg or "tree" in msg, msg
         assert entries(d) == before
+
+
+def test_program_mapping_a_file_in_memory_refused(tmp_path_factory, tmp_path: Path) -> None:
+    """A program that maps a named POSIX shm object: compacting would map its saved pages back
+    into the object in /dev/shm (what only a restart may do), so it is refused in one line,
+    nothing changed."""
+    app = build_app(tmp_path_factory, Path(__file__).parent / "apps" / "ckpt_shm.c")
+    ckptdir = tmp_path / "ckpt"
+    proc = launch(app, ["60"], ckptdir, out_dir=tmp_path, opts=["--incremental"])
+    try:
+        wait_for_step(proc, 5)
+        checkpoint(proc, ckptdir)
+        wait_for_step(proc, proc.last_step() + 2)
+        gen = checkpoint(proc, ckptdir)
+        kill9(proc)
+    finally:
+        proc.stop()
+        Path(f"/dev/shm/ckpt_shm-kept-{proc.pid}").unlink(missing_ok=True)
+    before = entries(gen.parent)
+    msg = assert_refused(compact(str(gen.parent), cwd=tmp_path), "compacting a shm user")
+    assert "/dev/shm/ckpt_shm-kept-" in msg and "a file in memory" in msg, msg
+    assert entries(gen.parent) == before

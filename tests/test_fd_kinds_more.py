@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ckpt_harness import launch_image, restart, run_cycles, wait_exit
+from ckpt_harness import launch_checkpoint_kill, launch_image, restart, run_cycles, wait_exit
 from conftest import APPS_DIR, CFLAGS
 
 _BUILT: dict[str, Path] = {}
@@ -166,3 +166,23 @@ def test_shared_memory_mapped_twice(tmp_path, tmp_path_factory):
     MAP_SHARED|MAP_ANONYMOUS region duplicated with mremap, a removed SysV segment attached twice)
     is shared again after a restart: each mapping sees the other's writes, earlier bytes kept."""
     run_cycles(build("ckpt_shm", tmp_path_factory), [], tmp_path, cycles=2)
+
+
+def test_named_shared_memory_gone_at_restart(tmp_path, tmp_path_factory):
+    """A named POSIX shm object is memory (tmpfs), gone with the node: a restart elsewhere, or
+    after it was removed, makes it again from the image, as big as it was, and maps it back; the
+    program's next steps find every earlier byte and none of a later one."""
+    app = build("ckpt_shm", tmp_path_factory)
+    logs = tmp_path / "logs"
+    killed = launch_checkpoint_kill(app, ["60"], tmp_path / "ckpt", out_dir=logs, at_step=10)
+    kept = Path(f"/dev/shm/ckpt_shm-kept-{killed.pid}")
+    assert kept.stat().st_size == 64 * 4096
+    kept.unlink()
+    proc = restart(tmp_path / "ckpt", out_dir=logs, label="restart")
+    try:
+        assert wait_exit(proc) == 0, proc.report()
+        assert proc.lines()[-1].startswith("DONE steps=60"), proc.report()
+        assert not kept.exists(), "the program's own shm_unlink at its end"
+    finally:
+        proc.stop()
+        kept.unlink(missing_ok=True)

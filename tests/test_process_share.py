@@ -1,8 +1,8 @@
 """Connections between the processes of a tree (docs/DECISIONS.md "Connections between
 processes"): a pipe, socketpair or loopback TCP connection that a parent and its forked children
 share is made once at restart and given to each of them, with the bytes that were in it; so is
-memory they share (MAP_SHARED anonymous, POSIX shm, semaphores), which Python's process pools
-need besides their pipes.
+memory they share (MAP_SHARED anonymous, POSIX shm, semaphores, named ones in /dev/shm that
+spawned workers open by name), which Python's process pools need besides their pipes.
 
 Each program (tests/apps/share_*.c) checks every byte it receives and prints one step per
 record; the tree is checkpointed by the signal to its root while the pipe or the connection has
@@ -23,6 +23,9 @@ from job_harness import Output, restart_twice, segments_of, signal_checkpoint, w
 
 STEPS = 300
 TAG = "S"
+# The tree's processes by their command lines: the apps, and Python's spawned workers, forkserver
+# and resource tracker (`python -c "from multiprocessing... import main"`).
+KILLED = (b"share_", b"multiprocessing")
 
 
 CASES = [
@@ -35,18 +38,34 @@ CASES = [
     ("share_mem", "memory"),  # MAP_SHARED anonymous + unlinked POSIX shm, pshared semaphores
     ("share_pool", "pool"),  # multiprocessing.Pool(2).map in a loop
     ("share_pool", "executor"),  # concurrent.futures.ProcessPoolExecutor(2).map in a loop
+    ("share_pool", "pool-spawn"),  # workers exec'd: named semaphores in /dev/shm
+    ("share_pool", "executor-forkserver"),  # workers forked by a server process
 ]
+
+
+# Images whose regions are chunk streams (--compress, and an incremental run's generations after
+# its first): the tree's restart reads the shared memory's chunks, stored RAW for it.
+CHUNKED = [("pool", "--compress", "zstd"), ("pool-spawn", "--incremental", "")]
 
 
 @pytest.mark.parametrize(("app", "mode"), CASES, ids=[f"{a}-{m}" for a, m in CASES])
 def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
+    two_restarts(apps, tmp_path, app, mode)
+
+
+@pytest.mark.parametrize(("mode", "option", "value"), CHUNKED, ids=[c[1] for c in CHUNKED])
+def test_shared_memory_of_chunked_images(apps, tmp_path, mode, option, value):
+    two_restarts(apps, tmp_path, "share_pool", mode, [option, value] if value else [option])
+
+
+def two_restarts(apps, tmp_path, app, mode, opts=()):
     require_native()
     ckptdir = tmp_path / "ckpt"
     if app == "share_pool":
         program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py"), TAG, mode]
     else:  # share_mem and share_dgram have no mode
         program = [str(apps[app]), TAG, *([mode] if app in ("share_pipe", "share_sock") else [])]
-    argv = [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *program]
+    argv = [*crac_cmd(), "launch", "-c", str(ckptdir), *opts, "--", *program]
     root = CracProc(
         [*argv, str(STEPS), "20"], out_dir=tmp_path / "logs", label="launch", env=base_env()
     )
@@ -56,7 +75,7 @@ def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
         script, before, after = signal_checkpoint(root.pid, out, [TAG], ckptdir, 30, root)
         assert len(process_dirs(ckptdir)) >= 2, tree(ckptdir)
         wait_past(out, [TAG], after, 2, root)
-        kill_tree(ckptdir, b"share_")
+        kill_tree(ckptdir, *KILLED)
         if root.poll() is None:
             root.kill()
         wait_exit(root)
@@ -70,5 +89,5 @@ def test_shared_connection_survives_two_restarts(apps, tmp_path, app, mode):
     finally:
         for r in runs:
             r.kill()
-        kill_tree(ckptdir, b"share_")
+        kill_tree(ckptdir, *KILLED)
         root.stop()

@@ -142,6 +142,9 @@ CHUNK_MAX_PAGES = 256  # 1 MiB of raw pages per chunk
 # "Incremental generations").
 CRAC_IMAGE_FORMAT_INCREMENTAL = 4
 REGION_INCREMENTAL = 32
+# A shared mapping of a file that lives in memory (tmpfs: /dev/shm, a named semaphore): saved like
+# shared anonymous memory and written back into the file at restart (docs/IMAGE.md "Regions").
+REGION_SHMEM_FILE = 64
 
 # (C name, value, doc) -> #define NAME value
 DEFINES: tuple[tuple[str, str, str], ...] = (
@@ -185,6 +188,12 @@ DEFINES: tuple[tuple[str, str, str], ...] = (
         f"{REGION_INCREMENTAL}u",
         "region flag: ANON region whose bitmap lists the pages taken from the parent generation's "
         "region of the same range; the others are saved here (non-zero) or zero",
+    ),
+    (
+        "CRAC_REGION_SHMEM_FILE",
+        f"{REGION_SHMEM_FILE}u",
+        "region flag: FILE_SHARED mapping of a file on tmpfs (/dev/shm): its pages are saved "
+        "(zero pages not) and written back into the file, made again if gone, at restart",
     ),
     ("CRAC_CHUNK_RAW", str(CHUNK_RAW), "chunk method: the pages stored as they are"),
     ("CRAC_CHUNK_LZ4", str(CHUNK_LZ4), "chunk method: LZ4 block (LZ4_compress_fast)"),
@@ -339,7 +348,8 @@ RECORDS: tuple[Record, ...] = (
         F("start", "u64"), F("end", "u64"),
         F("prot", "u32", "PROT_* bits"),
         F("flags", "u32", "CRAC_REGION_OUTSIDE_W, CRAC_REGION_NORESERVE, CRAC_REGION_DONTDUMP, "
-          "CRAC_REGION_SHARED_ALIAS, CRAC_REGION_COMPRESSED, CRAC_REGION_INCREMENTAL"),
+          "CRAC_REGION_SHARED_ALIAS, CRAC_REGION_COMPRESSED, CRAC_REGION_INCREMENTAL, "
+          "CRAC_REGION_SHMEM_FILE"),
         F("core_offset", "u64", "where the region's pages start in upper.core (0: nothing saved)"),
         F("file_offset", "u64", "for file kinds: offset of start in the file"),
         F("dev", "u64", "file identity, checked at restart; ANON_SHARED: the shared object's "

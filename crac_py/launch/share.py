@@ -29,6 +29,9 @@ _PIPE, _FIFO, _SOCKET = (
 _FDS_NOTE = next(n.type for n in fmt.NOTES if n.cname == "CRAC_NT_FDS")
 _REGIONS_NOTE = next(n.type for n in fmt.NOTES if n.cname == "CRAC_NT_REGIONS")
 _ANON_SHARED = fmt.ENUM["crac_region_kind"].value("CRAC_REGION_ANON_SHARED")
+_FILE_SHARED = fmt.ENUM["crac_region_kind"].value("CRAC_REGION_FILE_SHARED")
+_CHUNK = fmt.RECORD["crac_chunk_hdr"].struct
+_PAGE = 4096
 _OUTSIDE_W = fmt.REGION_OUTSIDE_W
 _R_PAIR, _R_PENDING, _R_OUTSIDE = 2, 3, 4  # loader/state/fd_socket.c `enum role`
 _F_SETPIPE_SZ = 1031
@@ -271,9 +274,19 @@ def _make(o: Obj) -> dict[Any, int]:
     return {side: mine.detach() for side, (mine, _) in pairs.items()}
 
 
+def _is_shared_object(r: dict[str, Any]) -> bool:
+    """ANON_SHARED with an identity (MAP_SHARED anonymous memory kept across fork, an unlinked
+    POSIX shm object or semaphore), or a file in memory mapped shared (a named one in /dev/shm:
+    multiprocessing's semaphores under the spawn and forkserver start methods)."""
+    if r["flags"] & _OUTSIDE_W:
+        return False
+    if r["kind"] == _ANON_SHARED:
+        return bool(r["ino"])
+    return r["kind"] == _FILE_SHARED and bool(r["flags"] & fmt.REGION_SHMEM_FILE)
+
+
 def _shared_memory(members: list[tuple[Path, int]]) -> dict[tuple[int, int], list[Any]]:
-    """Shared objects (ANON_SHARED regions with an identity: MAP_SHARED anonymous memory kept
-    across fork, POSIX shared memory, a semaphore of sem_open) mapped by two or more of MEMBERS:
+    """Shared objects (_is_shared_object) mapped by two or more of MEMBERS:
     {(dev, ino): [(vpid, generation, region), ...]}."""
     by_obj: dict[tuple[int, int], list[Any]] = defaultdict(list)
     for gen, vpid in members:
@@ -285,26 +298,60 @@ def _shared_memory(members: list[tuple[Path, int]]) -> dict[tuple[int, int], lis
         except insp._Short as exc:
             raise ShareError(f"image corrupted: the regions note of {gen / CORE}: {exc}") from exc
         for r in regions:
-            if r["kind"] == _ANON_SHARED and r["ino"] and not r["flags"] & _OUTSIDE_W:
+            if _is_shared_object(r):
                 by_obj[(r["dev"], r["ino"])].append((vpid, gen, r))
     return {k: v for k, v in by_obj.items() if len({g for _, g, _ in v}) >= 2}
 
 
 def _make_memory(maps: list[Any]) -> int:
-    """One memfd for a shared object, its bytes from the images (the lowest vpid's last, so its
-    copy wins where several saved the same page; they were taken at one moment)."""
-    size = max(r["file_offset"] + r["end"] - r["start"] for _, _, r in maps)
-    fd = os.memfd_create("crac-shared", 0)
-    os.ftruncate(fd, size)
+    """One descriptor for a shared object, its bytes from the images (the lowest vpid's last, so
+    its copy wins where several saved the same page; they were taken at one moment): a memfd, or
+    for a file in memory the file itself, made again if it is gone, its mapped ranges put back as
+    the checkpoint saw them (loader/restart/restart_memory.c does the same for a file only one
+    process maps)."""
+    first = maps[0][2]
+    if first["kind"] == _FILE_SHARED:
+        fd = os.open(first["path"], os.O_RDWR | os.O_CREAT, 0o600)
+        size = max(r["file_size"] for _, _, r in maps)
+        if os.fstat(fd).st_size < size:
+            os.ftruncate(fd, size)
+    else:
+        size = max(r["file_offset"] + r["end"] - r["start"] for _, _, r in maps)
+        fd = os.memfd_create("crac-shared", 0)
+        os.ftruncate(fd, size)
     for _, gen, r in sorted(maps, key=lambda m: -m[0]):
         if not r["core_offset"]:
             continue
-        length = r["end"] - r["start"]
-        with (gen / CORE).open("rb") as core:
-            core.seek(r["core_offset"])
-            data = core.read(length)
-        os.pwrite(fd, data, r["file_offset"])
+        length = min(r["end"] - r["start"], size - r["file_offset"])
+        if length > 0:
+            os.pwrite(fd, _region_bytes(gen, r)[:length], r["file_offset"])
     return fd
+
+
+def _region_bytes(gen: Path, r: dict[str, Any]) -> bytes:
+    """A saved region's bytes, pages not saved as zeros: at its offset in upper.core, or as the
+    chunk stream of a --compress or incremental image, whose shared regions' chunks are stored
+    RAW (loader/image/image_core.c), so no decompressor is needed here."""
+    length = r["end"] - r["start"]
+    with (gen / CORE).open("rb") as core:
+        core.seek(r["core_offset"])
+        if not r["flags"] & fmt.REGION_COMPRESSED:
+            return core.read(length).ljust(length, b"\0")
+        out = bytearray(length)
+        while True:
+            head = core.read(_CHUNK.size)
+            if len(head) < _CHUNK.size:
+                raise ShareError(f"image corrupted: {gen / CORE} ends inside a region's chunks")
+            magic, method, first, n, stored, _, _ = _CHUNK.unpack(head)
+            if magic != fmt.CHUNK_MAGIC or (n and method != fmt.CHUNK_RAW):
+                raise ShareError(f"image corrupted: a shared region's chunk in {gen / CORE}")
+            if not n:
+                return bytes(out)
+            at = first * _PAGE
+            data = core.read(stored)
+            if stored != n * _PAGE or len(data) != stored or at + stored > length:
+                raise ShareError(f"image corrupted: a shared region's chunk in {gen / CORE}")
+            out[at : at + stored] = data
 
 
 def _unix_addr(raw: bytes) -> bytes | None:

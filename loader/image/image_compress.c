@@ -308,7 +308,7 @@ static void compress_slot(struct cz_pipe *p, struct slot *s, void *zctx)
     s->crc = crc32c_update(0, s->src, len);
     s->method = CRAC_CHUNK_RAW;
     s->stored = (uint32_t)len;
-    if (p->method == CRAC_CHUNK_RAW || (p->method == CRAC_CHUNK_ZSTD && !zctx))
+    if (p->method == CRAC_CHUNK_RAW || (p->method == CRAC_CHUNK_ZSTD && !zctx) || s->region->raw)
         return;
     if (len >= 4 * SAMPLE) {
         size_t t = compress(p->method, p->level, zctx, s->out, p->out_cap, s->src, SAMPLE);

@@ -61,6 +61,9 @@ struct cz_region {
     uint64_t core_offset; /* the region's first chunk (0 until one is written) */
     uint32_t crc32c;      /* CRC-32C over its chunks' crc32c */
     uint32_t pages;
+    /* Its chunks stored RAW whatever the method: shared memory, which the restart of a tree
+     * reads in Python (crac_py/launch/share.py), without zstd or lz4. */
+    int raw;
 };
 
 struct cz_pipe;

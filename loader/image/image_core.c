@@ -24,7 +24,9 @@
 #include <sys/procfs.h>
 #include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -271,7 +273,16 @@ static int collect_regions(struct region *rs, int max, int pagemap)
                 r->rec.file_size = (uint64_t)st.st_size;
                 r->rec.mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
             }
+            /* A file in memory (a POSIX shm object or sem_open semaphore in /dev/shm) is state
+             * like shared anonymous memory: gone with the node, and changed by the program after
+             * the checkpoint. Its pages are saved and written back at restart. */
+            struct statfs fs;
+            if (r->rec.kind == CRAC_REGION_FILE_SHARED && statfs(path, &fs) == 0 &&
+                fs.f_type == TMPFS_MAGIC)
+                r->rec.flags |= CRAC_REGION_SHMEM_FILE;
         }
+        r->cz.raw =
+            r->rec.kind == CRAC_REGION_ANON_SHARED || r->rec.kind == CRAC_REGION_FILE_SHARED;
         if (r->rec.kind == CRAC_REGION_FILE_PRIVATE) {
             r->rec.bitmap_bytes = (uint32_t)((((end - start) / PAGE + 7) / 8 + 7) & ~7UL);
             r->bitmap = calloc(1, r->rec.bitmap_bytes);
@@ -320,8 +331,9 @@ struct writer {
     struct direct_io *direct; /* CRAC_DIRECT_WRITE: runs from memory go O_DIRECT (image_direct.c) */
 };
 
-/* Which pages of [a, a+n pages) to consider saving. */
-static void candidates(const struct region *r, const uint64_t *pm, uint64_t n, unsigned char *want)
+/* Which pages of [a, a+n pages) to consider saving; FIRST is a's page index in the region. */
+static void candidates(const struct region *r, const uint64_t *pm, uint64_t first, uint64_t n,
+                       unsigned char *want)
 {
     for (uint64_t i = 0; i < n; i++) {
         uint64_t e = pm[i];
@@ -332,6 +344,12 @@ static void candidates(const struct region *r, const uint64_t *pm, uint64_t n, u
         switch (r->rec.kind) {
         case CRAC_REGION_ANON: want[i] = (e & (PM_PRESENT | PM_SWAPPED)) != 0; break;
         case CRAC_REGION_ANON_SHARED: want[i] = 1; break; /* shared pages may be unmapped here */
+        case CRAC_REGION_FILE_SHARED:
+            /* A file in memory's pages, those inside the file (touching one past its end is
+             * SIGBUS). */
+            want[i] = (r->rec.flags & CRAC_REGION_SHMEM_FILE) &&
+                      r->rec.file_offset + (first + i) * PAGE < r->rec.file_size;
+            break;
         case CRAC_REGION_FILE_PRIVATE:
             /* Only pages the program wrote (now anonymous copies); the rest come from the file. */
             want[i] = (e & PM_SWAPPED) || ((e & PM_PRESENT) && !(e & PM_FILE));
@@ -427,7 +445,7 @@ static int write_region(struct writer *w, struct region *r)
             (r->rec.end - a) / PAGE < PAGEMAP_BATCH ? (r->rec.end - a) / PAGE : PAGEMAP_BATCH;
         if (image_pread_full(w->pagemap, (unsigned char *)pm, n * 8, a / PAGE * 8) != 0)
             return region_failed(r, "its page map cannot be read");
-        candidates(r, pm, n, want);
+        candidates(r, pm, (a - r->rec.start) / PAGE, n, want);
         /* Incremental: a page in memory that was not written since the parent is the parent's
          * (its bit in the bitmap); one not in memory is zero, as in a full image. */
         for (uint64_t i = 0; r->written && i < n; i++) {
@@ -741,7 +759,8 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     uint64_t head = sizeof(Elf64_Ehdr) + phnum * sizeof(Elf64_Phdr) + notes.len;
     uint64_t base = (head + PAGE - 1) & ~(PAGE - 1), offset = base;
     for (int i = 0; i < nr; i++) {
-        if (rs[i].rec.kind == CRAC_REGION_FILE_SHARED ||
+        if ((rs[i].rec.kind == CRAC_REGION_FILE_SHARED &&
+             !(rs[i].rec.flags & CRAC_REGION_SHMEM_FILE)) ||
             (rs[i].rec.flags & CRAC_REGION_SHARED_ALIAS))
             continue;
         rs[i].rec.core_offset = offset;

@@ -418,6 +418,34 @@ static void sysv_done(void)
     n_sysv = 0;
 }
 
+/* A file in memory that the program mapped shared (CRAC_REGION_SHMEM_FILE: /dev/shm): opened,
+ * made again if it is gone (a restart on another node), at least as long as it was, and the
+ * region's range emptied, so that the fill leaves in it what the checkpoint saved (zero pages were
+ * not saved) rather than what the program wrote after. The descriptor; -1 with ERR. */
+static int shmem_file_put_back(const struct crac_region_rec *r, const char *path, char *err,
+                               size_t errlen)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s, mapped shared at 0x%lx, cannot be opened or made: %s", path,
+                 (unsigned long)r->start, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    uint64_t len = r->end - r->start;
+    if (((uint64_t)st.st_size < r->file_size && ftruncate(fd, (off_t)r->file_size) != 0) ||
+        (r->core_offset && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                     (off_t)r->file_offset, (off_t)len) != 0)) {
+        snprintf(err, errlen, "%s, mapped shared at 0x%lx, cannot be put back as it was: %s", path,
+                 (unsigned long)r->start, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static int map_one(const struct restart_image *img, const struct crac_region_rec *r,
                    const char *path, const unsigned char *bitmap, char *err, size_t errlen)
 {
@@ -462,8 +490,26 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
             }
         }
         break;
-    case CRAC_REGION_FILE_PRIVATE:
-    case CRAC_REGION_FILE_SHARED: {
+    case CRAC_REGION_FILE_SHARED:
+        if (r->flags & CRAC_REGION_SHMEM_FILE) {
+            /* Written back by the tree's restart already (crac_py/launch/share.py) when another
+             * process maps the file too: mapped as it is. */
+            if ((fd = inherited_object_fd(r)) >= 0) {
+                void *m = mmap((void *)r->start, len, (int)r->prot, MAP_SHARED | fixed, fd,
+                               (off_t)r->file_offset);
+                if (m == (void *)r->start)
+                    goto shared_mapped;
+                snprintf(err, errlen, "cannot map %s back at 0x%lx: %s", path,
+                         (unsigned long)r->start, strerror(errno));
+                return -1;
+            }
+            if ((fd = shmem_file_put_back(r, path, err, errlen)) < 0)
+                return -1;
+            flags = MAP_SHARED;
+            break;
+        }
+        /* fallthrough */
+    case CRAC_REGION_FILE_PRIVATE: {
         int shared = r->kind == CRAC_REGION_FILE_SHARED;
         fd = open(path, (shared && (r->prot & PROT_WRITE) ? O_RDWR : O_RDONLY) | O_CLOEXEC);
         struct stat st;

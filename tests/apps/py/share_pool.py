@@ -1,6 +1,8 @@
-"""share_pool TAG pool|executor [STEPS=300] [MS=20]: Python's process pools (fork start method)
+"""share_pool TAG pool|executor[-spawn|-forkserver] [STEPS=300] [MS=20]: Python's process pools
 in a loop: `multiprocessing.Pool(2).map` or `concurrent.futures.ProcessPoolExecutor(2).map`
-(their pipes, a SimpleQueue, POSIX semaphores in /dev/shm, the pool's threads). Each step maps a
+(their pipes, a SimpleQueue, POSIX semaphores in /dev/shm, the pool's threads), with the fork
+start method or the one named (spawn: workers exec'd, each opening the named semaphores in
+/dev/shm; forkserver: forked by a server process, Python 3.14's default). Each step maps a
 function over a few numbers, checks the results and prints `TAG step N`; then `TAG DONE
 checksum=... steps=STEPS` (ckpt_counter's checksum). Exits non-zero on a wrong result."""
 
@@ -15,10 +17,10 @@ def work(x: int) -> int:
 
 
 def main() -> int:
-    tag, mode = sys.argv[1], sys.argv[2]
+    tag, (mode, _, start) = sys.argv[1], sys.argv[2].partition("-")
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
     ms = int(sys.argv[4]) if len(sys.argv) > 4 else 20
-    multiprocessing.set_start_method("fork")
+    multiprocessing.set_start_method(start or "fork")
     if mode == "pool":
         pool = multiprocessing.Pool(2)
     else:
