@@ -25,7 +25,7 @@ STEPS = 300
 TAG = "S"
 # The tree's processes by their command lines: the apps, and Python's spawned workers, forkserver
 # and resource tracker (`python -c "from multiprocessing... import main"`).
-KILLED = (b"share_", b"multiprocessing")
+KILLED = (b"share_", b"multiprocessing", b"cat")
 
 
 CASES = [
@@ -40,6 +40,7 @@ CASES = [
     ("share_pool", "executor"),  # concurrent.futures.ProcessPoolExecutor(2).map in a loop
     ("share_pool", "pool-spawn"),  # workers exec'd: named semaphores in /dev/shm
     ("share_pool", "executor-forkserver"),  # workers forked by a server process
+    ("share_coproc", "asyncio"),  # asyncio and a `cat` coprocess; an O_TMPFILE file
 ]
 
 
@@ -61,7 +62,7 @@ def test_shared_memory_of_chunked_images(apps, tmp_path, mode, option, value):
 def two_restarts(apps, tmp_path, app, mode, opts=()):
     require_native()
     ckptdir = tmp_path / "ckpt"
-    if app == "share_pool":
+    if app in ("share_pool", "share_coproc"):
         program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py"), TAG, mode]
     else:  # share_mem and share_dgram have no mode
         program = [str(apps[app]), TAG, *([mode] if app in ("share_pipe", "share_sock") else [])]

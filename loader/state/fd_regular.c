@@ -242,8 +242,10 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
     char *err = r->err;
     size_t errlen = r->errlen;
     const struct crac_fd_rec *rec = &v->rec;
+    /* O_TMPFILE (with its O_DIRECTORY bit) made the file; the file is reopened, not made. */
     int flags =
-        (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC)) | O_CLOEXEC;
+        (int)(rec->open_flags & ~(unsigned)(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC | O_TMPFILE)) |
+        O_CLOEXEC;
     char saved[PATH_MAX + 64];
     snprintf(saved, sizeof(saved), "%s/files/fd-%d", gen_dir, rec->fd);
     int fd;
@@ -260,7 +262,7 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
             if (w >= 0) {
                 char self[64];
                 snprintf(self, sizeof(self), "/proc/self/fd/%d", w);
-                fd = open(self, flags);
+                fd = open(self, flags & ~O_NOFOLLOW); /* the link is /proc's, not a path's */
                 close(w);
             } else {
                 fd = -1;

@@ -1,0 +1,48 @@
+"""share_coproc TAG MODE [STEPS=300] [MS=20]: asyncio drives a `cat` coprocess (fork + exec of a
+program nobody on the team wrote) through two pipes, one line a step, each echo checked; the
+echoes accumulate in a tempfile.TemporaryFile (an O_TMPFILE file, never linked), checked whole
+at the end. Prints `TAG step N`, then `TAG DONE checksum=... steps=STEPS` (ckpt_counter's
+checksum); exits non-zero on a wrong echo or file. MODE is unused ("asyncio")."""
+
+import asyncio
+import sys
+import tempfile
+
+
+async def main() -> int:
+    tag = sys.argv[1]
+    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
+    ms = int(sys.argv[4]) if len(sys.argv) > 4 else 20
+    echoes = tempfile.TemporaryFile()
+    cat = await asyncio.create_subprocess_exec(
+        "cat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    assert cat.stdin is not None and cat.stdout is not None
+    h = 0xCBF29CE484222325
+    for k in range(1, steps + 1):
+        line = f"line {k} {'y' * (k % 50)}\n".encode()
+        cat.stdin.write(line)
+        await cat.stdin.drain()
+        got = await cat.stdout.readline()
+        if got != line:
+            print(f"share_coproc: FAIL at step {k}: {got!r}", file=sys.stderr)
+            return 1
+        echoes.write(got)
+        for i in range(8):
+            h ^= (k >> (8 * i)) & 0xFF
+            h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        print(f"{tag} step {k}", flush=True)
+        await asyncio.sleep(ms / 1000)
+    cat.stdin.close()
+    status = await cat.wait()
+    echoes.seek(0)
+    want = b"".join(f"line {k} {'y' * (k % 50)}\n".encode() for k in range(1, steps + 1))
+    if status != 0 or echoes.read() != want:
+        print(f"share_coproc: FAIL: cat ended {status} or the file differs", file=sys.stderr)
+        return 1
+    print(f"{tag} DONE checksum={h:016x} steps={steps}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
