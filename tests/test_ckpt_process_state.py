@@ -1,6 +1,8 @@
 """Process state beside memory that a restart must bring back right (docs/DECISIONS.md, "Ids,
 clocks, limits and cancellation after a restart"): calls that take the pid or a tid the program
-knows, CPU-time clocks, glibc's cancellation and setxid signals, resource limits. Each program
+knows, CPU-time clocks, glibc's cancellation and setxid signals, resource limits, each thread's
+nice value and scheduling policy (docs/DECISIONS.md "Nice values and scheduling policies"). Each
+program
 goes through two checkpoint -> SIGKILL -> restart cycles and checks itself at every step."""
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ PROGRAMS: dict[str, list[str]] = {
     "ckpt_tid_calls": [],
     "ckpt_cancel": [],
     "ckpt_rlimits": [],
+    "ckpt_sched": [],  # per-thread nice values, SCHED_BATCH and SCHED_IDLE
 }
 
 

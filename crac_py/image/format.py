@@ -280,6 +280,13 @@ NOTES: tuple[Note, ...] = (
         "again at restart on its descriptor",
         optional=True,
     ),
+    Note(
+        "CRAC_NT_THREAD_SCHED",
+        0x43520024,
+        "one crac_thread_sched_rec per thread: its nice value and scheduling policy, given "
+        "back at restart",
+        optional=True,
+    ),
 )
 NOTE_TYPES = {n.type: n for n in NOTES}
 
@@ -429,6 +436,13 @@ RECORDS: tuple[Record, ...] = (
         F("hashed", "u32", "1: sha256 holds the contents' SHA-256 (files up to 64 KiB)"),
         F("path_len", "u32", "NUL-terminated path follows, padded to 8"),
         F("sha256", "char", "hex, no NUL", (64,)),
+    )),
+    Record("crac_thread_sched_rec", 16, "THREAD_SCHED note: one thread's nice value and "
+           "scheduling policy (Linux keeps both per thread)", (
+        F("tid", "i32", "as the program knows it"),
+        F("nice", "i32", "getpriority(PRIO_PROCESS, tid): -20..19"),
+        F("policy", "i32", "sched_getscheduler: SCHED_*, SCHED_RESET_ON_FORK included"),
+        F("priority", "i32", "sched_param.sched_priority (real-time policies)"),
     )),
     Record("crac_file_lock_rec", 32, "FILE_LOCKS note: a lock the program held, as "
            "/proc/self/fdinfo showed it on the descriptor it was taken through", (

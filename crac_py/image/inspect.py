@@ -196,6 +196,11 @@ def _file_locks(blob: bytes) -> list[dict[str, Any]]:
     return _array(rec, blob, 0, len(blob) // rec.size)
 
 
+def _thread_sched(blob: bytes) -> list[dict[str, Any]]:
+    rec = fmt.RECORD["crac_thread_sched_rec"]
+    return _array(rec, blob, 0, len(blob) // rec.size)
+
+
 # One decoder per note type of the spec (tests check that none is missing).
 def _seccomp(blob: bytes) -> dict[str, Any]:
     """The header, each filter's record (its instructions counted, not listed), each thread's."""
@@ -237,6 +242,7 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "CRAC_NT_PARENT": lambda blob: _rec(fmt.RECORD["crac_parent_rec"], blob, 0),
     "CRAC_NT_PAGE_CRCS": _page_crcs,
     "CRAC_NT_FILE_LOCKS": _file_locks,
+    "CRAC_NT_THREAD_SCHED": _thread_sched,
 }
 
 

@@ -41,6 +41,9 @@ const struct state_kind state_kinds[] = {
      * seccomp note only because a new note goes last). */
     {"file locks", CRAC_NT_FILE_LOCKS, 0, 0, STATE_WITH_MEMORY, file_locks_capture, NULL,
      file_locks_restore},
+    /* Once the threads are back (each has its own); a new note goes last. */
+    {"thread scheduling", CRAC_NT_THREAD_SCHED, 0, 0, STATE_WITH_THREADS, thread_sched_capture,
+     NULL, thread_sched_restore},
 };
 const int n_state_kinds = (int)(sizeof(state_kinds) / sizeof(state_kinds[0]));
 _Static_assert(sizeof(state_kinds) / sizeof(state_kinds[0]) <= STATE_KINDS_MAX,

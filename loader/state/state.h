@@ -113,6 +113,9 @@ int prctl_capture(const struct state_capture *c, void **blob, size_t *len); /* p
 int prctl_restore(const struct state_restore *r, const void *note, size_t len);
 int file_locks_capture(const struct state_capture *c, void **blob, size_t *len); /* file_locks.c */
 int file_locks_restore(const struct state_restore *r, const void *note, size_t len);
+int thread_sched_capture(const struct state_capture *c, void **blob,
+                         size_t *len); /* thread_sched.c */
+int thread_sched_restore(const struct state_restore *r, const void *note, size_t len);
 int seccomp_capture(const struct state_capture *c, void **blob, size_t *len); /* seccomp_state.c */
 int seccomp_hold(const struct state_restore *r, const void *note, size_t len);
 int seccomp_restore(const struct state_restore *r, const void *note, size_t len);
