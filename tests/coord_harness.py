@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import select
 import signal
 import socket
@@ -42,9 +43,29 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free now, below the kernel's ephemeral range: a port the kernel picked (bind
+    to 0) is one it hands out again for any outgoing connection, and with suites running beside
+    each other one was taken between the pick and the coordinator's bind (an MPI test failed on
+    "port ... is already in use"). Ports below that range only go to who binds them by number."""
+    low = _ephemeral_low()
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(10000, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free TCP port below the ephemeral range")
+
+
+def _ephemeral_low() -> int:
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return max(low, 10001)
 
 
 class Coordinator:

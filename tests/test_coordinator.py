@@ -409,16 +409,44 @@ def test_kill_and_quit(coord, tmp_path):
 
 
 def test_restart_quorum(coord, tmp_path):
-    """After `expect N`, no checkpoint starts before N restarted processes have joined."""
+    """After `expect N`, no checkpoint starts before N restarted processes have joined and said
+    they are restored (each gets its `go` first)."""
     assert coord.request("expect", 2)["ok"]
     w1 = FakeWorker(coord.port, tmp_path / "ckpt" / "a", pid=11, restarted=True)
     c = command_bg(coord.port, "c")
     assert w1.silent(0.5)
     w2 = FakeWorker(coord.port, tmp_path / "ckpt" / "b", pid=12, restarted=True)
+    assert w1.silent(0.3) and w2.silent(0.3)
     for w in (w1, w2):
+        w.send({"type": "restored"})
+    for w in (w1, w2):
+        w.expect("go")
         w.expect("checkpoint")
     assert finish(c)[0] == 0
     answer_all([w1, w2], 1)
+
+
+def test_restore_barrier(coord, tmp_path):
+    """docs/PROTOCOL.md "restored": a restarted process waits for `go` until every process the
+    restart announced is restored, or a restarted one that disconnected first no longer counts;
+    a process restarted with nothing announced goes at once."""
+    assert coord.request("expect", 3)["ok"]
+    ws = [
+        FakeWorker(coord.port, tmp_path / "ckpt" / n, pid=20 + i, restarted=True)
+        for i, n in enumerate("abc")
+    ]
+    ws[0].send({"type": "restored"})
+    assert ws[0].silent(0.5)
+    ws[1].send({"type": "restored"})
+    assert ws[0].silent(0.3) and ws[1].silent(0.3)
+    ws[2].close()  # its restart failed: it will never say restored
+    ws[0].expect("go")
+    ws[1].expect("go")
+    late = FakeWorker(coord.port, tmp_path / "ckpt" / "d", pid=30, restarted=True)
+    late.send({"type": "restored"})
+    late.expect("go")
+    for w in (*ws[:2], late):
+        w.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ restart cycles, output identical to an uninterrupted native run."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ from ckpt_harness import (
     wait_for_step,
 )
 from conftest import APPS_DIR, crac_cmd, describe, native_dir, require_native
+from coord_harness import free_port
 from job_harness import end_gate, gated_env
 
 MPI_APPS = APPS_DIR / "mpi"
@@ -49,9 +49,7 @@ def _require_openmpi() -> tuple[str, str]:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()  # below the ephemeral range (coord_harness.py)
 
 
 def _build(name: str, out_dir: Path, mpicc: str) -> Path:

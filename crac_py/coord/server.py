@@ -43,6 +43,7 @@ from crac_py.coord.proto import (
     encode,
     int_in,
 )
+from crac_py.coord.restore_gate import RestoreGate
 
 Msg = dict[str, Any]
 _PHASE_STATE = {phase: state for phase, _, _, state in PHASES}
@@ -107,6 +108,7 @@ class Peer:
     # An MPI job's process: its rank and the job's size, from its launcher's environment.
     mpi_rank: int | None = None
     mpi_size: int | None = None
+    said_restored: bool = False  # a restarted process whose state is back (restore_gate.py)
 
     @property
     def label(self) -> str:
@@ -227,6 +229,7 @@ class Coordinator:
         self.expect: tuple[int, float] | None = None  # (restarted joins awaited, deadline)
         self.meeting = connections.Meeting(0, 0.0)  # where restarted connections meet again
         self.restarted_joins = 0
+        self.restore_gate = RestoreGate()
         self.exit_reason: str | None = None
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()  # interval or quorum changed
@@ -496,8 +499,26 @@ class Coordinator:
                 peer.send({"type": "error", "error": f"unknown request {msg.get('verb')!r}"})
         elif kind == "aborted":
             pass
+        elif kind == "restored" and peer.restarted and not peer.said_restored:
+            peer.said_restored = True
+            self._let_go(self.restore_gate.restored(peer, time.monotonic()))
         else:
             peer.send({"type": "error", "error": f"unknown message type {kind!r}"})
+
+    def _let_go(self, peers: list[Any]) -> None:
+        """The restore barrier opened for PEERS (restore_gate.py)."""
+        for p in peers:
+            p.send({"type": "go"})
+        if len(peers) > 1:
+            self.log(f"{len(peers)} restarted processes are back; they go on")
+        self._wake.set()  # a checkpoint may wait for the barrier
+
+    async def _restore_deadline(self, deadline: float) -> None:
+        await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+        if self.restore_gate.deadline == deadline and self.restore_gate.expected:
+            left = self.restore_gate.expected
+            self.log(f"restart: {left} announced process(es) not back in time; the others go on")
+            self._let_go(self.restore_gate.expire(time.monotonic()))
 
     def _on_answer(self, peer: Peer, kind: str, msg: Msg) -> None:
         if peer.stale > 0:
@@ -559,6 +580,9 @@ class Coordinator:
 
     def _on_disconnect(self, peer: Peer) -> None:
         self.peers.pop(peer.id, None)
+        self._let_go(
+            self.restore_gate.gone(peer, peer.restarted, peer.said_restored, time.monotonic())
+        )
         if not self.peers:
             self.idle_since = time.monotonic()
         ck = self.current
@@ -621,11 +645,18 @@ class Coordinator:
         return True
 
     async def _await_quorum(self, ck: JobCheckpoint) -> None:
-        """After a restart, no checkpoint starts before every announced process is back."""
-        while self._quorum_pending() and ck.failure is None:
-            assert self.expect is not None
-            count, deadline = self.expect
-            ck.phase = f"waiting for {count - self.restarted_joins} restarted process(es)"
+        """After a restart, no checkpoint starts before every announced process is back and
+        restored (restore_gate.py)."""
+        while ck.failure is None:
+            if self._quorum_pending():
+                assert self.expect is not None
+                count, deadline = self.expect
+                ck.phase = f"waiting for {count - self.restarted_joins} restarted process(es)"
+            elif self.restore_gate.pending(time.monotonic()):
+                deadline = self.restore_gate.deadline
+                ck.phase = f"waiting for {self.restore_gate.expected} process(es) being restored"
+            else:
+                break
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - time.monotonic()))
@@ -897,6 +928,8 @@ class Coordinator:
                 }
             self.restarted_joins = sum(p.restarted for p in self.peers.values())
             self.expect = (value, time.monotonic() + self.cfg.phase_timeout)
+            self.restore_gate.expect(value, self.expect[1])
+            self._spawn(self._restore_deadline(self.restore_gate.deadline))
             if not self.meeting.open(value):  # a second task of the same restart keeps it
                 self.meeting = connections.Meeting(value, self.expect[1])
             self._wake.set()

@@ -14,13 +14,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LINE_MAX_BYTES 65536
 #define HELLO_TIMEOUT_MS 10000
 #define PHASE_TIMEOUT_MS (3600 * 1000) /* the coordinator times phases out; we wait for it */
 #define READY_TIMEOUT_MS (60 * 1000)   /* a checkpoint asked for before the program runs */
+/* The coordinator opens the restore barrier by its own deadline (its phase timeout); this bound
+ * is for a coordinator that never answers. */
+#define GO_TIMEOUT_S (15 * 60)
 
 struct conn {
     int fd;
@@ -29,6 +35,13 @@ struct conn {
 };
 
 static struct conn conn = {-1, {0}, 0};
+static volatile int32_t restore_go; /* futex: the coordinator's go after a restart, or it is gone */
+
+static void open_restore_gate(void)
+{
+    __atomic_store_n(&restore_go, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &restore_go, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+}
 
 int coord_tree_child;
 
@@ -363,6 +376,10 @@ void coord_serve(int fd, int wake_fd)
             uint64_t stale;
             while (read(wake_fd, &stale, sizeof(stale)) > 0)
                 ;
+        } else if (is_type(line, "go") || is_type(line, "error")) {
+            /* error: a coordinator of a crac without the restore barrier did not know
+             * "restored" (the only message a worker sends outside a checkpoint that it answers) */
+            open_restore_gate();
         } else if (is_type(line, "kill")) {
             kill(getpid(), SIGKILL);
         } else if (is_type(line, "abort")) {
@@ -374,4 +391,20 @@ void coord_serve(int fd, int wake_fd)
     close(fd);
     conn.fd = -1;
     ckpt_cfg.coord_fd = -1;
+    open_restore_gate();
+}
+
+void coord_restored(void)
+{
+    if (ckpt_cfg.coord_fd < 0 || send_line(ckpt_cfg.coord_fd, "{\"type\":\"restored\"}") != 0)
+        return;
+    struct timespec step = {1, 0};
+    for (int waited = 0; !__atomic_load_n(&restore_go, __ATOMIC_ACQUIRE); waited++) {
+        if (waited == GO_TIMEOUT_S) {
+            fprintf(stderr, "crac: warning: the coordinator gave no go after the restart; the "
+                            "program goes on\n");
+            return;
+        }
+        syscall(SYS_futex, &restore_go, FUTEX_WAIT_PRIVATE, 0, &step, NULL, 0);
+    }
 }

@@ -10,6 +10,11 @@ int coord_connect(const char *host, const char *port, const char *token, int res
 /* The manager's loop while connected: checkpoints when the coordinator says so, forwards the
  * process's own checkpoint requests. Returns when the coordinator goes away. */
 void coord_serve(int fd, int wake_fd);
+/* A restarted process whose state is all back, before its threads run: tells the coordinator and
+ * waits for its go, which comes once every process of the restart is back (or its deadline
+ * passed): none goes on while another is still being restored (docs/PROTOCOL.md "restored").
+ * Returns at once without a coordinator. */
+void coord_restored(void);
 /* Ask the coordinator for the job's status on a connection of its own (the program's
  * dmtcp_get_coordinator_status()). 0, or -1 without a coordinator or an answer. */
 int coord_status(int *num_peers, int *running);

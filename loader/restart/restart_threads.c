@@ -6,6 +6,7 @@
 #include "tree.h"
 
 #include "ckpt.h"
+#include "coord_client.h"
 #include "confine_seccomp.h"
 #include "crac_rawsys.h"
 #include "upper_hooks.h"
@@ -115,6 +116,9 @@ static void *releaser(void *arg)
     }
     __atomic_add_fetch(&r->attempts, 1, __ATOMIC_SEQ_CST);
     raw_syscall6(SYS_futex, (long)&r->attempts, 129, 0x7fffffff, 0, 0, 0);
+    /* In a job or tree, the others are back too before any thread runs: one that goes on at
+     * once could connect to a listener another process has yet to make (Python's Manager). */
+    coord_restored();
     ckpt_release_all();
     ckpt_set_ready(); /* a checkpoint asked for during the restart is taken now */
     lower_threads_unregister(gettid());
