@@ -60,9 +60,8 @@ class ProgramInfo:
     interp: str  # PT_INTERP, e.g. /lib64/ld-linux-x86-64.so.2
     needed: list[str] = field(default_factory=list)  # DT_NEEDED, in order
     cuda_imports: list[str] = field(default_factory=list)  # undefined cuda*/__cuda* dynamic symbols
-    argv0: str = (
-        ""  # the program's argv[0]: as launched, or a script's interpreter as its #! names it
-    )
+    # argv[0]: the program as launched, or a script's interpreter as its #! line names it
+    argv0: str = ""
     script_args: list[str] = field(default_factory=list)  # a script's: [#! argument, script path]
 
 
@@ -108,9 +107,9 @@ def _shebang(path: Path) -> tuple[str, list[str]] | None:
     if not head.startswith(b"#!"):
         return None
     line = head[2:].split(b"\n", 1)[0].decode(errors="surrogateescape").strip(" \t\r")
-    interp, _, arg = line.replace("\t", " ").partition(" ")
-    arg = arg.strip(" ")
-    return interp, [arg] if arg else []
+    cut = next((i for i, c in enumerate(line) if c in " \t"), len(line))
+    arg = line[cut:].strip(" \t")
+    return line[:cut], [arg] if arg else []
 
 
 def resolve_script(program: str, path_env: str | None = None) -> tuple[str, list[str]]:
