@@ -5,6 +5,8 @@ checkpoint -> SIGKILL -> restart cycles (tests/ckpt_harness.py), compared with a
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import socketserver
 import subprocess
@@ -166,6 +168,25 @@ def test_shared_memory_mapped_twice(tmp_path, tmp_path_factory):
     MAP_SHARED|MAP_ANONYMOUS region duplicated with mremap, a removed SysV segment attached twice)
     is shared again after a restart: each mapping sees the other's writes, earlier bytes kept."""
     run_cycles(build("ckpt_shm", tmp_path_factory), [], tmp_path, cycles=2)
+
+
+def test_shared_memory_the_restart_may_not_write(tmp_path):
+    """A file in /dev/shm the program maps read-only and the restart may not open for writing
+    (immutable here; another user's in practice) is mapped as it is, with a warning, instead of
+    failing the restart for want of putting it back."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr (e2fsprogs) is not installed: cannot make the file immutable")
+    seg = Path(f"/dev/shm/crac-readonly-{os.getpid()}-{tmp_path.name}")
+    seg.write_bytes(bytes(range(256)) * 64)
+    if subprocess.run(["chattr", "+i", str(seg)], capture_output=True).returncode != 0:
+        seg.unlink()
+        pytest.skip("this tmpfs does not take the immutable attribute")
+    try:
+        app = APPS_DIR / "py" / "ckpt_shm_readonly.py"
+        run_cycles(Path(sys.executable), [str(app), str(seg), "150"], tmp_path, cycles=2)
+    finally:
+        subprocess.run(["chattr", "-i", str(seg)], capture_output=True)
+        seg.unlink(missing_ok=True)
 
 
 def test_named_shared_memory_gone_at_restart(tmp_path, tmp_path_factory):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import mmap
 import os
 import socket
 import stat
@@ -480,6 +481,10 @@ def plan(members: list[tuple[Path, int]]) -> dict[Path, list[tuple[str, str, int
     for (dev, ino), maps in mems.items():
         try:
             fd = high(_make_memory(maps))
+        except PermissionError:
+            if any(r["prot"] & mmap.PROT_WRITE for _, _, r in maps):
+                raise ShareError(f"cannot write {maps[0][2]['path']} back: permission denied")
+            continue  # another's file the processes only read: each loader maps it as it is
         except OSError as exc:
             raise ShareError(f"cannot make a shared memory object again: {exc}") from exc
         for gen in {g for _, g, _ in maps}:

@@ -503,10 +503,29 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
                          (unsigned long)r->start, strerror(errno));
                 return -1;
             }
-            if ((fd = shmem_file_put_back(r, path, err, errlen)) < 0)
+            if ((fd = shmem_file_put_back(r, path, err, errlen)) >= 0) {
+                flags = MAP_SHARED;
+                break;
+            }
+            /* Another's file the program only read, which this restart may not write: mapped
+             * as it is now, not put back. */
+            if (r->prot & PROT_WRITE || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
                 return -1;
-            flags = MAP_SHARED;
-            break;
+            void *m = mmap((void *)r->start, len, (int)r->prot, MAP_SHARED | fixed, fd,
+                           (off_t)r->file_offset);
+            close(fd);
+            if (m != (void *)r->start) {
+                snprintf(err, errlen, "cannot map %s back at 0x%lx: %s", path,
+                         (unsigned long)r->start, strerror(errno));
+                return -1;
+            }
+            fprintf(stderr,
+                    "crac: warning: %s, mapped read-only, cannot be written by this restart: "
+                    "mapped as it is now, not as the checkpoint saw it\n",
+                    path);
+            if (r->flags & CRAC_REGION_DONTDUMP)
+                madvise((void *)r->start, len, MADV_DONTDUMP);
+            return 0;
         }
         /* fallthrough */
     case CRAC_REGION_FILE_PRIVATE: {
