@@ -42,6 +42,7 @@ CASES = [
     ("share_pool", "executor-forkserver"),  # workers forked by a server process
     ("share_coproc", "asyncio"),  # asyncio and a `cat` coprocess; an O_TMPFILE file
     ("share_listen", "listener"),  # a child connects afresh each step to its parent's listener
+    ("share_file", "in-place"),  # a child writes a shared file of fixed size in place
 ]
 
 

@@ -42,10 +42,10 @@ struct state_restore {
     char *err;           /* restore fails with a one-line reason here */
     size_t errlen;
     int allow_changed; /* --allow-changed-files (file_ids.c) */
-    /* No coordinator: no other process of a job is restarted beside this one, so written files
-     * are put back as they were (fd_regular.c); in a job one already running could have written
-     * in place what a process restarted later would undo. */
-    int alone;
+    /* Written files are put back as they were (fd_regular.c). Always now: in a job or tree no
+     * process runs before every one is restored (the restore barrier, docs/PROTOCOL.md
+     * "restored"), so none can have written in place what another's restart puts back. */
+    int put_back;
 };
 
 struct state_kind {
