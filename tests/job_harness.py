@@ -350,6 +350,16 @@ def signal_checkpoint(
     return script, before, after
 
 
+def wait_every_done(run: ScriptRun, tags: Sequence[str]) -> None:
+    """After the restart script ended: the script waits for the roots it restarted; a child its
+    program does not wait for (as in tree_counter) may still be at its last steps, an orphan as
+    in an uninterrupted run. Waits for each tag's DONE line."""
+    wait_until(
+        lambda: all(any(ln.startswith("DONE") for ln in run.out.lines(t)) for t in tags),
+        f"every process's DONE line in {run.out.path}",
+    )
+
+
 def restart_twice(
     script: Path,
     port: int,
@@ -391,12 +401,7 @@ def restart_twice(
     run2 = ScriptRun(script, logs, "restart2", "-p", str(port), terminal=terminals[1])
     runs.append(run2)
     assert run2.wait() == 0, run2.report()
-    # The script waits for the roots it restarted; a child its program does not wait for (as in
-    # tree_counter) may still be at its last steps, an orphan as in an uninterrupted run.
-    wait_until(
-        lambda: all(any(ln.startswith("DONE") for ln in run2.out.lines(t)) for t in tags),
-        f"every process's DONE line in {run2.out.path}",
-    )
+    wait_every_done(run2, tags)
     for t, seg in segments_of(run2.out, tags, None, None).items():
         chains[t].append(seg)
     check_chain(chains, steps, ckptdir)

@@ -42,7 +42,15 @@ from ckpt_harness import (
 )
 from conftest import crac_cmd, describe, require_native
 from coord_harness import Coordinator
-from job_harness import Output, ScriptRun, bcheckpoint, segments_of, wait_past, wait_steps
+from job_harness import (
+    Output,
+    ScriptRun,
+    bcheckpoint,
+    segments_of,
+    wait_every_done,
+    wait_past,
+    wait_steps,
+)
 from job_harness import check_chain as check_tag_chain
 
 from crac_py.coord.restart_script import listed_generations
@@ -539,6 +547,7 @@ def test_tree_each_process_its_own_chain(apps: dict[str, Path], tmp_path: Path) 
         chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
         run = ScriptRun(script, logs, "restart1", "-p", str(port))
         assert run.wait() == 0, run.report()
+        wait_every_done(run, tags)
         for t, seg in segments_of(run.out, tags, None, None).items():
             chains[t].append(seg)
         check_tag_chain(chains, steps, ckptdir)
