@@ -12,8 +12,6 @@ from typing import Protocol
 
 
 class Waiter(Protocol):
-    label: str
-
     def send(self, msg: dict) -> None: ...
 
 
@@ -41,7 +39,9 @@ class RestoreGate:
             self.expected -= 1
         return self._release(now)
 
-    def gone(self, peer: Waiter, was_restarted: bool, said_restored: bool, now: float) -> list:
+    def gone(
+        self, peer: Waiter, was_restarted: bool, said_restored: bool, now: float
+    ) -> list[Waiter]:
         """PEER disconnected: it no longer holds the others back (nor waits itself)."""
         if peer in self.waiting:
             self.waiting.remove(peer)

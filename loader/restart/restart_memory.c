@@ -454,6 +454,9 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
     int outside = r->flags & CRAC_REGION_OUTSIDE_W;
     int fixed = outside ? MAP_FIXED_NOREPLACE : MAP_FIXED;
     int fd = -1, flags = 0;
+    /* Its saved pages go into it: not into an object another process filled, nor into a file in
+     * memory this restart may not write. */
+    int fill = r->core_offset && inherited_object_fd(r) < 0;
     switch (r->kind) {
     case CRAC_REGION_ANON: flags = MAP_PRIVATE | MAP_ANONYMOUS; break;
     case CRAC_REGION_ANON_SHARED:
@@ -492,40 +495,23 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
         break;
     case CRAC_REGION_FILE_SHARED:
         if (r->flags & CRAC_REGION_SHMEM_FILE) {
+            flags = MAP_SHARED;
             /* Written back by the tree's restart already (crac_py/launch/share.py) when another
              * process maps the file too: mapped as it is. */
-            if ((fd = inherited_object_fd(r)) >= 0) {
-                void *m = mmap((void *)r->start, len, (int)r->prot, MAP_SHARED | fixed, fd,
-                               (off_t)r->file_offset);
-                if (m == (void *)r->start)
-                    goto shared_mapped;
-                snprintf(err, errlen, "cannot map %s back at 0x%lx: %s", path,
-                         (unsigned long)r->start, strerror(errno));
-                return -1;
-            }
-            if ((fd = shmem_file_put_back(r, path, err, errlen)) >= 0) {
-                flags = MAP_SHARED;
+            if ((fd = inherited_object_fd(r)) >= 0)
                 break;
-            }
+            if ((fd = shmem_file_put_back(r, path, err, errlen)) >= 0)
+                break;
             /* Another's file the program only read, which this restart may not write: mapped
              * as it is now, not put back. */
             if (r->prot & PROT_WRITE || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
                 return -1;
-            void *m = mmap((void *)r->start, len, (int)r->prot, MAP_SHARED | fixed, fd,
-                           (off_t)r->file_offset);
-            close(fd);
-            if (m != (void *)r->start) {
-                snprintf(err, errlen, "cannot map %s back at 0x%lx: %s", path,
-                         (unsigned long)r->start, strerror(errno));
-                return -1;
-            }
             fprintf(stderr,
                     "crac: warning: %s, mapped read-only, cannot be written by this restart: "
                     "mapped as it is now, not as the checkpoint saw it\n",
                     path);
-            if (r->flags & CRAC_REGION_DONTDUMP)
-                madvise((void *)r->start, len, MADV_DONTDUMP);
-            return 0;
+            fill = 0;
+            break;
         }
         /* fallthrough */
     case CRAC_REGION_FILE_PRIVATE: {
@@ -551,10 +537,10 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
     /* As the program had it: a huge MAP_NORESERVE region is refused without the flag. */
     if (r->flags & CRAC_REGION_NORESERVE)
         flags |= MAP_NORESERVE;
-    int prot = (int)r->prot | (r->core_offset ? PROT_READ | PROT_WRITE : 0);
+    int prot = (int)r->prot | (fill ? PROT_READ | PROT_WRITE : 0);
     void *m =
         mmap((void *)r->start, len, prot, flags | fixed, fd, fd >= 0 ? (off_t)r->file_offset : 0);
-    if (fd >= 0 && r->kind != CRAC_REGION_ANON_SHARED)
+    if (fd >= 0 && r->kind != CRAC_REGION_ANON_SHARED && inherited_object_fd(r) < 0)
         close(fd); /* a shared object's stays open for its other regions */
     if (m != (void *)r->start) {
         snprintf(err, errlen, "cannot map the region 0x%lx-0x%lx back%s: %s",
@@ -571,7 +557,7 @@ shared_mapped:
                  (unsigned long)r->start, (unsigned long)r->end, strerror(errno));
         return -1;
     }
-    if (!r->core_offset || inherited_object_fd(r) >= 0)
+    if (!fill)
         return 0;
     /* --lazy: filled on first touch and by a prefetcher instead (restart_lazy.c). */
     int lazy = restart_lazy_take(r, core, err, errlen);
