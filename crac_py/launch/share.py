@@ -14,6 +14,7 @@ import os
 import socket
 import stat
 import struct
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -34,7 +35,8 @@ _FILE_SHARED = fmt.ENUM["crac_region_kind"].value("CRAC_REGION_FILE_SHARED")
 _CHUNK = fmt.RECORD["crac_chunk_hdr"].struct
 _PAGE = 4096
 _OUTSIDE_W = fmt.REGION_OUTSIDE_W
-_R_PAIR, _R_PENDING, _R_OUTSIDE = 2, 3, 4  # loader/state/fd_socket.c `enum role`
+_R_LISTEN, _R_PAIR, _R_PENDING, _R_OUTSIDE = 1, 2, 3, 4  # loader/state/fd_socket.c `enum role`
+_BACKLOG = 128  # listen()'s backlog at restart, as the loader's (the program's is not visible)
 _F_SETPIPE_SZ = 1031
 
 
@@ -56,11 +58,14 @@ class End:
 
 @dataclass
 class Obj:
-    kind: str  # pipe, fifo, unix, tcp
+    kind: str  # pipe, fifo, unix, tcp, listen
     key: Any
     ends: list[End] = field(default_factory=list)
     sock: dict[str, Any] = field(default_factory=dict)  # the first end's saved socket text
     path: str = ""  # a FIFO's
+    # A listener's: the sockets of other processes whose connections waited in its queue, in
+    # the order accept() takes them: (their side, their saved socket text).
+    waiting: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
 
 
 def _fd_records(gen: Path) -> list[dict[str, Any]]:
@@ -94,6 +99,8 @@ def _socket_text(gen: Path, fd: int) -> dict[str, Any] | None:
                 out[name] = b"" if value == "-" else bytes.fromhex(value)
             elif name == "peerino":
                 out[name] = int(value)
+            elif name == "icons":
+                out[name] = [int(w) for w in value.split()]
     except ValueError:
         return None
     return out if {"domain", "type", "role", "partner", "queued"} <= out.keys() else None
@@ -113,8 +120,10 @@ def _ip_name(raw: bytes) -> tuple[int, tuple[Any, ...]] | None:
 
 
 def collect(members: list[tuple[Path, int]]) -> list[Obj]:
-    """The objects held by two or more of MEMBERS ((generation, vpid) each)."""
+    """The objects held by two or more of MEMBERS ((generation, vpid) each). A listening socket
+    counts as held by the processes whose connections wait in its queue too."""
     objs: dict[Any, Obj] = {}
+    unaccepted: dict[int, tuple[End, dict[str, Any]]] = {}  # by the connecting socket's inode
     for gen, vpid in members:
         recs = _fd_records(gen)
         by_fd = {r["fd"]: r for r in recs}
@@ -131,7 +140,13 @@ def collect(members: list[tuple[Path, int]]) -> list[Obj]:
             if kind != _SOCKET:
                 continue
             s = _socket_text(gen, fd)
-            if s is None or s["role"] not in (_R_PAIR, _R_PENDING, _R_OUTSIDE):
+            if s is None or s["role"] not in (_R_LISTEN, _R_PAIR, _R_PENDING, _R_OUTSIDE):
+                continue
+            if s["role"] == _R_LISTEN:
+                key = ("listen", r["ino"])
+                objs.setdefault(key, Obj("listen", key, sock=s)).ends.append(
+                    End(gen, vpid, fd, "l")
+                )
                 continue
             queued = gen / "files" / f"sockq-{fd}" if s["queued"] else None
             if s["domain"] == socket.AF_UNIX and s["role"] != _R_PENDING:
@@ -139,6 +154,10 @@ def collect(members: list[tuple[Path, int]]) -> list[Obj]:
                 if s["role"] == _R_PAIR and s["partner"] in by_fd:
                     peer = by_fd[s["partner"]]["ino"]
                 if not peer:
+                    # Not accepted yet (the end in the listener's queue has no inode), if a
+                    # listener of the tree lists it.
+                    side = ("waiting", r["ino"])
+                    unaccepted[r["ino"]] = (End(gen, vpid, fd, side), s)
                     continue
                 ends = tuple(sorted((r["ino"], peer)))
                 key = ("unix", s["type"], ends)
@@ -155,6 +174,12 @@ def collect(members: list[tuple[Path, int]]) -> list[Obj]:
                 continue
             o = objs.setdefault(key, Obj(key[0], key, sock=s))
             o.ends.append(End(gen, vpid, fd, side, queued))
+    for o in objs.values():
+        for ino in o.sock.get("icons", []) if o.kind == "listen" else []:
+            if ino in unaccepted:
+                end, s = unaccepted.pop(ino)
+                o.ends.append(end)
+                o.waiting.append((end.side, s))
     # A pipe no process of the tree reads from leads outside (the tree's stdout to a shell's
     # pipe, say): each process keeps the restart's own stdio instead (fd_pipe.c).
     return [
@@ -231,8 +256,67 @@ def _tcp_pair(
             listener.close()
 
 
+def _bind_again(sk: socket.socket, s: dict[str, Any]) -> None:
+    """SK bound to the saved socket S's name: a Unix path the killed process left is removed
+    first (only a socket file); an abstract name or an IP address the killed incarnation may
+    still hold while it exits is tried again for ADDRESS_RETRY_S."""
+    if s["domain"] == socket.AF_UNIX:
+        addr: Any = _unix_addr(s.get("local", b""))
+        if addr is None:
+            return
+        if addr[0] != 0:
+            try:
+                if stat.S_ISSOCK(os.lstat(addr).st_mode):
+                    os.unlink(addr)
+            except FileNotFoundError:
+                pass
+    else:
+        ip = _ip_name(s.get("local", b""))
+        if ip is None:
+            raise ShareError("a listening socket with an unreadable address")
+        addr = ip[1]
+        sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    deadline = time.monotonic() + ADDRESS_RETRY_S
+    while True:
+        try:
+            sk.bind(addr)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _make_listener(o: Obj) -> dict[Any, int]:
+    """A listening socket that several processes hold, or that another process's connection
+    waited in, made again, and each waiting connection connected to it again in its old order:
+    its listener's accept() takes them as it would have. What a waiting connection had sent is
+    lost: it was in the listener's queued socket, which nothing can read (the checkpoint marked
+    such a connection `unsent`)."""
+    s = o.sock
+    listener = socket.socket(s["domain"], s["type"])
+    _bind_again(listener, s)
+    listener.listen(_BACKLOG + len(o.waiting))
+    made = {"l": listener}
+    address = listener.getsockname()
+    for side, c in o.waiting:
+        sk = made[side] = socket.socket(socket.AF_UNIX, c["type"])
+        _bind_again(sk, c)
+        sk.connect(address)
+        if c.get("unsent"):
+            end = next(e for e in o.ends if e.side == side)
+            print(
+                f"crac: warning: process {end.vpid}'s fd {end.fd}, connected to {address!r} and "
+                "not yet accepted at the checkpoint, loses what it had sent",
+                file=sys.stderr,
+            )
+    return {side: sk.detach() for side, sk in made.items()}
+
+
 def _make(o: Obj) -> dict[Any, int]:
     """The object made again: {side: descriptor}."""
+    if o.kind == "listen":
+        return _make_listener(o)
     if o.kind == "pipe":
         r, w = os.pipe()
         saved = _first_saved([e for e in o.ends if e.side == "r"])

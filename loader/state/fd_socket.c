@@ -83,12 +83,18 @@ static int sock_read(int fd, struct sock *s)
     return 0;
 }
 
-/* The inode of a Unix socket's peer, from the kernel's sock_diag (0 if none or unknown). */
-static uint64_t unix_peer_ino(uint64_t ino)
+#define ICONS_MAX 256 /* a listener's queued connections recorded, at most */
+
+/* From the kernel's sock_diag, for the Unix socket with inode INO: its peer's inode (0 if none,
+ * or a connection its listener has not accepted yet: that end has no inode), and for a listener
+ * the inodes of the sockets whose connections wait in its queue, in the order accept() takes
+ * them (at most MAX into ICONS; their count is returned, -1 if unknown). */
+static int unix_diag(uint64_t ino, uint64_t *peer, uint32_t *icons, int max)
 {
+    *peer = 0;
     int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
     if (nl < 0)
-        return 0;
+        return -1;
     struct {
         struct nlmsghdr h;
         struct unix_diag_req r;
@@ -98,9 +104,9 @@ static uint64_t unix_peer_ino(uint64_t ino)
              .r = {.sdiag_family = AF_UNIX,
                    .udiag_states = ~0u,
                    .udiag_ino = (uint32_t)ino,
-                   .udiag_show = UDIAG_SHOW_PEER,
+                   .udiag_show = UDIAG_SHOW_PEER | (max > 0 ? UDIAG_SHOW_ICONS : 0),
                    .udiag_cookie = {~0u, ~0u}}};
-    uint64_t peer = 0;
+    int n_icons = -1;
     char buf[8192] __attribute__((aligned(8)));
     if (send(nl, &req, sizeof(req), 0) == (ssize_t)sizeof(req)) {
         ssize_t n = recv(nl, buf, sizeof(buf), 0);
@@ -108,12 +114,27 @@ static uint64_t unix_peer_ino(uint64_t ino)
         if (n > 0 && NLMSG_OK(h, (size_t)n) && h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
             struct unix_diag_msg *m = NLMSG_DATA(h);
             int len = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-            for (struct rtattr *a = (struct rtattr *)(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len))
+            n_icons = 0;
+            for (struct rtattr *a = (struct rtattr *)(m + 1); RTA_OK(a, len);
+                 a = RTA_NEXT(a, len)) {
                 if (a->rta_type == UNIX_DIAG_PEER)
-                    peer = *(uint32_t *)RTA_DATA(a);
+                    *peer = *(uint32_t *)RTA_DATA(a);
+                if (a->rta_type == UNIX_DIAG_ICONS) {
+                    n_icons = (int)(RTA_PAYLOAD(a) / sizeof(uint32_t));
+                    memcpy(icons, RTA_DATA(a),
+                           sizeof(uint32_t) * (size_t)(n_icons < max ? n_icons : max));
+                }
+            }
         }
     }
     close(nl);
+    return n_icons;
+}
+
+static uint64_t unix_peer_ino(uint64_t ino)
+{
+    uint64_t peer;
+    unix_diag(ino, &peer, NULL, 0);
     return peer;
 }
 
@@ -362,7 +383,7 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
     sock_read(e->rec.fd, &s);
     s.partner = -1;
     uint64_t peer_ino = 0;
-    int maybe_tree = 0;
+    int maybe_tree = 0, unsent = 0;
     /* A connected socket's peer name reads back (for an unnamed Unix peer: the family only).
      * UDP is not connected in the sense here: connect() again at restart is all it needs. */
     int connected =
@@ -396,6 +417,13 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
          * the restart of the tree rebuilds it then (crac_py/launch/share.py), else the loader
          * warns that it fails as a dropped connection. */
         maybe_tree = s.role == R_OUTSIDE && (peer || loopback(&s.peer, s.plen));
+        /* A Unix stream without a peer inode: its connection waits in a listener's queue, which
+         * may be another process's of the tree (that listener's image lists it), or its peer
+         * is closed. What it sent there is in the waiting socket, which nothing can read. */
+        if (s.role == R_OUTSIDE && s.domain == AF_UNIX && s.type != SOCK_DGRAM && !peer) {
+            maybe_tree = 1;
+            ioctl(e->rec.fd, SIOCOUTQ, &unsent);
+        }
         /* A TCP connection may lead to a process of the job on another host or in another
          * tree: the restart makes it again through the coordinator (crac_py/launch/xconn.py)
          * with its bytes, else the loader warns then that it fails as a dropped connection. */
@@ -440,15 +468,36 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
         state_loss("socket fd %d: %d bytes queued at the checkpoint are lost", e->rec.fd, queued);
         queued = 0;
     }
-    char lhex[2 * sizeof(s.local) + 1], phex[2 * sizeof(s.peer) + 1], text[4096];
+    char lhex[2 * sizeof(s.local) + 1], phex[2 * sizeof(s.peer) + 1];
+    char text[512 + sizeof(lhex) + sizeof(phex) + 11 * ICONS_MAX];
     hex_put(lhex, &s.local, s.llen);
     hex_put(phex, &s.peer, s.plen);
-    snprintf(text, sizeof(text),
-             "domain %d type %d proto %d role %d partner %d queued %d reuse %d nodelay %d "
-             "keepalive %d rcvbuf %d sndbuf %d\nlocal %s\npeer %s\npeerino %llu\n",
-             s.domain, s.type, s.proto, s.role, s.partner, queued, s.reuse, s.nodelay, s.keepalive,
-             s.rcvbuf, s.sndbuf, s.llen ? lhex : "-", s.plen ? phex : "-",
-             (unsigned long long)peer_ino);
+    int at = snprintf(text, sizeof(text),
+                      "domain %d type %d proto %d role %d partner %d queued %d reuse %d nodelay %d "
+                      "keepalive %d rcvbuf %d sndbuf %d unsent %d\nlocal %s\npeer %s\n"
+                      "peerino %llu\n",
+                      s.domain, s.type, s.proto, s.role, s.partner, queued, s.reuse, s.nodelay,
+                      s.keepalive, s.rcvbuf, s.sndbuf, unsent > 0, s.llen ? lhex : "-",
+                      s.plen ? phex : "-", (unsigned long long)peer_ino);
+    /* A Unix listener: the sockets whose connections wait in its queue (the tree's restart
+     * connects those another process holds again, in this order: share.py). */
+    uint32_t icons[ICONS_MAX];
+    uint64_t none;
+    int n_icons = s.role == R_LISTEN && s.domain == AF_UNIX
+                      ? unix_diag(e->rec.ino, &none, icons, ICONS_MAX)
+                      : 0;
+    if (n_icons > ICONS_MAX) {
+        state_loss("socket fd %d: past %d connections waiting in its queue, those from other "
+                   "processes come back dropped",
+                   e->rec.fd, ICONS_MAX);
+        n_icons = ICONS_MAX;
+    }
+    if (n_icons > 0) {
+        at += snprintf(text + at, sizeof(text) - (size_t)at, "icons");
+        for (int i = 0; i < n_icons; i++)
+            at += snprintf(text + at, sizeof(text) - (size_t)at, " %u", icons[i]);
+        snprintf(text + at, sizeof(text) - (size_t)at, "\n");
+    }
     return fd_save_text(e, files_dir, "socket", text);
 }
 

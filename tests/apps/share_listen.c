@@ -1,11 +1,16 @@
-/* share_listen TAG [STEPS=300] [MS=20]: a parent serves on a named Unix listening socket; its
-   forked child connects afresh every step, sends the step number and reads its square back, as a
-   pool worker talks to Python's Manager. The parent prints `TAG step N` per answer and, after the
-   child's exit status 0, `TAG DONE checksum=... steps=STEPS` (ckpt_counter's checksum). The child
-   fails (status 3) when the listener is not there: a restarted child that ran before its parent
-   was restored (docs/PROTOCOL.md "restored"). A connection a checkpoint caught in the listener's
-   queue, not yet accepted, comes back reset (a known limit, docs/DECISIONS.md): the child then
-   connects again for the same step. */
+/* share_listen TAG serve|prefork [STEPS=300] [MS=20]: a server on a named Unix listening socket
+   and a client that connects afresh every step and waits to be spoken to, as a pool worker talks
+   to Python's Manager (whose server speaks first). serve: the parent serves, its forked child is
+   the client. prefork: the parent listens and forks the server, which accepts on the inherited
+   listener, while the parent, still holding it (as a pre-forking server's master does), is the
+   client. The server works MS ms before each accept(), so the client's connection waits in the
+   listener's queue most of the time and a checkpoint catches it there; once accepted, it is sent
+   the step number and answers its square. The server prints `TAG step N` per answer and `TAG
+   DONE checksum=... steps=STEPS` (ckpt_counter's checksum) once its child, if any, exited with
+   status 0. The client fails with status 3 when the listener is not there (a restarted client
+   that ran before the server was restored: docs/PROTOCOL.md "restored") and 4 when its
+   connection is reset (one a checkpoint caught waiting came back dropped: docs/DECISIONS.md
+   "Connections between processes"). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -18,7 +23,7 @@
 #include <unistd.h>
 
 #define PROG "share_listen"
-#define USAGE "TAG [STEPS] [MS]"
+#define USAGE "TAG serve|prefork [STEPS] [MS]"
 #include "ckpt_common.h"
 
 static int io_all(int fd, void *buf, size_t n, int writing)
@@ -35,8 +40,8 @@ static int io_all(int fd, void *buf, size_t n, int writing)
     return 0;
 }
 
-/* One step's exchange; 0, or -1 when the connection was reset (dropped at a restart). */
-static int ask(const struct sockaddr_un *addr, long k)
+/* One step's exchange, from the child's end. */
+static void answer(const struct sockaddr_un *addr, long k)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -48,20 +53,50 @@ static int ask(const struct sockaddr_un *addr, long k)
                 strerror(errno));
         exit(3);
     }
-    int64_t v = k, sq = 0;
-    int rc = io_all(fd, &v, sizeof(v), 1) != 0 || io_all(fd, &sq, sizeof(sq), 0) != 0 ? -1 : 0;
+    int64_t v = 0;
+    if (io_all(fd, &v, sizeof(v), 0) != 0) {
+        fprintf(stderr, PROG ": FAIL at step %ld: the connection was dropped (%s)\n", k,
+                strerror(errno));
+        exit(4);
+    }
+    if (v != k)
+        fail("step %ld: the parent sent %lld", k, (long long)v);
+    v *= v;
+    if (io_all(fd, &v, sizeof(v), 1) != 0)
+        fail("step %ld: cannot answer: %s", k, strerror(errno));
     close(fd);
-    if (rc == 0 && sq != k * k)
-        fail("step %ld: the parent answered %lld", k, (long long)sq);
-    return rc;
+}
+
+/* The server's loop: STEPS connections accepted on LFD, each after MS ms of work; the running
+   checksum of the steps served. */
+static uint64_t serve(int lfd, const char *tag, long steps, long ms)
+{
+    uint64_t h = CKPT_FNV_BASIS;
+    for (long k = 1; k <= steps; k++) {
+        ckpt_sleep_ms(ms); /* the client's next connection waits meanwhile */
+        int c;
+        while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+            if (errno != EINTR)
+                fail("accept: %s", strerror(errno));
+        int64_t v = k, sq = 0;
+        if (io_all(c, &v, sizeof(v), 1) != 0 || io_all(c, &sq, sizeof(sq), 0) != 0)
+            fail("step %ld: the client's connection broke: %s", k, strerror(errno));
+        if (sq != k * k)
+            fail("step %ld: the client answered %lld", k, (long long)sq);
+        close(c);
+        h = ckpt_fnv(h, (uint64_t)k);
+        tag_step_line(tag, k);
+    }
+    return h;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2)
+    if (argc < 3 || (strcmp(argv[2], "serve") != 0 && strcmp(argv[2], "prefork") != 0))
         fail("usage: " PROG " " USAGE);
     const char *tag = argv[1];
-    long steps = arg(argc, argv, 2, 300, 1, 1000000), ms = arg(argc, argv, 3, 20, 0, 100000);
+    int prefork = strcmp(argv[2], "prefork") == 0;
+    long steps = arg(argc, argv, 3, 300, 1, 1000000), ms = arg(argc, argv, 4, 20, 0, 100000);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     snprintf(addr.sun_path, sizeof(addr.sun_path), "/tmp/share_listen-%d.sock", (int)getpid());
     unlink(addr.sun_path);
@@ -72,37 +107,26 @@ int main(int argc, char **argv)
     pid_t kid = fork();
     if (kid < 0)
         fail("fork: %s", strerror(errno));
-    if (kid == 0) {
+    if (kid == 0 && !prefork) {
         close(lfd);
-        for (long k = 1; k <= steps; k++) {
-            while (ask(&addr, k) != 0)
-                ; /* reset: caught unaccepted by a checkpoint; the same step again */
-            ckpt_sleep_ms(ms);
-        }
+        for (long k = 1; k <= steps; k++)
+            answer(&addr, k);
         return 0;
     }
-    uint64_t h = CKPT_FNV_BASIS;
-    for (long k = 1; k <= steps;) {
-        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (c < 0) {
-            if (errno == EINTR)
-                continue;
-            fail("accept: %s", strerror(errno));
-        }
-        int64_t v = 0;
-        if (io_all(c, &v, sizeof(v), 0) == 0) {
-            int64_t sq = v * v;
-            if (v != k)
-                fail("step %ld: the child asked for %lld", k, (long long)v);
-            if (io_all(c, &sq, sizeof(sq), 1) == 0) {
-                h = ckpt_fnv(h, (uint64_t)k);
-                tag_step_line(tag, k);
-                k++;
-            }
-        }
-        close(c);
+    if (kid == 0) {
+        uint64_t h = serve(lfd, tag, steps, ms);
+        end_gate();
+        return tag_done_line(tag, h, steps);
     }
-    reap_ok(kid, "the child");
+    if (prefork) {
+        for (long k = 1; k <= steps; k++)
+            answer(&addr, k);
+        reap_ok(kid, "the server");
+        unlink(addr.sun_path);
+        return 0;
+    }
+    uint64_t h = serve(lfd, tag, steps, ms);
+    reap_ok(kid, "the client");
     unlink(addr.sun_path);
     end_gate();
     return tag_done_line(tag, h, steps);

@@ -1,10 +1,12 @@
-"""share_pool TAG pool|executor[-spawn|-forkserver] [STEPS=300] [MS=20]: Python's process pools
-in a loop: `multiprocessing.Pool(2).map` or `concurrent.futures.ProcessPoolExecutor(2).map`
+"""share_pool TAG pool|executor|manager[-spawn|-forkserver] [STEPS=300] [MS=20]: Python's process
+pools in a loop: `multiprocessing.Pool(2).map` or `concurrent.futures.ProcessPoolExecutor(2).map`
 (their pipes, a SimpleQueue, POSIX semaphores in /dev/shm, the pool's threads), with the fork
 start method or the one named (spawn: workers exec'd, each opening the named semaphores in
-/dev/shm; forkserver: forked by a server process, Python 3.14's default). Each step maps a
-function over a few numbers, checks the results and prints `TAG step N`; then `TAG DONE
-checksum=... steps=STEPS` (ckpt_counter's checksum). Exits non-zero on a wrong result."""
+/dev/shm; forkserver: forked by a server process, Python 3.14's default); `manager`: a Pool(2)
+whose workers store their results in a `multiprocessing.Manager().dict()` (each task's proxy
+connects to the manager's listening Unix socket). Each step maps a function over a few numbers,
+checks the results and prints `TAG step N`; then `TAG DONE checksum=... steps=STEPS`
+(ckpt_counter's checksum). Exits non-zero on a wrong result."""
 
 import concurrent.futures
 import multiprocessing
@@ -16,12 +18,21 @@ def work(x: int) -> int:
     return x * x + 7
 
 
+def store(job: tuple) -> int:
+    """Puts work(x) in the managed dict; a pool task of the manager mode."""
+    results, x = job
+    results[x] = work(x)
+    return x
+
+
 def main() -> int:
     tag, (mode, _, start) = sys.argv[1], sys.argv[2].partition("-")
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
     ms = int(sys.argv[4]) if len(sys.argv) > 4 else 20
     multiprocessing.set_start_method(start or "fork")
-    if mode == "pool":
+    manager = multiprocessing.Manager() if mode == "manager" else None
+    results = manager.dict() if manager else None
+    if mode in ("pool", "manager"):
         pool = multiprocessing.Pool(2)
     else:
         pool = concurrent.futures.ProcessPoolExecutor(2)
@@ -29,7 +40,11 @@ def main() -> int:
     with pool:
         for k in range(1, steps + 1):
             xs = list(range(k, k + k % 5 + 2))
-            got = list(pool.map(work, xs))
+            if results is None:
+                got = list(pool.map(work, xs))
+            else:
+                pool.map(store, [(results, x) for x in xs])
+                got = [results.pop(x) for x in xs]
             if got != [work(x) for x in xs]:
                 print(f"share_pool: FAIL at step {k}: {got}", file=sys.stderr)
                 return 1
@@ -38,6 +53,8 @@ def main() -> int:
                 h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
             print(f"{tag} step {k}", flush=True)
             time.sleep(ms / 1000)
+    if manager:
+        manager.shutdown()
     print(f"{tag} DONE checksum={h:016x} steps={steps}", flush=True)
     return 0
 
