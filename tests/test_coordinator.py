@@ -329,6 +329,26 @@ def test_checkpoint_abandoned_when_an_mpi_rank_never_joins(tmp_path):
         coord.stop()
 
 
+def test_exec_during_a_checkpoint_takes_the_process_place(coord, tmp_path):
+    """A process that execs after the checkpoint asked it to suspend and before it did: its
+    exec'd loader says hello with the same pid (holding the old connection until welcomed, then
+    closing it); it is asked to checkpoint in the old one's place, the old connection's leaving
+    no longer abandons the checkpoint, and the job's checkpoint completes."""
+    w1, old = workers(coord, tmp_path, 2)
+    bc = command_bg(coord.port, "bc")
+    for w in (w1, old):
+        w.expect("checkpoint")
+    new = FakeWorker(coord.port, old.proc_dir, pid=old.pid)
+    old.close()
+    new.expect("checkpoint")
+    answer_all([w1, new], 1)
+    rc, out, err = finish(bc)
+    assert rc == 0, (out, err)
+    assert "exec'd from" in coord.log_text(), coord.log_text()
+    st = coord.request("status")
+    assert (st["num_peers"], st["generation"]) == (2, 1), st
+
+
 def test_worker_leaving_before_the_first_phase_is_left_out(coord, tmp_path):
     """A process that ends while the checkpoint still waits for a missing MPI rank was never
     asked anything: it is left out of the checkpoint, which goes on with the others."""

@@ -26,18 +26,22 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from ckpt_harness import (
     base_env,
+    checkpoint,
     complete_generations,
     latest_complete,
+    launch,
     run_cycles,
     tree,
+    wait_for_step,
 )
 from conftest import crac_cmd, require_native
-from coord_harness import free_port, wait_until
+from coord_harness import Coordinator, free_port, wait_until
 from job_harness import (
     Output,
     ScriptRun,
@@ -49,6 +53,7 @@ from job_harness import (
 )
 
 from crac_py.coord.restart_script import listed_generations
+from crac_py.coord.server import REQUEST_GRACE_S
 
 APPS = Path(__file__).resolve().parent / "apps"
 
@@ -58,6 +63,36 @@ def test_exec_in_place_keeps_the_process_two_cycles(apps, tmp_path):
     the kernel changed, which the program must not see)."""
     res = run_cycles(apps["tree_exec_self"], ["60", "40", "4"], tmp_path, cycles=2)
     assert [g.name for g in res.gens] == ["gen-000001", "gen-000002"]
+
+
+@pytest.mark.parametrize("coordinated", [False, True], ids=["alone", "coordinated"])
+def test_checkpoint_signal_during_an_exec_is_not_lost(apps, tmp_path, coordinated):
+    """A program that execs itself at every step, sent the checkpoint signal 20 times (12 with
+    a coordinator), each once the one before made its generation: every signal makes one, the
+    ones that arrive while an exec replaces the process too (they were lost: taken by the
+    loader the exec replaced, or by a coordinator whose checkpoint failed when the process's
+    connection went with its exec; the program then ran on without a checkpoint)."""
+    ckptdir = tmp_path / "ckpt"
+    coord = Coordinator(tmp_path / "coord") if coordinated else None
+    opts = ["-j", "-p", str(coord.port)] if coord else []
+    args = ["1000000", "10", "1"]
+    proc = launch(apps["tree_exec_self"], args, ckptdir, out_dir=tmp_path, opts=opts)
+    try:
+        wait_for_step(proc, 3)
+        # A coordinator takes a request that comes within REQUEST_GRACE_S of a checkpoint's end
+        # for a duplicate of it (crac_py/coord/server.py).
+        after = REQUEST_GRACE_S + 0.1 if coord else 0
+        for k in range(12 if coord else 20):
+            checkpoint(proc, ckptdir)
+            time.sleep(after + 0.01 * (k % 7))  # the next signal at another point of the cycle
+    except BaseException:
+        if coord:
+            print(coord.log_text())
+        raise
+    finally:
+        proc.stop()
+        if coord:
+            coord.stop()
 
 
 def test_close_range_spares_the_checkpoints_own_files(apps, tmp_path):

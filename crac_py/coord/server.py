@@ -460,6 +460,7 @@ class Coordinator:
         self._wake.set()  # a quorum of restarted processes or of MPI ranks may be complete now
         peer.send({"type": "welcome", "id": peer.id, "interval": self.cfg.interval})
         self._join_tree_child(peer)
+        self._take_over_from_exec(peer)
         how = "restarted" if peer.restarted else "launched"
         if peer.mpi_size is not None:
             how += f", MPI rank {peer.mpi_rank} of {peer.mpi_size}"
@@ -577,6 +578,39 @@ class Coordinator:
             ck.waiting.add(peer.id)
             peer.state = _PHASE_STATE[ck.phase]
             peer.send({"type": "checkpoint", "exit_after": ck.exit_after})
+
+    def _take_over_from_exec(self, peer: Peer) -> None:
+        """The loader a process exec'd (the same host and pid as a connected process, whose
+        connection it holds until it is welcomed, then closes): a checkpoint that counts the
+        process before its exec counts the new loader instead. The exec came before the process
+        was suspended (an exec waits for a checkpoint that holds its threads), so nothing of the
+        checkpoint was asked of it that the new loader has not yet been asked; its old
+        connection then leaves without failing the checkpoint, as it used to."""
+        ck = self.current
+        old = next(
+            (
+                p
+                for p in self.peers.values()
+                if p is not peer and p.pid == peer.pid and p.host == peer.host
+            ),
+            None,
+        )
+        if old is None or ck is None or ck.failure is not None or old.id not in ck.participants:
+            return
+        if ck.answer == "":  # the first phase has not begun
+            del ck.participants[old.id]
+            ck.participants[peer.id] = peer
+        elif ck.answer == "suspended" and old.id in ck.waiting:
+            del ck.participants[old.id]
+            ck.waiting.discard(old.id)
+            ck.participants[peer.id] = peer
+            ck.waiting.add(peer.id)
+            peer.state = _PHASE_STATE[ck.phase]
+            peer.send({"type": "checkpoint", "exit_after": ck.exit_after})
+        else:
+            return
+        old.state = "RUNNING"
+        self.log(f"{peer.label} exec'd from {old.label}: it takes its place in the checkpoint")
 
     def _on_disconnect(self, peer: Peer) -> None:
         self.peers.pop(peer.id, None)

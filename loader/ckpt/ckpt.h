@@ -63,6 +63,17 @@ void ckpt_trigger_after_fork(void);
 void ckpt_manager_wake(void);
 /* The manager's loop: wait for a request or the interval, then checkpoint. Never returns. */
 void ckpt_serve(void);
+/* An exec through crac's loader is about to replace the process: a checkpoint asked for and
+ * not yet holding the threads would be lost with it, so the checkpoint signal is left pending
+ * for the exec'd loader (ckpt_exec_end: the exec failed, the signal is taken here again).
+ * Returns the mask bit of the checkpoint signal, which the exec must keep blocked. */
+uint64_t ckpt_exec_begin(void);
+void ckpt_exec_end(void);
+/* The checkpoint under way holds the threads and no exec is in a section: it is no longer one
+ * an exec could lose. */
+void ckpt_request_committed(void);
+/* A coordinated process's requests so far are with its coordinator (coord_serve). */
+void ckpt_request_sent(void);
 
 long ckpt_register_upper(struct crac_registry *r);
 long ckpt_request_entry(void);

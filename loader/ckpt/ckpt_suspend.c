@@ -187,6 +187,7 @@ static int quiesce(void)
 {
     volatile int32_t *pending = lh_gate_pending(), *inside = lh_gate_inside();
     wait_sections(ckpt_registry);
+    ckpt_request_committed(); /* an exec now waits for this checkpoint (tree_exec.c) */
     __atomic_store_n(pending, 1, __ATOMIC_SEQ_CST);
     for (int waited = 0; __atomic_load_n(inside, __ATOMIC_SEQ_CST) > 0; waited++) {
         if (waited >= QUIESCE_TIMEOUT_MS) {

@@ -15,14 +15,25 @@
 #include "lower_fds.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 static volatile int32_t requested; /* futex word the manager sleeps on */
+/* The manager took a request whose checkpoint does not hold the threads yet. */
+static volatile int32_t starting;
+/* Futex: who may act on the checkpoint signal: the waiter while it takes one, an exec while it
+ * replaces the process (no signal is taken then: it stays pending for the exec'd loader). */
+enum { TAKE_IDLE, TAKE_TAKING, TAKE_EXEC };
+static volatile int32_t take_state;
+/* A coordinated process's: a request not yet sent to the coordinator (coord_serve). */
+static volatile int32_t unsent;
+static int waited_signo; /* the checkpoint signal the waiter takes (0: none) */
 static volatile int32_t exit_requested;
 static volatile int32_t config_ready;  /* futex: main has filled ckpt_cfg */
 static volatile int32_t program_ready; /* futex: the program's threads can be checkpointed */
@@ -34,9 +45,10 @@ static int wake_fd = -1; /* eventfd: wakes the manager while it polls the coordi
 static void on_checkpoint_signal(int sig)
 {
     (void)sig;
-    __atomic_store_n(&requested, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&requested, 1, __ATOMIC_SEQ_CST);
     raw_syscall6(SYS_futex, (long)&requested, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
     if (wake_fd >= 0) {
+        __atomic_store_n(&unsent, 1, __ATOMIC_SEQ_CST);
         uint64_t one = 1;
         raw_syscall3(SYS_write, wake_fd, &one, 8);
     }
@@ -47,6 +59,10 @@ void ckpt_config_done(void)
     if (ckpt_cfg.coord_fd >= 0) {
         int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         wake_fd = fd >= 0 ? lower_fd_adopt(fd) : -1;
+        /* A request taken before there was a coordinator to send it to (a signal left pending
+         * across an exec, taken at once by the exec'd loader) goes to it now. */
+        if (wake_fd >= 0 && __atomic_load_n(&requested, __ATOMIC_SEQ_CST))
+            on_checkpoint_signal(0);
     }
     __atomic_store_n(&config_ready, 1, __ATOMIC_RELEASE);
     raw_syscall6(SYS_futex, (long)&config_ready, 129, 0x7fffffff, 0, 0, 0);
@@ -97,15 +113,80 @@ void ckpt_block_signal(int signo)
     raw_syscall4(SYS_rt_sigprocmask, SIG_BLOCK, &set, 0, 8);
 }
 
+/* Waits until take_state goes from TAKE_IDLE to TO. */
+static void take_state_enter(int32_t to)
+{
+    for (;;) {
+        int32_t idle = TAKE_IDLE;
+        if (__atomic_compare_exchange_n(&take_state, &idle, to, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST))
+            return;
+        raw_syscall6(SYS_futex, (long)&take_state, 128 /* FUTEX_WAIT_PRIVATE */, idle, 0, 0, 0);
+    }
+}
+
+static void take_state_leave(void)
+{
+    __atomic_store_n(&take_state, TAKE_IDLE, __ATOMIC_SEQ_CST);
+    raw_syscall6(SYS_futex, (long)&take_state, 129 /* FUTEX_WAKE_PRIVATE */, 0x7fffffff, 0, 0, 0);
+}
+
+/* The signal is taken in two steps, through a signalfd: poll says one is pending, then it is
+ * read (taken) only in TAKE_TAKING. sigwaitinfo took it in one step, so an exec could replace
+ * the process between the kernel's giving it and the request it was to make: the checkpoint
+ * was lost. */
 void ckpt_wait_signal(int signo)
 {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, signo);
-    for (;;)
-        if (sigwaitinfo(&set, NULL) == signo)
+    static int sfd = -1; /* kept across a tree fork: it reads the reading process's signals */
+    if (sfd < 0) {
+        int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+        sfd = fd >= 0 ? lower_fd_adopt(fd) : -1;
+    }
+    waited_signo = signo;
+    for (;;) {
+        if (sfd < 0) { /* no signalfd: taken in one step, as before */
+            if (sigwaitinfo(&set, NULL) == signo)
+                ckpt_request(0);
+            continue;
+        }
+        struct pollfd p = {sfd, POLLIN, 0};
+        if (poll(&p, 1, -1) <= 0)
+            continue;
+        take_state_enter(TAKE_TAKING);
+        struct signalfd_siginfo si;
+        if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
             ckpt_request(0);
+        take_state_leave();
+    }
 }
+
+/* Called in the exec's section (tree_exec.c), so no checkpoint can come to hold the threads
+ * before the exec, and from here on no signal is taken: what was asked for is in `requested`
+ * and `starting` (or, coordinated, `unsent`). A request still to be served is made pending
+ * again (blocked in every thread, it stays so across the exec and the exec'd loader takes it).
+ * A coordinated process's request, once sent, is its coordinator's, which has the exec'd
+ * loader take the process's place in the checkpoint (docs/PROTOCOL.md). */
+uint64_t ckpt_exec_begin(void)
+{
+    take_state_enter(TAKE_EXEC);
+    if (!waited_signo)
+        return 0;
+    int outstanding = ckpt_cfg.coord_fd >= 0 ? __atomic_load_n(&unsent, __ATOMIC_SEQ_CST)
+                                             : __atomic_load_n(&requested, __ATOMIC_SEQ_CST) ||
+                                                   __atomic_load_n(&starting, __ATOMIC_SEQ_CST);
+    if (outstanding)
+        kill(getpid(), waited_signo);
+    return 1UL << (waited_signo - 1);
+}
+
+void ckpt_exec_end(void) { take_state_leave(); }
+
+void ckpt_request_committed(void) { __atomic_store_n(&starting, 0, __ATOMIC_SEQ_CST); }
+
+void ckpt_request_sent(void) { __atomic_store_n(&unsent, 0, __ATOMIC_SEQ_CST); }
 
 void ckpt_request(int exit_after)
 {
@@ -137,23 +218,28 @@ void ckpt_serve(void)
             __atomic_store_n(&requested, 0, __ATOMIC_RELEASE);
             continue;
         }
-        if (!__atomic_exchange_n(&requested, 0, __ATOMIC_ACQ_REL)) {
+        if (!__atomic_load_n(&requested, __ATOMIC_SEQ_CST)) {
             struct timespec t = {ckpt_cfg.interval, 0};
             long r = raw_syscall6(SYS_futex, (long)&requested, 128 /* FUTEX_WAIT_PRIVATE */, 0,
                                   ckpt_cfg.interval > 0 ? (long)&t : 0, 0, 0);
             if (r == -ETIMEDOUT && ckpt_cfg.interval > 0)
-                __atomic_store_n(&requested, 1, __ATOMIC_RELEASE);
+                __atomic_store_n(&requested, 1, __ATOMIC_SEQ_CST);
             continue;
         }
+        /* Taken: `starting` says so before `requested` stops saying it (ckpt_exec_begin). */
+        __atomic_store_n(&starting, 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&requested, 0, __ATOMIC_SEQ_CST);
         if (!__atomic_load_n(&program_ready, __ATOMIC_ACQUIRE)) {
             /* The program has not started (or its threads are not back) yet: keep the request
              * and take it as soon as it can be. */
-            __atomic_store_n(&requested, 1, __ATOMIC_RELEASE);
+            __atomic_store_n(&requested, 1, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&starting, 0, __ATOMIC_SEQ_CST);
             ckpt_wait_ready(1000);
             continue;
         }
         int exit_after =
             __atomic_exchange_n(&exit_requested, 0, __ATOMIC_ACQ_REL) || ckpt_cfg.exit_after;
         ckpt_run(exit_after, NULL);
+        __atomic_store_n(&starting, 0, __ATOMIC_SEQ_CST);
     }
 }

@@ -353,8 +353,9 @@ void coord_serve(int fd, int wake_fd)
             break;
         if (p[1].revents & POLLIN) {
             uint64_t n;
-            if (read(wake_fd, &n, sizeof(n)) > 0)
-                send_line(fd, "{\"type\":\"request\",\"verb\":\"checkpoint\"}");
+            if (read(wake_fd, &n, sizeof(n)) > 0 &&
+                send_line(fd, "{\"type\":\"request\",\"verb\":\"checkpoint\"}") == 0)
+                ckpt_request_sent();
         }
         if (conn.len == 0 && !(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
@@ -376,6 +377,7 @@ void coord_serve(int fd, int wake_fd)
             uint64_t stale;
             while (read(wake_fd, &stale, sizeof(stale)) > 0)
                 ;
+            ckpt_request_sent();
         } else if (is_type(line, "go") || is_type(line, "error")) {
             /* error: a coordinator of a crac without the restore barrier did not know
              * "restored" (the only message a worker sends outside a checkpoint that it answers) */

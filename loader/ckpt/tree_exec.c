@@ -362,10 +362,11 @@ static int options_fd(const struct strv *o)
 }
 
 /* The program's view of the reserved signals becomes the real state, as exec would have kept it:
- * ignored stays ignored, a handler becomes the default, blocked stays blocked. The previous
- * state in *saved, for a failed exec. */
-static void real_signal_state(const uint64_t *mask, struct crac_ksigaction saved[65],
-                              uint64_t *saved_mask)
+ * ignored stays ignored, a handler becomes the default, blocked stays blocked; the signals in
+ * KEEP_BLOCKED stay blocked whatever the view. The previous state in *saved, for a failed
+ * exec. */
+static void real_signal_state(const uint64_t *mask, uint64_t keep_blocked,
+                              struct crac_ksigaction saved[65], uint64_t *saved_mask)
 {
     struct crac_ctrl *c = crac_ctrl();
     for (int s = 1; s <= 64; s++) {
@@ -377,7 +378,8 @@ static void real_signal_state(const uint64_t *mask, struct crac_ksigaction saved
         raw_syscall4(SYS_rt_sigaction, s, &a, &saved[s], 8);
     }
     uint64_t m = (*mask & ~c->reserved_sigs) |
-                 (vmask_get(c, (int32_t)raw_syscall0(SYS_gettid)) & c->reserved_sigs);
+                 (vmask_get(c, (int32_t)raw_syscall0(SYS_gettid)) & c->reserved_sigs) |
+                 keep_blocked;
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &m, saved_mask, 8);
 }
 
@@ -436,9 +438,13 @@ static long exec_outside(const struct tree_exec_call *x, const char *path, const
                 "(a checkpoint of its job is refused while it runs)\n",
                 vid_from_real(c, me), path, why);
     }
+    /* A program the kernel is left to judge (an exec that fails with ENOEXEC, most likely)
+     * keeps the checkpoint signal blocked, or one arriving now would meet its default action
+     * and end the process; one exec'd outside crac gets the program's view of it. */
+    uint64_t keep = why ? 0 : 1UL << (c->ckpt_sig - 1);
     struct crac_ksigaction saved[65];
     uint64_t saved_mask;
-    real_signal_state(&x->mask, saved, &saved_mask);
+    real_signal_state(&x->mask, keep, saved, &saved_mask);
     long r = x->at ? raw_syscall6(SYS_execveat, x->dirfd, (long)path, (long)x->argv, (long)x->envp,
                                   x->flags, 0)
                    : raw_syscall3(SYS_execve, (long)path, (long)x->argv, (long)x->envp);
@@ -499,12 +505,14 @@ long tree_exec_lower(const struct tree_exec_call *x)
         if (e != 0)
             rc = e;
         if (!fail && e == 0) {
-            /* The new loader blocks the checkpoint signal itself; the program's mask goes with
-             * the exec as the kernel keeps it. */
-            uint64_t saved;
-            raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &x->mask, &saved, 8);
+            /* The program's mask goes with the exec as the kernel keeps it, the checkpoint
+             * signal blocked in it: one pending now (a checkpoint asked for during the exec is
+             * the exec'd loader's) must not meet the default action the exec gives it. */
+            uint64_t saved, mask = x->mask | ckpt_exec_begin();
+            raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &mask, &saved, 8);
             rc = raw_syscall3(SYS_execve, (long)loader, (long)argv.v, (long)envp.v);
             raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+            ckpt_exec_end();
             leave_exec_section();
         }
         close(ofd);
