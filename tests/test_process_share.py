@@ -42,6 +42,7 @@ CASES = [
     ("share_pool", "executor-forkserver"),  # workers forked by a server process
     ("share_pool", "manager"),  # a Pool's workers store results through Manager proxies
     ("share_coproc", "asyncio"),  # asyncio and a `cat` coprocess; an O_TMPFILE file
+    ("share_coproc", "asyncio-pidfd"),  # the same, the loop watching `cat` through a pidfd
     ("share_listen", "serve"),  # a child connects afresh each step to its parent's listener
     ("share_listen", "prefork"),  # the same, the parent the client, a forked child the server
     ("share_file", "in-place"),  # a child writes a shared file of fixed size in place

@@ -330,6 +330,8 @@ ENUMS: tuple[Enum, ...] = (
          "Unix/TCP/UDP: what it is in files/socket-<fd>, its queued bytes in files/sockq-<fd>"),
         ("CRAC_FD_FIFO", 16, "fifo",
          "named pipe, opened again by path; its bytes in files/pipe-<ino> like a pipe's"),
+        ("CRAC_FD_PIDFD", 17, "pidfd",
+         "the pid the program knew and its start time in files/pidfd-<fd>, opened again on it"),
     )),
     Enum("crac_dev_kind", "crac_dev_record.kind", (
         ("CRAC_DEV_DEVICE", 1, "device", "device memory (cudaMalloc)"),

@@ -20,6 +20,8 @@ void tree_coord_ensure(void);
  * pid as the program knows it and the kernel's now (--child-pid V:R); this process's parent as
  * the program knows it (--parent-pid V). 0, or -1 for a malformed value. */
 int tree_restart_child(const char *spec);
+/* The kernel's pid now of the restarted child the program knows as VPID (0: not one). */
+int32_t tree_restart_child_real(int32_t vpid);
 int tree_restart_parent(const char *vpid);
 /* After the ids of the image are mapped (restart_threads.c): add the children's and the
  * parent's. */

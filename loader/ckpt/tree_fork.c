@@ -175,6 +175,14 @@ int tree_restart_child(const char *spec)
     return 0;
 }
 
+int32_t tree_restart_child_real(int32_t vpid)
+{
+    for (int i = 0; i < n_restart_children; i++)
+        if (restart_children[i].virt == vpid)
+            return restart_children[i].real;
+    return 0;
+}
+
 int tree_restart_parent(const char *vpid)
 {
     int v, n = 0;

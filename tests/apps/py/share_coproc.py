@@ -2,7 +2,9 @@
 program nobody on the team wrote) through two pipes, one line a step, each echo checked; the
 echoes accumulate in a tempfile.TemporaryFile (an O_TMPFILE file, never linked), checked whole
 at the end. Prints `TAG step N`, then `TAG DONE checksum=... steps=STEPS` (ckpt_counter's
-checksum); exits non-zero on a wrong echo or file. MODE is unused ("asyncio")."""
+checksum); exits non-zero on a wrong echo or file. MODE: "asyncio" (the default child watcher
+of Python 3.11, a thread that waits), "asyncio-pidfd" (asyncio.PidfdChildWatcher, Python
+3.12's default: the loop polls a pidfd of `cat` until it ends)."""
 
 import asyncio
 import sys
@@ -11,6 +13,10 @@ import tempfile
 
 async def main() -> int:
     tag = sys.argv[1]
+    if sys.argv[2] == "asyncio-pidfd" and sys.version_info < (3, 12):
+        watcher = asyncio.PidfdChildWatcher()
+        watcher.attach_loop(asyncio.get_running_loop())
+        asyncio.set_child_watcher(watcher)
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
     ms = int(sys.argv[4]) if len(sys.argv) > 4 else 20
     echoes = tempfile.TemporaryFile()
