@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
@@ -57,8 +58,10 @@ static void on_checkpoint_signal(int sig)
 void ckpt_config_done(void)
 {
     if (ckpt_cfg.coord_fd >= 0) {
+        lower_fds_hold(); /* the program's close_range spares it once adopted, not before */
         int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         wake_fd = fd >= 0 ? lower_fd_adopt(fd) : -1;
+        lower_fds_release();
         /* A request taken before there was a coordinator to send it to (a signal left pending
          * across an exec, taken at once by the exec'd loader) goes to it now. */
         if (wake_fd >= 0 && __atomic_load_n(&requested, __ATOMIC_SEQ_CST))
@@ -131,6 +134,29 @@ static void take_state_leave(void)
     raw_syscall6(SYS_futex, (long)&take_state, 129 /* FUTEX_WAKE_PRIVATE */, 0x7fffffff, 0, 0, 0);
 }
 
+/* A signalfd for SET among the lower half's descriptors (lower_fds.h), or -1. Made while the
+ * program's close_range is held back: one in a loop (Python's children, before their exec)
+ * closed it at its first, low number before it was moved up, and no signal was taken again. */
+static int adopted_signalfd(const sigset_t *set)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        lower_fds_hold();
+        int fd = signalfd(-1, set, SFD_CLOEXEC | SFD_NONBLOCK);
+        int high = fd >= 0 ? lower_fd_adopt(fd) : -1;
+        lower_fds_release();
+        if (high < 0)
+            return -1;
+        /* A plain close() of the low number is not held back: look at what we hold. */
+        char link[64], path[32];
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", high);
+        ssize_t n = readlink(path, link, sizeof(link) - 1);
+        if (n > 0 && (link[n] = '\0', strcmp(link, "anon_inode:[signalfd]") == 0))
+            return high;
+        lower_fd_forget(high);
+    }
+    return -1;
+}
+
 /* The signal is taken in two steps, through a signalfd: poll says one is pending, then it is
  * read (taken) only in TAKE_TAKING. sigwaitinfo took it in one step, so an exec could replace
  * the process between the kernel's giving it and the request it was to make: the checkpoint
@@ -141,10 +167,8 @@ void ckpt_wait_signal(int signo)
     sigemptyset(&set);
     sigaddset(&set, signo);
     static int sfd = -1; /* kept across a tree fork: it reads the reading process's signals */
-    if (sfd < 0) {
-        int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-        sfd = fd >= 0 ? lower_fd_adopt(fd) : -1;
-    }
+    if (sfd < 0)
+        sfd = adopted_signalfd(&set);
     waited_signo = signo;
     for (;;) {
         if (sfd < 0) { /* no signalfd: taken in one step, as before */
@@ -155,6 +179,10 @@ void ckpt_wait_signal(int signo)
         struct pollfd p = {sfd, POLLIN, 0};
         if (poll(&p, 1, -1) <= 0)
             continue;
+        if (p.revents & POLLNVAL) {
+            sfd = -1; /* closed under us after all */
+            continue;
+        }
         take_state_enter(TAKE_TAKING);
         struct signalfd_siginfo si;
         if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
