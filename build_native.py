@@ -293,6 +293,7 @@ TARGETS: dict[str, Target] = {
         libs=("-lpthread", "-ldl"),
         tls_free=(
             "loader/confine/confine_exe.c",
+            "loader/confine/confine_listen.c",
             "loader/confine/confine_seccomp.c",
             "loader/confine/confine_trap.c",
             "loader/confine/restorer.c",

@@ -43,8 +43,11 @@ CASES = [
     ("share_pool", "manager"),  # a Pool's workers store results through Manager proxies
     ("share_coproc", "asyncio"),  # asyncio and a `cat` coprocess; an O_TMPFILE file
     ("share_coproc", "asyncio-pidfd"),  # the same, the loop watching `cat` through a pidfd
+    ("share_forksrv", "tcp"),  # socketserver.ForkingTCPServer and its client, one process
     ("share_listen", "serve"),  # a child connects afresh each step to its parent's listener
     ("share_listen", "prefork"),  # the same, the parent the client, a forked child the server
+    ("share_listen", "serve-tcp"),  # the same two over TCP (127.0.0.1)
+    ("share_listen", "prefork-tcp"),
     ("share_file", "in-place"),  # a child writes a shared file of fixed size in place
 ]
 
@@ -67,7 +70,7 @@ def test_shared_memory_of_chunked_images(apps, tmp_path, mode, option, value):
 def two_restarts(apps, tmp_path, app, mode, opts=()):
     require_native()
     ckptdir = tmp_path / "ckpt"
-    if app in ("share_pool", "share_coproc"):
+    if app in ("share_pool", "share_coproc", "share_forksrv"):
         program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py"), TAG, mode]
     else:  # share_mem, share_dgram and share_file have no mode
         moded = app in ("share_pipe", "share_sock", "share_listen")
@@ -93,9 +96,10 @@ def two_restarts(apps, tmp_path, app, mode, opts=()):
         if app == "share_listen":
             # Its child's connection waits in the listener's queue most of the time: a
             # checkpoint caught it there (the listener's image lists it), and it came back.
-            assert any(
-                "\nicons " in f.read_text() for f in ckptdir.glob("*/gen-*/files/socket-*")
-            ), tree(ckptdir)
+            waiting = "\nwaiting " if mode.endswith("-tcp") else "\nicons "
+            assert any(waiting in f.read_text() for f in ckptdir.glob("*/gen-*/files/socket-*")), (
+                tree(ckptdir)
+            )
     except BaseException:
         print(root.report(), *(r.report() for r in runs), sep="\n")
         raise

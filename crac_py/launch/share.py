@@ -101,6 +101,9 @@ def _socket_text(gen: Path, fd: int) -> dict[str, Any] | None:
                 out[name] = int(value)
             elif name == "icons":
                 out[name] = [int(w) for w in value.split()]
+            elif name == "waiting":  # a TCP listener's: the address one came from, its bytes
+                where, _, brought = value.partition(" ")
+                out.setdefault(name, []).append((bytes.fromhex(where), int(brought)))
     except ValueError:
         return None
     return out if {"domain", "type", "role", "partner", "queued"} <= out.keys() else None
@@ -174,12 +177,33 @@ def collect(members: list[tuple[Path, int]]) -> list[Obj]:
                 continue
             o = objs.setdefault(key, Obj(key[0], key, sock=s))
             o.ends.append(End(gen, vpid, fd, side, queued))
-    for o in objs.values():
-        for ino in o.sock.get("icons", []) if o.kind == "listen" else []:
+    for o in list(objs.values()):
+        if o.kind != "listen":
+            continue
+        for ino in o.sock.get("icons", []):
             if ino in unaccepted:
                 end, s = unaccepted.pop(ino)
                 o.ends.append(end)
                 o.waiting.append((end.side, s))
+        for where, brought in o.sock.get("waiting", []):
+            # A TCP connection from WHERE that no process accepted: its other end is in the
+            # queue, so its object has the connecting side only.
+            conn = next(
+                (
+                    c
+                    for c in objs.values()
+                    if c.kind == "tcp" and c.ends and all(e.side == where for e in c.ends)
+                ),
+                None,
+            )
+            if conn is None:
+                continue
+            del objs[conn.key]
+            side = ("waiting", where)
+            for e in conn.ends:
+                e.side = side
+                o.ends.append(e)
+            o.waiting.append((side, {**conn.sock, "unsent": brought > 0}))
     # A pipe no process of the tree reads from leads outside (the tree's stdout to a shell's
     # pipe, say): each process keeps the restart's own stdio instead (fd_pipe.c).
     return [
@@ -229,20 +253,24 @@ ADDRESS_RETRY_S = 15.0
 
 
 def _tcp_pair(
-    a_addr: tuple[int, tuple[Any, ...]], b_addr: tuple[int, tuple[Any, ...]]
+    a_addr: tuple[int, tuple[Any, ...]],
+    b_addr: tuple[int, tuple[Any, ...]],
+    listening: dict[tuple[int, int], socket.socket],
 ) -> tuple[socket.socket, socket.socket]:
-    """A loopback TCP connection from A_ADDR to B_ADDR again (A the connecting end)."""
+    """A loopback TCP connection from A_ADDR to B_ADDR again (A the connecting end), through
+    the tree's listener on B_ADDR made already (a listener two processes hold: a second one
+    could not listen there), else through a temporary one."""
     deadline = time.monotonic() + ADDRESS_RETRY_S
     while True:
-        listener = socket.socket(b_addr[0], socket.SOCK_STREAM)
+        made = _listener_for(listening, b_addr)
+        listener = made or socket.socket(b_addr[0], socket.SOCK_STREAM)
         a = socket.socket(a_addr[0], socket.SOCK_STREAM)
         try:
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(b_addr[1])
-            listener.listen(1)
-            a.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            a.bind(a_addr[1])
-            a.connect(b_addr[1])
+            if made is None:
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                listener.bind(b_addr[1])
+                listener.listen(1)
+            a = _connect_from(a, a_addr, b_addr)
             b, _ = listener.accept()
             return a, b
         except OSError as exc:
@@ -253,7 +281,41 @@ def _tcp_pair(
                 raise
             time.sleep(0.05)
         finally:
-            listener.close()
+            if made is None:
+                listener.close()
+
+
+def _connect_from(
+    sk: socket.socket, here: tuple[int, tuple[Any, ...]], there: tuple[int, tuple[Any, ...]]
+) -> socket.socket:
+    """SK connected from HERE to THERE; from another port of HERE's host when the killed
+    incarnation's connection lingers in TIME_WAIT with the same two addresses (it closed first):
+    only the connecting end's own port changes, as the loader does (loader/state/fd_socket.c)."""
+    sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sk.bind(here[1])
+        sk.connect(there[1])
+        return sk
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+            raise
+    sk.close()
+    sk = socket.socket(here[0], socket.SOCK_STREAM)
+    sk.bind((here[1][0], 0, *here[1][2:]))
+    sk.connect(there[1])
+    return sk
+
+
+def _listener_for(
+    listening: dict[tuple[int, int], socket.socket], addr: tuple[int, tuple[Any, ...]]
+) -> socket.socket | None:
+    """The tree's listener made already that takes connections to ADDR: the same port, on
+    ADDR's host or the wildcard address."""
+    sk = listening.get((addr[0], addr[1][1]))
+    if sk is None:
+        return None
+    host = sk.getsockname()[0]
+    return sk if host in (addr[1][0], "0.0.0.0", "::") else None
 
 
 def _bind_again(sk: socket.socket, s: dict[str, Any]) -> None:
@@ -287,22 +349,35 @@ def _bind_again(sk: socket.socket, s: dict[str, Any]) -> None:
             time.sleep(0.05)
 
 
-def _make_listener(o: Obj) -> dict[Any, int]:
+def _listen_again(o: Obj) -> socket.socket:
     """A listening socket that several processes hold, or that another process's connection
-    waited in, made again, and each waiting connection connected to it again in its old order:
-    its listener's accept() takes them as it would have. What a waiting connection had sent is
-    lost: it was in the listener's queued socket, which nothing can read (the checkpoint marked
-    such a connection `unsent`)."""
+    waited in (_connect_waiting), bound and listening again."""
     s = o.sock
     listener = socket.socket(s["domain"], s["type"])
     _bind_again(listener, s)
     listener.listen(_BACKLOG + len(o.waiting))
-    made = {"l": listener}
+    return listener
+
+
+def _connect_waiting(o: Obj, listener: socket.socket) -> dict[Any, socket.socket]:
+    """Each connection that waited in O's queue connected to LISTENER again, after the
+    connections accepted already were made through it: its accept() takes them as it would
+    have (Unix: in their old order; TCP: the kernel does not say it). What a waiting
+    connection had sent is lost: it was in the listener's queued socket, which nothing can
+    read (the checkpoint marked such a connection `unsent`, or a TCP listener's image counted
+    the bytes)."""
+    made = {}
     address = listener.getsockname()
     for side, c in o.waiting:
-        sk = made[side] = socket.socket(socket.AF_UNIX, c["type"])
-        _bind_again(sk, c)
-        sk.connect(address)
+        sk = made[side] = socket.socket(c["domain"], c["type"])
+        if c["domain"] == socket.AF_UNIX:
+            _bind_again(sk, c)
+            sk.connect(address)
+        else:  # from its old address to the one it connected to (the listener's may be "any")
+            here, there = _ip_name(c["local"]), _ip_name(c["peer"])
+            if here is None or there is None:
+                raise ShareError("a waiting TCP connection with an unreadable address")
+            sk = made[side] = _connect_from(sk, here, there)
         if c.get("unsent"):
             end = next(e for e in o.ends if e.side == side)
             print(
@@ -310,13 +385,12 @@ def _make_listener(o: Obj) -> dict[Any, int]:
                 "not yet accepted at the checkpoint, loses what it had sent",
                 file=sys.stderr,
             )
-    return {side: sk.detach() for side, sk in made.items()}
+    return made
 
 
-def _make(o: Obj) -> dict[Any, int]:
-    """The object made again: {side: descriptor}."""
-    if o.kind == "listen":
-        return _make_listener(o)
+def _make(o: Obj, listening: dict[tuple[int, int], socket.socket]) -> dict[Any, int]:
+    """The object made again: {side: descriptor}. LISTENING: the tree's TCP listeners made
+    already, by (family, port)."""
     if o.kind == "pipe":
         r, w = os.pipe()
         saved = _first_saved([e for e in o.ends if e.side == "r"])
@@ -349,7 +423,10 @@ def _make(o: Obj) -> dict[Any, int]:
         a_addr, b_addr = _ip_name(a_name), _ip_name(b_name)
         if a_addr is None or b_addr is None:
             raise ShareError("a TCP connection with an unreadable address")
-        a, b = _tcp_pair(a_addr, b_addr)
+        if _listener_for(listening, a_addr) is not None:  # A is the accepted end
+            b, a = _tcp_pair(b_addr, a_addr, listening)
+        else:
+            a, b = _tcp_pair(a_addr, b_addr, listening)
         pairs = {a_name: (a, b), b_name: (b, a)}
     stream = o.kind == "tcp" or o.key[1] == socket.SOCK_STREAM
     for side, (mine, other) in pairs.items():
@@ -546,12 +623,30 @@ def plan(members: list[tuple[Path, int]]) -> dict[Path, list[tuple[str, str, int
         os.close(fd)
         return moved
 
-    for o in objs:
+    # Listeners first (a connection accepted from one is made through it), the connections
+    # that waited in them last (accept() takes those after what is already queued).
+    made: dict[int, dict[Any, int]] = {}
+    listeners: dict[int, socket.socket] = {}
+    listening: dict[tuple[int, int], socket.socket] = {}
+    for o in sorted(objs, key=lambda o: o.kind != "listen"):
         try:
-            made = _make(o)
+            if o.kind == "listen":
+                sk = listeners[id(o)] = _listen_again(o)
+                if o.sock["domain"] != socket.AF_UNIX:
+                    listening[(o.sock["domain"], sk.getsockname()[1])] = sk
+            else:
+                made[id(o)] = _make(o, listening)
         except OSError as exc:
             raise ShareError(f"cannot make a shared {o.kind} again: {exc}") from exc
-        moved = {side: high(fd) for side, fd in made.items()}
+    for o in objs:
+        if o.kind == "listen":
+            try:
+                waiting = _connect_waiting(o, listeners[id(o)])
+            except OSError as exc:
+                raise ShareError(f"cannot connect to a shared listener again: {exc}") from exc
+            made[id(o)] = {"l": listeners[id(o)].detach()}
+            made[id(o)].update((side, sk.detach()) for side, sk in waiting.items())
+        moved = {side: high(fd) for side, fd in made[id(o)].items()}
         for e in o.ends:
             out[e.gen].append(("--shared-fd", f"{e.fd}:{moved[e.side]}", moved[e.side]))
     if dgrams:

@@ -52,6 +52,7 @@ long emu_readlink(long nr, long a1, long a2, long a3, long a4);
 long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4, long a5);
 long emu_close_range(long first, long last, long flags);
 long emu_close(long fd);
+long emu_listen(long fd, long backlog); /* confine_listen.c */
 
 /* The fork of a split process (loader/ckpt/tree_fork.c), called on a borrowed lower TCB; NULL:
  * forks are the kernel's plain ones. Set by main before the program runs. */

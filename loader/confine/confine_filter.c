@@ -107,7 +107,9 @@ int confine_install_filter(int virtual_ids)
         /* a vfork child is a split process too (tree_fork.c) */
         SYS_vfork,
         /* the lower half's fds survive a program's close-everything (confine_exe.c) */
-        SYS_close_range};
+        SYS_close_range,
+        /* a TCP listener gets SO_REUSEADDR (confine_listen.c) */
+        SYS_listen};
     /* Computed once: a later filter (a restart's, an exec'd loader's) computes its own, and
      * lower_fd_adopt never goes under the lowest. */
     int close_from = lower_fd_floor();

@@ -1197,6 +1197,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
         break;
     case SYS_close_range: r = emu_close_range(a1, a2, a3); break;
     case SYS_close: r = emu_close(a1); break;
+    case SYS_listen: r = emu_listen(a1, a2); break;
     case SYS_wait4:
     case SYS_waitid: r = emu_wait(uc, nr, a1, a2, a3, a4, a5); break;
     case SYS_getppid:

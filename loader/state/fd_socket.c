@@ -83,7 +83,8 @@ static int sock_read(int fd, struct sock *s)
     return 0;
 }
 
-#define ICONS_MAX 256 /* a listener's queued connections recorded, at most */
+#define ICONS_MAX 256  /* a Unix listener's queued connections recorded, at most */
+#define WAITING_MAX 64 /* a TCP listener's */
 
 /* From the kernel's sock_diag, for the Unix socket with inode INO: its peer's inode (0 if none,
  * or a connection its listener has not accepted yet: that end has no inode), and for a listener
@@ -469,7 +470,8 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
         queued = 0;
     }
     char lhex[2 * sizeof(s.local) + 1], phex[2 * sizeof(s.peer) + 1];
-    char text[512 + sizeof(lhex) + sizeof(phex) + 11 * ICONS_MAX];
+    char text[512 + sizeof(lhex) + sizeof(phex) + 11 * ICONS_MAX +
+              (sizeof(phex) + 20) * WAITING_MAX];
     hex_put(lhex, &s.local, s.llen);
     hex_put(phex, &s.peer, s.plen);
     int at = snprintf(text, sizeof(text),
@@ -496,7 +498,24 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
         at += snprintf(text + at, sizeof(text) - (size_t)at, "icons");
         for (int i = 0; i < n_icons; i++)
             at += snprintf(text + at, sizeof(text) - (size_t)at, " %u", icons[i]);
-        snprintf(text + at, sizeof(text) - (size_t)at, "\n");
+        at += snprintf(text + at, sizeof(text) - (size_t)at, "\n");
+    }
+    /* A TCP listener: where the connections waiting in its queue come from (the kernel does
+     * not say in which order), with the bytes each brought. */
+    struct sock_tcp_wait waits[WAITING_MAX];
+    int n_waits = s.role == R_LISTEN && s.domain != AF_UNIX && s.type == SOCK_STREAM
+                      ? sock_tcp_waiting(&s.local, waits, WAITING_MAX)
+                      : 0;
+    if (n_waits > WAITING_MAX) {
+        state_loss("socket fd %d: past %d connections waiting in its queue, those from other "
+                   "processes come back dropped",
+                   e->rec.fd, WAITING_MAX);
+        n_waits = WAITING_MAX;
+    }
+    for (int i = 0; i < n_waits; i++) {
+        hex_put(phex, &waits[i].peer, waits[i].plen);
+        at += snprintf(text + at, sizeof(text) - (size_t)at, "waiting %s %u\n", phex,
+                       waits[i].rqueue);
     }
     return fd_save_text(e, files_dir, "socket", text);
 }

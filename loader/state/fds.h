@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #define FDS_MAX 4096 /* the program's fds a checkpoint records, at most */
@@ -109,6 +110,17 @@ int fd_install(int fd, const struct crac_fd_rec *rec);
 int fd_copy_file(const char *src, int dst_fd);
 /* A /proc file gone at restart: /dev/null in its place with a warning; -1 if not /proc. */
 int fd_proc_gone(const struct fd_view *v);
+/* A connection waiting in a TCP listener's accept queue (sock_tcp_queue.c): the address it
+ * comes from and the bytes it brought, which nothing can read before it is accepted. */
+struct sock_tcp_wait {
+    struct sockaddr_storage peer;
+    unsigned plen;
+    uint32_t rqueue;
+};
+/* The connections waiting for the listener bound to LOCAL (at most MAX into OUT): their count,
+ * or -1 if the kernel cannot say. */
+int sock_tcp_waiting(const struct sockaddr_storage *local, struct sock_tcp_wait *out, int max);
+
 /* The directories a removed file or directory is recreated in, best first. */
 struct fd_dir_name {
     char p[PATH_MAX];

@@ -1,5 +1,5 @@
-/* share_listen TAG serve|prefork [STEPS=300] [MS=20]: a server on a named Unix listening socket
-   and a client that connects afresh every step and waits to be spoken to, as a pool worker talks
+/* share_listen TAG serve|prefork[-tcp] [STEPS=300] [MS=20]: a server on a named Unix listening
+   socket (-tcp: on 127.0.0.1, a port the kernel picks) and a client that connects afresh every step and waits to be spoken to, as a pool worker talks
    to Python's Manager (whose server speaks first). serve: the parent serves, its forked child is
    the client. prefork: the parent listens and forks the server, which accepts on the inherited
    listener, while the parent, still holding it (as a pre-forking server's master does), is the
@@ -13,6 +13,7 @@
    "Connections between processes"). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@
 #include <unistd.h>
 
 #define PROG "share_listen"
-#define USAGE "TAG serve|prefork [STEPS] [MS]"
+#define USAGE "TAG serve|prefork[-tcp] [STEPS] [MS]"
 #include "ckpt_common.h"
 
 static int io_all(int fd, void *buf, size_t n, int writing)
@@ -41,12 +42,12 @@ static int io_all(int fd, void *buf, size_t n, int writing)
 }
 
 /* One step's exchange, from the child's end. */
-static void answer(const struct sockaddr_un *addr, long k)
+static void answer(const struct sockaddr_storage *addr, socklen_t alen, long k)
 {
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         fail("socket: %s", strerror(errno));
-    while (connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0) {
+    while (connect(fd, (const struct sockaddr *)addr, alen) != 0) {
         if (errno == EINTR)
             continue;
         fprintf(stderr, PROG ": FAIL at step %ld: connect: %s (the listener is not there)\n", k,
@@ -92,17 +93,33 @@ static uint64_t serve(int lfd, const char *tag, long steps, long ms)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || (strcmp(argv[2], "serve") != 0 && strcmp(argv[2], "prefork") != 0))
+    const char *mode = argc > 2 ? argv[2] : "";
+    int prefork = strncmp(mode, "prefork", 7) == 0, tcp = strstr(mode, "-tcp") != NULL;
+    if (argc < 3 || (!prefork && strncmp(mode, "serve", 5) != 0) ||
+        strcmp(mode + (prefork ? 7 : 5), tcp ? "-tcp" : "") != 0)
         fail("usage: " PROG " " USAGE);
     const char *tag = argv[1];
-    int prefork = strcmp(argv[2], "prefork") == 0;
     long steps = arg(argc, argv, 3, 300, 1, 1000000), ms = arg(argc, argv, 4, 20, 0, 100000);
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    snprintf(addr.sun_path, sizeof(addr.sun_path), "/tmp/share_listen-%d.sock", (int)getpid());
-    unlink(addr.sun_path);
-    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(lfd, 16) != 0)
-        fail("listen on %s: %s", addr.sun_path, strerror(errno));
+    struct sockaddr_storage addr = {0};
+    socklen_t alen;
+    char path[108] = "";
+    if (tcp) {
+        struct sockaddr_in *in = (struct sockaddr_in *)&addr;
+        in->sin_family = AF_INET;
+        in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        alen = sizeof(*in);
+    } else {
+        struct sockaddr_un *un = (struct sockaddr_un *)&addr;
+        un->sun_family = AF_UNIX;
+        snprintf(path, sizeof(path), "/tmp/share_listen-%d.sock", (int)getpid());
+        memcpy(un->sun_path, path, sizeof(path));
+        unlink(path);
+        alen = sizeof(*un);
+    }
+    int lfd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, alen) != 0 || listen(lfd, 16) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&addr, &alen) != 0)
+        fail("listen on %s: %s", tcp ? "127.0.0.1" : path, strerror(errno));
     fflush(stdout);
     pid_t kid = fork();
     if (kid < 0)
@@ -110,7 +127,7 @@ int main(int argc, char **argv)
     if (kid == 0 && !prefork) {
         close(lfd);
         for (long k = 1; k <= steps; k++)
-            answer(&addr, k);
+            answer(&addr, alen, k);
         return 0;
     }
     if (kid == 0) {
@@ -120,14 +137,16 @@ int main(int argc, char **argv)
     }
     if (prefork) {
         for (long k = 1; k <= steps; k++)
-            answer(&addr, k);
+            answer(&addr, alen, k);
         reap_ok(kid, "the server");
-        unlink(addr.sun_path);
+        if (!tcp)
+            unlink(path);
         return 0;
     }
     uint64_t h = serve(lfd, tag, steps, ms);
     reap_ok(kid, "the client");
-    unlink(addr.sun_path);
+    if (!tcp)
+        unlink(path);
     end_gate();
     return tag_done_line(tag, h, steps);
 }

@@ -1,0 +1,65 @@
+"""share_forksrv TAG MODE [STEPS=300] [MS=20]: Python's socketserver.ForkingTCPServer (a child
+forked per connection, which holds the listener too; no SO_REUSEADDR, so every connection the
+server closes first leaves a TIME_WAIT socket on its port) and a forked client process talking
+to it over 127.0.0.1: each step a line on a connection kept from the start (its handler lives
+throughout) and one on a new connection, each upper-case echo checked. The client prints `TAG
+step N`, then `TAG DONE checksum=... steps=STEPS` (ckpt_counter's checksum) and exits non-zero
+on a wrong echo; the server then ends with the client's status. MODE is unused ("tcp")."""
+
+import os
+import socket
+import socketserver
+import sys
+import threading
+import time
+
+
+class Upper(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        for line in self.rfile:
+            self.wfile.write(line.upper())
+            self.wfile.flush()
+
+
+def client(tag: str, port: int, steps: int, ms: int) -> int:
+    kept = socket.create_connection(("127.0.0.1", port), timeout=120)
+    kept_in = kept.makefile("rb")
+    h = 0xCBF29CE484222325
+    for k in range(1, steps + 1):
+        kept.sendall(f"kept {k}\n".encode())
+        got = kept_in.readline()
+        with socket.create_connection(("127.0.0.1", port), timeout=120) as conn:
+            conn.sendall(f"hello {k}\n".encode())
+            got += conn.makefile("rb").readline()
+        if got != f"KEPT {k}\nHELLO {k}\n".encode():
+            print(f"share_forksrv: FAIL at step {k}: {got!r}", file=sys.stderr)
+            return 1
+        for i in range(8):
+            h ^= (k >> (8 * i)) & 0xFF
+            h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        print(f"{tag} step {k}", flush=True)
+        time.sleep(ms / 1000)
+    kept.close()
+    print(f"{tag} DONE checksum={h:016x} steps={steps}", flush=True)
+    return 0
+
+
+def main() -> int:
+    tag = sys.argv[1]
+    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
+    ms = int(sys.argv[4]) if len(sys.argv) > 4 else 20
+    server = socketserver.ForkingTCPServer(("127.0.0.1", 0), Upper)
+    port = server.server_address[1]
+    kid = os.fork()
+    if kid == 0:
+        server.socket.close()
+        os._exit(client(tag, port, steps, ms))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _, status = os.waitpid(kid, 0)
+    server.shutdown()
+    server.server_close()  # waits for the handlers
+    return os.waitstatus_to_exitcode(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
