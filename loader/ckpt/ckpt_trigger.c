@@ -77,6 +77,10 @@ void ckpt_trigger_after_fork(void)
      * the child's own). */
     __atomic_store_n(&requested, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&exit_requested, 0, __ATOMIC_RELEASE);
+    /* The parent's threads' too: its waiter may have been taking a signal at the fork. */
+    __atomic_store_n(&starting, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&unsent, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&take_state, TAKE_IDLE, __ATOMIC_SEQ_CST);
     if (wake_fd >= 0)
         close(wake_fd);
     wake_fd = -1;
