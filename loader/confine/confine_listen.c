@@ -1,6 +1,6 @@
 /* confine_listen.c — the program's listen() on a TCP socket: SO_REUSEADDR set first, so a restart
- * can listen on its address again at once (docs/DECISIONS.md). Runs in the SIGSYS handler: raw
- * system calls only, no TLS. */
+ * can listen on its address again at once (docs/DECISIONS.md). TLS-free: it runs in the SIGSYS
+ * handler, raw system calls only. */
 #include "confine.h"
 
 #include "crac_rawsys.h"
