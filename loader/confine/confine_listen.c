@@ -1,6 +1,5 @@
-/* confine_listen.c — the program's listen() on a TCP socket: SO_REUSEADDR set first, so a restart
- * can listen on its address again at once (docs/DECISIONS.md). TLS-free: it runs in the SIGSYS
- * handler, raw system calls only. */
+/* confine_listen.c — the program's listen() on a TCP socket gets SO_REUSEADDR first, so a restart
+ * can listen on its address again at once (docs/DECISIONS.md). TLS-free (SIGSYS handler). */
 #include "confine.h"
 
 #include "crac_rawsys.h"
