@@ -326,12 +326,7 @@ def _bind_again(sk: socket.socket, s: dict[str, Any]) -> None:
         addr: Any = _unix_addr(s.get("local", b""))
         if addr is None:
             return
-        if addr[0] != 0:
-            try:
-                if stat.S_ISSOCK(os.lstat(addr).st_mode):
-                    os.unlink(addr)
-            except FileNotFoundError:
-                pass
+        _unlink_stale(addr)
     else:
         ip = _ip_name(s.get("local", b""))
         if ip is None:
@@ -516,6 +511,18 @@ def _region_bytes(gen: Path, r: dict[str, Any]) -> bytes:
             out[at : at + stored] = data
 
 
+def _unlink_stale(addr: bytes) -> None:
+    """The socket file the killed process left at a Unix path ADDR (not an abstract name),
+    removed so the name can be bound again; anything else there is left alone."""
+    if addr[0] == 0:
+        return
+    try:
+        if stat.S_ISSOCK(os.lstat(addr).st_mode):
+            os.unlink(addr)
+    except FileNotFoundError:
+        pass
+
+
 def _unix_addr(raw: bytes) -> bytes | None:
     """A saved sockaddr_un as Python's address: the path, or the abstract name with its NUL;
     None for an unnamed one."""
@@ -573,12 +580,7 @@ def _make_dgrams(
     for gen, _, fd, s in dgrams:
         addr = _unix_addr(s["local"])
         assert addr is not None
-        if addr[0] != 0:
-            try:
-                if stat.S_ISSOCK(os.lstat(addr).st_mode):
-                    os.unlink(addr)
-            except FileNotFoundError:
-                pass
+        _unlink_stale(addr)
         sk = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         sk.bind(addr)
         socks[(gen, fd)] = by_name[addr] = sk

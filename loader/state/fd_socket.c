@@ -378,6 +378,47 @@ void fd_socket_push_all(void)
     closedir(d);
 }
 
+/* N connections waiting in a listener's queue, of which MAX are recorded. */
+static int at_most(const struct fd_entry *e, int n, int max)
+{
+    if (n <= max)
+        return n;
+    state_loss("socket fd %d: past %d connections waiting in its queue, those from other "
+               "processes come back dropped",
+               e->rec.fd, max);
+    return max;
+}
+
+/* A listener's lines about the connections waiting in its queue, into OUT (docs/IMAGE.md): a
+ * Unix one's connecting sockets, in the order accept() takes them (`icons`); a TCP one's
+ * addresses they come from, with the bytes each brought (`waiting`; the kernel does not say
+ * their order). The tree's restart connects those another process holds again (share.py). */
+static void listener_queue_text(const struct fd_entry *e, const struct sock *s, char *out,
+                                size_t len)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    if (s->role != R_LISTEN || s->type == SOCK_DGRAM)
+        return;
+    if (s->domain == AF_UNIX) {
+        uint32_t icons[ICONS_MAX];
+        uint64_t none;
+        int n = at_most(e, unix_diag(e->rec.ino, &none, icons, ICONS_MAX), ICONS_MAX);
+        for (int i = 0; i < n && at < len; i++)
+            at += (size_t)snprintf(out + at, len - at, "%s %u", i ? "" : "icons", icons[i]);
+        if (n > 0 && at < len)
+            snprintf(out + at, len - at, "\n");
+        return;
+    }
+    struct sock_tcp_wait waits[WAITING_MAX];
+    int n = at_most(e, sock_tcp_waiting(&s->local, waits, WAITING_MAX), WAITING_MAX);
+    for (int i = 0; i < n && at < len; i++) {
+        char hex[2 * sizeof(waits[i].peer) + 1];
+        hex_put(hex, &waits[i].peer, waits[i].plen);
+        at += (size_t)snprintf(out + at, len - at, "waiting %s %u\n", hex, waits[i].rqueue);
+    }
+}
+
 static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir)
 {
     struct sock s, o;
@@ -481,42 +522,7 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
                       s.domain, s.type, s.proto, s.role, s.partner, queued, s.reuse, s.nodelay,
                       s.keepalive, s.rcvbuf, s.sndbuf, unsent > 0, s.llen ? lhex : "-",
                       s.plen ? phex : "-", (unsigned long long)peer_ino);
-    /* A Unix listener: the sockets whose connections wait in its queue (the tree's restart
-     * connects those another process holds again, in this order: share.py). */
-    uint32_t icons[ICONS_MAX];
-    uint64_t none;
-    int n_icons = s.role == R_LISTEN && s.domain == AF_UNIX
-                      ? unix_diag(e->rec.ino, &none, icons, ICONS_MAX)
-                      : 0;
-    if (n_icons > ICONS_MAX) {
-        state_loss("socket fd %d: past %d connections waiting in its queue, those from other "
-                   "processes come back dropped",
-                   e->rec.fd, ICONS_MAX);
-        n_icons = ICONS_MAX;
-    }
-    if (n_icons > 0) {
-        at += snprintf(text + at, sizeof(text) - (size_t)at, "icons");
-        for (int i = 0; i < n_icons; i++)
-            at += snprintf(text + at, sizeof(text) - (size_t)at, " %u", icons[i]);
-        at += snprintf(text + at, sizeof(text) - (size_t)at, "\n");
-    }
-    /* A TCP listener: where the connections waiting in its queue come from (the kernel does
-     * not say in which order), with the bytes each brought. */
-    struct sock_tcp_wait waits[WAITING_MAX];
-    int n_waits = s.role == R_LISTEN && s.domain != AF_UNIX && s.type == SOCK_STREAM
-                      ? sock_tcp_waiting(&s.local, waits, WAITING_MAX)
-                      : 0;
-    if (n_waits > WAITING_MAX) {
-        state_loss("socket fd %d: past %d connections waiting in its queue, those from other "
-                   "processes come back dropped",
-                   e->rec.fd, WAITING_MAX);
-        n_waits = WAITING_MAX;
-    }
-    for (int i = 0; i < n_waits; i++) {
-        hex_put(phex, &waits[i].peer, waits[i].plen);
-        at += snprintf(text + at, sizeof(text) - (size_t)at, "waiting %s %u\n", phex,
-                       waits[i].rqueue);
-    }
+    listener_queue_text(e, &s, text + at, sizeof(text) - (size_t)at);
     return fd_save_text(e, files_dir, "socket", text);
 }
 

@@ -10,6 +10,8 @@ import asyncio
 import sys
 import tempfile
 
+from step_sum import FNV_BASIS, fnv_step
+
 
 async def main() -> int:
     tag = sys.argv[1]
@@ -24,7 +26,7 @@ async def main() -> int:
         "cat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
     )
     assert cat.stdin is not None and cat.stdout is not None
-    h = 0xCBF29CE484222325
+    h = FNV_BASIS
     for k in range(1, steps + 1):
         line = f"line {k} {'y' * (k % 50)}\n".encode()
         cat.stdin.write(line)
@@ -34,9 +36,7 @@ async def main() -> int:
             print(f"share_coproc: FAIL at step {k}: {got!r}", file=sys.stderr)
             return 1
         echoes.write(got)
-        for i in range(8):
-            h ^= (k >> (8 * i)) & 0xFF
-            h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        h = fnv_step(h, k)
         print(f"{tag} step {k}", flush=True)
         await asyncio.sleep(ms / 1000)
     cat.stdin.close()

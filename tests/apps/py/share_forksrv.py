@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 
+from step_sum import FNV_BASIS, fnv_step
+
 
 class Upper(socketserver.StreamRequestHandler):
     def handle(self) -> None:
@@ -24,7 +26,7 @@ class Upper(socketserver.StreamRequestHandler):
 def client(tag: str, port: int, steps: int, ms: int) -> int:
     kept = socket.create_connection(("127.0.0.1", port), timeout=120)
     kept_in = kept.makefile("rb")
-    h = 0xCBF29CE484222325
+    h = FNV_BASIS
     for k in range(1, steps + 1):
         kept.sendall(f"kept {k}\n".encode())
         got = kept_in.readline()
@@ -34,9 +36,7 @@ def client(tag: str, port: int, steps: int, ms: int) -> int:
         if got != f"KEPT {k}\nHELLO {k}\n".encode():
             print(f"share_forksrv: FAIL at step {k}: {got!r}", file=sys.stderr)
             return 1
-        for i in range(8):
-            h ^= (k >> (8 * i)) & 0xFF
-            h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        h = fnv_step(h, k)
         print(f"{tag} step {k}", flush=True)
         time.sleep(ms / 1000)
     kept.close()

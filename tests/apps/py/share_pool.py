@@ -13,6 +13,8 @@ import multiprocessing
 import sys
 import time
 
+from step_sum import FNV_BASIS, fnv_step
+
 
 def work(x: int) -> int:
     return x * x + 7
@@ -36,7 +38,7 @@ def main() -> int:
         pool = multiprocessing.Pool(2)
     else:
         pool = concurrent.futures.ProcessPoolExecutor(2)
-    h = 0xCBF29CE484222325
+    h = FNV_BASIS
     with pool:
         for k in range(1, steps + 1):
             xs = list(range(k, k + k % 5 + 2))
@@ -48,9 +50,7 @@ def main() -> int:
             if got != [work(x) for x in xs]:
                 print(f"share_pool: FAIL at step {k}: {got}", file=sys.stderr)
                 return 1
-            for i in range(8):
-                h ^= (k >> (8 * i)) & 0xFF
-                h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+            h = fnv_step(h, k)
             print(f"{tag} step {k}", flush=True)
             time.sleep(ms / 1000)
     if manager:
