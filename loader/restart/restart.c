@@ -184,8 +184,8 @@ int restart_open_image(const struct options *o, struct restart_image *img, char 
         return -1;
     /* The FIFO guard was for the open: reads of the core are plain blocking ones. */
     fcntl(img->core_fd, F_SETFL, 0);
-    struct state_restore hold = {img, o->restart_dir, o->no_truncate,         NULL,
-                                 err, errlen,         o->allow_changed_files, 1};
+    struct state_restore hold = {img, o->restart_dir, o->no_truncate,        NULL,
+                                 err, errlen,         o->allow_changed_files};
     return state_hold_all(&hold);
 }
 
@@ -249,8 +249,8 @@ void restart_run(const struct options *o, struct restart_image *img, const struc
     umask(img->proc.umask);
     /* Memory is back: the kinds restored before crac's handlers and confinement (fds,
      * signals; loader/state/kinds.c). The others wait for the threads (restart_threads.c). */
-    struct state_restore st = {img, o->restart_dir, o->no_truncate,         NULL,
-                               err, sizeof(err),    o->allow_changed_files, 1};
+    struct state_restore st = {img, o->restart_dir, o->no_truncate,        NULL,
+                               err, sizeof(err),    o->allow_changed_files};
     if (state_restore_phase(STATE_WITH_MEMORY, &st) != 0)
         die("%s", err);
     close(img->core_fd);

@@ -454,14 +454,16 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
     int outside = r->flags & CRAC_REGION_OUTSIDE_W;
     int fixed = outside ? MAP_FIXED_NOREPLACE : MAP_FIXED;
     int fd = -1, flags = 0;
+    /* An object the tree's restart made and filled for every process that maps it (share.py). */
+    int held = inherited_object_fd(r);
     /* Its saved pages go into it: not into an object another process filled, nor into a file in
      * memory this restart may not write. */
-    int fill = r->core_offset && inherited_object_fd(r) < 0;
+    int fill = r->core_offset && held < 0;
     switch (r->kind) {
     case CRAC_REGION_ANON: flags = MAP_PRIVATE | MAP_ANONYMOUS; break;
     case CRAC_REGION_ANON_SHARED:
         flags = MAP_SHARED | MAP_ANONYMOUS;
-        if (r->ino && !outside && (fd = inherited_object_fd(r)) >= 0) {
+        if (r->ino && !outside && (fd = held) >= 0) {
             void *m = mmap((void *)r->start, len, (int)r->prot, MAP_SHARED | fixed, fd,
                            (off_t)r->file_offset);
             if (m == (void *)r->start)
@@ -498,7 +500,7 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
             flags = MAP_SHARED;
             /* Written back by the tree's restart already (crac_py/launch/share.py) when another
              * process maps the file too: mapped as it is. */
-            if ((fd = inherited_object_fd(r)) >= 0)
+            if ((fd = held) >= 0)
                 break;
             if ((fd = shmem_file_put_back(r, path, err, errlen)) >= 0)
                 break;
@@ -540,7 +542,7 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
     int prot = (int)r->prot | (fill ? PROT_READ | PROT_WRITE : 0);
     void *m =
         mmap((void *)r->start, len, prot, flags | fixed, fd, fd >= 0 ? (off_t)r->file_offset : 0);
-    if (fd >= 0 && r->kind != CRAC_REGION_ANON_SHARED && inherited_object_fd(r) < 0)
+    if (fd >= 0 && r->kind != CRAC_REGION_ANON_SHARED && held < 0)
         close(fd); /* a shared object's stays open for its other regions */
     if (m != (void *)r->start) {
         snprintf(err, errlen, "cannot map the region 0x%lx-0x%lx back%s: %s",

@@ -298,7 +298,10 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
         return -1;
     }
     int acc = (int)(rec->open_flags & O_ACCMODE);
-    if (acc != O_RDONLY && !r->no_truncate && r->put_back && rec->saved && !rec->unlinked) {
+    /* Put back in jobs and trees too: no process of one runs before every one is restored (the
+     * restore barrier, docs/PROTOCOL.md "restored"), so none can have written in place what
+     * another's restart puts back. */
+    if (acc != O_RDONLY && !r->no_truncate && rec->saved && !rec->unlinked) {
         int put = put_back_contents(fd, saved);
         if (put < 0) {
             snprintf(err, errlen, "fd %d: cannot put %s back as it was at the checkpoint: %s",

@@ -491,8 +491,7 @@ const struct fd_ops fd_unsupported_ops = {
 
 int fds_restore(const struct state_restore *r, const void *note, size_t len)
 {
-    const struct fd_restore fr = {note,        len,    r->gen_dir, r->no_truncate,
-                                  r->put_back, r->err, r->errlen};
+    const struct fd_restore fr = {note, len, r->gen_dir, r->no_truncate, r->err, r->errlen};
     struct fd_view v;
     size_t off = 0;
     r->err[0] = '\0';

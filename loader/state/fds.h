@@ -43,7 +43,6 @@ struct fd_restore {
     size_t len;
     const char *gen_dir;
     int no_truncate;
-    int put_back; /* written files changed in place are put back (state_restore.put_back) */
     char *err;
     size_t errlen;
 };

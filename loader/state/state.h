@@ -42,10 +42,6 @@ struct state_restore {
     char *err;           /* restore fails with a one-line reason here */
     size_t errlen;
     int allow_changed; /* --allow-changed-files (file_ids.c) */
-    /* Written files are put back as they were (fd_regular.c). Always now: in a job or tree no
-     * process runs before every one is restored (the restore barrier, docs/PROTOCOL.md
-     * "restored"), so none can have written in place what another's restart puts back. */
-    int put_back;
 };
 
 struct state_kind {
