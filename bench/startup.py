@@ -1,6 +1,7 @@
-"""Startup cost of crac: `/bin/true` natively, under the loader directly, and under `crac launch`.
+"""Startup cost of crac: a program (`/bin/true`) natively, under the loader directly, and under
+`crac launch`.
 
-    python bench/startup.py [-n 20] [--device sim] [--json]
+    python bench/startup.py [-n 20] [--device sim] [--json] [--program "node -e 0"]
 
 Runs the variants interleaved, N times each (after one warm-up), and prints the medians and the
 milliseconds each adds to the native run. Exits 1 with a clear message when crac's native loader
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import sys
 
 from _common import (
@@ -34,17 +36,27 @@ def main() -> int:
     ap.add_argument("--device", default="sim", help="backend for the crac runs (default sim)")
     ap.add_argument("--timeout", type=float, default=60, help="seconds per run")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument(
+        "--program",
+        default=PROGRAM,
+        help="the program and its arguments, one shell-quoted string (default /bin/true); "
+        "a large one shows the preflight's share (crac_py/launch/preflight.py)",
+    )
     opts = ap.parse_args()
+    program = shlex.split(opts.program)
+    if not program:
+        raise BenchError("--program is empty")
 
     missing = missing_loader_message()
     variants = [
-        Variant("native", [PROGRAM]),
+        Variant("native", program),
         Variant("python -c pass (interpreter start only)", [sys.executable, "-c", "pass"]),
     ]
+    exe = shutil.which(program[0]) or program[0]  # the loader takes a path, not a name
     if missing is None:
         variants += [
-            Variant("loader directly", loader_cmd(PROGRAM, device=opts.device)),
-            Variant("crac launch", crac_launch_cmd(PROGRAM, device=opts.device)),
+            Variant("loader directly", loader_cmd(exe, *program[1:], device=opts.device)),
+            Variant("crac launch", crac_launch_cmd(*program, device=opts.device)),
         ]
     measure(variants, opts.reps, opts.timeout)
 
@@ -82,7 +94,7 @@ def main() -> int:
                         f"{r['added_ms']:+.2f}",
                     ]
                 )
-        print(f"Startup of `{PROGRAM}`, {opts.reps} interleaved repetitions, medians\n")
+        print(f"Startup of `{shlex.join(program)}`, {opts.reps} interleaved repetitions, medians\n")
         print(markdown_table(["variant", "median ms", "min ms", "added vs native ms"], rows))
         print(f"\ncommand: `{command_line()}`")
         for r in results:

@@ -14,13 +14,14 @@ import mmap
 import os
 import shlex
 import stat
-from collections.abc import Iterable
+import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import SymbolTableSection
+from elftools.elf.sections import Section
 
 from crac_py.codegen import cuda_spec
 from crac_py.launch import cuda12
@@ -141,31 +142,61 @@ def resolve_script(program: str, path_env: str | None = None) -> tuple[str, list
     )
 
 
-def _symbols(elf: ELFFile) -> Iterable[tuple[str, str, object]]:
-    """(name, type, section index) of every symbol in .symtab and .dynsym."""
-    for section in elf.iter_sections():
-        if isinstance(section, SymbolTableSection):
-            for sym in section.iter_symbols():
-                yield sym.name, sym["st_info"]["type"], sym["st_shndx"]
+# Elf64_Sym: st_name, st_info, st_other, st_shndx, st_value, st_size.
+_ELF64_SYM = struct.Struct("<IBBHQQ")
+_STT_FUNC = 2
+_SHN_UNDEF = 0
+
+
+def _symbols(
+    elf: ELFFile, data: bytes | mmap.mmap, section: Section
+) -> Iterator[tuple[bytes, int, int]]:
+    """(name, type, section index) of each symbol of SECTION, read straight from the file:
+    pyelftools builds an object per symbol, seconds for a program that exports 100,000 of
+    them (node). Names are bytes; a table or name outside the file raises ValueError."""
+    offset, size = section["sh_offset"], section["sh_size"]
+    if section["sh_entsize"] != _ELF64_SYM.size or offset + size > len(data):
+        raise ValueError(f"symbol table {section.name} lies outside the file")
+    names = elf.get_section(section["sh_link"])
+    names_at, names_end = names["sh_offset"], names["sh_offset"] + names["sh_size"]
+    if names_end > len(data):
+        raise ValueError(f"string table of {section.name} lies outside the file")
+    table = data[offset : offset + size - size % _ELF64_SYM.size]
+    for name_at, info, _other, shndx, _value, _size in _ELF64_SYM.iter_unpack(table):
+        start = names_at + name_at
+        end = data.find(b"\0", start, names_end)
+        if start >= names_end or end < 0:
+            raise ValueError(f"a symbol name of {section.name} lies outside its string table")
+        yield data[start:end], info & 0xF, shndx
+
+
+def _symbol_tables(elf: ELFFile) -> list[Section]:
+    return [s for s in elf.iter_sections() if s["sh_type"] in ("SHT_SYMTAB", "SHT_DYNSYM")]
 
 
 def _has_static_cudart(elf: ELFFile, data: bytes | mmap.mmap) -> bool:
-    for name, typ, shndx in _symbols(elf):
-        if typ != "STT_FUNC" or shndx == "SHN_UNDEF":
-            continue
-        if (
-            name in _CUDART_DEFINED_MARKERS
-            or name.startswith("__cudart")
-            or ("cudart_static" in name)
-        ):
-            return True
-    return data.find(_CUDART_STATIC_STRING) != -1
+    # Every name below has "cuda" in it: most programs end here. (mmap.find without a start
+    # searches from the stream position, where pyelftools left it.)
+    if data.find(b"cuda", 0) == -1:
+        return False
+    for section in _symbol_tables(elf):
+        for name, typ, shndx in _symbols(elf, data, section):
+            if typ != _STT_FUNC or shndx == _SHN_UNDEF or b"cuda" not in name:
+                continue
+            text = name.decode(errors="surrogateescape")
+            if (
+                text in _CUDART_DEFINED_MARKERS
+                or text.startswith("__cudart")
+                or ("cudart_static" in text)
+            ):
+                return True
+    return data.find(_CUDART_STATIC_STRING, 0) != -1
 
 
 DF_1_PIE = 0x08000000
 
 
-def _dynamic_info(elf: ELFFile) -> tuple[list[str], list[str], bool, bool]:
+def _dynamic_info(elf: ELFFile, data: bytes | mmap.mmap) -> tuple[list[str], list[str], bool, bool]:
     """(DT_NEEDED, undefined CUDA imports, has DT_SONAME, DF_1_PIE set)."""
     needed: list[str] = []
     has_soname = pie = False
@@ -180,10 +211,10 @@ def _dynamic_info(elf: ELFFile) -> tuple[list[str], list[str], bool, bool]:
                     pie = bool(tag.entry.d_val & DF_1_PIE)
     imports: set[str] = set()
     dynsym = elf.get_section_by_name(".dynsym")
-    if isinstance(dynsym, SymbolTableSection):
-        for sym in dynsym.iter_symbols():
-            if sym["st_shndx"] == "SHN_UNDEF" and sym.name.startswith(("cuda", "__cuda")):
-                imports.add(sym.name)
+    if dynsym is not None and dynsym["sh_type"] == "SHT_DYNSYM" and data.find(b"cuda", 0) != -1:
+        for name, _typ, shndx in _symbols(elf, data, dynsym):
+            if shndx == _SHN_UNDEF and name.startswith((b"cuda", b"__cuda")):
+                imports.add(name.decode(errors="surrogateescape"))
     return needed, sorted(imports), has_soname, pie
 
 
@@ -214,7 +245,7 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
         interp_seg = next(
             (seg for seg in elf.iter_segments() if seg["p_type"] == "PT_INTERP"), None
         )
-        needed, cuda_imports, has_soname, pie = _dynamic_info(elf)
+        needed, cuda_imports, has_soname, pie = _dynamic_info(elf, data)
         static_cudart = _has_static_cudart(elf, data)
     except Exception as exc:  # damaged headers: any parse failure means the same thing
         raise PreflightError(f"{program}: is a damaged ELF file ({exc}); rebuild it") from None
