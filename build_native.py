@@ -296,6 +296,7 @@ TARGETS: dict[str, Target] = {
             "loader/confine/confine_listen.c",
             "loader/confine/confine_seccomp.c",
             "loader/confine/confine_trap.c",
+            "loader/confine/fork_advice.c",
             "loader/confine/restorer.c",
             "loader/confine/signal_wrap.c",
             "loader/confine/upper_alloc.c",

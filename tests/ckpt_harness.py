@@ -56,6 +56,7 @@ CKPT_PROGRAMS = (
     "ckpt_tids",
     "ckpt_files",
     "ckpt_mmap",
+    "ckpt_forkadvice",
     "ckpt_sparse",
     "ckpt_detached",
     "ckpt_poll",

@@ -39,6 +39,7 @@ PROGRAMS: dict[str, tuple[list[str], list[str]]] = {
     "test_crc32c": (["loader/image/crc32c_combine.c"], []),
     "test_sha256": (["loader/cross/lower_fds.c"], ["-lpthread", "-ldl"]),
     "test_upper_alloc": (["loader/confine/upper_alloc.c"], []),
+    "test_fork_advice": (["loader/confine/fork_advice.c"], []),
     "test_dalloc": (["upperhalf/cudart/dalloc.c"], ["-lpthread"]),
     "test_restart_notes": ([], []),
     "test_cuda_xfer": (["backends/cuda/cuda_xfer.c"], []),
@@ -87,7 +88,7 @@ def test_every_program_is_listed():
 
 
 @pytest.mark.parametrize(
-    "name", ["test_crc32c", "test_upper_alloc", "test_dalloc", "test_cuda_xfer"]
+    "name", ["test_crc32c", "test_upper_alloc", "test_fork_advice", "test_dalloc", "test_cuda_xfer"]
 )
 def test_c_program(name, tmp_path):
     run(build(name, tmp_path))

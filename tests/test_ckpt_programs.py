@@ -19,6 +19,8 @@ PROGRAMS = {
     "ckpt_tids": [],
     "ckpt_files": ["{work}"],
     "ckpt_mmap": ["{work}"],
+    # MADV_DONTFORK / MADV_WIPEONFORK memory is saved, and the advice holds after a restart
+    "ckpt_forkadvice": [],
     # longer: its image is 1 GiB (sparse) and is published while the program runs on
     "ckpt_sparse": ["400"],
     "ckpt_detached": [],

@@ -11,6 +11,7 @@
 #include "ckpt.h"
 
 #include "crac_rawsys.h"
+#include "fork_advice.h"
 #include "image_direct.h"
 #include "state.h"
 
@@ -98,13 +99,31 @@ int ckpt_writer_start(const struct ckpt_write_job *job, pid_t *pid)
     }
     memset(shared, 0, sizeof(*shared));
     pid_t parent = getpid();
+    /* The copy would lack the program's MADV_DONTFORK ranges and hold zeros for its
+     * MADV_WIPEONFORK ones: that advice is lifted for the fork and given back right after
+     * (docs/DECISIONS.md "Fork advice"). Refused: the image is written with the program paused. */
+    struct crac_ctrl *c = crac_ctrl();
+    long lifted = advice_lift(c);
+    if (lifted != 0) {
+        if (lifted == -ENOSPC)
+            fprintf(stderr,
+                    "crac: warning: the program gave MADV_DONTFORK or MADV_WIPEONFORK to "
+                    "more ranges than crac records (%d)\n",
+                    CRAC_MAX_FORK_ADVICE);
+        advice_apply(c);
+        return (int)lifted;
+    }
     fflush(NULL); /* nothing buffered is written twice */
     /* Flags 0: a new process (no CLONE_VM: copy-on-write), exit signal 0, same stack (a copy). */
     long r = raw_syscall6(SYS_clone, 0, 0, 0, 0, 0, 0);
     if (r == 0)
         child_main(job, parent);
+    long given_back = advice_apply(c);
     if (raw_is_err(r))
         return (int)r;
+    if (given_back != 0) /* the copy is right; the program's next fork would not be */
+        fprintf(stderr, "crac: warning: cannot give the program's fork advice back: %s\n",
+                strerror((int)-given_back));
     *pid = (pid_t)r;
     return 0;
 }

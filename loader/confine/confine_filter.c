@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@ enum label {
     L_IOCTL_PGRP,
     L_PRCTL,
     L_CLOSE_HIGH,
+    L_MADVISE,
     L_COUNT
 };
 
@@ -170,6 +172,7 @@ int confine_install_filter(int virtual_ids)
     jump(&a, BPF_JEQ, SYS_pselect6, L_MASK_ARG5, NEXT);
     jump(&a, BPF_JEQ, SYS_prctl, L_PRCTL, NEXT);
     jump(&a, BPF_JEQ, SYS_close, L_CLOSE_HIGH, NEXT);
+    jump(&a, BPF_JEQ, SYS_madvise, L_MADVISE, NEXT);
     jump(&a, BPF_JEQ, 0, L_ALLOW, L_ALLOW); /* BPF only jumps forward: ALLOW is last */
     /* Threads (CLONE_VM) are created by the kernel as usual; fork-like clones are emulated. */
     here(&a, L_CLONE);
@@ -209,6 +212,14 @@ int confine_install_filter(int virtual_ids)
     load(&a, ARG_LO(0));
     jump(&a, BPF_JSET, 0x80000000u, L_ALLOW, NEXT);
     jump(&a, BPF_JGE, (uint32_t)close_from, L_TRAP_IF_W, L_ALLOW);
+    /* madvise only for fork advice (fork_advice.c): the others (MADV_DONTNEED of every free)
+     * stay untrapped. */
+    here(&a, L_MADVISE);
+    load(&a, ARG_LO(2));
+    jump(&a, BPF_JEQ, MADV_DONTFORK, L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, MADV_DOFORK, L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, MADV_WIPEONFORK, L_TRAP_IF_W, NEXT);
+    jump(&a, BPF_JEQ, MADV_KEEPONFORK, L_TRAP_IF_W, L_ALLOW);
     mask_arg_block(&a, L_MASK_ARG3, 3);
     mask_arg_block(&a, L_MASK_ARG4, 4);
     mask_arg_block(&a, L_MASK_ARG5, 5);

@@ -7,6 +7,7 @@
 #include "crac_layout.h"
 #include "ckpt.h"
 #include "crac_rawsys.h"
+#include "fork_advice.h"
 #include "restart_lazy.h"
 #include "upper_alloc.h"
 #include "signal_wrap.h"
@@ -81,6 +82,8 @@ static uint64_t claim_gap(struct crac_ctrl *c, uint64_t size, uint64_t align, ui
         at = ualloc_find_gap(c, size, align);
     if (at && ualloc_mark_used(c, at, at + size) != 0)
         at = 0;
+    if (at) /* a mapping made over a range ends the advice given there */
+        advice_change(c, at, at + size, 0, CRAC_ADVICE_ALL);
     raw_unlock(&c->lock);
     return at;
 }
@@ -89,6 +92,7 @@ static void release_range(struct crac_ctrl *c, uint64_t start, uint64_t end)
 {
     raw_lock(&c->lock);
     ualloc_mark_free(c, start, end);
+    advice_change(c, start, end, 0, CRAC_ADVICE_ALL);
     raw_unlock(&c->lock);
 }
 
@@ -96,6 +100,16 @@ static void note_used(struct crac_ctrl *c, uint64_t start, uint64_t end)
 {
     raw_lock(&c->lock);
     ualloc_mark_used(c, start, end);
+    advice_change(c, start, end, 0, CRAC_ADVICE_ALL);
+    raw_unlock(&c->lock);
+}
+
+/* A mapping recorded outside W (an extra): like any new mapping, it has no fork advice. */
+static void note_extra(struct crac_ctrl *c, uint64_t start, uint64_t end)
+{
+    raw_lock(&c->lock);
+    extras_add(c, start, end);
+    advice_change(c, start, end, 0, CRAC_ADVICE_ALL);
     raw_unlock(&c->lock);
 }
 
@@ -113,11 +127,8 @@ static long mmap_fixed_outside(struct crac_ctrl *c, uint64_t addr, uint64_t size
             return -ENOMEM;
         r = sys_mmap(addr, size, prot, (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd, off);
     }
-    if (!raw_is_err(r)) {
-        raw_lock(&c->lock);
-        extras_add(c, (uint64_t)r, (uint64_t)r + size);
-        raw_unlock(&c->lock);
-    }
+    if (!raw_is_err(r))
+        note_extra(c, (uint64_t)r, (uint64_t)r + size);
     return r;
 }
 
@@ -142,6 +153,8 @@ long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long 
             raw_lock(&c->lock);
             int free = ualloc_is_free(c, addr, addr + size) && addr >= CRAC_ALLOC_START &&
                        ualloc_mark_used(c, addr, addr + size) == 0;
+            if (free)
+                advice_change(c, addr, addr + size, 0, CRAC_ADVICE_ALL);
             raw_unlock(&c->lock);
             if (!free)
                 return -EEXIST;
@@ -163,11 +176,8 @@ long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long 
     if (flags & MAP_32BIT) /* cannot be inside W: the kernel places it, we record it */
     {
         long r = sys_mmap(addr, size, prot, flags, fd, off);
-        if (!raw_is_err(r)) {
-            raw_lock(&c->lock);
-            extras_add(c, (uint64_t)r, (uint64_t)r + size);
-            raw_unlock(&c->lock);
-        }
+        if (!raw_is_err(r))
+            note_extra(c, (uint64_t)r, (uint64_t)r + size);
         return r;
     }
     uint64_t at = claim_gap(c, size, mmap_alignment(size, flags), addr);
@@ -199,8 +209,10 @@ long emu_munmap(uint64_t addr, uint64_t len)
     /* Outside W only the program's own extras are unmapped; the lower half is never touched. */
     if (extras_contains(c, addr, addr + size)) {
         r = raw_syscall2(SYS_munmap, addr, size);
-        if (r == 0)
+        if (r == 0) {
             extras_remove(c, addr, addr + size);
+            advice_change(c, addr, addr + size, 0, CRAC_ADVICE_ALL);
+        }
     }
     raw_unlock(&c->lock);
     return r;
@@ -218,6 +230,16 @@ static void vacate(struct crac_ctrl *c, uint64_t start, uint64_t end)
     release_range(c, start, end);
 }
 
+/* A mapping mremap moved or grew to [start,end) keeps the old one's fork advice. */
+static void keep_advice(struct crac_ctrl *c, uint64_t start, uint64_t end, uint32_t advice)
+{
+    if (!advice)
+        return;
+    raw_lock(&c->lock);
+    advice_change(c, start, end, advice, CRAC_ADVICE_ALL);
+    raw_unlock(&c->lock);
+}
+
 long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint64_t dest)
 {
     struct crac_ctrl *c = crac_ctrl();
@@ -226,15 +248,22 @@ long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint
     restart_lazy_wait(); /* a range moved away from a lazy restart's userfaultfd loses it */
     uint64_t oldsize = page_up(oldlen), newsize = page_up(newlen);
     int keeps_old = oldlen == 0 || (flags & MREMAP_DONTUNMAP);
+    /* The old range lies in one mapping, whose fork advice the moved or grown one keeps. */
+    raw_lock(&c->lock);
+    uint32_t advice = advice_bits_at(c, old);
+    raw_unlock(&c->lock);
     if (!inside_w(old, oldsize ? oldsize : CRAC_PAGE)) {
         if (touches_w(old, oldsize))
             return -EINVAL;
         long r = sys_mremap(old, oldlen, newlen, flags, dest);
         if (!raw_is_err(r)) {
             raw_lock(&c->lock);
-            if (!keeps_old)
+            if (!keeps_old) {
                 extras_remove(c, old, old + oldsize);
+                advice_change(c, old, old + oldsize, 0, CRAC_ADVICE_ALL);
+            }
             extras_add(c, (uint64_t)r, (uint64_t)r + newsize);
+            advice_change(c, (uint64_t)r, (uint64_t)r + newsize, advice, CRAC_ADVICE_ALL);
             raw_unlock(&c->lock);
         }
         return r;
@@ -250,6 +279,7 @@ long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint
         note_used(c, dest, dest + newsize);
         if (!keeps_old)
             vacate(c, old, old + oldsize);
+        keep_advice(c, dest, dest + newsize, advice);
         return r;
     }
     if (!keeps_old && newsize <= oldsize) {
@@ -268,8 +298,10 @@ long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint
         if (room) {
             raw_syscall2(SYS_munmap, old + oldsize, newsize - oldsize);
             long r = sys_mremap(old, oldlen, newlen, 0, 0);
-            if (!raw_is_err(r))
+            if (!raw_is_err(r)) {
+                keep_advice(c, old, old + newsize, advice);
                 return r;
+            }
             vacate(c, old + oldsize, old + newsize);
         }
     }
@@ -285,6 +317,7 @@ long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint
     }
     if (!keeps_old)
         vacate(c, old, old + oldsize);
+    keep_advice(c, at, at + newsize, advice);
     return r;
 }
 
@@ -307,8 +340,10 @@ long emu_brk(uint64_t want)
             raw_unlock(&c->lock);
             return (long)cur;
         }
+        advice_change(c, c->brk_mapped, end, 0, CRAC_ADVICE_ALL);
     } else if (end < c->brk_mapped) {
         rereserve(end, c->brk_mapped);
+        advice_change(c, end, c->brk_mapped, 0, CRAC_ADVICE_ALL);
     }
     c->brk_mapped = end;
     c->brk_cur = want;
@@ -328,11 +363,8 @@ static long emu_shmat(long id, uint64_t addr, long shmflg)
         addr &= ~(uint64_t)(CRAC_PAGE - 1);
     if (addr && !touches_w(addr, size)) {
         r = raw_syscall3(SYS_shmat, id, addr, shmflg);
-        if (!raw_is_err(r)) {
-            raw_lock(&c->lock);
-            extras_add(c, (uint64_t)r, (uint64_t)r + size);
-            raw_unlock(&c->lock);
-        }
+        if (!raw_is_err(r))
+            note_extra(c, (uint64_t)r, (uint64_t)r + size);
         return r;
     }
     uint64_t at;
@@ -356,6 +388,8 @@ static long emu_shmat(long id, uint64_t addr, long shmflg)
         ualloc_mark_free(c, at, at + size);
     else if (c->n_shm < CRAC_MAX_SHM)
         c->shm[c->n_shm++] = (struct crac_range){at, at + size};
+    if (!raw_is_err(r))
+        advice_change(c, at, at + size, 0, CRAC_ADVICE_ALL);
     raw_unlock(&c->lock);
     if (raw_is_err(r))
         rereserve(at, at + size);
@@ -377,11 +411,27 @@ static long emu_shmdt(uint64_t addr)
             break;
         }
     }
-    if (!found.end && !inside_w(addr, CRAC_PAGE))
+    if (!found.end && !inside_w(addr, CRAC_PAGE)) {
         extras_remove(c, addr, addr + CRAC_PAGE);
+        advice_change(c, addr, addr + CRAC_PAGE, 0, CRAC_ADVICE_ALL);
+    }
     raw_unlock(&c->lock);
     if (found.end)
         vacate(c, found.start, found.end);
+    return r;
+}
+
+/* madvise is trapped only for fork advice (confine_filter.c): the table follows what the kernel
+ * did. A range partly unmapped (ENOMEM: the rest got the advice) is not recorded. */
+static long emu_madvise(uint64_t addr, uint64_t len, long advice)
+{
+    long r = raw_syscall3(SYS_madvise, addr, len, advice);
+    if (r == 0 && len) {
+        struct crac_ctrl *c = crac_ctrl();
+        raw_lock(&c->lock);
+        advice_record(c, addr, addr + page_up(len), advice);
+        raw_unlock(&c->lock);
+    }
     return r;
 }
 
@@ -755,6 +805,23 @@ __attribute__((noinline)) long confine_on_lower(long (*fn)(const void *), const 
     return r;
 }
 
+/* In a forked child: the MADV_DONTFORK ranges were not copied. W gets its reservation back
+ * there (it never has holes), and they are no longer the program's. */
+static void drop_dontfork(struct crac_ctrl *c)
+{
+    for (uint32_t k = 0; k < c->n_advice; k++) {
+        struct crac_advice a = c->advice[k];
+        if (!(a.bits & CRAC_ADVICE_DONTFORK))
+            continue;
+        if (inside_w(a.start, a.end - a.start)) {
+            rereserve(a.start, a.end);
+            ualloc_mark_free(c, a.start, a.end);
+        } else
+            extras_remove(c, a.start, a.end);
+    }
+    advice_change(c, 0, UINT64_MAX, 0, CRAC_ADVICE_DONTFORK);
+}
+
 #define TREE_CLONE_FLAGS (CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | CLONE_PARENT_SETTID)
 
 /* A fork the child of which is a split process of the job: fork, or a clone of a new process
@@ -815,6 +882,7 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         c->cpu_offset_ns = 0; /* its CPU time starts at 0 */
         c->n_tcpu = 0;
         vmask_set(c, c->pid, vmask_get(c, forking_tid)); /* the child's only thread inherits */
+        drop_dontfork(c);
         if (stack)
             uc->uc_mcontext.gregs[REG_RSP] = stack;
         if (tree && nr == SYS_clone) {
@@ -1177,6 +1245,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_brk: r = emu_brk(a1); break;
     case SYS_shmat: r = emu_shmat(a1, a2, a3); break;
     case SYS_shmdt: r = emu_shmdt(a1); break;
+    case SYS_madvise: r = emu_madvise(a1, a2, a3); break;
     case SYS_rt_sigaction: r = emu_rt_sigaction(a1, (const void *)a2, (void *)a3, a4); break;
     case SYS_rt_sigprocmask:
         r = emu_rt_sigprocmask(uc, a1, (const void *)a2, (void *)a3, a4);

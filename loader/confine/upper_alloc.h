@@ -38,6 +38,19 @@ struct crac_tcpu {
     int64_t ckpt_ns, offset_ns;
 };
 
+/* A range of the program's memory with fork advice (loader/confine/fork_advice.c): the forked
+ * checkpoint writer would not see a MADV_DONTFORK range and would see a MADV_WIPEONFORK one as
+ * zeros, and a restart's fresh mappings would have neither. Sorted, disjoint, bits never 0. */
+#define CRAC_MAX_FORK_ADVICE 1024
+#define CRAC_ADVICE_DONTFORK 1u
+#define CRAC_ADVICE_WIPEONFORK 2u
+#define CRAC_ADVICE_ALL (CRAC_ADVICE_DONTFORK | CRAC_ADVICE_WIPEONFORK)
+struct crac_advice {
+    uint64_t start, end;
+    uint32_t bits;
+    uint32_t pad;
+};
+
 /* Per thread: which reserved signals the program believes it has blocked (never really blocked). */
 struct crac_vmask {
     int32_t tid;
@@ -72,6 +85,9 @@ struct crac_ctrl {
     /* The parent's pid as the program knows it, while the kernel's parent is real_ppid (a
      * restarted tree: loader/ckpt/tree_fork.c); 0: getppid is the kernel's. */
     int32_t vppid, real_ppid;
+    uint32_t n_advice;
+    uint32_t advice_lost; /* 1: the table was full once; checkpoints refuse (fork_advice.h) */
+    struct crac_advice advice[CRAC_MAX_FORK_ADVICE];
     uint32_t n_used;
     uint32_t cap_used;
     struct crac_range used[]; /* sorted, disjoint, coalesced ranges of W in use */

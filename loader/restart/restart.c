@@ -9,6 +9,7 @@
 #include "crc32c.h"
 #include "image_device.h"
 #include "restart_lazy.h"
+#include "fork_advice.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -244,6 +245,11 @@ void restart_run(const struct options *o, struct restart_image *img, const struc
         restart_lazy_start(o->restart_dir, err, sizeof(err)) != 0 ||
         device_image_restore(o->restart_dir, err, sizeof(err)) != 0)
         die("%s", err);
+    /* The program's MADV_DONTFORK / MADV_WIPEONFORK, on its fresh mappings (fork_advice.c). */
+    long advised = advice_apply(crac_ctrl());
+    if (advised != 0)
+        fprintf(stderr, "crac: warning: cannot give the program its fork advice back: %s\n",
+                strerror((int)-advised));
     if (img->cwd[0] && chdir(img->cwd) != 0)
         die("cannot return to the working directory %s: %s", img->cwd, strerror(errno));
     umask(img->proc.umask);
