@@ -156,6 +156,28 @@ def test_python_selectors_and_asyncio(tmp_path):
     run_cycles(Path(sys.executable), [str(program), "60"], tmp_path, cycles=2)
 
 
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sk:
+            sk.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_listeners_sharing_a_port(tmp_path):
+    """An IPv4 and an IPv6-only listener on one port (IPV6_V6ONLY: Redis, nginx) and two
+    SO_REUSEPORT listeners on another all listen again, each with its own backlog (read with
+    iproute2's `ss` at every step): without those options restored before bind, the second
+    listener on a port came back unbound and Redis spun on accept's EINVAL."""
+    if not _has_ipv6_loopback():
+        pytest.skip("this machine has no IPv6 loopback address (::1)")
+    if not shutil.which("ss"):
+        pytest.skip("iproute2's ss is not installed (it reads the listeners' backlogs)")
+    program = APPS_DIR / "py" / "ckpt_dualstack.py"
+    run_cycles(Path(sys.executable), [str(program), "40", "ss"], tmp_path, cycles=2)
+
+
 def test_pipes_and_fifos(tmp_path, tmp_path_factory):
     """A pipe whose writer closed keeps its bytes (and ends after them); a 256 KiB pipe full of
     bytes comes back whole; FIFOs opened by path come back with the bytes in them, one with both

@@ -36,7 +36,7 @@ _CHUNK = fmt.RECORD["crac_chunk_hdr"].struct
 _PAGE = 4096
 _OUTSIDE_W = fmt.REGION_OUTSIDE_W
 _R_LISTEN, _R_PAIR, _R_PENDING, _R_OUTSIDE = 1, 2, 3, 4  # loader/state/fd_socket.c `enum role`
-_BACKLOG = 128  # listen()'s backlog at restart, as the loader's (the program's is not visible)
+_BACKLOG = 128  # listen()'s backlog at restart where the image has none, as the loader's
 _F_SETPIPE_SZ = 1031
 
 
@@ -97,7 +97,7 @@ def _socket_text(gen: Path, fd: int) -> dict[str, Any] | None:
             name, _, value = line.partition(" ")
             if name in ("local", "peer"):
                 out[name] = b"" if value == "-" else bytes.fromhex(value)
-            elif name == "peerino":
+            elif name in ("peerino", "backlog"):
                 out[name] = int(value)
             elif name == "icons":
                 out[name] = [int(w) for w in value.split()]
@@ -318,6 +318,15 @@ def _listener_for(
     return sk if host in (addr[1][0], "0.0.0.0", "::") else None
 
 
+def _bind_opts(sk: socket.socket, s: dict[str, Any]) -> None:
+    """The saved options that decide which names an IP socket may bind beside others (absent in
+    older images: the kernel's default), as the loader sets them (fd_socket.c bind_opts)."""
+    if s.get("reuseport"):
+        sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    if s["domain"] == socket.AF_INET6:
+        sk.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, s.get("v6only", 0))
+
+
 def _bind_again(sk: socket.socket, s: dict[str, Any]) -> None:
     """SK bound to the saved socket S's name: a Unix path the killed process left is removed
     first (only a socket file); an abstract name or an IP address the killed incarnation may
@@ -333,6 +342,7 @@ def _bind_again(sk: socket.socket, s: dict[str, Any]) -> None:
             raise ShareError("a listening socket with an unreadable address")
         addr = ip[1]
         sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        _bind_opts(sk, s)
     deadline = time.monotonic() + ADDRESS_RETRY_S
     while True:
         try:
@@ -350,7 +360,7 @@ def _listen_again(o: Obj) -> socket.socket:
     s = o.sock
     listener = socket.socket(s["domain"], s["type"])
     _bind_again(listener, s)
-    listener.listen(_BACKLOG + len(o.waiting))
+    listener.listen((s.get("backlog") or _BACKLOG) + len(o.waiting))
     return listener
 
 

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #define QUEUE_MAX (16u << 20) /* queued bytes kept per socket, at most */
-#define BACKLOG 128           /* listen() backlog at restart (the program's is not visible) */
+#define BACKLOG 128           /* listen() backlog at restart when the image has none */
 
 /* What the checkpoint says a socket is (files/socket-<fd>, docs/IMAGE.md). */
 enum role {
@@ -36,6 +36,8 @@ enum role {
 struct sock {
     int domain, type, proto, role, partner;
     int reuse, nodelay, keepalive, rcvbuf, sndbuf;
+    int reuseport, v6only; /* set before bind: they decide which names can be bound */
+    int backlog;           /* a listener's, from sock_diag; 0: unknown */
     unsigned llen, plen;
     struct sockaddr_storage local, peer;
 };
@@ -70,6 +72,10 @@ static int sock_read(int fd, struct sock *s)
     s->keepalive = opt(fd, SOL_SOCKET, SO_KEEPALIVE);
     s->rcvbuf = opt(fd, SOL_SOCKET, SO_RCVBUF);
     s->sndbuf = opt(fd, SOL_SOCKET, SO_SNDBUF);
+    if (s->domain == AF_INET || s->domain == AF_INET6)
+        s->reuseport = opt(fd, SOL_SOCKET, SO_REUSEPORT);
+    if (s->domain == AF_INET6)
+        s->v6only = opt(fd, IPPROTO_IPV6, IPV6_V6ONLY);
     if ((s->domain == AF_INET || s->domain == AF_INET6) && s->type == SOCK_STREAM)
         s->nodelay = opt(fd, IPPROTO_TCP, TCP_NODELAY);
     socklen_t l = sizeof(s->local);
@@ -89,8 +95,8 @@ static int sock_read(int fd, struct sock *s)
 /* From the kernel's sock_diag, for the Unix socket with inode INO: its peer's inode (0 if none,
  * or a connection its listener has not accepted yet: that end has no inode), and for a listener
  * the inodes of the sockets whose connections wait in its queue, in the order accept() takes
- * them (at most MAX into ICONS; their count is returned, -1 if unknown). */
-static int unix_diag(uint64_t ino, uint64_t *peer, uint32_t *icons, int max)
+ * them (at most MAX into ICONS; their count is returned, -1 if unknown) and its backlog. */
+static int unix_diag(uint64_t ino, uint64_t *peer, uint32_t *icons, int max, uint32_t *backlog)
 {
     *peer = 0;
     int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
@@ -99,14 +105,15 @@ static int unix_diag(uint64_t ino, uint64_t *peer, uint32_t *icons, int max)
     struct {
         struct nlmsghdr h;
         struct unix_diag_req r;
-    } req = {.h = {.nlmsg_len = sizeof(req),
-                   .nlmsg_type = SOCK_DIAG_BY_FAMILY,
-                   .nlmsg_flags = NLM_F_REQUEST},
-             .r = {.sdiag_family = AF_UNIX,
-                   .udiag_states = ~0u,
-                   .udiag_ino = (uint32_t)ino,
-                   .udiag_show = UDIAG_SHOW_PEER | (max > 0 ? UDIAG_SHOW_ICONS : 0),
-                   .udiag_cookie = {~0u, ~0u}}};
+    } req = {
+        .h = {.nlmsg_len = sizeof(req),
+              .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+              .nlmsg_flags = NLM_F_REQUEST},
+        .r = {.sdiag_family = AF_UNIX,
+              .udiag_states = ~0u,
+              .udiag_ino = (uint32_t)ino,
+              .udiag_show = UDIAG_SHOW_PEER | (max > 0 ? UDIAG_SHOW_ICONS | UDIAG_SHOW_RQLEN : 0),
+              .udiag_cookie = {~0u, ~0u}}};
     int n_icons = -1;
     char buf[8192] __attribute__((aligned(8)));
     if (send(nl, &req, sizeof(req), 0) == (ssize_t)sizeof(req)) {
@@ -120,6 +127,9 @@ static int unix_diag(uint64_t ino, uint64_t *peer, uint32_t *icons, int max)
                  a = RTA_NEXT(a, len)) {
                 if (a->rta_type == UNIX_DIAG_PEER)
                     *peer = *(uint32_t *)RTA_DATA(a);
+                /* A listener's write queue is its backlog, as for TCP. */
+                if (a->rta_type == UNIX_DIAG_RQLEN && backlog)
+                    *backlog = ((const struct unix_diag_rqlen *)RTA_DATA(a))->udiag_wqueue;
                 if (a->rta_type == UNIX_DIAG_ICONS) {
                     n_icons = (int)(RTA_PAYLOAD(a) / sizeof(uint32_t));
                     memcpy(icons, RTA_DATA(a),
@@ -135,7 +145,7 @@ static int unix_diag(uint64_t ino, uint64_t *peer, uint32_t *icons, int max)
 static uint64_t unix_peer_ino(uint64_t ino)
 {
     uint64_t peer;
-    unix_diag(ino, &peer, NULL, 0);
+    unix_diag(ino, &peer, NULL, 0, NULL);
     return peer;
 }
 
@@ -400,10 +410,13 @@ static void listener_queue_text(const struct fd_entry *e, const struct sock *s, 
     out[0] = '\0';
     if (s->role != R_LISTEN || s->type == SOCK_DGRAM)
         return;
+    uint32_t backlog = 0;
     if (s->domain == AF_UNIX) {
         uint32_t icons[ICONS_MAX];
         uint64_t none;
-        int n = at_most(e, unix_diag(e->rec.ino, &none, icons, ICONS_MAX), ICONS_MAX);
+        int n = at_most(e, unix_diag(e->rec.ino, &none, icons, ICONS_MAX, &backlog), ICONS_MAX);
+        if (backlog)
+            at += (size_t)snprintf(out, len, "backlog %u\n", backlog);
         for (int i = 0; i < n && at < len; i++)
             at += (size_t)snprintf(out + at, len - at, "%s %u", i ? "" : "icons", icons[i]);
         if (n > 0 && at < len)
@@ -411,7 +424,10 @@ static void listener_queue_text(const struct fd_entry *e, const struct sock *s, 
         return;
     }
     struct sock_tcp_wait waits[WAITING_MAX];
-    int n = at_most(e, sock_tcp_waiting(&s->local, waits, WAITING_MAX), WAITING_MAX);
+    int n = at_most(e, sock_tcp_waiting(&s->local, e->rec.ino, &backlog, waits, WAITING_MAX),
+                    WAITING_MAX);
+    if (backlog)
+        at += (size_t)snprintf(out, len, "backlog %u\n", backlog);
     for (int i = 0; i < n && at < len; i++) {
         char hex[2 * sizeof(waits[i].peer) + 1];
         hex_put(hex, &waits[i].peer, waits[i].plen);
@@ -517,11 +533,11 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
     hex_put(phex, &s.peer, s.plen);
     int at = snprintf(text, sizeof(text),
                       "domain %d type %d proto %d role %d partner %d queued %d reuse %d nodelay %d "
-                      "keepalive %d rcvbuf %d sndbuf %d unsent %d\nlocal %s\npeer %s\n"
-                      "peerino %llu\n",
+                      "keepalive %d rcvbuf %d sndbuf %d unsent %d reuseport %d v6only %d\n"
+                      "local %s\npeer %s\npeerino %llu\n",
                       s.domain, s.type, s.proto, s.role, s.partner, queued, s.reuse, s.nodelay,
-                      s.keepalive, s.rcvbuf, s.sndbuf, unsent > 0, s.llen ? lhex : "-",
-                      s.plen ? phex : "-", (unsigned long long)peer_ino);
+                      s.keepalive, s.rcvbuf, s.sndbuf, unsent > 0, s.reuseport, s.v6only,
+                      s.llen ? lhex : "-", s.plen ? phex : "-", (unsigned long long)peer_ino);
     listener_queue_text(e, &s, text + at, sizeof(text) - (size_t)at);
     return fd_save_text(e, files_dir, "socket", text);
 }
@@ -560,6 +576,14 @@ static int sock_load(const struct fd_restore *r, const struct fd_view *v, struct
              l && p && hex_get(l + 7, &s->local, sizeof(s->local), &s->llen) == 0 &&
              hex_get(p + 6, &s->peer, sizeof(s->peer), &s->plen) == 0 && s->role >= R_PLAIN &&
              s->role <= R_OUTSIDE;
+    /* Absent in older images: 0, the kernel's default. */
+    const char *end = strchr(text, '\n'), *w;
+    if ((w = strstr(text, " reuseport ")) && (!end || w < end))
+        s->reuseport = atoi(w + strlen(" reuseport "));
+    if ((w = strstr(text, " v6only ")) && (!end || w < end))
+        s->v6only = atoi(w + strlen(" v6only "));
+    if ((w = strstr(text, "\nbacklog ")))
+        s->backlog = atoi(w + strlen("\nbacklog "));
     free(text);
     if (!ok)
         snprintf(r->err, r->errlen, "fd %d (socket): image corrupted: bad saved socket", v->rec.fd);
@@ -581,6 +605,17 @@ static void set_opts(int fd, const struct sock *s)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &s->nodelay, sizeof(int));
 }
 
+/* The options that decide which names an IP socket may bind beside others: SO_REUSEPORT (a
+ * pre-forked server's listeners on one port) and IPV6_V6ONLY (an IPv6 listener beside an IPv4
+ * one on the same port, as Redis and nginx make them; without it the second bind fails). */
+static void bind_opts(int fd, const struct sock *s)
+{
+    if (s->reuseport)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &s->reuseport, sizeof(int));
+    if (s->domain == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &s->v6only, sizeof(int));
+}
+
 /* Bind to the recorded name. A Unix path left by the killed process is removed first (only a
  * socket file); an IP address is taken with SO_REUSEADDR (its old connections may linger). */
 static int bind_name(int fd, const struct sock *s)
@@ -597,6 +632,7 @@ static int bind_name(int fd, const struct sock *s)
     } else {
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        bind_opts(fd, s);
     }
     return bind(fd, (const struct sockaddr *)&s->local, s->llen);
 }
@@ -618,7 +654,8 @@ static int sock_reopen(const struct fd_restore *r, const struct fd_view *v)
     int fd = new_sock(&s);
     if (fd < 0)
         return -1;
-    if (bind_name(fd, &s) != 0 || (s.role == R_LISTEN && listen(fd, BACKLOG) != 0) ||
+    if (bind_name(fd, &s) != 0 ||
+        (s.role == R_LISTEN && listen(fd, s.backlog > 0 ? s.backlog : BACKLOG) != 0) ||
         (s.role == R_PLAIN && s.type == SOCK_DGRAM &&
          s.plen > (s.domain == AF_UNIX ? offsetof(struct sockaddr_un, sun_path) : 0) &&
          connect(fd, (const struct sockaddr *)&s.peer, s.plen) != 0)) {
@@ -648,6 +685,8 @@ static int tcp_connect_pair(const struct sock *a, const struct sock *b, int list
     if (listener < 0) {
         tmp = listener = new_sock(b);
         int one = 1;
+        if (tmp >= 0)
+            bind_opts(tmp, b);
         if (tmp < 0 || setsockopt(tmp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
             bind(tmp, (const struct sockaddr *)&b->local, b->llen) != 0 || listen(tmp, 1) != 0)
             goto fail;

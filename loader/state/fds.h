@@ -117,8 +117,9 @@ struct sock_tcp_wait {
     uint32_t rqueue;
 };
 /* The connections waiting for the listener bound to LOCAL (at most MAX into OUT): their count,
- * or -1 if the kernel cannot say. */
-int sock_tcp_waiting(const struct sockaddr_storage *local, struct sock_tcp_wait *out, int max);
+ * or -1 if the kernel cannot say. BACKLOG gets the listener's (inode INO), if the kernel says. */
+int sock_tcp_waiting(const struct sockaddr_storage *local, uint64_t ino, uint32_t *backlog,
+                     struct sock_tcp_wait *out, int max);
 
 /* The directories a removed file or directory is recreated in, best first. */
 struct fd_dir_name {

@@ -1,5 +1,5 @@
-/* sock_tcp_queue.c — the connections waiting in a TCP listener's accept queue, from the kernel's
- * sock_diag: where each comes from and how many bytes it brought, for a tree's restart. */
+/* sock_tcp_queue.c — a TCP listener's accept queue from the kernel's sock_diag: the connections
+ * waiting in it (where each comes from, the bytes it brought) for a tree's restart, its backlog. */
 #include "fds.h"
 
 #include <linux/inet_diag.h>
@@ -27,7 +27,8 @@ static int on_listener(const struct sockaddr_storage *local, const struct inet_d
             memcmp(id->idiag_src, &l->sin6_addr, sizeof(l->sin6_addr)) == 0);
 }
 
-int sock_tcp_waiting(const struct sockaddr_storage *local, struct sock_tcp_wait *out, int max)
+int sock_tcp_waiting(const struct sockaddr_storage *local, uint64_t ino, uint32_t *backlog,
+                     struct sock_tcp_wait *out, int max)
 {
     int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
     if (nl < 0)
@@ -40,7 +41,7 @@ int sock_tcp_waiting(const struct sockaddr_storage *local, struct sock_tcp_wait 
                    .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
              .r = {.sdiag_family = (uint8_t)local->ss_family,
                    .sdiag_protocol = IPPROTO_TCP,
-                   .idiag_states = 1u << TCP_ESTABLISHED}};
+                   .idiag_states = 1u << TCP_ESTABLISHED | 1u << TCP_LISTEN}};
     int n = 0, done = 0;
     size_t cap = 32768;
     char *buf = malloc(cap);
@@ -59,6 +60,13 @@ int sock_tcp_waiting(const struct sockaddr_storage *local, struct sock_tcp_wait 
                 break;
             }
             const struct inet_diag_msg *m = NLMSG_DATA(h);
+            /* The listener itself: for a listening socket the kernel reports its backlog (the
+             * most connections listen() let wait) as the write queue. */
+            if (m->idiag_state == TCP_LISTEN) {
+                if (m->idiag_inode == ino)
+                    *backlog = m->idiag_wqueue;
+                continue;
+            }
             /* Established, on the listener's address, and no descriptor (no inode) yet: in the
              * accept queue. A socket the program closed has left ESTABLISHED (FIN sent). */
             if (m->idiag_inode != 0 || !on_listener(local, &m->id))
