@@ -54,4 +54,16 @@ static inline void raw_memcpy(void *dst, const void *src, unsigned long n)
     __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
 }
 
+/* The same for ranges that may overlap: backwards (the direction flag set) when dst is above. */
+static inline void raw_memmove(void *dst, const void *src, unsigned long n)
+{
+    if ((char *)dst <= (const char *)src || (char *)dst >= (const char *)src + n) {
+        raw_memcpy(dst, src, n);
+        return;
+    }
+    char *d = (char *)dst + n - 1;
+    const char *s = (const char *)src + n - 1;
+    __asm__ volatile("std\n\trep movsb\n\tcld" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
+}
+
 #endif

@@ -4,6 +4,7 @@
 
 #include "crac_layout.h"
 #include "launch.h"
+#include "region_walk.h"
 #include "restart.h"
 #include "upper_alloc.h"
 #include "window.h"
@@ -235,19 +236,14 @@ int compact_main(int argc, char **argv)
     fcntl(img.core_fd, F_SETFL, 0); /* the FIFO guard was for the open */
     /* Mapping a file in memory here would write the checkpoint's pages back into it (that is
      * for a restart), and what this loader maps is saved by the compacted image as it is. */
-    for (size_t off = 0; off + sizeof(struct crac_region_rec) <= img.regions_len;) {
-        struct crac_region_rec o;
-        memcpy(&o, img.regions + off, sizeof(o));
-        if (o.size < sizeof(o))
-            break;
+    struct region_walk w = region_walk_start(img.regions, img.regions_len);
+    struct crac_region_rec o;
+    const char *mapped;
+    while (region_walk_next(&w, &o, &mapped, NULL) > 0)
         if (o.flags & CRAC_REGION_SHMEM_FILE)
-            return refuse("gen-%06d cannot be compacted: the program maps %.*s shared (a file in "
+            return refuse("gen-%06d cannot be compacted: the program maps %s shared (a file in "
                           "memory, which only a restart puts back)",
-                          source,
-                          (int)strnlen((const char *)img.regions + off + sizeof(o), o.path_len),
-                          (const char *)img.regions + off + sizeof(o));
-        off += o.size;
-    }
+                          source, mapped);
     /* The PROCESS note records the program's working directory and umask as getcwd/umask say. */
     if (img.cwd[0] && chdir(img.cwd) != 0)
         return refuse("cannot enter the program's working directory %s: %s", img.cwd,

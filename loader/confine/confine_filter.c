@@ -83,6 +83,17 @@ static void mask_arg_block(struct bpf_asm *a, enum label l, int i)
     jump(a, BPF_JEQ, 0, L_ALLOW, L_TRAP_IF_W);
 }
 
+#define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
+
+/* Trap the call (if it comes from W) when argument i is one of the N VALUES, else allow it. */
+static void trap_if_arg_is(struct bpf_asm *a, enum label l, int i, const uint32_t *values, int n)
+{
+    here(a, l);
+    load(a, ARG_LO(i));
+    for (int k = 0; k < n; k++)
+        jump(a, BPF_JEQ, values[k], L_TRAP_IF_W, k + 1 < n ? NEXT : L_ALLOW);
+}
+
 static void ip_in_w_block(struct bpf_asm *a, enum label l, uint32_t action)
 {
     here(a, l);
@@ -187,24 +198,15 @@ int confine_install_filter(int virtual_ids)
     jump(&a, BPF_JEQ, 2 /* CLOCK_PROCESS_CPUTIME_ID */, L_TRAP_IF_W, NEXT);
     jump(&a, BPF_JEQ, 3 /* CLOCK_THREAD_CPUTIME_ID */, L_TRAP_IF_W, L_ALLOW);
     /* fcntl only for the commands that set or get a signal owner: the others are frequent. */
-    here(&a, L_FCNTL_OWNER);
-    load(&a, ARG_LO(1));
-    jump(&a, BPF_JEQ, F_SETOWN, L_TRAP_IF_W, NEXT);
-    jump(&a, BPF_JEQ, F_GETOWN, L_TRAP_IF_W, NEXT);
-    jump(&a, BPF_JEQ, F_SETOWN_EX, L_TRAP_IF_W, NEXT);
-    jump(&a, BPF_JEQ, F_GETOWN_EX, L_TRAP_IF_W, L_ALLOW);
+    static const uint32_t owner_cmds[] = {F_SETOWN, F_GETOWN, F_SETOWN_EX, F_GETOWN_EX};
+    trap_if_arg_is(&a, L_FCNTL_OWNER, 1, owner_cmds, COUNT(owner_cmds));
     /* ioctl only for a terminal's foreground group and session (tcsetpgrp, tcgetpgrp,
      * tcgetsid): a restarted tree's groups have new kernel ids. */
-    here(&a, L_IOCTL_PGRP);
-    load(&a, ARG_LO(1));
-    jump(&a, BPF_JEQ, TIOCSPGRP, L_TRAP_IF_W, NEXT);
-    jump(&a, BPF_JEQ, TIOCGPGRP, L_TRAP_IF_W, NEXT);
-    jump(&a, BPF_JEQ, TIOCGSID, L_TRAP_IF_W, L_ALLOW);
+    static const uint32_t pgrp_ioctls[] = {TIOCSPGRP, TIOCGPGRP, TIOCGSID};
+    trap_if_arg_is(&a, L_IOCTL_PGRP, 1, pgrp_ioctls, COUNT(pgrp_ioctls));
     /* prctl only for what crac records and restores (confine_seccomp.c). */
-    here(&a, L_PRCTL);
-    load(&a, ARG_LO(0));
-    jump(&a, BPF_JEQ, PR_SET_SECCOMP, L_TRAP_IF_W, NEXT);
-    jump(&a, BPF_JEQ, PR_SET_PDEATHSIG, L_TRAP_IF_W, L_ALLOW);
+    static const uint32_t prctl_options[] = {PR_SET_SECCOMP, PR_SET_PDEATHSIG};
+    trap_if_arg_is(&a, L_PRCTL, 0, prctl_options, COUNT(prctl_options));
     /* close only at the numbers the lower half keeps its descriptors at (lower_fds.c): a
      * program's close-everything loop must not close them, and its other closes (frequent) stay
      * untrapped. Negative numbers are the kernel's EBADF. */
@@ -214,12 +216,9 @@ int confine_install_filter(int virtual_ids)
     jump(&a, BPF_JGE, (uint32_t)close_from, L_TRAP_IF_W, L_ALLOW);
     /* madvise only for fork advice (fork_advice.c): the others (MADV_DONTNEED of every free)
      * stay untrapped. */
-    here(&a, L_MADVISE);
-    load(&a, ARG_LO(2));
-    jump(&a, BPF_JEQ, MADV_DONTFORK, L_TRAP_IF_W, NEXT);
-    jump(&a, BPF_JEQ, MADV_DOFORK, L_TRAP_IF_W, NEXT);
-    jump(&a, BPF_JEQ, MADV_WIPEONFORK, L_TRAP_IF_W, NEXT);
-    jump(&a, BPF_JEQ, MADV_KEEPONFORK, L_TRAP_IF_W, L_ALLOW);
+    static const uint32_t fork_advice[] = {MADV_DONTFORK, MADV_DOFORK, MADV_WIPEONFORK,
+                                           MADV_KEEPONFORK};
+    trap_if_arg_is(&a, L_MADVISE, 2, fork_advice, COUNT(fork_advice));
     mask_arg_block(&a, L_MASK_ARG3, 3);
     mask_arg_block(&a, L_MASK_ARG4, 4);
     mask_arg_block(&a, L_MASK_ARG5, 5);

@@ -10,21 +10,6 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
-static void move_advice(struct crac_advice *dst, const struct crac_advice *src, uint32_t n)
-{
-    if (dst < src) {
-        for (uint32_t k = 0; k < n; k++) {
-            __asm__ volatile("" ::: "memory"); /* keeps GCC from emitting a memmove call */
-            dst[k] = src[k];
-        }
-    } else {
-        for (uint32_t k = n; k-- > 0;) {
-            __asm__ volatile("" ::: "memory");
-            dst[k] = src[k];
-        }
-    }
-}
-
 /* Insert an entry at index i; 0 when the table is full (then advice_lost is set). */
 static int insert_at(struct crac_ctrl *c, uint32_t i, uint64_t start, uint64_t end, uint32_t bits)
 {
@@ -32,7 +17,7 @@ static int insert_at(struct crac_ctrl *c, uint32_t i, uint64_t start, uint64_t e
         c->advice_lost = 1;
         return 0;
     }
-    move_advice(&c->advice[i + 1], &c->advice[i], c->n_advice - i);
+    raw_memmove(&c->advice[i + 1], &c->advice[i], (c->n_advice - i) * sizeof(c->advice[0]));
     c->advice[i] = (struct crac_advice){start, end, bits, 0};
     c->n_advice++;
     return 1;

@@ -10,17 +10,7 @@
 /* Move n ranges from src to dst (overlapping allowed) without calling libc's memmove. */
 static void move_ranges(struct crac_range *dst, const struct crac_range *src, uint32_t n)
 {
-    if (dst < src) {
-        for (uint32_t k = 0; k < n; k++) {
-            __asm__ volatile("" ::: "memory"); /* keeps GCC from emitting a memmove call */
-            dst[k] = src[k];
-        }
-    } else {
-        for (uint32_t k = n; k-- > 0;) {
-            __asm__ volatile("" ::: "memory");
-            dst[k] = src[k];
-        }
-    }
+    raw_memmove(dst, src, n * sizeof(*dst));
 }
 
 /* Index of the first range whose end is >= addr (touching ranges count, so they coalesce). */

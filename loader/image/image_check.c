@@ -8,6 +8,7 @@
 #include "image_chain.h"
 #include "image_compress.h"
 #include "page_zero.h"
+#include "region_walk.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -185,11 +186,12 @@ int image_check_main(int argc, char **argv)
     }
     if (!regions)
         return bad(path, "no REGIONS note");
-    for (uint64_t off = 0; off + sizeof(struct crac_region_rec) <= regions_len;) {
-        struct crac_region_rec r;
-        memcpy(&r, regions + off, sizeof(r));
-        if (r.size < sizeof(r) || off + r.size > regions_len || r.end < r.start ||
-            sizeof(r) + r.path_len + r.bitmap_bytes > r.size ||
+    struct region_walk walk = region_walk_start(regions, regions_len);
+    struct crac_region_rec r;
+    const unsigned char *record_bitmap;
+    int more;
+    while ((more = region_walk_next(&walk, &r, NULL, &record_bitmap)) != 0) {
+        if (more < 0 || r.end < r.start ||
             (r.core_offset && !(r.flags & CRAC_REGION_COMPRESSED) &&
              r.core_offset + (r.end - r.start) > core_size))
             return bad(path, "a malformed region record");
@@ -197,11 +199,11 @@ int image_check_main(int argc, char **argv)
         if (r.kind == CRAC_REGION_FILE_PRIVATE) {
             if ((uint64_t)r.bitmap_bytes * 8 < (r.end - r.start) / PAGE)
                 return bad(path, "a malformed region record");
-            bitmap = regions + off + sizeof(r) + r.path_len;
+            bitmap = record_bitmap;
         }
         uint32_t crc = 0, pages = 0;
         if (r.flags & CRAC_REGION_INCREMENTAL) { /* this generation's layer (image_chain.c) */
-            const unsigned char *inherit = regions + off + sizeof(r) + r.path_len;
+            const unsigned char *inherit = record_bitmap;
             char err[256] = "";
             int c = r.kind != CRAC_REGION_ANON || !r.core_offset ||
                             (uint64_t)r.bitmap_bytes * 8 < (r.end - r.start) / PAGE
@@ -240,19 +242,15 @@ int image_check_main(int argc, char **argv)
         /* The page CRC-32Cs a restart from a chain checks pages by must be those of the pages
          * just checked: folded as the writer folds them, they give the region's CRC-32C. */
         const unsigned char *table = page_crcs_find(page_crcs, page_crcs_len, r.start, r.end);
-        if (table &&
-            (r.kind != CRAC_REGION_ANON || (r.flags & CRAC_REGION_COMPRESSED) ||
-             !page_crcs_match(
-                 &r,
-                 r.flags & CRAC_REGION_INCREMENTAL ? regions + off + sizeof(r) + r.path_len : NULL,
-                 table))) {
+        if (table && (r.kind != CRAC_REGION_ANON || (r.flags & CRAC_REGION_COMPRESSED) ||
+                      !page_crcs_match(&r, r.flags & CRAC_REGION_INCREMENTAL ? record_bitmap : NULL,
+                                       table))) {
             char what[128];
             snprintf(what, sizeof(what),
                      "region 0x%llx-0x%llx: its page checksums are not those of its pages",
                      (unsigned long long)r.start, (unsigned long long)r.end);
             return bad(path, what);
         }
-        off += r.size;
     }
     free(head);
     free(buf);

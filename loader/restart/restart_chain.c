@@ -19,6 +19,7 @@
 #include "image_compress.h"
 #include "image_read.h"
 #include "page_crcs.h"
+#include "region_walk.h"
 
 #include "crc32c.h"
 
@@ -100,21 +101,18 @@ static int fill_parents(const struct restart_image *img, uint64_t start, uint64_
     const struct restart_image *p = open_parent(img, err, errlen);
     if (!p)
         return -2;
-    for (size_t off = 0; off + sizeof(struct crac_region_rec) <= p->regions_len;) {
-        struct crac_region_rec r;
-        memcpy(&r, p->regions + off, sizeof(r));
-        if (r.size < sizeof(r))
-            break;
-        if (r.start != start || r.end != end) {
-            off += r.size;
+    struct region_walk w = region_walk_start(p->regions, p->regions_len);
+    struct crac_region_rec r;
+    const unsigned char *bitmap;
+    while (region_walk_next(&w, &r, NULL, &bitmap) > 0) {
+        if (r.start != start || r.end != end)
             continue;
-        }
         if (r.kind != CRAC_REGION_ANON || !r.core_offset ||
             (r.flags & (CRAC_REGION_COMPRESSED | CRAC_REGION_DONTDUMP)))
             break;
         const unsigned char *inherit = NULL;
         if (r.flags & CRAC_REGION_INCREMENTAL) {
-            inherit = p->regions + off + sizeof(r) + r.path_len;
+            inherit = bitmap;
             int rc = fill_parents(p, start, end, buf, err, errlen);
             if (rc != 0)
                 return rc;
@@ -148,21 +146,16 @@ static int parent_region(const struct restart_image *img, uint64_t start, uint64
     const struct restart_image *p = open_parent(img, err, errlen);
     if (!p)
         return -2;
-    for (size_t off = 0; off + sizeof(*rec) <= p->regions_len;) {
-        memcpy(rec, p->regions + off, sizeof(*rec));
-        if (rec->size < sizeof(*rec))
-            break;
-        if (rec->start != start || rec->end != end) {
-            off += rec->size;
+    struct region_walk w = region_walk_start(p->regions, p->regions_len);
+    const unsigned char *bitmap;
+    while (region_walk_next(&w, rec, NULL, &bitmap) > 0) {
+        if (rec->start != start || rec->end != end)
             continue;
-        }
         if (rec->kind != CRAC_REGION_ANON || !rec->core_offset ||
             (rec->flags & CRAC_REGION_DONTDUMP))
             break;
         *parent = p;
-        *inherit = rec->flags & CRAC_REGION_INCREMENTAL
-                       ? p->regions + off + sizeof(*rec) + rec->path_len
-                       : NULL;
+        *inherit = rec->flags & CRAC_REGION_INCREMENTAL ? bitmap : NULL;
         *crcs = page_crcs_find(p->page_crcs, p->page_crcs_len, start, end);
         return 0;
     }

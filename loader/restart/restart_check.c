@@ -4,6 +4,7 @@
 
 #include "crac_layout.h"
 #include "fds.h"
+#include "region_walk.h"
 
 #include <elf.h>
 #include <stddef.h>
@@ -27,28 +28,6 @@ static int bad(char *err, size_t errlen, const char *what)
     return -1;
 }
 
-/* The region record at *off and its path; 1, 0 at the end, -1 when it is malformed. */
-static int region_next(const struct restart_image *img, size_t *off, struct crac_region_rec *r,
-                       const char **path, const unsigned char **bitmap)
-{
-    if (*off + sizeof(*r) > img->regions_len)
-        return *off == img->regions_len ? 0 : -1;
-    memcpy(r, img->regions + *off, sizeof(*r));
-    /* Exactly as image_core.c writes it: a larger size would hide the next record. */
-    uint64_t need = (uint64_t)sizeof(*r) + r->path_len + r->bitmap_bytes;
-    if (r->size != need || r->path_len % 8 || r->bitmap_bytes % 8 ||
-        r->size > img->regions_len - *off || r->path_len == 0 ||
-        (r->kind != CRAC_REGION_FILE_PRIVATE && !(r->flags & CRAC_REGION_INCREMENTAL) &&
-         r->bitmap_bytes))
-        return -1;
-    *path = (const char *)img->regions + *off + sizeof(*r);
-    *bitmap = img->regions + *off + sizeof(*r) + r->path_len;
-    if ((*path)[r->path_len - 1] != '\0')
-        return -1;
-    *off += r->size;
-    return 1;
-}
-
 static int in_w(uint64_t start, uint64_t end)
 {
     return start >= CRAC_W_START && end <= CRAC_W_END && start < end;
@@ -66,11 +45,9 @@ int restart_addr_ok(const struct restart_image *img, uint64_t addr, uint64_t len
 {
     if (addr + len < addr || !in_w(addr, addr + len))
         return 0;
-    size_t off = 0;
+    struct region_walk w = region_walk_start(img->regions, img->regions_len);
     struct crac_region_rec r;
-    const char *path;
-    const unsigned char *bitmap;
-    while (region_next(img, &off, &r, &path, &bitmap) > 0)
+    while (region_walk_next(&w, &r, NULL, NULL) > 0)
         if (!(r.flags & CRAC_REGION_OUTSIDE_W) && addr >= r.start && addr + len <= r.end)
             return ((int)r.prot & prot) == prot;
     return 0;
@@ -79,14 +56,14 @@ int restart_addr_ok(const struct restart_image *img, uint64_t addr, uint64_t len
 static int check_regions(const struct restart_image *img, uint64_t core_size, char *err,
                          size_t errlen)
 {
-    size_t off = 0;
+    struct region_walk walk = region_walk_start(img->regions, img->regions_len);
     struct crac_region_rec r;
     const char *path;
     const unsigned char *bitmap;
     uint64_t prev_end = 0;
     int n = 0, rc;
     char what[160];
-    while ((rc = region_next(img, &off, &r, &path, &bitmap)) > 0) {
+    while ((rc = region_walk_next(&walk, &r, &path, &bitmap)) > 0) {
         if (++n > CHECK_MAX_REGIONS)
             return bad(err, errlen, "more than 65536 regions");
         snprintf(what, sizeof(what), "region %d (0x%lx-0x%lx) ", n - 1, (unsigned long)r.start,

@@ -8,6 +8,7 @@
 #include "crc32c_combine.h"
 #include "image_compress.h"
 #include "page_zero.h"
+#include "region_walk.h"
 #include "restart_lazy.h"
 #include "restart_stage.h"
 
@@ -305,6 +306,19 @@ static struct shared_obj {
 } shared_objs[MAX_SHARED];
 static int n_shared;
 
+/* How far into the shared object r's regions reach: the size it must have. */
+static uint64_t shared_object_size(const struct restart_image *img, const struct crac_region_rec *r)
+{
+    uint64_t size = 0;
+    struct region_walk w = region_walk_start(img->regions, img->regions_len);
+    struct crac_region_rec o;
+    while (region_walk_next(&w, &o, NULL, NULL) > 0)
+        if (o.kind == CRAC_REGION_ANON_SHARED && o.dev == r->dev && o.ino == r->ino &&
+            o.end > o.start && o.file_offset + (o.end - o.start) > size)
+            size = o.file_offset + (o.end - o.start);
+    return size;
+}
+
 static int shared_object_fd(const struct restart_image *img, const struct crac_region_rec *r)
 {
     for (int i = 0; i < n_shared; i++)
@@ -312,17 +326,7 @@ static int shared_object_fd(const struct restart_image *img, const struct crac_r
             return shared_objs[i].fd;
     if (n_shared == MAX_SHARED)
         return -2; /* too many: this one is mapped on its own, as before */
-    uint64_t size = 0;
-    for (size_t off = 0; off + sizeof(struct crac_region_rec) <= img->regions_len;) {
-        struct crac_region_rec o;
-        memcpy(&o, img->regions + off, sizeof(o));
-        if (o.size < sizeof(o))
-            break;
-        if (o.kind == CRAC_REGION_ANON_SHARED && o.dev == r->dev && o.ino == r->ino &&
-            o.end > o.start && o.file_offset + (o.end - o.start) > size)
-            size = o.file_offset + (o.end - o.start);
-        off += o.size;
-    }
+    uint64_t size = shared_object_size(img, r);
     int fd = memfd_create("crac-shared", MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
         if (fd >= 0)
@@ -392,17 +396,7 @@ static int sysv_segment(const struct restart_image *img, const struct crac_regio
             return sysv_objs[i].id;
     if (n_sysv == MAX_SHARED)
         return -1;
-    uint64_t size = 0;
-    for (size_t off = 0; off + sizeof(struct crac_region_rec) <= img->regions_len;) {
-        struct crac_region_rec o;
-        memcpy(&o, img->regions + off, sizeof(o));
-        if (o.size < sizeof(o))
-            break;
-        if (o.kind == CRAC_REGION_ANON_SHARED && o.dev == r->dev && o.ino == r->ino &&
-            o.end > o.start && o.file_offset + (o.end - o.start) > size)
-            size = o.file_offset + (o.end - o.start);
-        off += o.size;
-    }
+    uint64_t size = shared_object_size(img, r);
     int id = shmget(key ? (key_t)key : IPC_PRIVATE, size, IPC_CREAT | 0600);
     if (id < 0)
         return -1;
@@ -597,14 +591,10 @@ static void report_timing(const struct restart_image *img, double wall0, double 
     if (!getenv("CRAC_TIMING"))
         return;
     uint64_t saved = 0;
-    for (size_t off = 0; off + sizeof(struct crac_region_rec) <= img->regions_len;) {
-        struct crac_region_rec r;
-        memcpy(&r, img->regions + off, sizeof(r));
-        if (r.size < sizeof(r))
-            break;
+    struct region_walk w = region_walk_start(img->regions, img->regions_len);
+    struct crac_region_rec r;
+    while (region_walk_next(&w, &r, NULL, NULL) > 0)
         saved += r.saved_pages;
-        off += r.size;
-    }
     fprintf(stderr, "crac: timing: restart memory: %.1f MiB saved, %.2f ms, cpu %.2f ms\n",
             saved * (double)PAGE / 1048576.0, clock_ms(CLOCK_MONOTONIC) - wall0,
             clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu0);
@@ -613,21 +603,16 @@ static void report_timing(const struct restart_image *img, double wall0, double 
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen)
 {
     double wall0 = clock_ms(CLOCK_MONOTONIC), cpu0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
-    size_t off = 0;
-    while (off + sizeof(struct crac_region_rec) <= img->regions_len) {
-        struct crac_region_rec r;
-        memcpy(&r, img->regions + off, sizeof(r));
-        if (r.size < sizeof(r) + r.path_len + r.bitmap_bytes || off + r.size > img->regions_len ||
-            r.end <= r.start || (r.start | r.end) & (PAGE - 1) ||
+    struct region_walk w = region_walk_start(img->regions, img->regions_len);
+    struct crac_region_rec r;
+    const char *path;
+    const unsigned char *bitmap;
+    int more;
+    while ((more = region_walk_next(&w, &r, &path, &bitmap)) != 0) {
+        if (more < 0 || r.end <= r.start || (r.start | r.end) & (PAGE - 1) ||
             (r.kind == CRAC_REGION_FILE_PRIVATE &&
              r.bitmap_bytes * 8ULL < (r.end - r.start) / PAGE)) {
             snprintf(err, errlen, "image corrupted: bad region record");
-            return -1;
-        }
-        const char *path = (const char *)img->regions + off + sizeof(r);
-        const unsigned char *bitmap = img->regions + off + sizeof(r) + r.path_len;
-        if (r.path_len == 0 || path[r.path_len - 1] != '\0') {
-            snprintf(err, errlen, "image corrupted: bad region path");
             return -1;
         }
         if (map_one(img, &r, path, bitmap, err, errlen) != 0) {
@@ -637,7 +622,6 @@ int restart_map_regions(const struct restart_image *img, char *err, size_t errle
             restart_chain_done();
             return -1;
         }
-        off += r.size;
     }
     eager_uffd_close();
     shared_objects_close();
