@@ -229,3 +229,25 @@ def test_named_shared_memory_gone_at_restart(tmp_path, tmp_path_factory):
     finally:
         proc.stop()
         kept.unlink(missing_ok=True)
+
+
+def test_io_uring_program_runs_and_its_lost_ring_is_said(tmp_path, tmp_path_factory):
+    """io_uring refuses to map its rings at an address it is given, so under crac they are
+    placed by the kernel and recorded outside W: the program runs as natively. A checkpoint
+    cannot save the ring; it says so, keeps the rings' bytes as memory, and the restart goes
+    through (it used to stop at "a file mapping without an absolute path"): the program's next
+    io_uring_enter fails and it ends cleanly."""
+    app = build("ckpt_uring", tmp_path_factory)
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"0123456789abcdef")
+    logs = tmp_path / "logs"
+    killed = launch_checkpoint_kill(app, [str(data), "60"], tmp_path / "ckpt", out_dir=logs)
+    assert "anon_inode:[io_uring]" in killed.stderr_text(), killed.report()
+    proc = restart(tmp_path / "ckpt", out_dir=logs, label="restart")
+    try:
+        assert wait_exit(proc) == 0, proc.report()
+        lines = proc.lines()
+        assert lines[0].startswith("ring lost at step "), proc.report()
+        assert lines[-1] == "DONE checksum=lost steps=60", proc.report()
+    finally:
+        proc.stop()

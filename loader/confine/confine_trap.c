@@ -187,6 +187,15 @@ long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long 
     if (raw_is_err(r)) {
         rereserve(at, at + size);
         release_range(c, at, at + size);
+        /* Some files refuse any address but the kernel's own: io_uring's rings (EINVAL for a
+         * given address, so that no one guesses where its kernel memory aliases). Such a
+         * mapping is placed by the kernel outside W and recorded as an extra, as MAP_32BIT's
+         * are; without it the program cannot run under crac at all (docs/DECISIONS.md). */
+        if (r == -EINVAL && fd >= 0 && (flags & MAP_SHARED)) {
+            r = sys_mmap(0, size, prot, flags, fd, off);
+            if (!raw_is_err(r))
+                note_extra(c, (uint64_t)r, (uint64_t)r + size);
+        }
     }
     return r;
 }

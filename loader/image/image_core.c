@@ -226,7 +226,11 @@ static int collect_regions(struct region *rs, int max, int pagemap)
         int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
                    (perms[2] == 'x' ? PROT_EXEC : 0);
         int shared = perms[3] == 's';
-        int anon = path[0] == '\0' || path[0] == '[';
+        /* A mapping of an anonymous inode (io_uring's rings, a perf buffer) has no file to map
+         * again: its bytes are kept as memory, without an identity (every anonymous inode
+         * mapping has the same inode). Its descriptor is not saved; the checkpoint says so. */
+        int anon_inode = strncmp(path, "anon_inode:", 11) == 0;
+        int anon = path[0] == '\0' || path[0] == '[' || anon_inode;
         size_t plen = strlen(path);
         int deleted = plen > 10 && strcmp(path + plen - 10, " (deleted)") == 0;
         /* PROT_NONE and never touched: a reservation, recreated by reserving W. Only what the
@@ -261,7 +265,7 @@ static int collect_regions(struct region *rs, int max, int pagemap)
             r->rec.kind = shared ? CRAC_REGION_FILE_SHARED : CRAC_REGION_FILE_PRIVATE;
         /* The shared object's identity (a shmem inode: MAP_SHARED|MAP_ANONYMOUS, SysV shm, an
          * unlinked /dev/shm object): its other mappings are found by it (mark_aliases). */
-        if (r->rec.kind == CRAC_REGION_ANON_SHARED && ino) {
+        if (r->rec.kind == CRAC_REGION_ANON_SHARED && ino && !anon_inode) {
             r->rec.dev = makedev(dmaj, dmin);
             r->rec.ino = ino;
         }
