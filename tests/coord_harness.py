@@ -148,6 +148,11 @@ def request(port: int, verb: str, value: int | None = None, token: str = "") -> 
     msg: dict[str, Any] = {"type": "command", "verb": verb, "token": token}
     if value is not None:
         msg["value"] = value
+    return request_msg(port, msg)
+
+
+def request_msg(port: int, msg: dict[str, Any]) -> dict[str, Any]:
+    """MSG sent on a connection of its own; the reply."""
     with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as s:
         s.sendall(json.dumps(msg).encode() + b"\n")
         return json.loads(_read_line(s, TIMEOUT))

@@ -26,6 +26,7 @@ from coord_harness import (
     describe_text,
     finish,
     free_port,
+    request_msg,
     status_lines,
     wait_until,
 )
@@ -448,25 +449,56 @@ def test_restart_quorum(coord, tmp_path):
 
 def test_restore_barrier(coord, tmp_path):
     """docs/PROTOCOL.md "restored": a restarted process waits for `go` until every process the
-    restart announced is restored, or a restarted one that disconnected first no longer counts;
-    a process restarted with nothing announced goes at once."""
+    restart announced is restored; a process restarted with nothing announced goes at once."""
+    assert coord.request("expect", 2)["ok"]
+    ws = [
+        FakeWorker(coord.port, tmp_path / "ckpt" / n, pid=20 + i, restarted=True)
+        for i, n in enumerate("ab")
+    ]
+    ws[0].send({"type": "restored"})
+    assert ws[0].silent(0.5)
+    ws[1].send({"type": "restored"})
+    ws[0].expect("go")
+    ws[1].expect("go")
+    late = FakeWorker(coord.port, tmp_path / "ckpt" / "d", pid=30, restarted=True)
+    late.send({"type": "restored"})
+    late.expect("go")
+    for w in (*ws, late):
+        w.close()
+
+
+@pytest.mark.parametrize("how", ["disconnect", "restore_failed", "command"])
+def test_restore_failure_stops_the_restart(coord, tmp_path, how):
+    """docs/PROTOCOL.md "restore_failed": one process of the announced restart fails (its loader
+    says so, or dies before `restored`, or `crac restart` says so before its loader runs): the
+    processes waiting at the barrier, and one that says `restored` after, are told to stop
+    instead of going on without it; the next restart announced starts afresh."""
     assert coord.request("expect", 3)["ok"]
     ws = [
         FakeWorker(coord.port, tmp_path / "ckpt" / n, pid=20 + i, restarted=True)
         for i, n in enumerate("abc")
     ]
     ws[0].send({"type": "restored"})
-    assert ws[0].silent(0.5)
+    assert ws[0].silent(0.3)
+    if how == "disconnect":
+        ws[2].close()
+    elif how == "restore_failed":
+        ws[2].send({"type": "restore_failed", "error": "image corrupted: a test"})
+    else:
+        msg = {"type": "command", "verb": "restart-failed", "token": "", "error": "image corrupted"}
+        reply = request_msg(coord.port, msg)
+        assert reply["ok"], reply
+    stop = ws[0].expect("restore_failed")
+    assert "could not be restarted" in stop["error"] or "ended before" in stop["error"], stop
     ws[1].send({"type": "restored"})
-    assert ws[0].silent(0.3) and ws[1].silent(0.3)
-    ws[2].close()  # its restart failed: it will never say restored
-    ws[0].expect("go")
-    ws[1].expect("go")
-    late = FakeWorker(coord.port, tmp_path / "ckpt" / "d", pid=30, restarted=True)
-    late.send({"type": "restored"})
-    late.expect("go")
-    for w in (*ws[:2], late):
+    ws[1].expect("restore_failed")
+    for w in ws:
         w.close()
+    assert coord.request("expect", 1)["ok"]
+    again = FakeWorker(coord.port, tmp_path / "ckpt" / "e", pid=40, restarted=True)
+    again.send({"type": "restored"})
+    again.expect("go")
+    again.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from ckpt_harness import (
     CracProc,
     base_env,
@@ -175,3 +176,43 @@ def test_fork_inside_another_threads_section_child_checkpoints(apps, tmp_path):
     # The child's own image (and the parent's: the request checkpoints the tree).
     gens = complete_generations(ckptdir)
     assert len(process_dirs(ckptdir)) == 2 and len(gens) == 2, tree(ckptdir)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped"])
+def test_a_member_that_cannot_be_restarted_stops_the_whole_restart(apps, tmp_path, damage):
+    """The child's image is damaged: truncated (`crac restart` refuses it before its loader
+    runs) or one byte of its pages flipped (its loader finds it while filling memory). Either
+    tells the coordinator, which stops the parent's restart too (it waits at the restore
+    barrier, none of its program has run), so the restart fails with the child's reason instead
+    of the parent running on without its child after the barrier's deadline."""
+    ckptdir = tmp_path / "ckpt"
+    root, out = _launch(apps, tmp_path)
+    run = None
+    try:
+        script, before, after = signal_checkpoint(root.pid, out, TAGS, ckptdir, 30, root)
+        kill_tree(ckptdir, *TREE_PROGRAMS)
+        wait_exit(root)
+        child_dir = next(d for d in process_dirs(ckptdir) if not d.name.endswith(f"-{root.pid}"))
+        core = child_dir / "gen-000001" / "upper.core"
+        with open(core, "r+b") as f:
+            if damage == "truncated":
+                f.truncate(core.stat().st_size // 2)
+            else:  # a byte among the saved pages, past the headers
+                f.seek(core.stat().st_size * 3 // 4)
+                byte = f.read(1)
+                f.seek(-1, os.SEEK_CUR)
+                f.write(bytes([byte[0] ^ 0x5A]))
+        run = ScriptRun(script, tmp_path / "logs", "restart", "--port", str(free_port()))
+        status = run.proc.wait(timeout=120)
+        err = run.stderr()
+        assert status != 0, run.report()
+        assert "the restart stops" in err and "could not be restarted" in err, run.report()
+        assert not run.out.path.read_text().strip(), run.report()  # no program line ran
+    except BaseException:
+        print(root.report(), *([run.report()] if run else []), sep="\n")
+        raise
+    finally:
+        if run:
+            run.kill()
+        kill_tree(ckptdir, *TREE_PROGRAMS)
+        root.stop()

@@ -79,6 +79,27 @@ def _error(message: str, code: int = EXIT_REFUSED) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _restart_error(message: str, coordinator: coord_client.Endpoint | None) -> NoReturn:
+    """A restart that joined a coordinator fails: the coordinator hears it first, so the other
+    processes of the restart stop instead of going on without this one (docs/PROTOCOL.md
+    "restore_failed")."""
+    if coordinator is not None:
+        try:
+            coord_client.request(
+                coordinator,
+                {
+                    "type": "command",
+                    "verb": "restart-failed",
+                    "token": coordinator.token,
+                    "error": message,
+                },
+                timeout=10,
+            )
+        except coord_client.CoordError:
+            pass  # no coordinator to tell: the others meet the barrier's deadline
+    _error(message)
+
+
 def _version_callback(value: bool) -> None:
     if value:
         print(f"crac {crac_py.version()}")
@@ -367,12 +388,12 @@ def restart(
     # Its descendants (--tree-member) and its children that had ended unwaited-for are forked
     # first, so each is the child of this process (launch/tree.py).
     tree_args: list[str] = []
+    joining = choice.ep if choice.mode == "join" else None
     try:
-        joining = choice.ep if choice.mode == "join" else None
         path, tree_args = tree.fork_tree(path, tree_member or [], joining)
     except (tree.TreeError, image.ImageError, OSError) as exc:
         if tree_member:
-            _error(str(exc))
+            _restart_error(str(exc), joining)
     try:
         gen = image.open_generation(path)
         loader = paths.loader()
@@ -417,7 +438,7 @@ def restart(
         paths.NativeMissingError,
         CoordError,
     ) as exc:
-        _error(str(exc))
+        _restart_error(str(exc), joining)
     argv = [
         str(loader),
         *runner.DeviceOptions(dev, sim_version, cuda_runtime=runtime).loader_args(),
@@ -435,7 +456,9 @@ def restart(
     try:
         runner.exec_loader(str(loader), argv)
     except OSError as exc:
-        _error(f"cannot exec {loader}: {exc.strerror}; reinstall crac (pip install .)")
+        _restart_error(
+            f"cannot exec {loader}: {exc.strerror}; reinstall crac (pip install .)", joining
+        )
 
 
 @app.command("doctor")

@@ -502,7 +502,14 @@ class Coordinator:
             pass
         elif kind == "restored" and peer.restarted and not peer.said_restored:
             peer.said_restored = True
-            self._let_go(self.restore_gate.restored(peer, time.monotonic()))
+            failure = self.restore_gate.failed(time.monotonic())
+            if failure is not None:
+                peer.send({"type": "restore_failed", "error": failure})
+            else:
+                self._let_go(self.restore_gate.restored(peer, time.monotonic()))
+        elif kind == "restore_failed" and peer.restarted and not peer.said_restored:
+            peer.said_restored = True  # it is not waited for any more
+            self._fail_restart(f"{peer.label} could not be restarted: {msg.get('error', '?')}")
         else:
             peer.send({"type": "error", "error": f"unknown message type {kind!r}"})
 
@@ -513,6 +520,14 @@ class Coordinator:
         if len(peers) > 1:
             self.log(f"{len(peers)} restarted processes are back; they go on")
         self._wake.set()  # a checkpoint may wait for the barrier
+
+    def _fail_restart(self, why: str) -> None:
+        """A process of the restart failed: the others stop rather than run without it."""
+        stopped = self.restore_gate.fail(why, time.monotonic())
+        self.log(f"restart failed: {why}; {len(stopped)} waiting process(es) stop", always=True)
+        for p in stopped:
+            p.send({"type": "restore_failed", "error": why})
+        self._wake.set()
 
     async def _restore_deadline(self, deadline: float) -> None:
         await asyncio.sleep(max(0.0, deadline - time.monotonic()))
@@ -614,9 +629,12 @@ class Coordinator:
 
     def _on_disconnect(self, peer: Peer) -> None:
         self.peers.pop(peer.id, None)
-        self._let_go(
-            self.restore_gate.gone(peer, peer.restarted, peer.said_restored, time.monotonic())
-        )
+        if peer.restarted and not peer.said_restored:  # it died while being restored
+            self._fail_restart(f"{peer.label} ended before its restart was done")
+        else:
+            self._let_go(
+                self.restore_gate.gone(peer, peer.restarted, peer.said_restored, time.monotonic())
+            )
         if not self.peers:
             self.idle_since = time.monotonic()
         ck = self.current
@@ -970,4 +988,7 @@ class Coordinator:
             return {"ok": True, "expect": value}
         if verb == "connections":
             return await self.meeting.report(msg, self.cfg.phase_timeout)
+        if verb == "restart-failed":  # a process of the restart failed before its loader ran
+            self._fail_restart(f"a process could not be restarted: {str(msg.get('error'))[:2000]}")
+            return {"ok": True}
         return {"ok": False, "error": f"unknown verb {verb!r}"}

@@ -40,14 +40,21 @@
 
 #define SHADOW_INITIAL 8
 
+/* A restart under a coordinator: its failure stops the other processes of the restart. */
+static const struct options *restarting;
+
 void die(const char *fmt, ...)
 {
+    char why[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "crac: error: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "crac: error: %s\n", why);
+    if (restarting)
+        coord_restart_failed(restarting->coord_host,
+                             restarting->coord_port ? restarting->coord_port : "7779",
+                             restarting->coord_token, 0, why);
     exit(EXIT_REFUSED);
 }
 
@@ -379,6 +386,8 @@ int main(int argc, char **argv)
     vdso_proxy_bind();  /* before any upper code runs: launch, restart, exec */
     stdio_given_note(); /* an exec'ing loader's --exec-stdio replaces it (parse_args) */
     struct options opt = parse_args(argc, argv);
+    if (opt.restart_dir && opt.coord_host)
+        restarting = &opt;
     take_program_name(opt.argv0);
     struct restart_image img;
     if (opt.restart_dir) {

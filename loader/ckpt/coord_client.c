@@ -36,6 +36,7 @@ struct conn {
 
 static struct conn conn = {-1, {0}, 0};
 static volatile int32_t restore_go; /* futex: the coordinator's go after a restart, or it is gone */
+static int restore_said;            /* this restarted process said "restored" */
 
 static void open_restore_gate(void)
 {
@@ -378,6 +379,14 @@ void coord_serve(int fd, int wake_fd)
             while (read(wake_fd, &stale, sizeof(stale)) > 0)
                 ;
             ckpt_request_sent();
+        } else if (is_type(line, "restore_failed") && restore_said &&
+                   !__atomic_load_n(&restore_go, __ATOMIC_ACQUIRE)) {
+            /* Another process of this restart could not be restarted: none of the program has
+             * run here yet, and it must not run without that process. */
+            char why[1024] = "";
+            json_field(line, "error", why, sizeof(why));
+            fprintf(stderr, "crac: error: the restart stops: %s\n", why);
+            _exit(2);
         } else if (is_type(line, "go") || is_type(line, "error")) {
             /* error: a coordinator of a crac without the restore barrier did not know
              * "restored" (the only message a worker sends outside a checkpoint that it answers) */
@@ -396,8 +405,24 @@ void coord_serve(int fd, int wake_fd)
     open_restore_gate();
 }
 
+void coord_restart_failed(const char *host, const char *port, const char *token, int vpid,
+                          const char *why)
+{
+    if (restore_said)
+        return;
+    int fd = ckpt_cfg.coord_fd;
+    char err[256], what[2048];
+    if (fd < 0 && host)
+        fd = coord_connect(host, port, token, 1, vpid, err, sizeof(err));
+    if (fd < 0)
+        return;
+    json_string(what, sizeof(what), why);
+    send_line(fd, "{\"type\":\"restore_failed\",\"error\":%s}", what);
+}
+
 void coord_restored(void)
 {
+    restore_said = 1;
     if (ckpt_cfg.coord_fd < 0 || send_line(ckpt_cfg.coord_fd, "{\"type\":\"restored\"}") != 0)
         return;
     struct timespec step = {1, 0};
