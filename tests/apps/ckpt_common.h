@@ -118,6 +118,32 @@ static inline double now_mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* xorshift64: the test programs' reproducible random numbers (STATE must not be 0). */
+static inline uint64_t ckpt_xorshift(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
+}
+
+/* The 64-bit word W of page PG of a test region whose contents are named by ID and VER (a new
+   mapping, a rewrite), and the pages FROM..PAGES of P filled with them: any page that moved,
+   was lost or came from elsewhere reads other words. SALT tells the programs apart. */
+static inline uint64_t ckpt_page_word(uint32_t id, uint32_t ver, size_t pg, size_t w, uint64_t salt)
+{
+    return ((uint64_t)id << 40) ^ ((uint64_t)ver << 24) ^ (pg << 10) ^ w ^ salt;
+}
+
+static inline void ckpt_fill_pages(uint64_t *p, size_t from, size_t pages, size_t page_size,
+                                   uint32_t id, uint32_t ver, uint64_t salt)
+{
+    size_t wpp = page_size / 8;
+    for (size_t pg = from; pg < pages; pg++)
+        for (size_t w = 0; w < wpp; w++)
+            p[pg * wpp + w] = ckpt_page_word(id, ver, pg, w, salt);
+}
+
 /* Counts running time only: a new pid (a restart outside crac's id keeping) starts it afresh, so
    time an image spent on disk never counts as a hang. */
 struct watchdog {

@@ -35,27 +35,16 @@ static struct slot slot[SLOTS];
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static uint32_t next_id = 1;
 
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t rnd(void) { return ckpt_xorshift(&rng); }
 
-/* The value of 64-bit word w of page pg of a region: depends on id, version, page and word. */
 static uint64_t word(const struct slot *s, size_t pg, size_t w)
 {
-    return ((uint64_t)s->id << 40) ^ ((uint64_t)s->ver << 24) ^ (pg << 10) ^ w ^
-           0x5a5a000000000000ULL;
+    return ckpt_page_word(s->id, s->ver, pg, w, 0x5a5a000000000000ULL);
 }
 
 static void fill(struct slot *s, size_t from_page)
 {
-    size_t wpp = PG / 8;
-    for (size_t pg = from_page; pg < s->pages; pg++)
-        for (size_t w = 0; w < wpp; w++)
-            s->p[pg * wpp + w] = word(s, pg, w);
+    ckpt_fill_pages(s->p, from_page, s->pages, PG, s->id, s->ver, 0x5a5a000000000000ULL);
 }
 
 static void verify(const struct slot *s, int i, long k, const char *when)
