@@ -20,6 +20,32 @@ static int timerfd_recognise(int fd, const struct fd_entry *e, const struct stat
     return strcmp(e->path, "anon_inode:[timerfd]") == 0;
 }
 
+/* How many times, a millisecond apart, a periodic timer that reads as expired is read again. */
+#define EXPIRED_RETRIES 20
+
+/* timerfd_gettime, for a periodic timer that reads 0 time left: the timer's expiry has passed
+ * and its callback has not run yet (a loaded machine: seen 9 % of the reads of a 20 us timer),
+ * so the kernel clamps the time left to 0, as it reads for a timer disarmed with an interval
+ * left in place. Read again until the callback has moved it on; still 0, it is an armed timer
+ * that has just expired: 1 ns left (timerfd_settime with 0 would disarm it at the restart,
+ * and a program waiting for its next tick would wait for ever). docs/DECISIONS.md. */
+static int timer_now(int fd, struct itimerspec *cur)
+{
+    for (int i = 0;; i++) {
+        if (timerfd_gettime(fd, cur) != 0)
+            return -1;
+        int expired = !cur->it_value.tv_sec && !cur->it_value.tv_nsec &&
+                      (cur->it_interval.tv_sec || cur->it_interval.tv_nsec);
+        if (!expired)
+            return 0;
+        if (i == EXPIRED_RETRIES) {
+            cur->it_value.tv_nsec = 1;
+            return 0;
+        }
+        usleep(1000);
+    }
+}
+
 /* timerfd_gettime first: an expired periodic timer is only moved on (and its ticks counted) when
  * someone looks, and fdinfo's it_value does not do that (it shows 0 for such a timer). The
  * expirations the program has not read yet ("ticks") come from fdinfo; reading the fd would
@@ -31,7 +57,7 @@ static int timerfd_save(struct fd_entry *e, const struct fd_entry *all, int n,
     struct itimerspec cur;
     char *info = NULL;
     const char *clock, *ticks;
-    if (timerfd_gettime(e->rec.fd, &cur) != 0 || !(info = fd_fdinfo(e->rec.fd)) ||
+    if (timer_now(e->rec.fd, &cur) != 0 || !(info = fd_fdinfo(e->rec.fd)) ||
         !(clock = fd_info_field(info, "clockid:")) || !(ticks = fd_info_field(info, "ticks:"))) {
         free(info);
         fprintf(stderr, "crac: error: cannot read the timerfd fd %d\n", e->rec.fd);
