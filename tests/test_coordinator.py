@@ -451,10 +451,7 @@ def test_restore_barrier(coord, tmp_path):
     """docs/PROTOCOL.md "restored": a restarted process waits for `go` until every process the
     restart announced is restored; a process restarted with nothing announced goes at once."""
     assert coord.request("expect", 2)["ok"]
-    ws = [
-        FakeWorker(coord.port, tmp_path / "ckpt" / n, pid=20 + i, restarted=True)
-        for i, n in enumerate("ab")
-    ]
+    ws = workers(coord, tmp_path, 2, restarted=True)
     ws[0].send({"type": "restored"})
     assert ws[0].silent(0.5)
     ws[1].send({"type": "restored"})
@@ -474,10 +471,7 @@ def test_restore_failure_stops_the_restart(coord, tmp_path, how):
     processes waiting at the barrier, and one that says `restored` after, are told to stop
     instead of going on without it; the next restart announced starts afresh."""
     assert coord.request("expect", 3)["ok"]
-    ws = [
-        FakeWorker(coord.port, tmp_path / "ckpt" / n, pid=20 + i, restarted=True)
-        for i, n in enumerate("abc")
-    ]
+    ws = workers(coord, tmp_path, 3, restarted=True)
     ws[0].send({"type": "restored"})
     assert ws[0].silent(0.3)
     if how == "disconnect":

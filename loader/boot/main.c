@@ -54,7 +54,7 @@ void die(const char *fmt, ...)
     if (restarting)
         coord_restart_failed(restarting->coord_host,
                              restarting->coord_port ? restarting->coord_port : "7779",
-                             restarting->coord_token, 0, why);
+                             restarting->coord_token, why);
     exit(EXIT_REFUSED);
 }
 

@@ -405,15 +405,14 @@ void coord_serve(int fd, int wake_fd)
     open_restore_gate();
 }
 
-void coord_restart_failed(const char *host, const char *port, const char *token, int vpid,
-                          const char *why)
+void coord_restart_failed(const char *host, const char *port, const char *token, const char *why)
 {
     if (restore_said)
         return;
     int fd = ckpt_cfg.coord_fd;
     char err[256], what[2048];
     if (fd < 0 && host)
-        fd = coord_connect(host, port, token, 1, vpid, err, sizeof(err));
+        fd = coord_connect(host, port, token, 1, 0 /* no vpid needed */, err, sizeof(err));
     if (fd < 0)
         return;
     json_string(what, sizeof(what), why);

@@ -18,8 +18,7 @@ void coord_restored(void);
 /* A restart that fails before its state is back tells the coordinator (on the connection made
  * already, else on one of its own to HOST:PORT), which stops the other processes of the restart
  * rather than let them run without this one (docs/PROTOCOL.md "restore_failed"). */
-void coord_restart_failed(const char *host, const char *port, const char *token, int vpid,
-                          const char *why);
+void coord_restart_failed(const char *host, const char *port, const char *token, const char *why);
 /* Ask the coordinator for the job's status on a connection of its own (the program's
  * dmtcp_get_coordinator_status()). 0, or -1 without a coordinator or an answer. */
 int coord_status(int *num_peers, int *running);

@@ -257,10 +257,14 @@ long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint
     restart_lazy_wait(); /* a range moved away from a lazy restart's userfaultfd loses it */
     uint64_t oldsize = page_up(oldlen), newsize = page_up(newlen);
     int keeps_old = oldlen == 0 || (flags & MREMAP_DONTUNMAP);
-    /* The old range lies in one mapping, whose fork advice the moved or grown one keeps. */
-    raw_lock(&c->lock);
-    uint32_t advice = advice_bits_at(c, old);
-    raw_unlock(&c->lock);
+    /* The old range lies in one mapping, whose fork advice the moved or grown one keeps (no lock
+     * taken for a program that gave none: mremap is frequent, fork advice rare). */
+    uint32_t advice = 0;
+    if (__atomic_load_n(&c->n_advice, __ATOMIC_RELAXED)) {
+        raw_lock(&c->lock);
+        advice = advice_bits_at(c, old);
+        raw_unlock(&c->lock);
+    }
     if (!inside_w(old, oldsize ? oldsize : CRAC_PAGE)) {
         if (touches_w(old, oldsize))
             return -EINVAL;
