@@ -158,6 +158,18 @@ def test_outside_tcp_connection(tmp_path, tmp_path_factory, echo_port):
     assert res.segments
 
 
+def test_connections_whose_ends_finished_sending(tmp_path):
+    """A TCP connection and a Unix socket pair whose peer sent its last bytes and closed come back
+    with those bytes, then end of file (they came back as dropped connections, and a forked
+    server's handler died of ECONNRESET where it would have read the end); a half-closed one
+    (the peer shut its writing down, still reads) stays half-closed, not whole, both ways."""
+    program = APPS_DIR / "py" / "ckpt_halfclose.py"
+    run_cycles(Path(sys.executable), [str(program), "60"], tmp_path, cycles=2)
+    for i in (1, 2):
+        err = (tmp_path / "logs" / f"restart{i}.err").read_text()
+        assert "crac: warning" not in err, err
+
+
 def test_python_selectors_and_asyncio(tmp_path):
     """The venv's python under crac: a selectors (epoll) loop over a socketpair with bytes in
     flight, and an asyncio loop (its epoll and wake-up socketpair) kept across steps."""

@@ -36,6 +36,7 @@ _CHUNK = fmt.RECORD["crac_chunk_hdr"].struct
 _PAGE = 4096
 _OUTSIDE_W = fmt.REGION_OUTSIDE_W
 _R_LISTEN, _R_PAIR, _R_PENDING, _R_OUTSIDE = 1, 2, 3, 4  # loader/state/fd_socket.c `enum role`
+_SELF_DONE = 2  # the `shut` bit of an end shut down for writing (fd_socket.c PEER_DONE, SELF_DONE)
 _BACKLOG = 128  # listen()'s backlog at restart where the image has none, as the loader's
 _F_SETPIPE_SZ = 1031
 
@@ -54,6 +55,7 @@ class End:
     fd: int
     side: Any
     queued: Path | None = None  # the bytes waiting to be read at this end (sockets)
+    done_sending: bool = False  # a socket's: shut down for writing (its `shut` has SELF_DONE)
 
 
 @dataclass
@@ -176,7 +178,7 @@ def collect(members: list[tuple[Path, int]]) -> list[Obj]:
             else:
                 continue
             o = objs.setdefault(key, Obj(key[0], key, sock=s))
-            o.ends.append(End(gen, vpid, fd, side, queued))
+            o.ends.append(End(gen, vpid, fd, side, queued, bool(s.get("shut", 0) & _SELF_DONE)))
     for o in list(objs.values()):
         if o.kind != "listen":
             continue
@@ -438,6 +440,9 @@ def _make(o: Obj, listening: dict[tuple[int, int], socket.socket]) -> dict[Any, 
         saved = _first_saved([e for e in o.ends if e.side == side])
         if saved is not None:  # the bytes waiting at this end, sent from the other
             _send_queue(other, saved, stream)
+    for side, (mine, _) in pairs.items():  # a half-closed connection stays so, after its bytes
+        if any(e.done_sending for e in o.ends if e.side == side):
+            mine.shutdown(socket.SHUT_WR)
     return {side: mine.detach() for side, (mine, _) in pairs.items()}
 
 

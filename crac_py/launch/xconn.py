@@ -46,6 +46,7 @@ class Cand:
     local: bytes
     peer: bytes
     queued: Path | None
+    done_sending: bool = False  # shut down for writing: the peer reads end of file after its bytes
 
     def digest(self, token: str) -> bytes:
         a, b = sorted((self.local, self.peer))
@@ -70,7 +71,8 @@ def candidates(members: list[tuple[Path, int]], in_tree: set[tuple[Path, int]]) 
             ):
                 continue
             queued = gen / "files" / f"sockq-{r['fd']}" if s["queued"] else None
-            out.append(Cand(gen, r["fd"], s["local"], s["peer"], queued))
+            done = bool(s.get("shut", 0) & share._SELF_DONE)
+            out.append(Cand(gen, r["fd"], s["local"], s["peer"], queued, done))
     # Every process takes its connections in one global order (the pair of saved names), so two
     # processes never wait for each other on two connections taken in opposite orders.
     return sorted(out, key=lambda c: (sorted((c.local, c.peer)), c.local))
@@ -123,6 +125,8 @@ def _exchange(sock: socket.socket, c: Cand, token: str, first: bool) -> None:
         theirs = receive()
         send()
     sock.sendall(theirs)  # they wait at the peer's end again
+    if c.done_sending:
+        sock.shutdown(socket.SHUT_WR)
 
 
 def _listen_addr(ep: Endpoint) -> str:

@@ -33,11 +33,16 @@ enum role {
     R_OUTSIDE = 4, /* connected to something outside the process: fails as a dropped connection */
 };
 
+/* A connection's `shut` bits, as the kernel's sk_shutdown: the peer finished sending (its FIN came,
+ * or it closed), this end finished sending (shutdown(SHUT_WR)). */
+enum { PEER_DONE = 1, SELF_DONE = 2 };
+
 struct sock {
     int domain, type, proto, role, partner;
     int reuse, nodelay, keepalive, rcvbuf, sndbuf;
     int reuseport, v6only; /* set before bind: they decide which names can be bound */
     int backlog;           /* a listener's, from sock_diag; 0: unknown */
+    int shut;              /* a connection's ends that finished sending: PEER_DONE, SELF_DONE */
     unsigned llen, plen;
     struct sockaddr_storage local, peer;
 };
@@ -95,8 +100,10 @@ static int sock_read(int fd, struct sock *s)
 /* From the kernel's sock_diag, for the Unix socket with inode INO: its peer's inode (0 if none,
  * or a connection its listener has not accepted yet: that end has no inode), and for a listener
  * the inodes of the sockets whose connections wait in its queue, in the order accept() takes
- * them (at most MAX into ICONS; their count is returned, -1 if unknown) and its backlog. */
-static int unix_diag(uint64_t ino, uint64_t *peer, uint32_t *icons, int max, uint32_t *backlog)
+ * them (at most MAX into ICONS; their count is returned, -1 if unknown) and its backlog; SHUT
+ * (if not NULL) gets its PEER_DONE and SELF_DONE bits. */
+static int unix_diag(uint64_t ino, uint64_t *peer, uint32_t *icons, int max, uint32_t *backlog,
+                     int *shut)
 {
     *peer = 0;
     int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
@@ -127,6 +134,8 @@ static int unix_diag(uint64_t ino, uint64_t *peer, uint32_t *icons, int max, uin
                  a = RTA_NEXT(a, len)) {
                 if (a->rta_type == UNIX_DIAG_PEER)
                     *peer = *(uint32_t *)RTA_DATA(a);
+                if (a->rta_type == UNIX_DIAG_SHUTDOWN && shut)
+                    *shut = *(uint8_t *)RTA_DATA(a) & (PEER_DONE | SELF_DONE);
                 /* A listener's write queue is its backlog, as for TCP. */
                 if (a->rta_type == UNIX_DIAG_RQLEN && backlog)
                     *backlog = ((const struct unix_diag_rqlen *)RTA_DATA(a))->udiag_wqueue;
@@ -145,8 +154,25 @@ static int unix_diag(uint64_t ino, uint64_t *peer, uint32_t *icons, int max, uin
 static uint64_t unix_peer_ino(uint64_t ino)
 {
     uint64_t peer;
-    unix_diag(ino, &peer, NULL, 0, NULL);
+    unix_diag(ino, &peer, NULL, 0, NULL, NULL);
     return peer;
+}
+
+/* A TCP connection's `shut` bits, from its state. */
+static int tcp_shut(int fd)
+{
+    struct tcp_info ti;
+    socklen_t l = sizeof(ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) != 0)
+        return 0;
+    switch (ti.tcpi_state) {
+    case TCP_CLOSE_WAIT: return PEER_DONE;
+    case TCP_FIN_WAIT1:
+    case TCP_FIN_WAIT2: return SELF_DONE;
+    case TCP_LAST_ACK:
+    case TCP_CLOSING: return PEER_DONE | SELF_DONE;
+    default: return 0;
+    }
 }
 
 static int same_addr(const struct sockaddr_storage *a, unsigned alen,
@@ -414,7 +440,8 @@ static void listener_queue_text(const struct fd_entry *e, const struct sock *s, 
     if (s->domain == AF_UNIX) {
         uint32_t icons[ICONS_MAX];
         uint64_t none;
-        int n = at_most(e, unix_diag(e->rec.ino, &none, icons, ICONS_MAX, &backlog), ICONS_MAX);
+        int n =
+            at_most(e, unix_diag(e->rec.ino, &none, icons, ICONS_MAX, &backlog, NULL), ICONS_MAX);
         if (backlog)
             at += (size_t)snprintf(out, len, "backlog %u\n", backlog);
         for (int i = 0; i < n && at < len; i++)
@@ -447,7 +474,11 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
     int connected =
         s.plen > 0 && s.role != R_LISTEN && !(s.domain != AF_UNIX && s.type == SOCK_DGRAM);
     if (connected) {
-        uint64_t peer = s.domain == AF_UNIX ? unix_peer_ino(e->rec.ino) : 0;
+        uint64_t peer = 0;
+        if (s.domain == AF_UNIX)
+            unix_diag(e->rec.ino, &peer, NULL, 0, NULL, &s.shut);
+        else if (s.type == SOCK_STREAM)
+            s.shut = tcp_shut(e->rec.fd);
         s.role = R_OUTSIDE;
         for (int k = 0; k < n && s.role == R_OUTSIDE; k++) {
             if (&all[k] == e || all[k].rec.kind != CRAC_FD_SOCKET)
@@ -533,10 +564,10 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
     hex_put(phex, &s.peer, s.plen);
     int at = snprintf(text, sizeof(text),
                       "domain %d type %d proto %d role %d partner %d queued %d reuse %d nodelay %d "
-                      "keepalive %d rcvbuf %d sndbuf %d unsent %d reuseport %d v6only %d\n"
+                      "keepalive %d rcvbuf %d sndbuf %d unsent %d reuseport %d v6only %d shut %d\n"
                       "local %s\npeer %s\npeerino %llu\n",
                       s.domain, s.type, s.proto, s.role, s.partner, queued, s.reuse, s.nodelay,
-                      s.keepalive, s.rcvbuf, s.sndbuf, unsent > 0, s.reuseport, s.v6only,
+                      s.keepalive, s.rcvbuf, s.sndbuf, unsent > 0, s.reuseport, s.v6only, s.shut,
                       s.llen ? lhex : "-", s.plen ? phex : "-", (unsigned long long)peer_ino);
     listener_queue_text(e, &s, text + at, sizeof(text) - (size_t)at);
     return fd_save_text(e, files_dir, "socket", text);
@@ -582,6 +613,8 @@ static int sock_load(const struct fd_restore *r, const struct fd_view *v, struct
         s->reuseport = atoi(w + strlen(" reuseport "));
     if ((w = strstr(text, " v6only ")) && (!end || w < end))
         s->v6only = atoi(w + strlen(" v6only "));
+    if ((w = strstr(text, " shut ")) && (!end || w < end))
+        s->shut = atoi(w + strlen(" shut ")) & (PEER_DONE | SELF_DONE);
     if ((w = strstr(text, "\nbacklog ")))
         s->backlog = atoi(w + strlen("\nbacklog "));
     free(text);
@@ -825,17 +858,16 @@ static int find_listener(const struct fd_restore *r, int type, const struct sock
     return -1;
 }
 
-/* A socket that fails on first use as a dropped connection does: a TCP connection reset by its
- * peer (ECONNRESET, then EPIPE); a Unix stream whose peer closed with bytes unread. */
-static int broken_socket(const struct sock *s)
+/* A new connection of S's kind, its end FA to stand for S's and FB the other: a Unix socket
+ * pair, or a loopback TCP connection through a listener made for the purpose. */
+static int stand_in_pair(const struct sock *s, int *fa, int *fb)
 {
     if (s->domain == AF_UNIX) {
         int sv[2];
         if (socketpair(AF_UNIX, s->type | SOCK_CLOEXEC, 0, sv) != 0)
             return -1;
-        send(sv[0], "", 1, MSG_NOSIGNAL); /* unread by sv[1]: its close resets sv[0] */
-        close(sv[1]);
-        return sv[0];
+        *fa = sv[0], *fb = sv[1];
+        return 0;
     }
     struct sock lo = *s, cl = *s;
     memset(&lo.local, 0, sizeof(lo.local));
@@ -858,17 +890,42 @@ static int broken_socket(const struct sock *s)
         return -1;
     }
     cl.llen = 0;
-    int fa = -1, fb = -1;
-    int rc = tcp_connect_pair(&cl, &lo, l, &fa, &fb);
+    int rc = tcp_connect_pair(&cl, &lo, l, fa, fb);
     close(l);
-    if (rc != 0) {
-        if (fa >= 0)
-            close(fa);
+    return rc;
+}
+
+/* A socket that fails on first use as a dropped connection does: a TCP connection reset by its
+ * peer (ECONNRESET, then EPIPE); a Unix stream whose peer closed with bytes unread. */
+static int broken_socket(const struct sock *s)
+{
+    int fa, fb;
+    if (stand_in_pair(s, &fa, &fb) != 0)
         return -1;
+    if (s->domain == AF_UNIX) {
+        send(fa, "", 1, MSG_NOSIGNAL); /* unread by fb: its close resets fa */
+    } else {
+        struct linger lg = {1, 0}; /* closing sends a reset */
+        setsockopt(fb, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     }
-    struct linger lg = {1, 0}; /* closing sends a reset */
-    setsockopt(fb, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     close(fb);
+    return fa;
+}
+
+/* A connection whose peer outside the process had finished sending (it closed, or shut its
+ * writing down): the bytes it had sent (S's queue, saved as fd FD_NO's), then end of file, from a
+ * peer that is gone; writing to it then fails as writing to a closed peer does. */
+static int finished_socket(const struct fd_restore *r, int fd_no, const struct sock *s, int queued)
+{
+    int fa, fb;
+    if (stand_in_pair(s, &fa, &fb) != 0)
+        return -1;
+    if (queued)
+        refill(r, fd_no, s, fa, fb);
+    shutdown(fb, SHUT_WR);
+    close(fb);
+    if (s->shut & SELF_DONE)
+        shutdown(fa, SHUT_WR);
     return fa;
 }
 
@@ -954,6 +1011,11 @@ static int sock_finish(const struct fd_restore *r, const struct fd_view *v)
                     refill(r, o.rec.fd, &s, fa, fb);
                 if (qt)
                     refill(r, p.rec.fd, &t, fb, fa);
+                /* A half-closed connection stays half-closed, after the bytes it carried. */
+                if (s.shut & SELF_DONE)
+                    shutdown(fa, SHUT_WR);
+                if (t.shut & SELF_DONE)
+                    shutdown(fb, SHUT_WR);
                 if (fd_install(fa, &o.rec) != 0 || fd_install(fb, &p.rec) != 0)
                     return -1;
                 continue;
@@ -973,6 +1035,18 @@ static int sock_finish(const struct fd_restore *r, const struct fd_view *v)
                     if (fa < 0)
                         return -1;
                 }
+            } else if (s.shut & PEER_DONE) {
+                fa = finished_socket(r, o.rec.fd, &s, q);
+                if (fa < 0)
+                    return -1;
+                /* A peer of the tree that closed is gone as the stand-in is; one elsewhere may
+                 * still read what the program writes now. */
+                if (!(s.shut & SELF_DONE) && s.domain != AF_UNIX && !loopback(&s.peer, s.plen))
+                    fprintf(stderr,
+                            "crac: warning: fd %d: a connection leaving the process whose peer "
+                            "had finished sending comes back with the rest to read, then end of "
+                            "file; what the program writes to it is lost\n",
+                            o.rec.fd);
             } else {
                 fa = broken_socket(&s);
                 if (fa < 0)

@@ -1,7 +1,10 @@
 /* xhost_tcp TAG server PORT STEPS MS | TAG client ADDR PORT STEPS MS: two processes of one job
    (on one host or two) joined by one TCP connection with bytes always in flight both ways: at
    step k each sends block k (1 KiB, its contents a function of k and the direction) and reads
-   and checks block k-8, so about 8 KiB wait unread at each end. Prints coord_counter's lines
+   and checks block k-8, so about 8 KiB wait unread at each end. The client sends its last block
+   at step 20 and shuts its writing down (the connection is half-closed from then on); at its
+   end the server must read end of file after that block, then sends one byte more, which the
+   client waits for (so it cannot close first and give the end itself). Prints coord_counter's lines
    (`TAG step N`, then `TAG DONE checksum=... steps=N`, the same checksum), so the job tests
    compare it with an uninterrupted run the same way; any wrong byte: FAIL, exit 1. */
 #define _GNU_SOURCE
@@ -19,6 +22,7 @@
 
 #define BLOCK 1024
 #define LAG 8
+#define CLIENT_SENDS 20 /* blocks, then shutdown(SHUT_WR) */
 
 static const char *tag = "?";
 
@@ -112,12 +116,15 @@ int main(int argc, char **argv)
     }
     unsigned char out[BLOCK], in[BLOCK], want[BLOCK];
     uint64_t h = 0xcbf29ce484222325ULL;
+    long sent_by_client = steps < CLIENT_SENDS ? steps : CLIENT_SENDS;
     for (long k = 1; k <= steps + LAG; k++) {
-        if (k <= steps) {
+        if (k <= (server ? steps : sent_by_client)) {
             block(out, k, server);
             put(fd, out);
+            if (!server && k == sent_by_client && shutdown(fd, SHUT_WR) != 0)
+                fail("shutdown");
         }
-        if (k > LAG) {
+        if (k > LAG && (!server || k - LAG <= sent_by_client)) {
             get(fd, in);
             block(want, k - LAG, !server);
             if (memcmp(in, want, BLOCK) != 0) {
@@ -133,6 +140,14 @@ int main(int argc, char **argv)
             while (nanosleep(&req, &req) != 0 && errno == EINTR)
                 ;
         }
+    }
+    if (server && (read(fd, in, 1) != 0 || write(fd, "!", 1) != 1)) {
+        errno = 0;
+        fail("no end of file after the client's last block");
+    }
+    if (!server && (read(fd, in, 1) != 1 || in[0] != '!')) {
+        errno = 0;
+        fail("no last byte from the server");
     }
     printf("%s DONE checksum=%016llx steps=%ld\n", tag, (unsigned long long)h, steps);
     return fflush(stdout) == 0 ? 0 : 1;
