@@ -698,17 +698,57 @@ def test_env_port(tmp_path):
         coord.stop()
 
 
-def test_peer_uid_lookup():
-    """The coordinator tells which user a loopback client runs as (/proc/net/tcp)."""
-    with socket.socket() as srv:
-        srv.bind(("127.0.0.1", 0))
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sk:
+            sk.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def _uid_seen(family: int, host: str, as_uid: int | None) -> int | None:
+    """The uid the coordinator's lookup gives a loopback connection made by a child running as
+    AS_UID (None: as this process)."""
+    with socket.socket(family) as srv:
+        srv.bind((host, 0))
         srv.listen(1)
-        with socket.create_connection(srv.getsockname(), timeout=TIMEOUT) as cli:
+        srv.settimeout(TIMEOUT)
+        looked_r, looked_w = os.pipe()
+        kid = os.fork()
+        if kid == 0:
+            try:
+                os.close(looked_w)
+                if as_uid is not None:
+                    os.setgid(as_uid)
+                    os.setuid(as_uid)
+                cli = socket.socket(family)  # made as AS_UID: the socket's owner
+                cli.settimeout(TIMEOUT)
+                cli.connect(srv.getsockname())  # not create_connection: no codec import here
+                os.read(looked_r, 1)  # held until the parent has looked
+                cli.close()
+            finally:
+                os._exit(0)
+        os.close(looked_r)
+        try:
             conn, _ = srv.accept()
             with conn:
-                uid = loopback_peer_uid(conn.getpeername(), conn.getsockname())
-                assert uid == os.getuid()
-                assert cli.getsockname() == conn.getpeername()
+                return loopback_peer_uid(conn.getpeername(), conn.getsockname())
+        finally:
+            os.close(looked_w)
+            os.waitpid(kid, 0)
+
+
+def test_peer_uid_lookup():
+    """The coordinator tells which user a client on this host runs as (sock_diag; it read
+    /proc/net/tcp, 4-5 ms a connection on this machine): this user's, another user's (when the
+    test may switch users), over IPv4 and IPv6, and nobody's for an address no socket has."""
+    assert _uid_seen(socket.AF_INET, "127.0.0.1", None) == os.getuid()
+    if _has_ipv6_loopback():
+        assert _uid_seen(socket.AF_INET6, "::1", None) == os.getuid()
+    if os.getuid() == 0:
+        assert _uid_seen(socket.AF_INET, "127.0.0.1", 65534) == 65534
+    assert loopback_peer_uid(("127.0.0.1", 1), ("127.0.0.1", 2)) is None
 
 
 def test_duplicate_requests_after_a_checkpoint_dropped(coord, tmp_path):

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crac_py.coord import connections, restart_script
+from crac_py.coord import connections, peer_uid, restart_script
 from crac_py.coord.proto import (
     ANSWERS,
     MAX_EXPECT,
@@ -161,55 +161,16 @@ class JobCheckpoint:
             self.barrier.set_exception(Abandon(self.failure))
 
 
-def _hex_addr(ip: str, port: int) -> str | None:
-    try:
-        packed = socket.inet_aton(ip)
-    except OSError:
-        return None
-    return f"{int.from_bytes(packed, 'little'):08X}:{port:04X}"
-
-
-# /proc/net/tcp as last read: (local, remote) hex addresses -> uid. Read again on a miss only,
-# so a burst of connections costs one read, not one each.
-_TCP_UIDS: dict[tuple[str, str], int] = {}
-
-
-def _read_tcp_uids() -> None:
-    table: dict[tuple[str, str], int] = {}
-    try:
-        with open("/proc/net/tcp") as fh:
-            next(fh, None)
-            for line in fh:
-                f = line.split()
-                if len(f) > 7:
-                    table[(f[1], f[2])] = int(f[7])
-    except (OSError, ValueError):
-        pass
-    _TCP_UIDS.clear()
-    _TCP_UIDS.update(table)
-
-
 def _peer_address(writer: asyncio.StreamWriter) -> str:
     """The IP address a worker's connection came from ('' when unknown)."""
     peer = writer.get_extra_info("peername")
     return str(peer[0]) if isinstance(peer, tuple) and peer else ""
 
 
-def loopback_peer_uid(
-    peer: tuple[Any, ...], local: tuple[Any, ...], fresh: bool = True
-) -> int | None:
-    """The uid owning the client end of a TCP connection from this host (IPv4), from
-    /proc/net/tcp; None when it cannot be told (another host, IPv6, no /proc). FRESH: read the
-    table now (for decisions of trust: a cached pair of ports may have been reused since);
-    else a table read since this connection was made will do (for counting connections)."""
-    want_local = _hex_addr(peer[0], peer[1])
-    want_remote = _hex_addr(local[0], local[1])
-    if want_local is None or want_remote is None:
-        return None
-    key = (want_local, want_remote)
-    if fresh or key not in _TCP_UIDS:
-        _read_tcp_uids()
-    return _TCP_UIDS.get(key)
+def loopback_peer_uid(peer: tuple[Any, ...], local: tuple[Any, ...]) -> int | None:
+    """The uid owning the client end of a TCP connection from this host (crac_py/coord/peer_uid.py);
+    None when it cannot be told (another host)."""
+    return peer_uid.tcp_peer_uid(peer, local)
 
 
 class Coordinator:
@@ -332,12 +293,12 @@ class Coordinator:
             raise ProtocolError(f"nothing sent in {self.cfg.idle_timeout:g} s") from None
 
     def _peer_key(self, writer: asyncio.StreamWriter) -> str:
-        """Whom a connection counts against: its uid when it comes from this host over
-        loopback (/proc/net/tcp), else its address."""
+        """Whom a connection counts against: its uid when it comes from this host, else its
+        address."""
         peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
         if not peer or not local:
             return "unknown"
-        uid = loopback_peer_uid(peer, local, fresh=False)
+        uid = loopback_peer_uid(peer, local)
         return f"uid {uid}" if uid is not None else f"address {peer[0]}"
 
     def _release(self, key: str) -> None:
