@@ -383,8 +383,9 @@ int main(int argc, char **argv)
     if (window_reserve("upper window W", CRAC_W_START, CRAC_W_END, err, sizeof(err)) != 0 ||
         window_reserve("device window D", CRAC_D_START, CRAC_D_END, err, sizeof(err)) != 0)
         die("%s", err);
-    vdso_proxy_bind();  /* before any upper code runs: launch, restart, exec */
-    stdio_given_note(); /* an exec'ing loader's --exec-stdio replaces it (parse_args) */
+    lower_fds_size_table(); /* while this is the only thread */
+    vdso_proxy_bind();      /* before any upper code runs: launch, restart, exec */
+    stdio_given_note();     /* an exec'ing loader's --exec-stdio replaces it (parse_args) */
     struct options opt = parse_args(argc, argv);
     if (opt.restart_dir && opt.coord_host)
         restarting = &opt;

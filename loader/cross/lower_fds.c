@@ -30,6 +30,17 @@ int lower_fd_floor(void)
     return floor > lower_fd_low ? floor : lower_fd_low;
 }
 
+void lower_fds_size_table(void)
+{
+    int any = open("/", O_PATH | O_CLOEXEC);
+    if (any < 0)
+        return;
+    int high = fcntl(any, F_DUPFD_CLOEXEC, lower_fd_floor() + HIGH_MARGIN - 1);
+    if (high >= 0)
+        close(high);
+    close(any);
+}
+
 int lower_fd_adopt(int fd)
 {
     int high = fcntl(fd, F_DUPFD_CLOEXEC, lower_fd_floor());

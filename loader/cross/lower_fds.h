@@ -13,6 +13,10 @@
 extern volatile int32_t lower_fd_slots[MAX_LOWER_FDS];
 extern volatile int32_t lower_fd_count;
 
+/* Grows the descriptor table to hold the numbers lower_fd_adopt uses, while the process has one
+ * thread: grown later, with threads sharing it, the kernel waits for an RCU grace period first
+ * (milliseconds, longer on a loaded machine: most of an exec'd loader's start). */
+void lower_fds_size_table(void);
 /* Move fd to a high free number (close-on-exec), record it, return the new number or -1. */
 int lower_fd_adopt(int fd);
 /* Where lower_fd_adopt puts descriptors: just under RLIMIT_NOFILE now, and never under the
