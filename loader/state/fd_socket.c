@@ -531,6 +531,14 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
                        "fails as a dropped connection",
                        e->rec.fd);
     }
+    /* A TCP connection finished both ways (both FINs: the kernel has closed it and its peer
+     * name is gone) with bytes still to read: they come back, then end of file. */
+    if (!connected && s.role != R_LISTEN && s.type == SOCK_STREAM && s.domain != AF_UNIX &&
+        sock_tcp_was_connected(e->rec.fd)) {
+        s.role = R_OUTSIDE;
+        s.shut = PEER_DONE | SELF_DONE;
+        maybe_tree = 1;
+    }
     int queued = 0;
     if (s.role == R_PAIR || maybe_tree || (s.role == R_PENDING && s.type == SOCK_STREAM)) {
         /* save_queue sends datagrams back through the partner's fd (still the program's). */

@@ -121,6 +121,10 @@ struct sock_tcp_wait {
 int sock_tcp_waiting(const struct sockaddr_storage *local, uint64_t ino, uint32_t *backlog,
                      struct sock_tcp_wait *out, int max);
 
+/* Whether the closed TCP socket FD (no peer name) had a connection, which then finished both
+ * ways or was reset: its bytes are still readable (sock_tcp_info.c). */
+int sock_tcp_was_connected(int fd);
+
 /* The directories a removed file or directory is recreated in, best first. */
 struct fd_dir_name {
     char p[PATH_MAX];

@@ -2,7 +2,9 @@
 the start, each over TCP (127.0.0.1) and as a Unix socket pair:
   * gone: the peer sent a few bytes and closed; this end has not read them;
   * half: the peer sent a request and shut its writing down, and still reads: each step this
-    end writes a line to it, which the peer must read.
+    end writes a line to it, which the peer must read;
+  * both (TCP only): this end shut its writing down, then the peer sent its last bytes and
+    closed: the kernel has closed the connection (no peer name any more), the bytes are unread.
 Each step checks, without reading, that the bytes are still there (MSG_PEEK) and that the
 finished ends read as finished (poll's POLLRDHUP), and that the half-closed peers have not seen
 an end. At the end: each finished end reads its bytes, then end of file; writing to the Unix pair
@@ -54,6 +56,14 @@ def main() -> int:
         peer.sendall(request)
         peer.shutdown(socket.SHUT_WR)
         half[kind] = (mine, peer, request)
+    mine, peer = tcp_pair()
+    mine.shutdown(socket.SHUT_WR)
+    if peer.recv(16) != b"":
+        return fail("the peer did not read the end")
+    both_tail = b"tcp: the answer after this end had finished\n"
+    peer.sendall(both_tail)
+    peer.close()
+    gone["tcp-both"] = (mine, both_tail)
     time.sleep(0.05)  # the FINs arrive
     h = FNV_BASIS
     for k in range(1, steps + 1):
