@@ -170,6 +170,13 @@ def test_connections_whose_ends_finished_sending(tmp_path):
         assert "crac: warning" not in err, err
 
 
+def test_one_open_file_behind_two_descriptors(tmp_path):
+    """A file opened once and dup'd (`exec >log 2>&1`) is one open file again after a restart,
+    one offset for both descriptors: reopened twice, each wrote over the other's lines."""
+    program = APPS_DIR / "py" / "ckpt_dupfile.py"
+    run_cycles(Path(sys.executable), [str(program), "60", "{work}"], tmp_path, cycles=2)
+
+
 def test_python_selectors_and_asyncio(tmp_path):
     """The venv's python under crac: a selectors (epoll) loop over a socketpair with bytes in
     flight, and an asyncio loop (its epoll and wake-up socketpair) kept across steps."""

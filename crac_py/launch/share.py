@@ -25,8 +25,9 @@ from crac_py.image import format as fmt
 from crac_py.image import inspect as insp
 from crac_py.image.generation import CORE, ImageError
 
-_PIPE, _FIFO, _SOCKET = (
-    fmt.ENUM["crac_fd_kind"].value(c) for c in ("CRAC_FD_PIPE", "CRAC_FD_FIFO", "CRAC_FD_SOCKET")
+_PIPE, _FIFO, _SOCKET, _FILE = (
+    fmt.ENUM["crac_fd_kind"].value(c)
+    for c in ("CRAC_FD_PIPE", "CRAC_FD_FIFO", "CRAC_FD_SOCKET", "CRAC_FD_FILE")
 )
 _FDS_NOTE = next(n.type for n in fmt.NOTES if n.cname == "CRAC_NT_FDS")
 _REGIONS_NOTE = next(n.type for n in fmt.NOTES if n.cname == "CRAC_NT_REGIONS")
@@ -621,6 +622,79 @@ def _make_dgrams(
     return {key: sk.detach() for key, sk in socks.items()}
 
 
+def _open_file_links(gen: Path, fd: int) -> list[tuple[str, int, int]]:
+    """files/openfile-FD (loader/state/fd_regular.c): ("dup", 0, M) for a lower fd of the same
+    process that is the same open file, ("parent", VPID, N) for the parent's."""
+    try:
+        lines = (gen / "files" / f"openfile-{fd}").read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    out = []
+    for line in lines:
+        words = line.split()
+        try:
+            if words[:1] == ["dup"] and len(words) == 2:
+                out.append(("dup", 0, int(words[1])))
+            elif words[:1] == ["parent"] and len(words) == 3:
+                out.append(("parent", int(words[1]), int(words[2])))
+        except ValueError:
+            continue
+    return out
+
+
+def _shared_files(members: list[tuple[Path, int]]) -> list[tuple[dict[str, Any], list[Any]]]:
+    """Regular files that are one open file of several processes of MEMBERS (inherited across
+    fork, or dup'd: one offset they all move): each as (the record of its topmost holder, the
+    (generation, fd) of every holder). Only across processes: within one, the loader does it."""
+    gen_of = {vpid: gen for gen, vpid in members}
+    records: dict[tuple[Path, int], dict[str, Any]] = {}
+    link: dict[tuple[Path, int], tuple[Path, int]] = {}
+    for gen, _ in members:
+        for r in _fd_records(gen):
+            if r["kind"] != _FILE:
+                continue
+            node = (gen, r["fd"])
+            records[node] = r
+            for how, vpid, fd in _open_file_links(gen, r["fd"]):
+                other = (gen, fd) if how == "dup" else (gen_of.get(vpid), fd)
+                if other[0] is not None and node not in link:
+                    link[node] = other  # type: ignore[assignment]
+
+    def top(node: tuple[Path, int]) -> tuple[Path, int]:
+        seen = set()
+        while node in link and node not in seen:
+            seen.add(node)
+            node = link[node]
+        return node
+
+    groups: dict[tuple[Path, int], list[tuple[Path, int]]] = defaultdict(list)
+    for node in records:
+        groups[top(node)].append(node)
+    return [
+        (records[head], nodes)
+        for head, nodes in groups.items()
+        if head in records and len({g for g, _ in nodes}) >= 2
+    ]
+
+
+def _open_again(r: dict[str, Any]) -> int | None:
+    """The file of record R opened again with its flags, or None when the loaders must deal
+    with it one by one (removed, moved, replaced by something else: each says so)."""
+    if r["unlinked"]:
+        return None
+    path = r["path"]
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+    except OSError:
+        return None
+    made = os.O_CREAT | os.O_EXCL | os.O_TRUNC | os.O_CLOEXEC | getattr(os, "O_TMPFILE", 0)
+    try:
+        return os.open(path, (r["open_flags"] & ~made) | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+
+
 def plan(members: list[tuple[Path, int]]) -> dict[Path, list[tuple[str, str, int]]]:
     """Makes every object shared between MEMBERS once, its bytes put back; for each generation
     its loader options (option, value, inherited descriptor). The descriptors are moved above
@@ -630,7 +704,8 @@ def plan(members: list[tuple[Path, int]]) -> dict[Path, list[tuple[str, str, int
     dgrams = _named_dgrams(members)
     if len({g for g, _, _, _ in dgrams}) < 2:
         dgrams = []  # only one process has named datagram sockets: its loader makes them
-    if not objs and not mems and not dgrams:
+    files = _shared_files(members)
+    if not objs and not mems and not dgrams and not files:
         return {}
     top = max((r["fd"] for g, _ in members for r in _fd_records(g)), default=2)
     out: dict[Path, list[tuple[str, str, int]]] = defaultdict(list)
@@ -673,6 +748,13 @@ def plan(members: list[tuple[Path, int]]) -> dict[Path, list[tuple[str, str, int
             raise ShareError(f"cannot bind a datagram socket of the tree again: {exc}") from exc
         for (gen, fd), sk in made_dgrams.items():
             moved_fd = high(sk)
+            out[gen].append(("--shared-fd", f"{fd}:{moved_fd}", moved_fd))
+    for record, holders in files:
+        opened = _open_again(record)
+        if opened is None:
+            continue
+        moved_fd = high(opened)
+        for gen, fd in holders:
             out[gen].append(("--shared-fd", f"{fd}:{moved_fd}", moved_fd))
     for (dev, ino), maps in mems.items():
         try:

@@ -3,6 +3,8 @@
  * put back as they were when changed since. */
 #include "fds.h"
 
+#include "tree.h"
+
 #include <errno.h>
 #include <sched.h>
 #include <fcntl.h>
@@ -100,6 +102,19 @@ static int regular_save(struct fd_entry *e, const struct fd_entry *all, int n,
                         const char *files_dir)
 {
     (void)all, (void)n;
+    /* The same open file as a lower fd here (dup'd) or as the parent's (inherited): the
+     * restart opens it once for all of them (docs/IMAGE.md `files/openfile-N`). */
+    if (e->dup_of >= 0 || e->parent_fd >= 0) {
+        char text[96] = "";
+        int at = 0;
+        if (e->dup_of >= 0)
+            at = snprintf(text, sizeof(text), "dup %d\n", e->dup_of);
+        if (e->parent_fd >= 0)
+            snprintf(text + at, sizeof(text) - (size_t)at, "parent %d %d\n",
+                     (int)tree_program_ppid(), e->parent_fd);
+        if (fd_write_text(e, files_dir, "openfile", text) != 0)
+            return -1;
+    }
     int acc = e->rec.open_flags & O_ACCMODE;
     if (!e->rec.unlinked && (acc == O_RDONLY || e->rec.size_at_ckpt > SAVE_WRITTEN_FILES_MAX))
         return 0;
@@ -236,6 +251,25 @@ static int put_back_contents(int fd, const char *saved)
     return rc < 0 ? -1 : changed;
 }
 
+/* The lower fd of this process that FD was a dup of (files/openfile-FD's `dup M`), or -1. */
+static int dup_source(const char *gen_dir, int fd)
+{
+    char path[PATH_MAX + 64], text[128];
+    snprintf(path, sizeof(path), "%s/files/openfile-%d", gen_dir, fd);
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    ssize_t n = read(in, text, sizeof(text) - 1);
+    close(in);
+    int lower = -1;
+    if (n > 0) {
+        text[n] = '\0';
+        if (sscanf(text, "dup %d", &lower) != 1 || lower < 0 || lower >= fd)
+            lower = -1;
+    }
+    return lower;
+}
+
 static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
 {
     const char *gen_dir = r->gen_dir;
@@ -322,6 +356,26 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
         close(fd);
         return -1;
     }
+    /* Other processes of the tree held this very open file (its offset moved by each): the
+     * restart opened it once for all of them; or a lower fd here is it (dup'd), already back.
+     * This process's own opening did the checks and the putting back above. */
+    int held = fd_shared_held(rec->fd);
+    if (held < 0)
+        held = dup_source(gen_dir, rec->fd);
+    struct stat mine, theirs;
+    if (held >= 0 && fstat(fd, &mine) == 0 && fstat(held, &theirs) == 0 &&
+        mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino) {
+        int shared = fcntl(held, F_DUPFD_CLOEXEC, 0);
+        if (shared >= 0) {
+            close(fd);
+            fd = shared;
+        }
+    } else if (held >= 0) {
+        fprintf(stderr,
+                "crac: warning: fd %d: %s is not the file opened for it again; its offset is no "
+                "longer shared with the other fds that shared it\n",
+                rec->fd, v->path);
+    }
     if (lseek(fd, (off_t)rec->pos, SEEK_SET) < 0 && rec->pos)
         return close(fd), snprintf(err, errlen, "fd %d: cannot seek %s", rec->fd, v->path), -1;
     return fd_install(fd, rec);
@@ -330,5 +384,6 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
 const struct fd_ops fd_regular_ops = {.kind = CRAC_FD_FILE,
                                       .name = "regular",
                                       .recognise = regular_recognise,
+                                      .regroup = fd_parent_files,
                                       .save = regular_save,
                                       .reopen = regular_reopen};

@@ -119,6 +119,15 @@ const char *fd_info_field(const char *info, const char *key)
 
 int fd_save_text(struct fd_entry *e, const char *files_dir, const char *prefix, const char *text)
 {
+    if (fd_write_text(e, files_dir, prefix, text) != 0)
+        return -1;
+    e->rec.saved = 1;
+    return 0;
+}
+
+int fd_write_text(const struct fd_entry *e, const char *files_dir, const char *prefix,
+                  const char *text)
+{
     char dst[PATH_MAX], name[64];
     snprintf(name, sizeof(name), "%s-%d", prefix, e->rec.fd);
     fd_files_path(dst, sizeof(dst), files_dir, name);
@@ -132,7 +141,6 @@ int fd_save_text(struct fd_entry *e, const char *files_dir, const char *prefix, 
                 dst, strerror(errno));
         return -1;
     }
-    e->rec.saved = 1;
     return 0;
 }
 
@@ -498,9 +506,10 @@ int fds_restore(const struct state_restore *r, const void *note, size_t len)
     while (fd_next(note, len, &off, &v) > 0) {
         char live[PATH_MAX];
         v.path = live_path(r->img, v.path, live, sizeof(live));
-        /* Shared with another process of the tree: made once by the restart, inherited. */
-        if (fd_shared_held(v.rec.fd) >= 0 ? fd_shared_install(&v) != 0
-                                          : ops_of(v.rec.kind)->reopen(&fr, &v) != 0) {
+        /* Shared with another process of the tree: made once by the restart, inherited (a
+         * regular file is reopened and checked as ever, then takes the shared one). */
+        int inherited = fd_shared_held(v.rec.fd) >= 0 && v.rec.kind != CRAC_FD_FILE;
+        if (inherited ? fd_shared_install(&v) != 0 : ops_of(v.rec.kind)->reopen(&fr, &v) != 0) {
             /* A sub-kind that said why keeps its line; the others get this one. */
             if (!r->err[0])
                 snprintf(r->err, r->errlen, "fd %d (%s): cannot be restored: %s", v.rec.fd, v.path,

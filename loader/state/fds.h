@@ -27,6 +27,8 @@ struct fd_entry {
     struct crac_fd_rec rec;
     char path[PATH_MAX];
     struct crac_pty_rec pty; /* the sub-kinds with extra bytes only (PTY) */
+    int parent_fd; /* a regular file's: the parent's fd that is the same open file, or -1 */
+    int dup_of;    /* a regular file's: a lower fd of this process that is the same open file */
 };
 
 /* One fd's record read back at restart. */
@@ -102,6 +104,9 @@ const char *fd_info_field(const char *info, const char *key);
 /* Save TEXT as files/PREFIX-<fd> (a sub-kind's own state, docs/IMAGE.md) and mark e saved; -1
  * with a line on stderr. */
 int fd_save_text(struct fd_entry *e, const char *files_dir, const char *prefix, const char *text);
+/* The same file, not counted as the fd's saved state (e->rec.saved stays as it is). */
+int fd_write_text(const struct fd_entry *e, const char *files_dir, const char *prefix,
+                  const char *text);
 /* Restart: files/PREFIX-<fd> of v whole, NUL-terminated (malloc'd), or NULL with r->err set. */
 char *fd_read_text(const struct fd_restore *r, const struct fd_view *v, const char *prefix);
 /* Put fd into place at rec->fd with its recorded flags. */
@@ -124,6 +129,12 @@ int sock_tcp_waiting(const struct sockaddr_storage *local, uint64_t ino, uint32_
 /* Whether the closed TCP socket FD (no peer name) had a connection, which then finished both
  * ways or was reset: its bytes are still readable (sock_tcp_info.c). */
 int sock_tcp_was_connected(int fd);
+
+/* For each regular file of ALL (N entries): a lower fd of this process that is the same open
+ * file (dup'd: one offset) into dup_of, and the fd of this process's parent that is (inherited
+ * across fork), if the parent is a split process of the tree, into parent_fd; -1 where none
+ * (fd_parent_files.c). */
+void fd_parent_files(struct fd_entry *all, int n);
 
 /* The directories a removed file or directory is recreated in, best first. */
 struct fd_dir_name {
