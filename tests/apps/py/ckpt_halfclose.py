@@ -13,27 +13,12 @@ after this end closes. Prints `step K` and ends with `DONE checksum=H steps=N`."
 
 from __future__ import annotations
 
-import select
 import socket
 import sys
 import time
 
+from half_closed import finished, tcp_pair
 from step_sum import FNV_BASIS, fnv_step
-
-
-def tcp_pair() -> tuple[socket.socket, socket.socket]:
-    with socket.socket() as lst:
-        lst.bind(("127.0.0.1", 0))
-        lst.listen(1)
-        a = socket.create_connection(lst.getsockname())
-        b, _ = lst.accept()
-    return a, b
-
-
-def finished(sk: socket.socket) -> bool:
-    p = select.poll()
-    p.register(sk, select.POLLIN | select.POLLRDHUP)
-    return any(ev & select.POLLRDHUP for _, ev in p.poll(0))
 
 
 def fail(why: str) -> int:
