@@ -21,6 +21,12 @@ def main() -> None:
             from crac_py.cli.command import run
 
             sys.exit(run(sys.argv[2:]))
+        if sys.argv[1:2] == ["coordinator"]:  # a tree's first fork waits for it: the same
+            from crac_py.coord import quick
+
+            status = quick.main(sys.argv[2:])
+            if status is not None:
+                sys.exit(status)
         from crac_py.cli.main import main as cli_main
 
         cli_main()

@@ -110,3 +110,17 @@ def resolve(
 ) -> Resolved:
     """Resolve the option called name (a key of OPTIONS)."""
     return OPTIONS[name].resolve(flag_value, environ)
+
+
+def int_option(name: str, flag_value: int | None, lo: int, hi: int) -> int:
+    """The option called NAME (flag, else environment, else default) as an integer in lo..hi;
+    ConfigError naming where a bad value came from."""
+    resolved = resolve(name, None if flag_value is None else str(flag_value))
+    try:
+        value = int(resolved.value)
+    except ValueError:
+        value = lo - 1
+    if not lo <= value <= hi:
+        where = OPTIONS[name].flag if resolved.source == "flag" else resolved.source
+        raise ConfigError(f"invalid value {resolved.value!r} for {where}; use {lo}..{hi}")
+    return value

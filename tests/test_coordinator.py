@@ -698,6 +698,31 @@ def test_env_port(tmp_path):
         coord.stop()
 
 
+@pytest.mark.parametrize(
+    ("extra", "env"),
+    [
+        ([], {"CRAC_CHECKPOINT_INTERVAL": "-5"}),
+        (["-i", "-5"], {}),
+        (["-p", "70000"], {}),
+        (["--stale-timeout", "-1"], {}),
+    ],
+    ids=["interval-env", "interval-flag", "port", "stale"],
+)
+def test_coordinator_quick_start_says_what_the_cli_says(tmp_path, extra, env):
+    """`crac coordinator` in the forms crac runs itself (a tree's first fork, the restart script)
+    starts without the CLI's imports (crac_py/coord/quick.py); a bad value there is refused
+    with the very message and status of the CLI (which `--host` makes it go through)."""
+    base = [*crac_cmd(), "coordinator", "--daemon", "-q", "--port-file", str(tmp_path / "p")]
+    runs = []
+    for cli in ([], ["--host", "127.0.0.1"]):
+        res = subprocess.run(
+            [*base, *cli, *extra], capture_output=True, text=True, env={**os.environ, **env}
+        )
+        runs.append((res.returncode, res.stderr.strip().splitlines()[-1:]))
+    assert runs[0] == runs[1] and runs[0][0] == 2, runs
+    assert not (tmp_path / "p").exists()
+
+
 def _has_ipv6_loopback() -> bool:
     try:
         with socket.socket(socket.AF_INET6) as sk:

@@ -118,18 +118,6 @@ def _root(
     """Transparent checkpoint/restart for GPU programs (CRAC split process)."""
 
 
-def _int_option(name: str, flag_value: int | None, lo: int, hi: int) -> int:
-    resolved = config.resolve(name, None if flag_value is None else str(flag_value))
-    try:
-        value = int(resolved.value)
-    except ValueError:
-        value = lo - 1
-    if not lo <= value <= hi:
-        where = config.OPTIONS[name].flag if resolved.source == "flag" else resolved.source
-        raise config.ConfigError(f"invalid value {resolved.value!r} for {where}; use {lo}..{hi}")
-    return value
-
-
 def _checkpoint_options(
     ckptdir: str | None,
     interval: int | None,
@@ -151,12 +139,12 @@ def _checkpoint_options(
         raise config.ConfigError(f"checkpoint directory {directory} is not a directory")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise config.ConfigError(f"checkpoint directory {directory} is not writable")
-    signal_number = _int_option("sigckpt", ckpt_signal, 1, 64)
+    signal_number = config.int_option("sigckpt", ckpt_signal, 1, 64)
     if signal_number in (9, 19, 31, 32, 33, 62):
         raise config.ConfigError(f"signal {signal_number} cannot be the checkpoint signal")
     return runner.CheckpointOptions(
         ckpt_dir=str(directory.resolve()),
-        interval=_int_option("checkpoint_interval", interval, 0, 1 << 30),
+        interval=config.int_option("checkpoint_interval", interval, 0, 1 << 30),
         ckpt_signal=signal_number,
         keep=keep,
         exit_after=exit_after,
@@ -414,7 +402,7 @@ def restart(
         runtime = str(devices.find_cuda_runtime(cuda_runtime)) if dev == "cuda" else None
         ckpt = runner.CheckpointOptions(
             ckpt_dir=None,
-            interval=_int_option("checkpoint_interval", interval, 0, 1 << 30),
+            interval=config.int_option("checkpoint_interval", interval, 0, 1 << 30),
             ckpt_signal=gen.ckpt_signal,
             keep=keep,
             exit_after=exit_after,
@@ -565,22 +553,17 @@ def coordinator_cmd(
     from crac_py.coord import run as coord_run
 
     try:
-        flag = port if port is not None else port_arg
-        resolved = config.resolve("coord_port", None if flag is None else str(flag))
-        where = "-p/--coord-port" if resolved.source == "flag" else resolved.source
-        opts = coord_run.RunOptions(
-            port=coord_client.parse_port(resolved.value, where),
+        opts = coord_run.resolve_options(
+            port=port if port is not None else port_arg,
             host=host,
-            token=config.resolve(
-                "coord_token", coord_client.token_option(token, token_file, "--token")
-            ).value
-            or None,
+            token=token,
+            token_file=token_file,
             port_file=port_file,
             status_file=status_file,
             log_file=log_file,
             daemon=daemon,
             exit_on_last=exit_on_last,
-            interval=_int_option("checkpoint_interval", interval, 0, 1 << 30),
+            interval=interval,
             phase_timeout=phase_timeout,
             stale_timeout=stale_timeout,
             quiet=quiet,

@@ -22,8 +22,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from crac_py.launch.tree import roots_and_members
-
 SCRIPT_NAME = "crac_restart_script.sh"
 PROCESS_MARK = "# crac-job-process: "
 HOST_MARK = "# crac-job-host: "
@@ -134,6 +132,9 @@ def render(job: ScriptJob) -> str:
     if mpi_ranks(job.gen_dirs):
         return "\n".join(lines + _mpi_lines(job, n)) + "\n"
     # A process tree is restarted by its root, which forks its descendants (launch/tree.py).
+    # Imported here: the coordinator starts without the image readers until it writes a script.
+    from crac_py.launch.tree import roots_and_members
+
     roots = roots_and_members(job.gen_dirs)
     lines.append("pids=")
     for i, (gen, members) in enumerate(roots):

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from crac_py import config
+from crac_py.coord import client as coord_client
 from crac_py.coord.server import CoordConfig, Coordinator
 from crac_py.launch import runner
 
@@ -48,6 +50,47 @@ class RunOptions:
     stale_timeout: float = 8 * 3600.0
     quiet: bool = False
     idle_timeout: float = 30.0
+
+
+def resolve_options(
+    *,
+    port: int | None,
+    host: str,
+    token: str | None,
+    token_file: str | None,
+    port_file: Path | None,
+    status_file: Path | None,
+    log_file: Path | None,
+    daemon: bool,
+    exit_on_last: bool,
+    interval: int | None,
+    phase_timeout: float,
+    stale_timeout: float,
+    quiet: bool,
+    idle_timeout: float,
+) -> RunOptions:
+    """RunOptions from `crac coordinator`'s options, with what they leave out from the
+    environment (CRAC_/DMTCP_ port, token, interval); ConfigError on a bad value."""
+    resolved = config.resolve("coord_port", None if port is None else str(port))
+    where = "-p/--coord-port" if resolved.source == "flag" else resolved.source
+    return RunOptions(
+        port=coord_client.parse_port(resolved.value, where),
+        host=host,
+        token=config.resolve(
+            "coord_token", coord_client.token_option(token, token_file, "--token")
+        ).value
+        or None,
+        port_file=port_file,
+        status_file=status_file,
+        log_file=log_file,
+        daemon=daemon,
+        exit_on_last=exit_on_last,
+        interval=config.int_option("checkpoint_interval", interval, 0, 1 << 30),
+        phase_timeout=phase_timeout,
+        stale_timeout=stale_timeout,
+        quiet=quiet,
+        idle_timeout=idle_timeout,
+    )
 
 
 def is_loopback(host: str) -> bool:
