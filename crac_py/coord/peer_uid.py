@@ -12,7 +12,6 @@ from typing import Any
 _NETLINK_SOCK_DIAG = 4
 _SOCK_DIAG_BY_FAMILY = 20
 _NLM_F_REQUEST = 1
-_NLMSG_ERROR = 2
 # struct nlmsghdr; struct inet_diag_req_v2 (family, protocol, ext, pad, states, sockid: sport,
 # dport (big-endian), src[16], dst[16], interface, cookie[2]).
 _NLMSG = struct.Struct("=IHHII")
@@ -49,7 +48,7 @@ def _by_diag(family: int, here: tuple[Any, ...], there: tuple[Any, ...]) -> int 
     _, kind, _, _, _ = _NLMSG.unpack_from(reply)
     body = reply[_NLMSG.size :]
     if kind != _SOCK_DIAG_BY_FAMILY or len(body) < _MSG_UID_AT + 4:
-        return None  # _NLMSG_ERROR: no such socket
+        return None  # NLMSG_ERROR: no such socket
     return struct.unpack_from("=I", body, _MSG_UID_AT)[0]
 
 

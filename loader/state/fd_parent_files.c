@@ -1,6 +1,6 @@
-/* fd_parent_files.c — which regular files of a tree's child are its parent's very open files
- * (inherited across fork: one offset they both move), found with kcmp; the tree's restart opens
- * each once again for all of them (crac_py/launch/share.py). */
+/* fd_parent_files.c — which regular files of a process are one open file (one offset) with a lower
+ * fd of its own (dup'd) or with its parent's (inherited across fork), found with kcmp; the restart
+ * opens each once again for all of them (fd_regular.c, crac_py/launch/share.py). */
 #include "fds.h"
 
 #include <dirent.h>
