@@ -38,6 +38,7 @@ _PAGE = 4096
 _OUTSIDE_W = fmt.REGION_OUTSIDE_W
 _R_LISTEN, _R_PAIR, _R_PENDING, _R_OUTSIDE = 1, 2, 3, 4  # loader/state/fd_socket.c `enum role`
 _SELF_DONE = 2  # the `shut` bit of an end shut down for writing (fd_socket.c PEER_DONE, SELF_DONE)
+SHARED_FDS_MAX = 1024  # `--shared-fd` options one loader takes (loader/state/fd_shared.c)
 _BACKLOG = 128  # listen()'s backlog at restart where the image has none, as the loader's
 _F_SETPIPE_SZ = 1031
 
@@ -750,6 +751,12 @@ def plan(members: list[tuple[Path, int]]) -> dict[Path, list[tuple[str, str, int
             moved_fd = high(sk)
             out[gen].append(("--shared-fd", f"{fd}:{moved_fd}", moved_fd))
     for record, holders in files:
+        # Each loader takes at most SHARED_FDS_MAX: past that a file is reopened by each process
+        # on its own (its offset unshared) rather than the restart refused.
+        if any(
+            len(out[gen]) + sum(g == gen for g, _ in holders) > SHARED_FDS_MAX for gen, _ in holders
+        ):
+            continue
         opened = _open_again(record)
         if opened is None:
             continue
