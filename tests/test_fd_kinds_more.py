@@ -5,6 +5,7 @@ checkpoint -> SIGKILL -> restart cycles (tests/ckpt_harness.py), compared with a
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import socket
@@ -12,6 +13,7 @@ import socketserver
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,6 +78,21 @@ def _port(hexaddr: str) -> int:
     return int(hexaddr[4:8], 16)
 
 
+def _bind_when_free(sk: socket.socket, port: int) -> None:
+    """SK bound to 127.0.0.1:PORT once the killed process's socket there has gone past its last
+    closing state (SO_REUSEADDR binds over TIME_WAIT only; on a loaded machine the kernel may take
+    a while to get the orphaned ends there)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            sk.bind(("127.0.0.1", port))
+            return
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def test_tcp_pair_beside_its_lingering_connection(tmp_path, tmp_path_factory):
     """The killed process's loopback connection may linger in TIME_WAIT with the very addresses
     the restart connects the pair from and to (it closed without unread bytes, which the load of
@@ -104,12 +121,12 @@ def test_tcp_pair_beside_its_lingering_connection(tmp_path, tmp_path_factory):
     try:
         with socket.socket() as lis:
             lis.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            lis.bind(("127.0.0.1", listener))
+            _bind_when_free(lis, listener)
             lis.listen(1)
             c = socket.socket()
             held.append(c)
             c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            c.bind(("127.0.0.1", client))
+            _bind_when_free(c, client)
             c.connect(("127.0.0.1", listener))
             held.append(lis.accept()[0])
         proc = restart(gen, out_dir=logs, label="restart")

@@ -49,7 +49,12 @@ def main() -> int:
     peer.sendall(both_tail)
     peer.close()
     gone["tcp-both"] = (mine, both_tail)
-    time.sleep(0.05)  # the FINs arrive
+    ends = [m for m, _ in gone.values()] + [m for m, _, _ in half.values()]
+    deadline = time.monotonic() + 60
+    while not all(finished(m) for m in ends):  # the FINs arrive (late on a loaded machine)
+        if time.monotonic() > deadline:
+            return fail("the peers' ends never came")
+        time.sleep(0.01)
     h = FNV_BASIS
     for k in range(1, steps + 1):
         for kind, (mine, tail) in gone.items():
