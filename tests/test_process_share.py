@@ -13,6 +13,7 @@ uninterrupted run's, and its children end with status 0 (the reader checks).
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import pytest
@@ -110,3 +111,29 @@ def two_restarts(apps, tmp_path, app, mode, opts=()):
             r.kill()
         kill_tree(ckptdir, *KILLED)
         root.stop()
+
+
+def test_tcp_pair_whose_listening_port_was_taken_since():
+    """A loopback connection between processes of a tree is made again between its two old
+    addresses; when the port its listening end had is another socket's now (an ephemeral port
+    taken again since the checkpoint: a restart failed with EADDRINUSE), the other end listens
+    at its own port instead and the first connects from a new one (crac_py/launch/share.py)."""
+    from crac_py.launch import share
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(probe.getsockname()[1])
+    a_port, b_port = ports
+    with socket.socket() as taker:  # listening at B's port: B cannot bind it, even reusing
+        taker.bind(("127.0.0.1", b_port))
+        taker.listen(1)
+        a, b = share._tcp_pair(
+            (socket.AF_INET, ("127.0.0.1", a_port)), (socket.AF_INET, ("127.0.0.1", b_port)), {}
+        )
+    with a, b:
+        assert a.getsockname() == ("127.0.0.1", a_port)
+        assert b.getpeername() == a.getsockname() and a.getpeername() == b.getsockname()
+        a.sendall(b"ping")
+        assert b.recv(4) == b"ping"

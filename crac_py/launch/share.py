@@ -265,24 +265,32 @@ def _tcp_pair(
     the tree's listener on B_ADDR made already (a listener two processes hold: a second one
     could not listen there), else through a temporary one."""
     deadline = time.monotonic() + ADDRESS_RETRY_S
+    # Without a tree listener at either end, the ends may swap roles: the listening end's old
+    # port may be another connection's now (an ephemeral port taken again since the checkpoint).
+    swappable = (
+        _listener_for(listening, a_addr) is None and _listener_for(listening, b_addr) is None
+    )
+    swapped = False
     while True:
-        made = _listener_for(listening, b_addr)
-        listener = made or socket.socket(b_addr[0], socket.SOCK_STREAM)
-        a = socket.socket(a_addr[0], socket.SOCK_STREAM)
+        here, there = (b_addr, a_addr) if swapped else (a_addr, b_addr)
+        made = _listener_for(listening, there)
+        listener = made or socket.socket(there[0], socket.SOCK_STREAM)
+        c = socket.socket(here[0], socket.SOCK_STREAM)
         try:
             if made is None:
                 listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                listener.bind(b_addr[1])
+                listener.bind(there[1])
                 listener.listen(1)
-            a = _connect_from(a, a_addr, b_addr)
-            b, _ = listener.accept()
-            return a, b
+            c = _connect_from(c, here, there)
+            accepted, _ = listener.accept()
+            return (accepted, c) if swapped else (c, accepted)
         except OSError as exc:
-            a.close()
+            c.close()
             if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
                 raise
             if time.monotonic() > deadline:
                 raise
+            swapped = swappable and not swapped
             time.sleep(0.05)
         finally:
             if made is None:

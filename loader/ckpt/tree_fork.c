@@ -82,6 +82,7 @@ static void child_join_job(void)
  * the lower threads are gone; start them again and make this a process of its own. */
 static void child_restart_lower_half(void)
 {
+    lower_fds_drop_strays();
     lower_threads_reset();
     /* Threads the parent had inside a crossing (its hook thread, say) do not exist here: a
      * checkpoint would wait for them to leave forever. */

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -39,6 +40,23 @@ void lower_fds_size_table(void)
     if (high >= 0)
         close(high);
     close(any);
+}
+
+void lower_fds_drop_strays(void)
+{
+    int floor = lower_fd_floor(), strays[64], n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return;
+    struct dirent *de;
+    while (n < 64 && (de = readdir(d)) != NULL) {
+        int fd = atoi(de->d_name);
+        if (de->d_name[0] != '.' && fd != dirfd(d) && fd >= floor && !lower_fd_is_ours(fd))
+            strays[n++] = fd;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++)
+        close(strays[i]);
 }
 
 int lower_fd_adopt(int fd)

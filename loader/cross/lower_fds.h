@@ -17,6 +17,10 @@ extern volatile int32_t lower_fd_count;
  * thread: grown later, with threads sharing it, the kernel waits for an RCU grace period first
  * (milliseconds, longer on a loaded machine: most of an exec'd loader's start). */
 void lower_fds_size_table(void);
+/* In a forked child: closes what the parent's manager had open for a moment up there when the
+ * fork came (a /proc/self/task scan, say), which is neither the child's nor its program's; it
+ * was saved as the program's, and its number near RLIMIT_NOFILE then failed the tree's restart. */
+void lower_fds_drop_strays(void);
 /* Move fd to a high free number (close-on-exec), record it, return the new number or -1. */
 int lower_fd_adopt(int fd);
 /* Where lower_fd_adopt puts descriptors: just under RLIMIT_NOFILE now, and never under the
