@@ -113,6 +113,11 @@ def _socket_text(gen: Path, fd: int) -> dict[str, Any] | None:
     return out if {"domain", "type", "role", "partner", "queued"} <= out.keys() else None
 
 
+def done_sending(s: dict[str, Any]) -> bool:
+    """Whether the end with saved socket text S had shut down for writing."""
+    return bool(s.get("shut", 0) & _SELF_DONE)
+
+
 def _ip_name(raw: bytes) -> tuple[int, tuple[Any, ...]] | None:
     """A saved sockaddr_in/in6 as (family, address for socket.bind)."""
     if len(raw) < 8:
@@ -180,7 +185,7 @@ def collect(members: list[tuple[Path, int]]) -> list[Obj]:
             else:
                 continue
             o = objs.setdefault(key, Obj(key[0], key, sock=s))
-            o.ends.append(End(gen, vpid, fd, side, queued, bool(s.get("shut", 0) & _SELF_DONE)))
+            o.ends.append(End(gen, vpid, fd, side, queued, done_sending(s)))
     for o in list(objs.values()):
         if o.kind != "listen":
             continue

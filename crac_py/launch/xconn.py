@@ -71,8 +71,7 @@ def candidates(members: list[tuple[Path, int]], in_tree: set[tuple[Path, int]]) 
             ):
                 continue
             queued = gen / "files" / f"sockq-{r['fd']}" if s["queued"] else None
-            done = bool(s.get("shut", 0) & share._SELF_DONE)
-            out.append(Cand(gen, r["fd"], s["local"], s["peer"], queued, done))
+            out.append(Cand(gen, r["fd"], s["local"], s["peer"], queued, share.done_sending(s)))
     # Every process takes its connections in one global order (the pair of saved names), so two
     # processes never wait for each other on two connections taken in opposite orders.
     return sorted(out, key=lambda c: (sorted((c.local, c.peer)), c.local))

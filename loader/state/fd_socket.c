@@ -33,10 +33,6 @@ enum role {
     R_OUTSIDE = 4, /* connected to something outside the process: fails as a dropped connection */
 };
 
-/* A connection's `shut` bits, as the kernel's sk_shutdown: the peer finished sending (its FIN came,
- * or it closed), this end finished sending (shutdown(SHUT_WR)). */
-enum { PEER_DONE = 1, SELF_DONE = 2 };
-
 struct sock {
     int domain, type, proto, role, partner;
     int reuse, nodelay, keepalive, rcvbuf, sndbuf;
@@ -156,23 +152,6 @@ static uint64_t unix_peer_ino(uint64_t ino)
     uint64_t peer;
     unix_diag(ino, &peer, NULL, 0, NULL, NULL);
     return peer;
-}
-
-/* A TCP connection's `shut` bits, from its state. */
-static int tcp_shut(int fd)
-{
-    struct tcp_info ti;
-    socklen_t l = sizeof(ti);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) != 0)
-        return 0;
-    switch (ti.tcpi_state) {
-    case TCP_CLOSE_WAIT: return PEER_DONE;
-    case TCP_FIN_WAIT1:
-    case TCP_FIN_WAIT2: return SELF_DONE;
-    case TCP_LAST_ACK:
-    case TCP_CLOSING: return PEER_DONE | SELF_DONE;
-    default: return 0;
-    }
 }
 
 static int same_addr(const struct sockaddr_storage *a, unsigned alen,
@@ -478,7 +457,7 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
         if (s.domain == AF_UNIX)
             unix_diag(e->rec.ino, &peer, NULL, 0, NULL, &s.shut);
         else if (s.type == SOCK_STREAM)
-            s.shut = tcp_shut(e->rec.fd);
+            s.shut = sock_tcp_shut(e->rec.fd);
         s.role = R_OUTSIDE;
         for (int k = 0; k < n && s.role == R_OUTSIDE; k++) {
             if (&all[k] == e || all[k].rec.kind != CRAC_FD_SOCKET)

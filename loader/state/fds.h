@@ -126,8 +126,13 @@ struct sock_tcp_wait {
 int sock_tcp_waiting(const struct sockaddr_storage *local, uint64_t ino, uint32_t *backlog,
                      struct sock_tcp_wait *out, int max);
 
-/* Whether the closed TCP socket FD (no peer name) had a connection, which then finished both
- * ways or was reset: its bytes are still readable (sock_tcp_info.c). */
+/* A connection's `shut` bits, as the kernel's sk_shutdown: the peer finished sending (its FIN came,
+ * or it closed), this end finished sending (shutdown(SHUT_WR)). */
+enum { PEER_DONE = 1, SELF_DONE = 2 };
+/* From TCP_INFO (sock_tcp_info.c): a connected TCP socket's `shut` bits, from its state; and
+ * whether the closed TCP socket FD (no peer name) had a connection, which then finished both
+ * ways or was reset: its bytes are still readable. */
+int sock_tcp_shut(int fd);
 int sock_tcp_was_connected(int fd);
 
 /* For each regular file of ALL (N entries): a lower fd of this process that is the same open
