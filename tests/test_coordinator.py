@@ -350,6 +350,26 @@ def test_exec_during_a_checkpoint_takes_the_process_place(coord, tmp_path):
     assert (st["num_peers"], st["generation"]) == (2, 1), st
 
 
+def test_exec_welcomed_just_before_a_checkpoint_takes_the_process_place(coord, tmp_path):
+    """The exec'd loader was welcomed just before the checkpoint began, so the old connection
+    (closed a moment later) and the new one of the same process are both in it: the old one's
+    leaving before it suspended leaves it out instead of abandoning the checkpoint (a program
+    that execs every 10 ms lost a checkpoint so), and the job's checkpoint completes with the
+    new one's image."""
+    w1, old = workers(coord, tmp_path, 2)
+    new = FakeWorker(coord.port, old.proc_dir, pid=old.pid)
+    coord.wait_peers(3)
+    bc = command_bg(coord.port, "bc")
+    for w in (w1, old, new):
+        w.expect("checkpoint")
+    old.close()
+    answer_all([w1, new], 1)
+    rc, out, err = finish(bc)
+    assert rc == 0, (out, err)
+    st = coord.request("status")
+    assert (st["num_peers"], st["generation"]) == (2, 1), st
+
+
 def test_worker_leaving_before_the_first_phase_is_left_out(coord, tmp_path):
     """A process that ends while the checkpoint still waits for a missing MPI rank was never
     asked anything: it is left out of the checkpoint, which goes on with the others."""
@@ -776,22 +796,43 @@ def test_peer_uid_lookup():
     assert loopback_peer_uid(("127.0.0.1", 1), ("127.0.0.1", 2)) is None
 
 
-def test_duplicate_requests_after_a_checkpoint_dropped(coord, tmp_path):
-    """Requests arriving just after a checkpoint ended are duplicates (a signal sent to every
-    process of the job); a request a while later starts a new checkpoint."""
+def test_request_after_a_process_published_starts_the_next(coord, tmp_path):
+    """A worker's request while a checkpoint runs is for it (ignored) until that worker has
+    published its part: after that the program may have seen the generation, and its request
+    asks for the next checkpoint, which starts as soon as this one ends; a request the moment a
+    checkpoint ended starts one at once. The worker drops the signals that came before its
+    publish (tests/test_job.py test_signal_to_every_process_gives_one_checkpoint). The
+    coordinator used to drop every request for a second after a checkpoint, and with it a real
+    one."""
     w1, w2 = workers(coord, tmp_path, 2)
     w1.send({"type": "request", "verb": "checkpoint"})
     for w in (w1, w2):
         w.expect("checkpoint")
-    answer_all([w1, w2], 1)
-    wait_until(lambda: coord.request("status")["generation"] == 1, "the checkpoint")
-    w2.send({"type": "request", "verb": "checkpoint"})
+    w2.send({"type": "request", "verb": "checkpoint"})  # before its part is over: for this one
+    for w in (w1, w2):
+        w.send({"type": "suspended"})
+    for w in (w1, w2):
+        w.expect("write")
+        w.send({"type": "written", "gen": 1})
+    for w in (w1, w2):
+        w.expect("resume")
+        w.send({"type": "durable", "gen": 1})
+    for w in (w1, w2):
+        w.expect("publish")
+        w.gen_dir(1).mkdir(parents=True, exist_ok=True)
+    w2.send({"type": "published", "gen": 1, "dir": str(w2.gen_dir(1))})
+    w2.send({"type": "request", "verb": "checkpoint"})  # after its part: the next one
     assert w1.silent(0.3) and w2.silent(0.1)
-    time.sleep(1.0)
-    w2.send({"type": "request", "verb": "checkpoint"})
+    w1.send({"type": "published", "gen": 1, "dir": str(w1.gen_dir(1))})
     for w in (w1, w2):
         w.expect("checkpoint")
     answer_all([w1, w2], 2)
+    wait_until(lambda: coord.request("status")["generation"] == 2, "the second checkpoint")
+    assert w1.silent(0.3) and w2.silent(0.1)  # one request, one checkpoint
+    w1.send({"type": "request", "verb": "checkpoint"})
+    for w in (w1, w2):
+        w.expect("checkpoint")
+    answer_all([w1, w2], 3)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,10 +47,6 @@ from crac_py.coord.restore_gate import RestoreGate
 
 Msg = dict[str, Any]
 _PHASE_STATE = {phase: state for phase, _, _, state in PHASES}
-# A worker's checkpoint request arriving this soon after a job checkpoint ended is a duplicate: a
-# scheduler that signals every process of the job, or a signal a process got during the
-# checkpoint and forwarded once it was over.
-REQUEST_GRACE_S = 1.0
 # Connections not yet known as a worker (before their hello, and every command connection) that
 # one uid (on this host) or one address may hold at once: idle connections can no longer use up
 # the coordinator's descriptors and lock everybody out.
@@ -180,13 +176,14 @@ class Coordinator:
         self.peers: dict[str, Peer] = {}
         self.seq = 0
         self.current: JobCheckpoint | None = None
+        # A request a process made after its part of the current checkpoint was over: the next.
+        self.next_request: str | None = None
         self.generation = 0  # complete job checkpoints
         self.attempts = 0
         self.ever_connected = False
         self.idle_since = time.monotonic()
         self.next_due: float | None = None
         self.last_script: Path | None = None
-        self.last_end = float("-inf")  # when the last job checkpoint ended
         self.expect: tuple[int, float] | None = None  # (restarted joins awaited, deadline)
         self.meeting = connections.Meeting(0, 0.0)  # where restarted connections meet again
         self.restarted_joins = 0
@@ -448,13 +445,14 @@ class Coordinator:
             self._on_answer(peer, str(kind), msg)
         elif kind == "request":
             if msg.get("verb", "checkpoint") == "checkpoint":
-                if self.current is None and time.monotonic() - self.last_end < REQUEST_GRACE_S:
-                    self.log(
-                        f"dropped a checkpoint request from {peer.label}: it follows a "
-                        "checkpoint that has just ended (a duplicate)"
-                    )
+                source = f"a request from {peer.label}"
+                ck = self.current
+                if ck is not None and peer.id in ck.published:
+                    # Its part is over (its generation may be seen already): a signal it got
+                    # after that asks for the next checkpoint. One it got before, it dropped.
+                    self.next_request = source
                     return
-                started = self.start_checkpoint(False, f"a request from {peer.label}")
+                started = self.start_checkpoint(False, source)
                 if isinstance(started, str):
                     self.log(f"ignored a checkpoint request from {peer.label}: {started}")
             else:
@@ -588,6 +586,19 @@ class Coordinator:
         old.state = "RUNNING"
         self.log(f"{peer.label} exec'd from {old.label}: it takes its place in the checkpoint")
 
+    @staticmethod
+    def _exec_successor(peer: Peer, ck: JobCheckpoint) -> Peer | None:
+        """The participant that joined after PEER from the same host and pid: the loader PEER's
+        process exec'd (it closes PEER's connection once welcomed)."""
+        return next(
+            (
+                p
+                for p in ck.participants.values()
+                if p is not peer and p.pid == peer.pid and p.host == peer.host and p.seq > peer.seq
+            ),
+            None,
+        )
+
     def _on_disconnect(self, peer: Peer) -> None:
         self.peers.pop(peer.id, None)
         if peer.restarted and not peer.said_restored:  # it died while being restored
@@ -601,12 +612,14 @@ class Coordinator:
         ck = self.current
         if (
             ck is not None
-            and peer.tree_child
             and ck.answer == "suspended"
             and peer.id in ck.waiting
             and ck.failure is None
+            and (peer.tree_child or self._exec_successor(peer, ck))
         ):
-            # A child of a tree that exited before it was suspended: not part of this checkpoint.
+            # A child of a tree that exited before it was suspended, or the connection of a
+            # loader that exec'd before it was suspended while the exec'd one, which joined
+            # before the checkpoint began, is part of it: not part of this checkpoint.
             ck.participants.pop(peer.id, None)
             ck.waiting.discard(peer.id)
             if not ck.waiting and ck.barrier is not None and not ck.barrier.done():
@@ -759,7 +772,6 @@ class Coordinator:
             result = self._abandon(ck, f"internal error: {exc!r}")
         finally:
             self.current = None
-            self.last_end = time.monotonic()
             for p in self.peers.values():
                 p.state = "RUNNING"
             if self.cfg.interval > 0:
@@ -767,6 +779,11 @@ class Coordinator:
             self._wake.set()
         if not ck.done.done():
             ck.done.set_result(result)
+        source, self.next_request = self.next_request, None
+        if source is not None:
+            started = self.start_checkpoint(False, source)
+            if isinstance(started, str):
+                self.log(f"ignored {source}: {started}")
         self._maybe_exit_on_last()
 
     def _complete(self, ck: JobCheckpoint) -> Msg:

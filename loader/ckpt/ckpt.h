@@ -74,6 +74,9 @@ void ckpt_exec_end(void);
 void ckpt_request_committed(void);
 /* A coordinated process's requests so far are with its coordinator (coord_serve). */
 void ckpt_request_sent(void);
+/* After a job checkpoint (coord_serve): every checkpoint signal that came while it ran, taken
+ * (a request on WAKE_FD not sent) or still pending, was for it and is dropped. */
+void ckpt_drop_requests_during(int wake_fd);
 
 long ckpt_register_upper(struct crac_registry *r);
 long ckpt_request_entry(void);

@@ -35,6 +35,8 @@ static volatile int32_t take_state;
 /* A coordinated process's: a request not yet sent to the coordinator (coord_serve). */
 static volatile int32_t unsent;
 static int waited_signo; /* the checkpoint signal the waiter takes (0: none) */
+/* Its signalfd, kept across a tree fork: it reads the reading process's signals (-1: none). */
+static int signal_fd = -1;
 static volatile int32_t exit_requested;
 static volatile int32_t config_ready;  /* futex: main has filled ckpt_cfg */
 static volatile int32_t program_ready; /* futex: the program's threads can be checkpointed */
@@ -170,26 +172,25 @@ void ckpt_wait_signal(int signo)
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, signo);
-    static int sfd = -1; /* kept across a tree fork: it reads the reading process's signals */
-    if (sfd < 0)
-        sfd = adopted_signalfd(&set);
+    if (signal_fd < 0)
+        signal_fd = adopted_signalfd(&set);
     waited_signo = signo;
     for (;;) {
-        if (sfd < 0) { /* no signalfd: taken in one step, as before */
+        if (signal_fd < 0) { /* no signalfd: taken in one step, as before */
             if (sigwaitinfo(&set, NULL) == signo)
                 ckpt_request(0);
             continue;
         }
-        struct pollfd p = {sfd, POLLIN, 0};
+        struct pollfd p = {signal_fd, POLLIN, 0};
         if (poll(&p, 1, -1) <= 0)
             continue;
         if (p.revents & POLLNVAL) {
-            sfd = -1; /* closed under us after all */
+            signal_fd = -1; /* closed under us after all */
             continue;
         }
         take_state_enter(TAKE_TAKING);
         struct signalfd_siginfo si;
-        if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        if (read(signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
             ckpt_request(0);
         take_state_leave();
     }
@@ -219,6 +220,25 @@ void ckpt_exec_end(void) { take_state_leave(); }
 void ckpt_request_committed(void) { __atomic_store_n(&starting, 0, __ATOMIC_SEQ_CST); }
 
 void ckpt_request_sent(void) { __atomic_store_n(&unsent, 0, __ATOMIC_SEQ_CST); }
+
+/* Pending ones too: a scheduler signals every process of the job at once, one process's request
+ * starts the checkpoint, and another's waiter, slow under load, may not have taken its signal
+ * before that process's part was over; its request would start a second checkpoint. The
+ * coordinator no longer guesses such duplicates from the time a request arrives
+ * (docs/DECISIONS.md "A checkpoint request is dropped where it was taken"). */
+void ckpt_drop_requests_during(int wake_fd)
+{
+    take_state_enter(TAKE_TAKING); /* the waiter is not between reading one and recording it */
+    struct signalfd_siginfo si;
+    if (signal_fd >= 0)
+        while (read(signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+            ;
+    uint64_t stale;
+    while (read(wake_fd, &stale, sizeof(stale)) > 0)
+        ;
+    __atomic_store_n(&unsent, 0, __ATOMIC_SEQ_CST);
+    take_state_leave();
+}
 
 void ckpt_request(int exit_after)
 {

@@ -35,6 +35,7 @@ struct conn {
 };
 
 static struct conn conn = {-1, {0}, 0};
+static int serve_wake_fd = -1; /* coord_serve's: the requests the checkpoint signal made */
 static volatile int32_t restore_go; /* futex: the coordinator's go after a restart, or it is gone */
 static int restore_said;            /* this restarted process said "restored" */
 
@@ -316,7 +317,13 @@ static int on_durable(void *ctx, int generation)
     (void)ctx;
     if (send_line(conn.fd, "{\"type\":\"durable\",\"gen\":%d}", generation) != 0)
         return -1;
-    return wait_for("publish");
+    if (wait_for("publish") != 0)
+        return -1;
+    /* Before anything of this generation can be seen: a checkpoint signal that came until now
+     * was for it, one that comes from now on asks for the next (docs/PROTOCOL.md). */
+    if (serve_wake_fd >= 0)
+        ckpt_drop_requests_during(serve_wake_fd);
+    return 0;
 }
 
 static void on_published(void *ctx, int generation, const char *dir)
@@ -348,6 +355,7 @@ void coord_serve(int fd, int wake_fd)
 {
     char line[LINE_MAX_BYTES];
     conn.fd = fd;
+    serve_wake_fd = wake_fd;
     for (;;) {
         struct pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
         if (conn.len == 0 && poll(p, 2, -1) < 0 && errno != EINTR)
@@ -374,11 +382,6 @@ void coord_serve(int fd, int wake_fd)
                 on_failed(NULL, "the program has not started yet");
             else
                 ckpt_run(strcmp(ex, "true") == 0, &barrier);
-            /* A checkpoint signal that came during this checkpoint was for it: drop it. */
-            uint64_t stale;
-            while (read(wake_fd, &stale, sizeof(stale)) > 0)
-                ;
-            ckpt_request_sent();
         } else if (is_type(line, "restore_failed") && restore_said &&
                    !__atomic_load_n(&restore_go, __ATOMIC_ACQUIRE)) {
             /* Another process of this restart could not be restarted: none of the program has
