@@ -35,7 +35,7 @@ struct conn {
 };
 
 static struct conn conn = {-1, {0}, 0};
-static int serve_wake_fd = -1; /* coord_serve's: the requests the checkpoint signal made */
+static int serve_wake_fd = -1;      /* coord_serve's: the requests the checkpoint signal made */
 static volatile int32_t restore_go; /* futex: the coordinator's go after a restart, or it is gone */
 static int restore_said;            /* this restarted process said "restored" */
 
