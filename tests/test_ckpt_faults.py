@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import random
 import re
@@ -282,6 +283,32 @@ def test_changed_program(ckpt_apps, tmp_path):
     refused(gen, "the program is gone")
     moved.rename(app)
     finish_restart(gen, expected, seg, out_dir=logs, label="restored")
+
+
+def test_program_changed_between_checkpoints_gets_its_new_digest(ckpt_apps, tmp_path):
+    """The loader hashes the program once and remembers it while the file stays the same: data
+    appended to the program file between two checkpoints (the same file, a new size and
+    modification time) gives the second generation the new file's digest, not the first's."""
+    bindir, ckptdir, logs = tmp_path / "bin", tmp_path / "ckpt", tmp_path / "logs"
+    bindir.mkdir()
+    app = bindir / "ckpt_counter_copy"
+    shutil.copy2(ckpt_apps["ckpt_counter"], app)
+    original = app.read_bytes()
+    proc = launch(app, [COUNTER_STEPS, 20], ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 5)
+        first = checkpoint(proc, ckptdir)
+        with app.open("ab") as f:  # the running code is not touched
+            f.write(b"\0appended")
+        second = checkpoint(proc, ckptdir)
+    finally:
+        proc.stop()
+
+    def digest_of(gen: Path) -> str:
+        return json.loads((gen / "MANIFEST.json").read_text())["process"]["program_sha256"]
+
+    assert digest_of(first) == hashlib.sha256(original).hexdigest()
+    assert digest_of(second) == hashlib.sha256(app.read_bytes()).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------

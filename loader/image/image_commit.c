@@ -301,8 +301,11 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     char host[256] = "";
     gethostname(host, sizeof(host) - 1);
     char prog_hash[65] = "", loader_hash[65] = "", created[64];
-    sha256_file(ckpt_cfg.program, prog_hash);
-    sha256_file("/proc/self/exe", loader_hash);
+    /* Hashed at every checkpoint, read only when the file changed (1.7 MB of loader: ~1.3 ms
+     * of CPU each time). */
+    static struct sha256_memo prog_memo, loader_memo;
+    sha256_file_memo(&prog_memo, ckpt_cfg.program, prog_hash);
+    sha256_file_memo(&loader_memo, "/proc/self/exe", loader_hash);
     time_t now = time(NULL);
     strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     jraw(&j, "{\n  \"format\": \"crac-image\",\n  \"format_version\": %d,\n", CKPT_IMAGE_FORMAT());

@@ -212,6 +212,46 @@ int sha256_file(const char *path, char hex[65])
     return 0;
 }
 
+static int file_state(const char *path, struct sha256_memo *out)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return -1;
+    out->dev = st.st_dev;
+    out->ino = st.st_ino;
+    out->size = (uint64_t)st.st_size;
+    out->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
+    out->ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000ULL + (uint64_t)st.st_ctim.tv_nsec;
+    return 0;
+}
+
+static int same_file_state(const struct sha256_memo *a, const struct sha256_memo *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+}
+
+int sha256_file_memo(struct sha256_memo *memo, const char *path, char hex[65])
+{
+    struct sha256_memo before, after;
+    if (file_state(path, &before) != 0)
+        return sha256_file(path, hex);
+    if (memo->valid && same_file_state(memo, &before)) {
+        memcpy(hex, memo->hex, 65);
+        return 0;
+    }
+    memo->valid = 0;
+    if (sha256_file(path, hex) != 0)
+        return -1;
+    /* Remembered only if nothing changed the file while it was read. */
+    if (file_state(path, &after) == 0 && same_file_state(&before, &after)) {
+        *memo = before;
+        memcpy(memo->hex, hex, 65);
+        memo->valid = 1;
+    }
+    return 0;
+}
+
 /* Hash the pages [first, first + count) of fd that are not all zeros; a short read at the end
  * of the file reads as zeros. */
 static int hash_pages(struct hasher *h, int fd, uint64_t first, uint64_t count, unsigned char *buf)

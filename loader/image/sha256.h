@@ -7,6 +7,15 @@
 
 /* Hex digest (65 bytes with the NUL) of the file at path; 0, or -1 if it cannot be read. */
 int sha256_file(const char *path, char hex[65]);
+/* The same, remembered in *memo with the file's identity and times: a file hashed at every
+ * checkpoint (the program, the loader) is read again only when its size, mtime or ctime moved
+ * or it is another file. */
+struct sha256_memo {
+    int valid;
+    uint64_t dev, ino, size, mtime_ns, ctime_ns;
+    char hex[65];
+};
+int sha256_file_memo(struct sha256_memo *memo, const char *path, char hex[65]);
 /* The page digest of a sparse file (docs/IMAGE.md, "Checksums"): the file is cut into chunks of
  * SHA256_PAGES_CHUNK pages; a chunk's digest is SHA-256 over, for every 4 KiB page of it that is
  * not all zeros, its index in the file (u64, little-endian) then its bytes (holes skipped
