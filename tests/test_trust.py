@@ -410,9 +410,19 @@ def test_changed_input_refused_then_allowed(fresh):
     assert b"crac: warning: fd" in res.stderr and str(inp).encode() in res.stderr, describe(res)
 
 
-def test_grown_input_refused(fresh):
+def test_appended_input_reads_on(fresh):
+    """An input only appended to since the checkpoint (a log): the restart goes on, saying so."""
     with (fresh.data / "input").open("a") as fh:
         fh.write("more\n")
+    res = run_restart(fresh.gen, timeout=120)
+    assert res.returncode == 0, describe(res)
+    assert f"DONE steps={STEPS}".encode() in res.stdout, describe(res)
+    assert b"was appended to since the checkpoint" in res.stderr, describe(res)
+
+
+def test_grown_input_with_other_contents_refused(fresh):
+    """Longer, and what the checkpoint hashed is not what it holds now: refused."""
+    (fresh.data / "input").write_bytes(b"OTHER\nmore\n")
     line = assert_refused(run_restart(fresh.gen, timeout=TIMEOUT), "grown input")
     assert "its size changed" in line, line
 

@@ -1,8 +1,8 @@
 /* file_ids.c — what each file the program reads (a regular file open read-only, fds 3 and up) was
- * at checkpoint time (CRAC_NT_FILE_IDS): inode, size, mtime, and for files up to 64 KiB the
- * SHA-256 of their contents; a restart refuses a file that changed unless told to go on
- * (--allow-changed-files), so the program never goes on silently with different input
- * (docs/TRUST.md). */
+ * at checkpoint time (CRAC_NT_FILE_IDS): inode, size, mtime, and the SHA-256 of its contents (of
+ * its last 64 KiB when larger); a restart refuses a file that changed unless told to go on
+ * (--allow-changed-files), so the program never goes on silently with different input, and
+ * lets one that was only appended to be read on (docs/TRUST.md). */
 #include "state.h"
 
 #include "crac_image.h"
@@ -19,21 +19,25 @@
 
 #define HASH_MAX (64UL << 10) /* contents hashed up to this size */
 #define FILE_IDS_MAX 4096     /* as FDS_MAX */
+/* crac_file_id_rec.hashed: what its sha256 covers (0: nothing). */
+#define FILE_ID_WHOLE 1 /* the whole file (up to HASH_MAX bytes) */
+#define FILE_ID_TAIL 2  /* its last HASH_MAX bytes */
 
 static int64_t mtime_ns(const struct stat *st)
 {
     return (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
 }
 
-/* SHA-256 (hex) of the first len bytes of fd, read with pread (the program's offset stays). */
-static int hash_fd(int fd, uint64_t len, char hex[65])
+/* SHA-256 (hex) of len bytes of fd from byte from, read with pread (the program's offset
+ * stays). */
+static int hash_fd(int fd, uint64_t from, uint64_t len, char hex[65])
 {
     unsigned char *buf = malloc(len ? len : 1);
     if (!buf)
         return -1;
     uint64_t got = 0;
     while (got < len) {
-        ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
+        ssize_t n = pread(fd, buf + got, len - got, (off_t)(from + got));
         if (n <= 0)
             break;
         got += (uint64_t)n;
@@ -89,9 +93,12 @@ int file_ids_capture(const struct state_capture *c, void **out, size_t *out_len)
         r.mtime_ns = mtime_ns(&st);
         r.path_len = (uint32_t)((strlen(path) + 1 + 7) & ~7UL);
         r.size = (uint32_t)(sizeof(r) + r.path_len);
+        /* A small file's whole contents; a larger one's last HASH_MAX bytes, which tell a file
+         * that was only appended to since (a log the program follows) from one rewritten. */
         char hex[65];
-        if ((uint64_t)st.st_size <= HASH_MAX && hash_fd(fd, (uint64_t)st.st_size, hex) == 0) {
-            r.hashed = 1;
+        uint64_t size = (uint64_t)st.st_size, tail = size <= HASH_MAX ? size : HASH_MAX;
+        if (hash_fd(fd, size - tail, tail, hex) == 0) {
+            r.hashed = size <= HASH_MAX ? FILE_ID_WHOLE : FILE_ID_TAIL;
             memcpy(r.sha256, hex, 64);
         }
         if (len + r.size > cap) {
@@ -119,12 +126,33 @@ int file_ids_capture(const struct state_capture *c, void **out, size_t *out_len)
     return 0;
 }
 
+/* Whether the SHA-256 R recorded still matches what the file at PATH holds in the bytes it
+ * covered: the whole file then, or its last HASH_MAX bytes then. */
+static int recorded_bytes_same(const struct crac_file_id_rec *r, const char *path)
+{
+    if (r->hashed != FILE_ID_WHOLE && r->hashed != FILE_ID_TAIL)
+        return 0;
+    uint64_t tail =
+        r->hashed == FILE_ID_WHOLE || r->file_size <= HASH_MAX ? r->file_size : HASH_MAX;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    char hex[65];
+    int same = fd >= 0 && hash_fd(fd, r->file_size - tail, tail, hex) == 0 &&
+               memcmp(hex, r->sha256, 64) == 0;
+    if (fd >= 0)
+        close(fd);
+    return same;
+}
+
 /* How the file at PATH differs from R, or NULL if it does not (lstat: a link now in its place is
- * a change; the restart's open does not follow one either, fd_regular.c). */
-static const char *changed(const struct crac_file_id_rec *r, const char *path, int *fatal)
+ * a change; the restart's open does not follow one either, fd_regular.c). *GREW: only appended
+ * to since (longer, and the bytes recorded unchanged): the program reads on into what was added,
+ * as it would have had it not been stopped. */
+static const char *changed(const struct crac_file_id_rec *r, const char *path, int *fatal,
+                           int *grew)
 {
     struct stat st;
     *fatal = 0;
+    *grew = 0;
     if (lstat(path, &st) != 0)
         return NULL;            /* gone: fd_regular.c says so (or recreates it from a saved copy) */
     if (!S_ISREG(st.st_mode)) { /* never reopened (fd_regular.c), allowed or not */
@@ -133,20 +161,16 @@ static const char *changed(const struct crac_file_id_rec *r, const char *path, i
     }
     if (st.st_ino != r->ino)
         return "it is another file now (inode)";
+    if ((uint64_t)st.st_size > r->file_size && recorded_bytes_same(r, path)) {
+        *grew = 1;
+        return NULL;
+    }
     if ((uint64_t)st.st_size != r->file_size)
         return "its size changed";
     if (mtime_ns(&st) != r->mtime_ns)
         return "it was modified (mtime)";
-    if (r->hashed) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        char hex[65];
-        int same =
-            fd >= 0 && hash_fd(fd, r->file_size, hex) == 0 && memcmp(hex, r->sha256, 64) == 0;
-        if (fd >= 0)
-            close(fd);
-        if (!same)
-            return "its contents changed";
-    }
+    if (r->hashed == FILE_ID_WHOLE && !recorded_bytes_same(r, path))
+        return "its contents changed";
     return NULL;
 }
 
@@ -165,8 +189,13 @@ int file_ids_hold(const struct state_restore *rs, const void *note, size_t len)
             return -1;
         }
         const char *path = (const char *)p + off + sizeof(r);
-        int fatal;
-        const char *why = changed(&r, path, &fatal);
+        int fatal, grew;
+        const char *why = changed(&r, path, &fatal, &grew);
+        if (grew)
+            fprintf(stderr,
+                    "crac: note: fd %d: %s was appended to since the checkpoint; the program "
+                    "reads on into what was added\n",
+                    r.fd, path);
         if (why && fatal) {
             snprintf(rs->err, rs->errlen,
                      "fd %d: %s is no longer a regular file (%s); not reopened", r.fd, path, why);
