@@ -1,5 +1,5 @@
 """`tail -f` (GNU coreutils: a program nobody on the team wrote) following a log under crac: the
-log, longer than the 64 KiB a checkpoint hashes of a file the program reads, is appended to
+log, longer than the 64 KiB a checkpoint hashes whole of a file the program reads, is appended to
 while the program runs, between its checkpoint and its restart, and after the restart. The
 restart is not refused for the log's growth (it was, as a changed input), and what the
 restarted `tail` prints is exactly the lines added after the checkpoint, none lost or twice."""

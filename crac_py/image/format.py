@@ -436,7 +436,7 @@ RECORDS: tuple[Record, ...] = (
         F("dev", "u64"), F("ino", "u64"),
         F("file_size", "u64"), F("mtime_ns", "i64"),
         F("hashed", "u32", "1: sha256 holds the contents' SHA-256 (files up to 64 KiB); 2: that "
-          "of its last 64 KiB (larger files: one only appended to since is read on)"),
+          "of its last 4 KiB (larger files: one only appended to since is read on)"),
         F("path_len", "u32", "NUL-terminated path follows, padded to 8"),
         F("sha256", "char", "hex, no NUL", (64,)),
     )),
