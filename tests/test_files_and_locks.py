@@ -23,6 +23,7 @@ from ckpt_harness import (
     check_inspect,
     checkpoint,
     crac_launch_argv,
+    kill9,
     kill_tree,
     launch,
     launch_image,
@@ -34,7 +35,7 @@ from ckpt_harness import (
     wait_exit,
     wait_for_step,
 )
-from conftest import APPS_DIR, crac_cmd
+from conftest import APPS_DIR, crac_cmd, describe
 from coord_harness import free_port, wait_until
 from job_harness import ScriptRun
 
@@ -173,6 +174,74 @@ def test_sort_writes_its_output_file_across_a_restart(tmp_path):
     assert again.returncode == 0, err
     assert (logs / "restart.out").read_bytes() == b"", "sort's output went to the restart's stdout"
     assert out.read_bytes() == want, err
+
+
+# dash, no external command (no children): `f 2>/dev/null` puts /dev/null on fd 2 for the
+# function's body, where a failing `cd` complains on stderr at every step; a busy loop paces it.
+SILENCED = (
+    'f() {{ i=0; while [ "$i" -lt {n} ]; do cd /nonexistent-crac-noise;'
+    ' [ $((i % 200)) -eq 0 ] && echo "step $((i / 200))"; i=$((i + 1)); done; }}; '
+    "f 2>/dev/null; echo DONE"
+)
+
+
+def test_shell_redirect_to_dev_null_stays_silent_after_a_restart(tmp_path):
+    """A shell's `f 2>/dev/null` (dash puts /dev/null on its own fd 2 for the function) is the
+    program's redirection, not the invocation's stderr: restarted mid-function, the noise still
+    goes to /dev/null. Before, fds 0-2 that were not regular files became the restart's own, and
+    the silenced messages (a tree's `cmd >/dev/null` output too) came out of the restart. (A
+    shell's copies of its stdio at fds 10 and up, saved around a redirection, come back as the
+    launch's files: not this test's.)"""
+    sh = shutil.which("dash") or shutil.which("sh")
+    assert sh is not None
+    script = SILENCED.format(n=200 * 400)
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    proc = launch(sh, ["-c", script], ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 5)
+        gen = checkpoint(proc, ckptdir)
+        kill9(proc)
+    finally:
+        proc.stop()
+    assert "nonexistent" not in proc.stderr_text(), proc.report()
+    res = run_restart(gen, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, describe(res)
+    assert res.stdout.endswith(b"step 399\nDONE\n"), describe(res)
+    assert b"nonexistent" not in res.stderr, describe(res)
+
+
+# dash moves its stdout aside and back around every `echo ... >&2` (dup2 onto fd 1).
+REDIRECTING = (
+    'i=0; while [ "$i" -lt {n} ]; do echo "e $i" >&2;'
+    ' [ $((i % 200)) -eq 0 ] && echo "step $((i / 200))"; i=$((i + 1)); done; echo DONE'
+)
+
+
+def test_shell_redirecting_through_checkpoints_keeps_its_stdout(tmp_path):
+    """A shell that dup2s onto its fd 1 many times a millisecond, checkpointed again and again:
+    the manager's short-lived descriptors, opened at the lowest free number while the program
+    runs (publishing), could be that very number for a moment; the shell's dup2 then failed
+    with EBUSY, or replaced the manager's file and lost its own stdout when the manager closed
+    "its" number (the shell's writes then failed with EIO, and the checkpoint never
+    published). Every checkpoint completes, and every line reaches stdout."""
+    sh = shutil.which("dash") or shutil.which("sh")
+    assert sh is not None
+    steps = 4000
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    proc = launch(sh, ["-c", REDIRECTING.format(n=200 * steps)], ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 5)
+        for _ in range(8):
+            if proc.poll() is not None:
+                break
+            checkpoint(proc, ckptdir)
+        assert wait_exit(proc) == 0, proc.report()
+    finally:
+        proc.stop()
+    err = proc.stderr_text()
+    assert "I/O error" not in err and "busy" not in err, proc.report()
+    want = "".join(f"step {k}\n" for k in range(steps)) + "DONE\n"
+    assert proc.stdout_text() == want, proc.report()
 
 
 def test_stdin_from_a_file_reads_on_after_a_restart(tmp_path):

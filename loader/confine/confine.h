@@ -52,6 +52,10 @@ long emu_readlink(long nr, long a1, long a2, long a3, long a4);
 long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4, long a5);
 long emu_close_range(long first, long last, long flags);
 long emu_close(long fd);
+/* dup2/dup3 from the program: wait while the manager holds a short-lived descriptor at a low
+ * number (lower_openat), which a dup2 onto that number would replace; a lower fd's number is
+ * refused (EBADF). */
+long emu_dup3(long oldfd, long newfd, long flags, int is_dup2);
 long emu_listen(long fd, long backlog); /* confine_listen.c */
 
 /* The fork of a split process (loader/ckpt/tree_fork.c), called on a borrowed lower TCB; NULL:

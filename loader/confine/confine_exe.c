@@ -222,6 +222,24 @@ long emu_close(long fd)
     return r;
 }
 
+/* The program's dup2 onto a number the manager holds for a moment (lower_openat opened it there,
+ * and moves it up): EBUSY while the kernel installs it, or, once installed, the manager's file
+ * replaced and then closed as the manager's, leaving the program without the descriptor it made
+ * and the manager writing into the program's file (a shell's `cmd >&2` under a checkpoint lost
+ * its stdout so). Counted as a closer: it waits while the manager holds. */
+long emu_dup3(long oldfd, long newfd, long flags, int is_dup2)
+{
+    int32_t n = __atomic_load_n(&lower_fd_count, __ATOMIC_SEQ_CST);
+    for (int32_t i = 0; i < n && i < MAX_LOWER_FDS; i++)
+        if (lower_fd_slots[i] == (int32_t)newfd || lower_fd_slots[i] == (int32_t)oldfd)
+            return -EBADF;
+    closer_enter();
+    long r = is_dup2 ? raw_syscall2(SYS_dup2, oldfd, newfd)
+                     : raw_syscall3(SYS_dup3, oldfd, newfd, flags);
+    closer_leave();
+    return r;
+}
+
 long emu_close_range(long a1, long a2, long a3)
 {
     closer_enter();

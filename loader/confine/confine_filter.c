@@ -119,8 +119,9 @@ int confine_install_filter(int virtual_ids)
         SYS_seccomp,
         /* a vfork child is a split process too (tree_fork.c) */
         SYS_vfork,
-        /* the lower half's fds survive a program's close-everything (confine_exe.c) */
-        SYS_close_range,
+        /* the lower half's fds survive a program's close-everything (confine_exe.c), and its
+         * dup2 onto a number the manager holds for a moment (lower_openat) waits */
+        SYS_close_range, SYS_dup2, SYS_dup3,
         /* a TCP listener gets SO_REUSEADDR (confine_listen.c) */
         SYS_listen};
     /* Computed once: a later filter (a restart's, an exec'd loader's) computes its own, and

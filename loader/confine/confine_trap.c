@@ -1279,6 +1279,8 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
         break;
     case SYS_close_range: r = emu_close_range(a1, a2, a3); break;
     case SYS_close: r = emu_close(a1); break;
+    case SYS_dup2: r = emu_dup3(a1, a2, 0, 1); break;
+    case SYS_dup3: r = emu_dup3(a1, a2, a3, 0); break;
     case SYS_listen: r = emu_listen(a1, a2); break;
     case SYS_wait4:
     case SYS_waitid: r = emu_wait(uc, nr, a1, a2, a3, a4, a5); break;

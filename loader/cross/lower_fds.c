@@ -158,7 +158,10 @@ int lower_openat(int dirfd, const char *path, int flags, ...)
         va_end(ap);
     }
     for (int tries = 0; tries < REOPEN_TRIES; tries++) {
+        /* Held while the low number is ours: the program's dup2 onto it waits (emu_dup3). */
+        lower_fds_hold();
         int fd = raise_fd(openat(dirfd, path, flags | O_CLOEXEC, mode));
+        lower_fds_release();
         if (fd != -2)
             return fd;
         if (flags & O_EXCL) /* created already: opening again would fail with EEXIST */
@@ -171,7 +174,9 @@ int lower_openat(int dirfd, const char *path, int flags, ...)
 int lower_dup(int fd)
 {
     for (int tries = 0; tries < REOPEN_TRIES; tries++) {
+        lower_fds_hold();
         int copy = raise_fd(dup(fd));
+        lower_fds_release();
         if (copy != -2)
             return copy;
     }

@@ -15,17 +15,24 @@ static int chardev_recognise(int fd, const struct fd_entry *e, const struct stat
     return S_ISCHR(st->st_mode);
 }
 
+int fd_chardev_holds_nothing(const char *path)
+{
+    static const char *const none[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+                                       "/dev/urandom"};
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+        if (strcmp(path, none[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* Which devices a restart opens again (docs/TRUST.md): those that hold nothing (null, zero, full,
  * the random sources, the controlling terminal) and terminals the restarting user owns. Opening
  * any other device node (a disk, a tape that rewinds on open) could do what the program never
  * did: it is refused with its path named. */
 static int harmless_device(const char *path)
 {
-    static const char *const ok[] = {"/dev/null",   "/dev/zero",    "/dev/full",
-                                     "/dev/random", "/dev/urandom", "/dev/tty"};
-    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-        if (strcmp(path, ok[i]) == 0)
-            return 1;
+    if (fd_chardev_holds_nothing(path) || strcmp(path, "/dev/tty") == 0)
+        return 1;
     struct stat st;
     int tty = strncmp(path, "/dev/pts/", 9) == 0 || strncmp(path, "/dev/tty", 8) == 0;
     return tty && lstat(path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_uid == geteuid();

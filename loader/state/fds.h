@@ -15,8 +15,9 @@
 
 #define FDS_MAX 4096 /* the program's fds a checkpoint records, at most */
 
-/* stdio_given.c: the regular files the invocation gave as fds 0-2, noted at loader start (launch,
- * restart) or passed on by an exec'ing loader (--exec-stdio, "DEV:INO" x3 in hex, 0:0 for none). */
+/* stdio_given.c: the regular files and character devices the invocation gave as fds 0-2, noted
+ * at loader start (launch, restart) or passed on by an exec'ing loader (--exec-stdio, "DEV:INO"
+ * x3 in hex, 0:0 for none). */
 void stdio_given_note(void);
 int stdio_given_parse(const char *v);              /* 0, or -1 if malformed */
 int stdio_given_format(char *buf, size_t len);     /* for --exec-stdio; 0, or -1 if too long */
@@ -114,6 +115,8 @@ int fd_install(int fd, const struct crac_fd_rec *rec);
 int fd_copy_file(const char *src, int dst_fd);
 /* A /proc file gone at restart: /dev/null in its place with a warning; -1 if not /proc. */
 int fd_proc_gone(const struct fd_view *v);
+/* PATH is a device that holds nothing (/dev/null, zero, full, random, urandom): fd_chardev.c. */
+int fd_chardev_holds_nothing(const char *path);
 /* A connection waiting in a TCP listener's accept queue (sock_tcp_queue.c): the address it
  * comes from and the bytes it brought, which nothing can read before it is accepted. */
 struct sock_tcp_wait {
