@@ -1,4 +1,4 @@
-"""Run-time overhead of crac: compute, malloc, mmap, clock and syscall loops natively vs under crac.
+"""Run-time overhead of crac: compute, malloc, mmap, clock, syscall and dup2 loops natively vs crac.
 
     python bench/overhead.py [-n 5] [--iters compute=200000000] [--device sim] [--json]
 
@@ -29,13 +29,14 @@ from _common import (
     missing_loader_message,
 )
 
-PROGRAMS = ["compute", "malloc_bench", "mmap_bench", "clock_bench", "syscall_bench"]
+PROGRAMS = ["compute", "malloc_bench", "mmap_bench", "clock_bench", "syscall_bench", "dup2_bench"]
 WHAT = {
     "compute": "pure CPU loop (no syscalls)",
     "malloc_bench": "malloc/free, mixed sizes, glibc default thresholds",
     "mmap_bench": "mmap/mremap/munmap every iteration (each one trapped under crac)",
     "clock_bench": "clock_gettime(CLOCK_MONOTONIC) in a loop (the vDSO)",
     "syscall_bench": "getppid through syscall(2) in a loop (the seccomp filter's cost)",
+    "dup2_bench": "dup2(1, 5) in a loop (each one trapped under crac, as a shell's redirections)",
 }
 
 
