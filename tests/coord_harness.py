@@ -321,11 +321,9 @@ class FakeWorker:
         self.sock.close()
 
 
-def answer_all(ws: Sequence[FakeWorker], gen: int) -> None:
-    """Every worker answers the rest of a checkpoint (its `checkpoint` already received), phase
-    by phase, as real workers do concurrently."""
-    for w in ws:
-        w.send({"type": "suspended"})
+def answer_to_publish(ws: Sequence[FakeWorker], gen: int) -> None:
+    """After every worker said `suspended`: each answers `write` and `resume`, then gets
+    `publish` and makes its generation directory (its `published` is the caller's)."""
     for w in ws:
         w.expect("write")
         w.send({"type": "written", "gen": gen})
@@ -335,6 +333,15 @@ def answer_all(ws: Sequence[FakeWorker], gen: int) -> None:
     for w in ws:
         w.expect("publish")
         w.gen_dir(gen).mkdir(parents=True, exist_ok=True)
+
+
+def answer_all(ws: Sequence[FakeWorker], gen: int) -> None:
+    """Every worker answers the rest of a checkpoint (its `checkpoint` already received), phase
+    by phase, as real workers do concurrently."""
+    for w in ws:
+        w.send({"type": "suspended"})
+    answer_to_publish(ws, gen)
+    for w in ws:
         w.send({"type": "published", "gen": gen, "dir": str(w.gen_dir(gen))})
 
 

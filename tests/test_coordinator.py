@@ -20,6 +20,7 @@ from coord_harness import (
     Coordinator,
     FakeWorker,
     answer_all,
+    answer_to_publish,
     clean_env,
     command,
     command_bg,
@@ -271,15 +272,8 @@ def test_phase_timeout_and_late_answers(tmp_path):
         w1.send({"type": "suspended"})
         assert w1.silent(0.3)  # w2's stale answer did not complete the barrier
         w2.send({"type": "suspended"})
+        answer_to_publish([w1, w2], 1)
         for w in (w1, w2):
-            w.expect("write")
-            w.send({"type": "written", "gen": 1})
-        for w in (w1, w2):
-            w.expect("resume")
-            w.send({"type": "durable", "gen": 1})
-        for w in (w1, w2):
-            w.expect("publish")
-            w.gen_dir(1).mkdir(parents=True)
             w.send({"type": "published", "gen": 1, "dir": str(w.gen_dir(1))})
         assert finish(bc)[0] == 0
     finally:
@@ -811,15 +805,7 @@ def test_request_after_a_process_published_starts_the_next(coord, tmp_path):
     w2.send({"type": "request", "verb": "checkpoint"})  # before its part is over: for this one
     for w in (w1, w2):
         w.send({"type": "suspended"})
-    for w in (w1, w2):
-        w.expect("write")
-        w.send({"type": "written", "gen": 1})
-    for w in (w1, w2):
-        w.expect("resume")
-        w.send({"type": "durable", "gen": 1})
-    for w in (w1, w2):
-        w.expect("publish")
-        w.gen_dir(1).mkdir(parents=True, exist_ok=True)
+    answer_to_publish([w1, w2], 1)
     w2.send({"type": "published", "gen": 1, "dir": str(w2.gen_dir(1))})
     w2.send({"type": "request", "verb": "checkpoint"})  # after its part: the next one
     assert w1.silent(0.3) and w2.silent(0.1)

@@ -7,10 +7,11 @@ restarted `tail` prints is exactly the lines added after the checkpoint, none lo
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
-from ckpt_harness import checkpoint, kill9, launch, restart
+from ckpt_harness import WAIT_TIMEOUT, checkpoint, kill9, launch, restart
 from coord_harness import wait_until
 
 FIRST = 8000  # lines at the start: 88 KB
@@ -42,9 +43,16 @@ def test_tail_follows_a_log_across_a_restart(tmp_path):
         wait_until(lambda: "appended to since the checkpoint" in again.stderr_text(), "the note")
         # The lines added while it was down have no inotify event of their own in the restored
         # watch: the next append wakes it, as a stopped tail would be woken by the queued ones.
-        _append(log, FIRST + 100, FIRST + 110)
-        wait_until(lambda: f"line {FIRST + 109:05d}" in again.stdout_text(), "tail after restart")
-        expected = [f"line {i:05d}" for i in range(FIRST + 50, FIRST + 110)]
+        # One line at a time until one shows: an append before the watch is back wakes nobody.
+        last = FIRST + 100
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while f"line {last - 1:05d}" not in again.stdout_text():
+            assert time.monotonic() < deadline and again.poll() is None, again.report()
+            _append(log, last, last + 1)
+            last += 1
+            time.sleep(0.2)
+        wait_until(lambda: f"line {last - 1:05d}" in again.stdout_text(), "tail's last line")
+        expected = [f"line {i:05d}" for i in range(FIRST + 50, last)]
         assert again.stdout_text().splitlines() == expected, again.report()
     finally:
         again.stop()
