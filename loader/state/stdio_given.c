@@ -15,9 +15,9 @@ void stdio_given_note(void)
 {
     for (int fd = 0; fd < 3; fd++) {
         struct stat st;
-        int reg = fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode));
-        given[fd].dev = reg ? (uint64_t)st.st_dev : 0;
-        given[fd].ino = reg ? (uint64_t)st.st_ino : 0;
+        int kept = fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode));
+        given[fd].dev = kept ? (uint64_t)st.st_dev : 0;
+        given[fd].ino = kept ? (uint64_t)st.st_ino : 0;
     }
 }
 
