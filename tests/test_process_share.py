@@ -52,6 +52,7 @@ CASES = [
     ("share_file", "in-place"),  # a child writes a shared file of fixed size in place
     ("share_halfclose", "pair"),  # TCP and Unix connections shut for writing by one end
     ("share_openfile", "file"),  # one open file (one offset) written by three processes
+    ("share_readers", "pipe"),  # a pipe two processes read whose writing end nobody holds
 ]
 
 
@@ -73,7 +74,14 @@ def test_shared_memory_of_chunked_images(apps, tmp_path, mode, option, value):
 def two_restarts(apps, tmp_path, app, mode, opts=()):
     require_native()
     ckptdir = tmp_path / "ckpt"
-    if app in ("share_pool", "share_coproc", "share_forksrv", "share_halfclose", "share_openfile"):
+    if app in (
+        "share_pool",
+        "share_coproc",
+        "share_forksrv",
+        "share_halfclose",
+        "share_openfile",
+        "share_readers",
+    ):
         program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py"), TAG, mode]
     else:  # share_mem, share_dgram and share_file have no mode
         moded = app in ("share_pipe", "share_sock", "share_listen")

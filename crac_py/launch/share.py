@@ -752,7 +752,16 @@ def plan(members: list[tuple[Path, int]]) -> dict[Path, list[tuple[str, str, int
                 raise ShareError(f"cannot connect to a shared listener again: {exc}") from exc
             made[id(o)] = {"l": listeners[id(o)].detach()}
             made[id(o)].update((side, sk.detach()) for side, sk in waiting.items())
-        moved = {side: high(fd) for side, fd in made[id(o)].items()}
+        # An end no process holds (a pipe's writing end its writer had closed) is closed now:
+        # kept, every process of the tree would inherit it, and the readers never see the end
+        # of file (git clone's upload-pack waited for ever so).
+        used = {e.side for e in o.ends}
+        moved = {}
+        for side, fd in made[id(o)].items():
+            if side in used:
+                moved[side] = high(fd)
+            else:
+                os.close(fd)
         for e in o.ends:
             out[e.gen].append(("--shared-fd", f"{e.fd}:{moved[e.side]}", moved[e.side]))
     if dgrams:
