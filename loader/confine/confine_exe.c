@@ -206,16 +206,24 @@ static void closer_leave(void)
         raw_syscall6(SYS_futex, (long)&lower_fd_closers, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
 }
 
+/* lower_fd_is_ours for this TLS-free file (lower_fds.c is outside the group). */
+static int is_lower_fd(long fd)
+{
+    int32_t n = __atomic_load_n(&lower_fd_count, __ATOMIC_SEQ_CST);
+    for (int32_t i = 0; i < n && i < MAX_LOWER_FDS; i++)
+        if (lower_fd_slots[i] == (int32_t)fd)
+            return 1;
+    return 0;
+}
+
 /* close(fd) from the program at the numbers the lower half keeps its own at (the filter traps
  * only those): EBADF for one of them, as if it were not open; the manager's short-lived ones
  * (lower_openat) are there too, and the close waits until they are closed; the program's close
  * as usual. */
 long emu_close(long fd)
 {
-    int32_t n = __atomic_load_n(&lower_fd_count, __ATOMIC_SEQ_CST);
-    for (int32_t i = 0; i < n && i < MAX_LOWER_FDS; i++)
-        if (lower_fd_slots[i] == (int32_t)fd)
-            return -EBADF;
+    if (is_lower_fd(fd))
+        return -EBADF;
     closer_enter();
     long r = raw_syscall1(SYS_close, fd);
     closer_leave();
@@ -229,10 +237,8 @@ long emu_close(long fd)
  * its stdout so). Counted as a closer: it waits while the manager holds. */
 long emu_dup3(long oldfd, long newfd, long flags, int is_dup2)
 {
-    int32_t n = __atomic_load_n(&lower_fd_count, __ATOMIC_SEQ_CST);
-    for (int32_t i = 0; i < n && i < MAX_LOWER_FDS; i++)
-        if (lower_fd_slots[i] == (int32_t)newfd || lower_fd_slots[i] == (int32_t)oldfd)
-            return -EBADF;
+    if (is_lower_fd(oldfd) || is_lower_fd(newfd))
+        return -EBADF;
     closer_enter();
     long r = is_dup2 ? raw_syscall2(SYS_dup2, oldfd, newfd)
                      : raw_syscall3(SYS_dup3, oldfd, newfd, flags);
