@@ -388,18 +388,31 @@ def process_dirs(ckptdir: Path) -> list[Path]:
 def kill_tree(ckptdir: Path, *programs: bytes) -> None:
     """SIGKILL every process of a tree still running (a forked child is no child of the test):
     the pids its image directories in CKPTDIR name, whose command line still names one of
-    PROGRAMS (a pid of a process gone may be another's by now)."""
+    PROGRAMS and which started before the directory's first image was written. A pid of a
+    process gone may be another's by now, even one running the same program (a copy of the
+    suite beside this one): that one started after the image."""
     for d in process_dirs(ckptdir):
         pid = int(d.name.rsplit("-", 1)[1])
+        gens = generations(d)
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            started = process_start_time(pid)
+            imaged = gens[0].stat().st_mtime if gens else time.time()
         except OSError:
             continue
-        if any(p in cmdline for p in programs):
+        if started < imaged and any(p in cmdline for p in programs):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def process_start_time(pid: int) -> float:
+    """When process PID started, in seconds since the epoch (clock-tick precision)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime
+    booted = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    return booted + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def gen_number(gen: Path) -> int:

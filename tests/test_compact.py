@@ -24,6 +24,7 @@ from ckpt_harness import (
     checkpoint,
     crac,
     kill9,
+    kill_tree,
     launch,
     native_reference,
     restart,
@@ -260,13 +261,7 @@ def test_tree_member_refused(apps: dict[str, Path], tmp_path: Path) -> None:
                 checkpoint(proc, ckptdir)
             time.sleep(0.1)
     finally:
-        for d in ckptdir.glob("ckpt_*"):  # the child too (its pid names its directory)
-            pid = int(d.name.rsplit("-", 1)[1])
-            try:
-                if b"tree_counter" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_tree(ckptdir, b"tree_counter")  # the child too (its pid names its directory)
         proc.stop()
     for d in sorted(ckptdir.glob("ckpt_*")):
         before = entries(d)

@@ -7,9 +7,7 @@ never removes a generation a kept one builds on."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -31,9 +29,9 @@ from ckpt_harness import (
     crac,
     inspect_images,
     kill9,
+    kill_tree,
     launch,
     native_reference,
-    process_dirs,
     restart,
     run_restart,
     stitch,
@@ -552,13 +550,7 @@ def test_tree_each_process_its_own_chain(apps: dict[str, Path], tmp_path: Path) 
             for g in gens:
                 assert manifest(g)["incremental"]["parent"] == k, manifest(g)["incremental"]
             wait_past(out, tags, after, 5, root)
-        for d in process_dirs(ckptdir):  # SIGKILL the tree (its pids name the directories)
-            pid = int(d.name.rsplit("-", 1)[1])
-            try:
-                if b"tree_counter" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    os.kill(pid, signal.SIGKILL)
-            except (OSError, ProcessLookupError):
-                pass
+        kill_tree(ckptdir, b"tree_counter")  # the tree (its pids name the directories)
         wait_exit(root)
         coord.stop()
         chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
