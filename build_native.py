@@ -297,6 +297,7 @@ TARGETS: dict[str, Target] = {
             "loader/confine/confine_seccomp.c",
             "loader/confine/confine_trap.c",
             "loader/confine/fork_advice.c",
+            "loader/confine/peer_signal.c",
             "loader/confine/restorer.c",
             "loader/confine/signal_wrap.c",
             "loader/confine/upper_alloc.c",

@@ -23,6 +23,18 @@
 #define CRAC_SIG_SUSPEND 62
 #define CRAC_SIG_CKPT_DEFAULT 12 /* SIGUSR2, as DMTCP */
 
+/* The checkpoint signal's number sent by a program under crac to another crac process goes as a
+ * queued signal (si_code SI_QUEUE) with si_errno CRAC_PEER_SIG_MARK | kind, which the kernel never
+ * sets: that process gives it to its program's handler, passing it on to a program thread as
+ * CRAC_SIG_SUSPEND with the same marks (docs/DECISIONS.md "A program's checkpoint-numbered
+ * signal to another process"). */
+#define CRAC_PEER_SIG_MARK 0x43520000
+enum { CRAC_PEER_KILL = 1, CRAC_PEER_TGKILL = 2, CRAC_PEER_QUEUE = 3 };
+static inline int crac_peer_sig_marked(int si_code, int si_errno)
+{
+    return si_code == -1 /* SI_QUEUE */ && (si_errno & ~0xff) == CRAC_PEER_SIG_MARK;
+}
+
 /* Private auxv entry carrying the lower-half API table to the upper runtime (ld.so ignores it,
  * getauxval() returns it). */
 #define CRAC_AT_LH_API 0x43524143UL

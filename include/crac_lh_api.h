@@ -28,6 +28,9 @@ struct crac_lh_api {
     void (*return_tcb)(uint64_t fs);
     int hwcap_fsgsbase;
     const char *backend;
+    /* The upper runtime's suspend handler hands it a CRAC_SIG_SUSPEND that carries another crac
+     * process's checkpoint-numbered signal for the program (crac_layout.h). TLS-free. */
+    void (*deliver_peer_signal)(void *info, void *uc);
 };
 
 /* What the entry "crac_lh_query" answers (loader/ckpt/ckpt_query.c): strings are copied into the

@@ -8,6 +8,8 @@
 
 #define CRAC_REGISTRY_MAGIC 0x4352414352454731UL /* "CRACREG1" */
 #define CRAC_REGISTRY_VERSION 1
+/* Its suspend handler passes a marked CRAC_SIG_SUSPEND to the lower half's deliver_peer_signal. */
+#define CRAC_UPPER_PEER_SIGNAL 1
 #define CRAC_MAX_THREADS 4096
 
 /* Callee-saved registers and the resume point of a parked thread. */
@@ -70,7 +72,9 @@ struct crac_registry {
     volatile int32_t restarts;    /* number of restarts */
     volatile int32_t attempts;    /* futex: checkpoint attempts finished (written or failed) */
     volatile int32_t failures;    /* checkpoint attempts that failed */
-    int32_t pad;
+    /* CRAC_UPPER_* bits: what this upper runtime understands. Was padding, so an older one (an
+     * old image's) has none. */
+    int32_t features;
     int64_t pthread_tid_offset; /* -1 unknown */
     int64_t rseq_offset;        /* upper glibc's __rseq_offset; rseq_size 0: not used */
     uint32_t rseq_size;

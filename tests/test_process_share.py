@@ -53,6 +53,8 @@ CASES = [
     ("share_halfclose", "pair"),  # TCP and Unix connections shut for writing by one end
     ("share_openfile", "file"),  # one open file (one offset) written by three processes
     ("share_readers", "pipe"),  # a pipe two processes read whose writing end nobody holds
+    # a parent's SIGUSR2 (the checkpoint signal's number) to its child's handler, not a checkpoint
+    ("share_signal", "usr2"),
 ]
 
 

@@ -4,6 +4,8 @@
  * TLS-free: the handler may interrupt anything, libc included; raw syscalls only. */
 #include "upper_runtime.h"
 
+#include "crac_layout.h"
+
 #include <signal.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -70,7 +72,10 @@ static struct crac_thread_rec *claim_slot(void)
 static void suspend_handler(int sig, siginfo_t *info, void *uc)
 {
     (void)sig;
-    (void)info;
+    if (crac_peer_sig_marked(info->si_code, info->si_errno)) {
+        crac_upper.api->deliver_peer_signal(info, uc); /* not a suspension: the program's signal */
+        return;
+    }
     struct crac_registry *r = &crac_registry;
     volatile int32_t gen = __atomic_load_n(&r->release_gen, __ATOMIC_ACQUIRE);
     /* Before parking, not after the resume point: a restored thread gets its signals from the
@@ -99,4 +104,5 @@ void suspend_register(void)
 {
     crac_registry.suspend_handler = (uint64_t)suspend_handler;
     crac_registry.restorer = (uint64_t)crac_sigreturn_restorer;
+    crac_registry.features |= CRAC_UPPER_PEER_SIGNAL;
 }

@@ -57,6 +57,10 @@ int ckpt_wait_ready(int timeout_ms);
 /* ckpt_cfg is complete (coordinator connected or not): the manager may start serving. */
 void ckpt_config_done(void);
 void ckpt_request(int exit_after);
+/* A checkpoint signal the waiter took: 1 when it is another crac process's program's signal to
+ * this program, passed on to a program thread (ckpt_sig_pass.c); 0 when it asks for a checkpoint. */
+struct signalfd_siginfo;
+int ckpt_sig_pass(const struct signalfd_siginfo *si);
 /* In a forked child: drop the parent's pending requests and its wake-up descriptor. */
 void ckpt_trigger_after_fork(void);
 /* Wake the manager without a request (it has just been given a coordinator to serve). */

@@ -177,7 +177,16 @@ void ckpt_wait_signal(int signo)
     waited_signo = signo;
     for (;;) {
         if (signal_fd < 0) { /* no signalfd: taken in one step, as before */
-            if (sigwaitinfo(&set, NULL) == signo)
+            siginfo_t info;
+            if (sigwaitinfo(&set, &info) == signo &&
+                !ckpt_sig_pass(&(struct signalfd_siginfo){
+                    .ssi_code = info.si_code,
+                    .ssi_errno = info.si_errno,
+                    .ssi_pid = (uint32_t)info.si_pid,
+                    .ssi_uid = info.si_uid,
+                    .ssi_int = info.si_value.sival_int,
+                    .ssi_ptr = (uintptr_t)info.si_value.sival_ptr,
+                }))
                 ckpt_request(0);
             continue;
         }
@@ -190,7 +199,7 @@ void ckpt_wait_signal(int signo)
         }
         take_state_enter(TAKE_TAKING);
         struct signalfd_siginfo si;
-        if (read(signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        if (read(signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si) && !ckpt_sig_pass(&si))
             ckpt_request(0);
         take_state_leave();
     }
@@ -232,7 +241,7 @@ void ckpt_drop_requests_during(int wake_fd)
     struct signalfd_siginfo si;
     if (signal_fd >= 0)
         while (read(signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-            ;
+            ckpt_sig_pass(&si); /* a program's signal is passed on all the same */
     uint64_t stale;
     while (read(wake_fd, &stale, sizeof(stale)) > 0)
         ;

@@ -3,7 +3,9 @@
 #ifndef CRAC_CONFINE_H
 #define CRAC_CONFINE_H
 
+#include <signal.h>
 #include <stdint.h>
+#include <ucontext.h>
 
 struct crac_ctrl;
 
@@ -57,6 +59,12 @@ long emu_close(long fd);
  * refused (EBADF). */
 long emu_dup3(long oldfd, long newfd, long flags, int is_dup2);
 long emu_listen(long fd, long backlog); /* confine_listen.c */
+/* kill, tgkill or rt_sigqueueinfo of the checkpoint signal's number at another process that runs
+ * crac's loader: sent marked (peer_signal.c); -ENOSYS where it is not such a call. */
+long peer_signal_send(const struct crac_ctrl *c, long nr, long a1, long a2, long a3);
+/* The program's handler for the checkpoint signal, run on this thread as a delivery of SI would
+ * run it (the handler's mask in force, in the program's view too). */
+void confine_run_ckpt_handler(ucontext_t *uc, const siginfo_t *si);
 
 /* The fork of a split process (loader/ckpt/tree_fork.c), called on a borrowed lower TCB; NULL:
  * forks are the kernel's plain ones. Set by main before the program runs. */

@@ -512,8 +512,8 @@ static void warn_ckpt_handler(int sig)
     const char *parts[] = {"crac: warning: the program installs a handler for signal ", n,
                            ", crac's checkpoint signal: that signal from outside starts a "
                            "checkpoint and never reaches the handler (only the program's own "
-                           "kill/raise of it does); choose another with --ckpt-signal N "
-                           "(or CRAC_SIGCKPT=N)\n"};
+                           "kill/raise of it, or one from a process under crac, does); choose "
+                           "another with --ckpt-signal N (or CRAC_SIGCKPT=N)\n"};
     for (unsigned i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
         raw_syscall3(SYS_write, 2, parts[i], __builtin_strlen(parts[i]));
 }
@@ -590,8 +590,24 @@ static long emu_rt_sigprocmask(ucontext_t *uc, long how, const uint64_t *set, ui
 static inline int mask_ok(long setsize) { return setsize == 8; }
 
 /* The checkpoint signal the program sent itself, given to its own handler on this thread as a
- * delivery would: with the handler's mask in force (in the program's view too). */
+ * delivery would. */
 static void run_ckpt_handler(ucontext_t *uc, int code, const siginfo_t *queued)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    siginfo_t si;
+    __builtin_memset(&si, 0, sizeof(si));
+    if (queued)
+        __builtin_memcpy(&si, queued, sizeof(si));
+    si.si_signo = c->ckpt_sig;
+    if (!queued) {
+        si.si_code = code;
+        si.si_pid = vid_from_real(c, c->pid);
+        si.si_uid = (uid_t)raw_syscall0(SYS_getuid);
+    }
+    confine_run_ckpt_handler(uc, &si);
+}
+
+void confine_run_ckpt_handler(ucontext_t *uc, const siginfo_t *delivered)
 {
     struct crac_ctrl *c = crac_ctrl();
     int sig = c->ckpt_sig;
@@ -600,16 +616,7 @@ static void run_ckpt_handler(ucontext_t *uc, int code, const siginfo_t *queued)
         return;
     if (act.flags & SA_RESETHAND)
         c->virt_act[sig].handler = (uint64_t)SIG_DFL;
-    siginfo_t si;
-    __builtin_memset(&si, 0, sizeof(si));
-    if (queued)
-        __builtin_memcpy(&si, queued, sizeof(si));
-    si.si_signo = sig;
-    if (!queued) {
-        si.si_code = code;
-        si.si_pid = vid_from_real(c, c->pid);
-        si.si_uid = (uid_t)raw_syscall0(SYS_getuid);
-    }
+    siginfo_t si = *delivered; /* the handler's own copy, as on a signal frame */
     int32_t tid = (int32_t)raw_syscall0(SYS_gettid);
     uint64_t vsaved = vmask_get(c, tid), self = (act.flags & SA_NODEFER) ? 0 : sigbit(sig);
     vmask_set(c, tid, vsaved | ((act.mask | self) & c->reserved_sigs));
@@ -947,6 +954,11 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
         if (queued && from_user(&copy, queued, sizeof(copy)) != 0)
             return -EFAULT;
         return self_ckpt_signal(uc, nr == SYS_kill ? SI_USER : SI_TKILL, queued ? &copy : 0);
+    }
+    if (nr == SYS_kill || nr == SYS_tgkill || nr == SYS_rt_sigqueueinfo) {
+        long r = peer_signal_send(c, nr, a1, a2, a3);
+        if (r != -ENOSYS)
+            return r;
     }
     switch (nr) {
     case SYS_getppid: {

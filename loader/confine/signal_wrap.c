@@ -147,3 +147,54 @@ long sigwrap_rt_sigaction(long sig, const struct crac_ksigaction *act, struct cr
         raw_unlock(&t->lock);
     return r;
 }
+
+/* Bytes of the syscall instruction, as read at an interrupted rip. */
+#define SYSCALL_INSN 0x050f
+
+/* The checkpoint signal's number from another crac process's program, passed on to this thread
+ * as CRAC_SIG_SUSPEND (loader/ckpt/ckpt_sig_pass.c): the program's handler runs here, with the
+ * upper fs, as the kernel would have run it. The carrier has SA_RESTART; a handler without it
+ * gets the EINTR the kernel would have given the program's own interrupted syscall. */
+void sigwrap_deliver_peer_signal(void *info, void *ucv)
+{
+    const siginfo_t *carrier = info;
+    ucontext_t *uc = ucv;
+    struct crac_ctrl *c = crac_ctrl();
+    int sig = c->ckpt_sig;
+    uint64_t bit = 1UL << (sig - 1);
+    int32_t tid = (int32_t)raw_syscall0(SYS_gettid);
+    uint64_t cur = current_fs(), upper = 0;
+    if (!in_w(cur))
+        upper = shadow_pool_owner(cur, tid);
+    if ((vmask_get(c, tid) & bit) || (!in_w(cur) && !upper)) {
+        /* Blocked in the program's view since the manager chose this thread, or not one of
+         * the program's threads: pending, given when the program unblocks it. */
+        __atomic_or_fetch(&c->virt_pending, bit, __ATOMIC_ACQ_REL);
+        return;
+    }
+    siginfo_t si;
+    __builtin_memset(&si, 0, sizeof(si));
+    int kind = carrier->si_errno & 0xff;
+    si.si_signo = sig;
+    si.si_code = kind == CRAC_PEER_KILL ? SI_USER : kind == CRAC_PEER_TGKILL ? SI_TKILL : SI_QUEUE;
+    int32_t from = carrier->si_pid;
+    si.si_pid = c->vppid && from == c->real_ppid ? c->vppid : vid_from_real(c, from);
+    si.si_uid = carrier->si_uid;
+    if (kind == CRAC_PEER_QUEUE)
+        si.si_value = carrier->si_value;
+    greg_t *g = uc->uc_mcontext.gregs;
+    if (upper) {
+        set_fs(upper);
+    } else {
+        vdso_proxy_rollback(uc);
+        uint64_t rip = (uint64_t)g[REG_RIP];
+        if (!(c->virt_act[sig].flags & SA_RESTART) && in_w(rip) &&
+            *(const uint16_t *)rip == SYSCALL_INSN) {
+            g[REG_RAX] = -EINTR; /* the kernel had set it up to run again */
+            g[REG_RIP] = (greg_t)(rip + 2);
+        }
+    }
+    confine_run_ckpt_handler(uc, &si);
+    if (upper)
+        set_fs(cur);
+}

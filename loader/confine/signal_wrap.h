@@ -10,5 +10,9 @@
  * action. TLS-free; returns 0 or -errno. */
 long sigwrap_rt_sigaction(long sig, const struct crac_ksigaction *act,
                           struct crac_ksigaction *oact);
+/* The checkpoint signal's number another crac process's program sent, brought to this thread by
+ * the CRAC_SIG_SUSPEND carrier INFO (void *: the lower-half API's type): its program's handler
+ * runs here. TLS-free. */
+void sigwrap_deliver_peer_signal(void *info, void *uc);
 
 #endif

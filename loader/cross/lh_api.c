@@ -7,6 +7,7 @@
 
 #include "ckpt.h"
 #include "confine.h"
+#include "signal_wrap.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -97,5 +98,6 @@ const struct crac_lh_api *lh_api_table(const struct crac_backend_info *backend, 
     table.return_tcb = shadow_pool_return;
     table.hwcap_fsgsbase = fsgsbase;
     table.backend = backend_name;
+    table.deliver_peer_signal = sigwrap_deliver_peer_signal;
     return &table;
 }

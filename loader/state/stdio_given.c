@@ -1,21 +1,28 @@
 /* stdio_given.c — which files the invocation (the shell that ran `crac launch` or `crac restart`)
  * gave the process as fds 0-2, so a checkpoint tells them from files the program put there itself
- * (`sort -o FILE`, freopen, a shell's `2>/dev/null` before it runs a command): those are the
+ * (`sort -o FILE`, freopen, a shell's `2>/dev/null` before it runs a command, a socketpair end): those are the
  * program's and come back by path (docs/DECISIONS.md "A program's own stdio redirection"). */
 #include "fds.h"
 
 #include <stdio.h>
 #include <sys/stat.h>
 
+/* What the notes tell apart: files, devices and sockets (a socketpair end rsync's forked child
+ * puts on its stdin and stdout, a service's journal socket as the invocation's stdout). */
+static int stdio_noted_kind(mode_t mode)
+{
+    return S_ISREG(mode) || S_ISCHR(mode) || S_ISSOCK(mode);
+}
+
 static struct {
-    uint64_t dev, ino; /* 0, 0: neither a regular file nor a character device, or closed */
+    uint64_t dev, ino; /* 0, 0: not a regular file, character device or socket, or closed */
 } given[3];
 
 void stdio_given_note(void)
 {
     for (int fd = 0; fd < 3; fd++) {
         struct stat st;
-        int kept = fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode));
+        int kept = fstat(fd, &st) == 0 && stdio_noted_kind(st.st_mode);
         given[fd].dev = kept ? (uint64_t)st.st_dev : 0;
         given[fd].ino = kept ? (uint64_t)st.st_ino : 0;
     }
@@ -45,6 +52,6 @@ int stdio_given_format(char *buf, size_t len)
 
 int stdio_given_is(int fd, const struct stat *st)
 {
-    return fd >= 0 && fd < 3 && (S_ISREG(st->st_mode) || S_ISCHR(st->st_mode)) && given[fd].ino &&
+    return fd >= 0 && fd < 3 && stdio_noted_kind(st->st_mode) && given[fd].ino &&
            given[fd].dev == (uint64_t)st->st_dev && given[fd].ino == (uint64_t)st->st_ino;
 }
