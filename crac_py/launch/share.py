@@ -11,6 +11,7 @@ import errno
 import fcntl
 import mmap
 import os
+import re
 import socket
 import stat
 import struct
@@ -464,12 +465,21 @@ def _make(o: Obj, listening: dict[tuple[int, int], socket.socket]) -> dict[Any, 
 def _is_shared_object(r: dict[str, Any]) -> bool:
     """ANON_SHARED with an identity (MAP_SHARED anonymous memory kept across fork, an unlinked
     POSIX shm object or semaphore), or a file in memory mapped shared (a named one in /dev/shm:
-    multiprocessing's semaphores under the spawn and forkserver start methods)."""
-    if r["flags"] & _OUTSIDE_W:
+    multiprocessing's semaphores under the spawn and forkserver start methods). Not a SysV
+    segment with a key: each process's restart attaches the segment of that key again
+    (loader/restart/restart_memory.c), so it stays one SysV segment (PostgreSQL's shmdt of it
+    failed on a memfd); one without a key (IPC_PRIVATE) can only be shared as a memfd."""
+    if r["flags"] & _OUTSIDE_W or _sysv_key(r["path"]):
         return False
     if r["kind"] == _ANON_SHARED:
         return bool(r["ino"])
     return r["kind"] == _FILE_SHARED and bool(r["flags"] & fmt.REGION_SHMEM_FILE)
+
+
+def _sysv_key(path: str) -> int:
+    """The key of a SysV segment's region ("/SYSV<key> (deleted)" in /proc/PID/maps), else 0."""
+    m = re.match(r"/SYSV([0-9a-f]{8})", path)
+    return int(m.group(1), 16) if m else 0
 
 
 def _shared_memory(members: list[tuple[Path, int]]) -> dict[tuple[int, int], list[Any]]:

@@ -380,6 +380,7 @@ static void shared_objects_close(void)
 static struct sysv_obj {
     uint64_t dev, ino;
     int id, private_key;
+    int existed; /* the key's segment was there already (the killed job's): emptied before the fill */
 } sysv_objs[MAX_SHARED];
 static int n_sysv;
 
@@ -397,11 +398,23 @@ static int sysv_segment(const struct restart_image *img, const struct crac_regio
     if (n_sysv == MAX_SHARED)
         return -1;
     uint64_t size = shared_object_size(img, r);
-    int id = shmget(key ? (key_t)key : IPC_PRIVATE, size, IPC_CREAT | 0600);
+    int id = shmget(key ? (key_t)key : IPC_PRIVATE, size, IPC_CREAT | IPC_EXCL | 0600), existed = 0;
+    if (id < 0 && errno == EEXIST) {
+        id = shmget((key_t)key, 0, 0600); /* any size: the kernel's may be under a page */
+        existed = 1;
+    }
     if (id < 0)
         return -1;
-    sysv_objs[n_sysv++] = (struct sysv_obj){r->dev, r->ino, id, key == 0};
+    sysv_objs[n_sysv++] = (struct sysv_obj){r->dev, r->ino, id, key == 0, existed};
     return id;
+}
+
+static int sysv_existed(int id)
+{
+    for (int i = 0; i < n_sysv; i++)
+        if (sysv_objs[i].id == id)
+            return sysv_objs[i].existed;
+    return 0;
 }
 
 static void sysv_done(void)
@@ -473,6 +486,10 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
                            : shmat(id, (void *)r->start,
                                    SHM_REMAP |
                                        ((r->prot & PROT_WRITE) || r->core_offset ? 0 : SHM_RDONLY));
+            /* What the killed job left in pages the checkpoint found empty (not saved) goes:
+             * the fill puts back the others. */
+            if (at == (void *)r->start && fill && sysv_existed(id))
+                madvise(at, len, MADV_REMOVE);
             if (at == (void *)r->start)
                 goto mapped;
         }

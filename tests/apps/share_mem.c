@@ -4,8 +4,9 @@
    Each step the parent writes k, posts `req`, waits on `rep` and checks that the child wrote k*k
    into slot k of the shm object (and every earlier slot still holds its square); it prints `TAG
    step N`, then after the child's exit status 0 `TAG DONE checksum=... steps=STEPS`
-   (ckpt_counter's checksum). A checkpoint usually finds the child blocked on `req` and the
-   parent asleep. Exits non-zero on a mismatch. */
+   (ckpt_counter's checksum). The child also writes k into a SysV segment with a key, as
+   PostgreSQL's, which both detach (shmdt) at the end, and the parent removes. A checkpoint
+   usually finds the child blocked on `req` and the parent asleep. Exits non-zero on a mismatch. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ipc.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +60,13 @@ int main(int argc, char **argv)
     shm_unlink(name);
     if (sem_init(&c->req, 1, 0) != 0 || sem_init(&c->rep, 1, 0) != 0)
         fail("sem_init: %s", strerror(errno));
+    int seg = -1;
+    for (key_t key = 0x53480000 | (key_t)(getpid() & 0xffff); seg < 0; key += 0x10000)
+        if ((seg = shmget(key, 64, IPC_CREAT | IPC_EXCL | 0600)) < 0 && errno != EEXIST)
+            fail("shmget: %s", strerror(errno));
+    volatile long *last = shmat(seg, NULL, 0);
+    if (last == (void *)-1)
+        fail("shmat: %s", strerror(errno));
     fflush(stdout);
     pid_t kid = fork();
     if (kid < 0)
@@ -66,8 +76,9 @@ int main(int argc, char **argv)
             sem_wait_all(&c->req);
             long k = c->value;
             if (k < 0)
-                _exit(0);
+                _exit(shmdt((void *)last) == 0 ? 0 : 3);
             sq[k] = k * k;
+            *last = k;
             sem_post(&c->rep);
         }
     }
@@ -79,6 +90,8 @@ int main(int argc, char **argv)
         for (long j = 1; j <= k; j++)
             if (sq[j] != j * j)
                 fail("slot %ld holds %ld at step %ld", j, sq[j], k);
+        if (*last != k)
+            fail("the SysV segment holds %ld at step %ld", *last, k);
         h = ckpt_fnv(h, (uint64_t)k);
         tag_step_line(tag, k);
         ckpt_sleep_ms(ms);
@@ -86,5 +99,7 @@ int main(int argc, char **argv)
     c->value = -1;
     sem_post(&c->req);
     reap_ok(kid, "child");
+    if (shmdt((void *)last) != 0 || shmctl(seg, IPC_RMID, NULL) != 0)
+        fail("shmdt/IPC_RMID of the SysV segment: %s", strerror(errno));
     return tag_done_line(tag, h, steps);
 }
