@@ -54,6 +54,32 @@ static inline void raw_memcpy(void *dst, const void *src, unsigned long n)
     __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
 }
 
+/* The decimal digits of v >= 0 at buf, NUL-terminated; returns how many. */
+static inline int raw_put_uint(char *buf, int32_t v)
+{
+    char digits[12];
+    int n = 0, k = 0;
+    do
+        digits[n++] = (char)('0' + v % 10);
+    while ((v /= 10) > 0);
+    while (n)
+        buf[k++] = digits[--n];
+    buf[k] = '\0';
+    return k;
+}
+
+/* "/proc/<pid><tail>" into buf, which holds 24 bytes more than tail. */
+static inline void raw_proc_path(char *buf, int32_t pid, const char *tail)
+{
+    int k = 0;
+    for (const char *h = "/proc/"; *h; h++)
+        buf[k++] = *h;
+    k += raw_put_uint(buf + k, pid);
+    while (*tail)
+        buf[k++] = *tail++;
+    buf[k] = '\0';
+}
+
 /* The same for ranges that may overlap: backwards (the direction flag set) when dst is above. */
 static inline void raw_memmove(void *dst, const void *src, unsigned long n)
 {

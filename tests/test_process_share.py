@@ -55,6 +55,8 @@ CASES = [
     ("share_readers", "pipe"),  # a pipe two processes read whose writing end nobody holds
     # a parent's SIGUSR2 (the checkpoint signal's number) to its child's handler, not a checkpoint
     ("share_signal", "usr2"),
+    # siblings signalled by the pids the program knows, by a restarted one and by new children
+    ("share_siblings", "kill"),
 ]
 
 

@@ -75,6 +75,8 @@ class CoordConfig:
 
 
 MAX_MPI_SIZE = 1 << 20  # as the loader bounds it (loader/ckpt/coord_client.c)
+# The pids a `go` carries: its line stays under the loader's 64 KiB (loader/ckpt/coord_client.c).
+MAX_MOVED_PIDS = 2048
 
 
 class Abandon(Exception):
@@ -473,12 +475,24 @@ class Coordinator:
             peer.send({"type": "error", "error": f"unknown message type {kind!r}"})
 
     def _let_go(self, peers: list[Any]) -> None:
-        """The restore barrier opened for PEERS (restore_gate.py)."""
+        """The restore barrier opened for PEERS (restore_gate.py). Each gets the pids the job's
+        processes on its host had (vpid) and have now: a restarted process signals a sibling or
+        cousin by the pid it knew (PostgreSQL's backends, by the pids in its shared memory)."""
         for p in peers:
-            p.send({"type": "go"})
+            p.send({"type": "go", "pids": self._moved_pids(p.host)})
         if len(peers) > 1:
             self.log(f"{len(peers)} restarted processes are back; they go on")
         self._wake.set()  # a checkpoint may wait for the barrier
+
+    def _moved_pids(self, host: str) -> list[list[int]]:
+        """[vpid, pid] of the processes on HOST whose pid is not the one they knew; a vpid two of
+        them claim (processes from two hosts restarted on one) is left out: it names neither."""
+        moved: dict[int, int | None] = {}
+        for q in self.peers.values():
+            if q.host == host and q.vpid != q.pid:
+                moved[q.vpid] = None if q.vpid in moved else q.pid
+        pairs = [[v, r] for v, r in sorted(moved.items()) if r is not None]
+        return pairs[:MAX_MOVED_PIDS]
 
     def _fail_restart(self, why: str) -> None:
         """A process of the restart failed: the others stop rather than run without it."""

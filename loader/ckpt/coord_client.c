@@ -2,6 +2,7 @@
  * requests, and the barriers between the phases of a job-wide checkpoint. Runs on the manager
  * thread (lower half, ordinary libc). */
 #include "coord_client.h"
+#include "tree.h"
 
 #include "ckpt.h"
 
@@ -393,6 +394,8 @@ void coord_serve(int fd, int wake_fd)
         } else if (is_type(line, "go") || is_type(line, "error")) {
             /* error: a coordinator of a crac without the restore barrier did not know
              * "restored" (the only message a worker sends outside a checkpoint that it answers) */
+            if (is_type(line, "go") && restore_said)
+                tree_restart_job_pids(line); /* before any program thread runs */
             open_restore_gate();
         } else if (is_type(line, "kill")) {
             kill(getpid(), SIGKILL);

@@ -26,6 +26,10 @@ int tree_restart_parent(const char *vpid);
 /* After the ids of the image are mapped (restart_threads.c): add the children's and the
  * parent's. */
 void tree_restart_remap(void);
+/* The coordinator's `go` after a restart: "pids":[[vpid,pid],...] of the job's processes on this
+ * host whose pid changed, added to the id map (a sibling or cousin signalled by the pid the
+ * program knew). Ids already mapped and this process's own are left as they are. */
+void tree_restart_job_pids(const char *go_line);
 /* getppid() as the program sees it (for the manifest). */
 int32_t tree_program_ppid(void);
 

@@ -194,6 +194,27 @@ int tree_restart_parent(const char *vpid)
     return 0;
 }
 
+void tree_restart_job_pids(const char *go_line)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    const char *p = strstr(go_line, "\"pids\"");
+    p = p ? strchr(p, '[') : NULL;
+    if (!p)
+        return; /* a coordinator from before the map */
+    int32_t virt, real;
+    int n = 0;
+    uint32_t count = c->n_vids;
+    while (count < CRAC_MAX_VIDS && (p = strchr(p + 1, '[')) &&
+           sscanf(p, "[%d , %d ]%n", &virt, &real, &n) == 2 && n > 0) {
+        int own = virt == (c->vpid ? c->vpid : c->pid);
+        if (virt > 0 && real > 0 && !own && vid_to_real(c, virt) == virt)
+            c->vids[count++] = (struct crac_vid){virt, real};
+        p += n - 1;
+        n = 0;
+    }
+    __atomic_store_n(&c->n_vids, count, __ATOMIC_RELEASE);
+}
+
 void tree_restart_remap(void)
 {
     struct crac_ctrl *c = crac_ctrl();

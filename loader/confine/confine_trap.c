@@ -500,12 +500,12 @@ static inline int is_handler(uint64_t h)
     return h != (uint64_t)SIG_DFL && h != (uint64_t)SIG_IGN;
 }
 
-/* Once per process: the program's handler for the checkpoint signal gets only what the program
- * sends itself; DMTCP users know to move the checkpoint signal (docs/DECISIONS.md). */
+/* Once per process and its descendants, restarted or not: the program's handler for the
+ * checkpoint signal gets only what processes under crac send; DMTCP users know to move the
+ * checkpoint signal (docs/DECISIONS.md). */
 static void warn_ckpt_handler(int sig)
 {
-    static int32_t warned;
-    if (__atomic_exchange_n(&warned, 1, __ATOMIC_ACQ_REL))
+    if (__atomic_exchange_n(&crac_ctrl()->ckpt_handler_warned, 1, __ATOMIC_ACQ_REL))
         return;
     char num[4] = {(char)('0' + sig / 10), (char)('0' + sig % 10), 0, 0};
     const char *n = sig < 10 ? num + 1 : num;
@@ -866,6 +866,35 @@ static int tree_vforkable(long nr, long flags)
                                !(flags & ~(TREE_CLONE_FLAGS | VFORK_FLAGS | 0xffL)));
 }
 
+static int path_exists(const char *path)
+{
+    struct stat st;
+    return raw_syscall4(SYS_newfstatat, AT_FDCWD, (long)path, (long)&st, 0) == 0;
+}
+
+/* In a child just forked (c->pid its own, c->real_ppid its parent): of the parent's id map it
+ * keeps the processes', so after a restart it signals a sibling by the pid its parent knew (a
+ * PostgreSQL backend its checkpointer), and drops the parent's other threads' and the ids of
+ * processes gone, whose numbers its own threads and children may get. Its parent is mapped too. */
+static void keep_process_ids(struct crac_ctrl *c)
+{
+    int32_t parent = c->real_ppid;
+    char task[64], alive[32];
+    raw_proc_path(task, parent, "/task/");
+    int at = (int)__builtin_strlen(task);
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < c->n_vids; k++) {
+        int32_t real = c->vids[k].real;
+        raw_put_uint(task + at, real);
+        raw_proc_path(alive, real, "");
+        if ((real == parent || !path_exists(task)) && path_exists(alive))
+            c->vids[kept++] = c->vids[k];
+    }
+    c->n_vids = kept;
+    if (c->vppid != parent && vid_to_real(c, c->vppid) == c->vppid && kept < CRAC_MAX_VIDS)
+        c->vids[c->n_vids++] = (struct crac_vid){c->vppid, parent};
+}
+
 /* fork and fork-like clone, done with the allocator lock held so the child never inherits it
  * locked. The child returns through this handler's frame on its copy of the stack. */
 static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid, long ctid,
@@ -898,7 +927,7 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         c->lock = 0;
         c->vpid = 0;         /* a new process: its ids are the kernel's */
         c->virt_pending = 0; /* a child starts with no pending signals */
-        c->n_vids = 0;
+        keep_process_ids(c);
         c->cpu_offset_ns = 0; /* its CPU time starts at 0 */
         c->n_tcpu = 0;
         vmask_set(c, c->pid, vmask_get(c, forking_tid)); /* the child's only thread inherits */

@@ -15,31 +15,12 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-/* "/proc/<pid>/exe" into buf (at least 32 bytes). */
-static void exe_path(char *buf, int32_t pid)
-{
-    static const char head[] = "/proc/";
-    char digits[12];
-    int n = 0;
-    do
-        digits[n++] = (char)('0' + pid % 10);
-    while ((pid /= 10) > 0);
-    int k = 0;
-    for (const char *h = head; *h; h++)
-        buf[k++] = *h;
-    while (n)
-        buf[k++] = digits[--n];
-    for (const char *t = "/exe"; *t; t++)
-        buf[k++] = *t;
-    buf[k] = '\0';
-}
-
 /* Does process PID (the kernel's id) run the loader this process runs? */
 static int runs_our_loader(int32_t pid)
 {
     char path[32];
     struct stat theirs, ours;
-    exe_path(path, pid);
+    raw_proc_path(path, pid, "/exe");
     if (raw_syscall4(SYS_newfstatat, AT_FDCWD, (long)path, (long)&theirs, 0) != 0 ||
         raw_syscall4(SYS_newfstatat, AT_FDCWD, (long)"/proc/self/exe", (long)&ours, 0) != 0)
         return 0;

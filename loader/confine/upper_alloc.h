@@ -66,6 +66,9 @@ struct crac_ctrl {
     uint64_t brk_mapped;    /* end of the read-write part of the brk range */
     uint64_t reserved_sigs; /* bit (sig-1) set: signals the program cannot take or block */
     int32_t ckpt_sig;
+    /* 1 once the program was told its handler for ckpt_sig gets only some of them (kept across
+     * forks and restarts: said once per job lineage, not by each restarted process's children). */
+    int32_t ckpt_handler_warned;
     uint32_t n_extras;
     struct crac_range extras[CRAC_MAX_EXTRAS]; /* MAP_FIXED mappings the program made outside W */
     uint32_t n_shm;
@@ -77,7 +80,7 @@ struct crac_ctrl {
     struct crac_vmask vmask[CRAC_MAX_VMASK]; /* open addressing by real tid */
     int32_t vpid; /* the pid the program knows; 0 until a restart makes it differ */
     uint32_t n_vids;
-    struct crac_vid vids[CRAC_MAX_VIDS]; /* thread ids that differ from the kernel's */
+    struct crac_vid vids[CRAC_MAX_VIDS]; /* thread and process ids that differ from the kernel's */
     int64_t cpu_offset_ns; /* added to the process CPU time the program reads: it goes on where */
     int64_t cpu_ckpt_ns;   /* it stood at the last checkpoint (the program's value then) */
     uint32_t n_tcpu;
