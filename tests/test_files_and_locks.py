@@ -189,9 +189,7 @@ def test_shell_redirect_to_dev_null_stays_silent_after_a_restart(tmp_path):
     """A shell's `f 2>/dev/null` (dash puts /dev/null on its own fd 2 for the function) is the
     program's redirection, not the invocation's stderr: restarted mid-function, the noise still
     goes to /dev/null. Before, fds 0-2 that were not regular files became the restart's own, and
-    the silenced messages (a tree's `cmd >/dev/null` output too) came out of the restart. (A
-    shell's copies of its stdio at fds 10 and up, saved around a redirection, come back as the
-    launch's files: not this test's.)"""
+    the silenced messages (a tree's `cmd >/dev/null` output too) came out of the restart."""
     sh = shutil.which("dash") or shutil.which("sh")
     assert sh is not None
     script = SILENCED.format(n=200 * 400)
@@ -208,6 +206,38 @@ def test_shell_redirect_to_dev_null_stays_silent_after_a_restart(tmp_path):
     assert res.returncode == 0, describe(res)
     assert res.stdout.endswith(b"step 399\nDONE\n"), describe(res)
     assert b"nonexistent" not in res.stderr, describe(res)
+
+
+# A script that keeps its stdout on fd 3 and sends its commands' output to a log.
+KEEPING = (
+    'exec 3>&1 1>prog.log; i=0; while [ "$i" -lt {n} ]; do echo "log $i";'
+    ' [ $((i % 200)) -eq 0 ] && echo "step $((i / 200))" >&3; i=$((i + 1)); done; echo DONE >&3'
+)
+
+
+def test_shell_copy_of_its_stdout_writes_to_the_restarts_stdout(tmp_path):
+    """`exec 3>&1 1>prog.log`: fd 3 is a copy of the invocation's stdout, fd 1 the program's own
+    log. After a restart fd 3 is the restart's stdout (it was the launch's output file reopened
+    by path, so the restart's output went to the first run's file), and the log goes on where
+    the checkpoint left it."""
+    sh = shutil.which("dash") or shutil.which("sh")
+    assert sh is not None
+    steps = 300
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    proc = launch(sh, ["-c", KEEPING.format(n=200 * steps)], ckptdir, out_dir=logs, cwd=tmp_path)
+    try:
+        wait_for_step(proc, 5)
+        gen = checkpoint(proc, ckptdir)
+        kill9(proc)
+    finally:
+        proc.stop()
+    first_run = proc.stdout_text()
+    res = run_restart(gen, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, describe(res)
+    assert res.stdout.endswith(f"step {steps - 1}\nDONE\n".encode()), describe(res)
+    assert proc.stdout_text() == first_run, "the restart wrote into the launch's output file"
+    log = (tmp_path / "prog.log").read_text().splitlines()
+    assert log == [f"log {i}" for i in range(200 * steps)], "the log is not the whole run's"
 
 
 # dash moves its stdout aside and back around every `echo ... >&2` (dup2 onto fd 1).

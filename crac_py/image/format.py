@@ -332,6 +332,9 @@ ENUMS: tuple[Enum, ...] = (
          "named pipe, opened again by path; its bytes in files/pipe-<ino> like a pipe's"),
         ("CRAC_FD_PIDFD", 17, "pidfd",
          "the pid the program knew and its start time in files/pidfd-<fd>, opened again on it"),
+        ("CRAC_FD_STDIO_COPY", 18, "stdio copy",
+         "a descriptor above 2 on the invocation's own stdin, stdout or stderr (`exec 3>&1`): "
+         "the restart's own; `size_at_ckpt` says which (0-2)"),
     )),
     Enum("crac_dev_kind", "crac_dev_record.kind", (
         ("CRAC_DEV_DEVICE", 1, "device", "device memory (cudaMalloc)"),

@@ -21,10 +21,10 @@
 /* Checkpoint: recognised in this order (the first that says yes); a pty pair is regrouped from
  * character devices afterwards. Restart: looked up by the record's kind. */
 static const struct fd_ops *const fd_kinds[] = {
-    &fd_stdio_ops,     &fd_mqueue_ops,  &fd_regular_ops, &fd_dir_ops,
-    &fd_chardev_ops,   &fd_pipe_ops,    &fd_eventfd_ops, &fd_pty_master_ops,
-    &fd_pty_slave_ops, &fd_socket_ops,  &fd_timerfd_ops, &fd_signalfd_ops,
-    &fd_epoll_ops,     &fd_inotify_ops, &fd_fifo_ops,    &fd_pidfd_ops,
+    &fd_stdio_ops,   &fd_stdio_copy_ops, &fd_mqueue_ops,   &fd_regular_ops,    &fd_dir_ops,
+    &fd_chardev_ops, &fd_pipe_ops,       &fd_eventfd_ops,  &fd_pty_master_ops, &fd_pty_slave_ops,
+    &fd_socket_ops,  &fd_timerfd_ops,    &fd_signalfd_ops, &fd_epoll_ops,      &fd_inotify_ops,
+    &fd_fifo_ops,    &fd_pidfd_ops,
 };
 #define N_FD_KINDS (sizeof(fd_kinds) / sizeof(fd_kinds[0]))
 
@@ -353,7 +353,7 @@ int fds_hold(const struct state_restore *r, const void *note, size_t len)
         setrlimit(RLIMIT_NOFILE, &nofile);
     }
     /* Move the core file out of the way, then occupy every number the program used. */
-    int moved = fcntl(img->core_fd, F_DUPFD_CLOEXEC, max_fd + 1);
+    int moved = fcntl(img->core_fd, F_DUPFD_CLOEXEC, max_fd + 1), copies = 0;
     if (moved < 0) {
         snprintf(r->err, r->errlen, "cannot hold file descriptor numbers up to %d: %s", max_fd,
                  strerror(errno));
@@ -361,6 +361,13 @@ int fds_hold(const struct state_restore *r, const void *note, size_t len)
     }
     close(img->core_fd);
     img->core_fd = moved;
+    off = 0;
+    while (fd_next(note, len, &off, &v) > 0)
+        copies |= v.rec.kind == CRAC_FD_STDIO_COPY;
+    if (copies && stdio_given_keep(max_fd + 1) != 0) {
+        snprintf(r->err, r->errlen, "cannot keep the restart's stdio: %s", strerror(errno));
+        return -1;
+    }
     off = 0;
     while (fd_next(note, len, &off, &v) > 0) {
         if (v.rec.fd <= 2)
@@ -487,6 +494,47 @@ static int stdio_reopen(const struct fd_restore *r, const struct fd_view *v)
 const struct fd_ops fd_stdio_ops = {
     .kind = CRAC_FD_STDIO, .name = "stdio", .recognise = stdio_recognise, .reopen = stdio_reopen};
 
+/* A descriptor above 2 on the invocation's own stdin, stdout or stderr: a shell script's
+ * `exec 3>&1 1>log` keeps the terminal or the batch job's output on 3 while its commands write
+ * to the log. At restart it is a copy of the restart's own one, not the launch's file reopened
+ * by path (its output went to the first run's file, or to a terminal long gone). */
+static int stdio_copy_recognise(int fd, const struct fd_entry *e, const struct stat *st)
+{
+    /* /dev/null the program opened itself is /dev/null again, whatever the restart's stdin. */
+    if (S_ISCHR(st->st_mode) && fd_chardev_holds_nothing(e->path))
+        return 0;
+    return fd > 2 && stdio_given_which(st) >= 0;
+}
+
+static int stdio_copy_save(struct fd_entry *e, const struct fd_entry *all, int n,
+                           const char *files_dir)
+{
+    (void)all, (void)n, (void)files_dir;
+    struct stat st;
+    if (fstat(e->rec.fd, &st) != 0)
+        return -1;
+    e->rec.size_at_ckpt = (uint64_t)stdio_given_which(&st);
+    return 0;
+}
+
+/* Only the close-on-exec flag is its own: the open file's flags are the restart's stdio's. */
+static int stdio_copy_reopen(const struct fd_restore *r, const struct fd_view *v)
+{
+    (void)r;
+    int fd = stdio_given_dup((int)v->rec.size_at_ckpt);
+    if (fd < 0 || (fd != v->rec.fd && dup2(fd, v->rec.fd) < 0))
+        return -1;
+    if (fd != v->rec.fd)
+        close(fd);
+    return fcntl(v->rec.fd, F_SETFD, (v->rec.open_flags & O_CLOEXEC) ? FD_CLOEXEC : 0) < 0 ? -1 : 0;
+}
+
+const struct fd_ops fd_stdio_copy_ops = {.kind = CRAC_FD_STDIO_COPY,
+                                         .name = "stdio copy",
+                                         .recognise = stdio_copy_recognise,
+                                         .save = stdio_copy_save,
+                                         .reopen = stdio_copy_reopen};
+
 /* What none of the others is (sockets, epoll, signalfd, ...): /dev/null with a warning. */
 static int unsupported_reopen(const struct fd_restore *r, const struct fd_view *v)
 {
@@ -540,5 +588,6 @@ int fds_restore(const struct state_restore *r, const void *note, size_t len)
         }
     }
     fd_shared_release();
+    stdio_given_release();
     return 0;
 }

@@ -15,13 +15,20 @@
 
 #define FDS_MAX 4096 /* the program's fds a checkpoint records, at most */
 
-/* stdio_given.c: the regular files and character devices the invocation gave as fds 0-2, noted
+/* stdio_given.c: the regular files, character devices and sockets the invocation gave as fds 0-2, noted
  * at loader start (launch, restart) or passed on by an exec'ing loader (--exec-stdio, "DEV:INO"
  * x3 in hex, 0:0 for none). */
 void stdio_given_note(void);
 int stdio_given_parse(const char *v);              /* 0, or -1 if malformed */
 int stdio_given_format(char *buf, size_t len);     /* for --exec-stdio; 0, or -1 if too long */
 int stdio_given_is(int fd, const struct stat *st); /* fd 0-2 holds the invocation's own file */
+/* Which of the invocation's fds 0-2 (1, then 2, then 0) is the file ST is, or -1. */
+int stdio_given_which(const struct stat *st);
+/* Restart: the restart's own fds 0-2 kept above MIN before the program's replace them, a new
+ * descriptor on one of them (/dev/null if it was closed), and the kept ones closed. */
+int stdio_given_keep(int min);
+int stdio_given_dup(int n);
+void stdio_given_release(void);
 
 /* One fd at checkpoint. */
 struct fd_entry {
@@ -69,21 +76,21 @@ struct fd_ops {
     int (*finish)(const struct fd_restore *r, const struct fd_view *v);
 };
 
-extern const struct fd_ops fd_stdio_ops, fd_unsupported_ops;    /* fds.c */
-extern const struct fd_ops fd_regular_ops;                      /* fd_regular.c */
-extern const struct fd_ops fd_dir_ops;                          /* fd_dir.c */
-extern const struct fd_ops fd_chardev_ops;                      /* fd_chardev.c */
-extern const struct fd_ops fd_pipe_ops;                         /* fd_pipe.c */
-extern const struct fd_ops fd_eventfd_ops;                      /* fd_eventfd.c */
-extern const struct fd_ops fd_pty_master_ops, fd_pty_slave_ops; /* fd_pty.c */
-extern const struct fd_ops fd_mqueue_ops;                       /* fd_mqueue.c */
-extern const struct fd_ops fd_timerfd_ops;                      /* fd_timerfd.c */
-extern const struct fd_ops fd_signalfd_ops;                     /* fd_signalfd.c */
-extern const struct fd_ops fd_epoll_ops;                        /* fd_epoll.c */
-extern const struct fd_ops fd_inotify_ops;                      /* fd_inotify.c */
-extern const struct fd_ops fd_socket_ops;                       /* fd_socket.c */
-extern const struct fd_ops fd_fifo_ops;                         /* fd_pipe.c */
-extern const struct fd_ops fd_pidfd_ops;                        /* fd_pidfd.c */
+extern const struct fd_ops fd_stdio_ops, fd_stdio_copy_ops, fd_unsupported_ops; /* fds.c */
+extern const struct fd_ops fd_regular_ops;                                      /* fd_regular.c */
+extern const struct fd_ops fd_dir_ops;                                          /* fd_dir.c */
+extern const struct fd_ops fd_chardev_ops;                                      /* fd_chardev.c */
+extern const struct fd_ops fd_pipe_ops;                                         /* fd_pipe.c */
+extern const struct fd_ops fd_eventfd_ops;                                      /* fd_eventfd.c */
+extern const struct fd_ops fd_pty_master_ops, fd_pty_slave_ops;                 /* fd_pty.c */
+extern const struct fd_ops fd_mqueue_ops;                                       /* fd_mqueue.c */
+extern const struct fd_ops fd_timerfd_ops;                                      /* fd_timerfd.c */
+extern const struct fd_ops fd_signalfd_ops;                                     /* fd_signalfd.c */
+extern const struct fd_ops fd_epoll_ops;                                        /* fd_epoll.c */
+extern const struct fd_ops fd_inotify_ops;                                      /* fd_inotify.c */
+extern const struct fd_ops fd_socket_ops;                                       /* fd_socket.c */
+extern const struct fd_ops fd_fifo_ops;                                         /* fd_pipe.c */
+extern const struct fd_ops fd_pidfd_ops;                                        /* fd_pidfd.c */
 
 /* Descriptors shared with other processes of a restarted tree (fd_shared.c): `--shared-fd
  * FD:HELD` (0, or -1 when malformed); the inherited descriptor for program fd FD, or -1; put it at

@@ -1,21 +1,25 @@
 /* stdio_given.c — which files the invocation (the shell that ran `crac launch` or `crac restart`)
- * gave the process as fds 0-2, so a checkpoint tells them from files the program put there itself
+ * gave the process as fds 0-2, so a checkpoint tells them from files the program put there itself,
+ * and copies of them at higher numbers (`exec 3>&1`) come back as the restart's own
  * (`sort -o FILE`, freopen, a shell's `2>/dev/null` before it runs a command, a socketpair end): those are the
  * program's and come back by path (docs/DECISIONS.md "A program's own stdio redirection"). */
 #include "fds.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-/* What the notes tell apart: files, devices and sockets (a socketpair end rsync's forked child
- * puts on its stdin and stdout, a service's journal socket as the invocation's stdout). */
+/* What the notes tell apart: files, devices, sockets (a socketpair end rsync's forked child puts
+ * on its stdin and stdout, a service's journal socket as the invocation's stdout) and pipes (the
+ * invocation's `| tee log`, kept on fd 3 by `exec 3>&1`). */
 static int stdio_noted_kind(mode_t mode)
 {
-    return S_ISREG(mode) || S_ISCHR(mode) || S_ISSOCK(mode);
+    return S_ISREG(mode) || S_ISCHR(mode) || S_ISSOCK(mode) || S_ISFIFO(mode);
 }
 
 static struct {
-    uint64_t dev, ino; /* 0, 0: not a regular file, character device or socket, or closed */
+    uint64_t dev, ino; /* 0, 0: closed, or none of stdio_noted_kind's */
 } given[3];
 
 void stdio_given_note(void)
@@ -54,4 +58,40 @@ int stdio_given_is(int fd, const struct stat *st)
 {
     return fd >= 0 && fd < 3 && stdio_noted_kind(st->st_mode) && given[fd].ino &&
            given[fd].dev == (uint64_t)st->st_dev && given[fd].ino == (uint64_t)st->st_ino;
+}
+
+int stdio_given_which(const struct stat *st)
+{
+    static const int order[] = {1, 2, 0};
+    for (int i = 0; i < 3; i++)
+        if (stdio_given_is(order[i], st))
+            return order[i];
+    return -1;
+}
+
+static int kept[3] = {-1, -1, -1};
+
+int stdio_given_keep(int min)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (kept[fd] < 0 && fcntl(fd, F_GETFD) >= 0 &&
+            (kept[fd] = fcntl(fd, F_DUPFD_CLOEXEC, min)) < 0)
+            return -1;
+    return 0;
+}
+
+int stdio_given_dup(int n)
+{
+    if (n < 0 || n > 2 || kept[n] < 0)
+        return open("/dev/null", O_RDWR | O_CLOEXEC);
+    return fcntl(kept[n], F_DUPFD_CLOEXEC, 3);
+}
+
+void stdio_given_release(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (kept[fd] >= 0) {
+            close(kept[fd]);
+            kept[fd] = -1;
+        }
 }
