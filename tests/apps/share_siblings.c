@@ -8,7 +8,6 @@
    exit status 0, `TAG DONE checksum=... steps=STEPS`. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #define PROG "share_siblings"
 #define USAGE "TAG [STEPS] [MS]"
 #include "ckpt_common.h"
+#include "signal_answer.h"
 
 static volatile sig_atomic_t received;
 
@@ -120,21 +120,7 @@ int main(int argc, char **argv)
                 _exit(kill(b, SIGUSR1) == 0 ? 0 : 3);
             reap_ok(c, "a short-lived sender");
         }
-        long got = -1;
-        for (;;) {
-            struct pollfd p = {answer[0], POLLIN, 0};
-            int n = poll(&p, 1, 500);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                fail("poll: %s", strerror(errno));
-            if (n == 1)
-                break;
-            if (write(idle[1], "w", 1) != 1) /* B may have missed it: wake it */
-                fail("write: %s", strerror(errno));
-        }
-        if (read(answer[0], &got, sizeof(got)) != (ssize_t)sizeof(got) || got != k)
-            fail("answer %ld: %ld", k, got);
+        await_answer(answer[0], idle[1], k);
         h = ckpt_fnv(h, (uint64_t)k);
         tag_step_line(tag, k);
         ckpt_sleep_ms(ms);

@@ -11,7 +11,6 @@
    outside; it has no handler for it. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +23,7 @@
 #define PROG "share_signal"
 #define USAGE "TAG [STEPS] [MS]"
 #include "ckpt_common.h"
+#include "signal_answer.h"
 
 static volatile sig_atomic_t received, bad;
 static volatile sig_atomic_t bad_code, bad_value, bad_pid;
@@ -110,24 +110,7 @@ int main(int argc, char **argv)
             if (r != 0)
                 fail("signal %ld: %s", k, strerror(errno));
         }
-        long got;
-        for (;;) {
-            struct pollfd p = {answer[0], POLLIN, 0};
-            int n = poll(&p, 1, 500);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                fail("poll: %s", strerror(errno));
-            if (n == 1)
-                break;
-            if (write(idle[1], "w", 1) != 1) /* the child may have missed it: wake it */
-                fail("write: %s", strerror(errno));
-        }
-        ssize_t r = read(answer[0], &got, sizeof(got));
-        if (r != (ssize_t)sizeof(got))
-            fail("the child's answer %ld: %s", k, r < 0 ? strerror(errno) : "end-of-file");
-        if (got != k)
-            fail("answer %ld says %ld", k, got);
+        await_answer(answer[0], idle[1], k);
         if (k == 0)
             continue;
         h = ckpt_fnv(h, (uint64_t)k);
