@@ -198,6 +198,17 @@ def test_one_open_file_behind_two_descriptors(tmp_path):
     run_cycles(Path(sys.executable), [str(program), "60", "{work}"], tmp_path, cycles=2)
 
 
+def test_removed_file_behind_a_dup_and_a_shared_mapping(tmp_path):
+    """A file with no name (tempfile.TemporaryFile) behind two descriptors and a shared mapping is
+    one file again after a restart: one offset for both descriptors, and the mapping is that
+    file's (it was made again for each descriptor, and the mapping was memory of its own)."""
+    program = APPS_DIR / "py" / "ckpt_tmpfile_mmap.py"
+    run_cycles(Path(sys.executable), [str(program), "60"], tmp_path, cycles=2)
+    for i in (1, 2):
+        err = (tmp_path / "logs" / f"restart{i}.err").read_text()
+        assert "crac: warning" not in err, err
+
+
 def test_python_selectors_and_asyncio(tmp_path):
     """The venv's python under crac: a selectors (epoll) loop over a socketpair with bytes in
     flight, and an asyncio loop (its epoll and wake-up socketpair) kept across steps."""

@@ -6,6 +6,7 @@
 #include "crac_layout.h"
 #include "crc32c.h"
 #include "crc32c_combine.h"
+#include "fds.h"
 #include "image_compress.h"
 #include "page_zero.h"
 #include "region_walk.h"
@@ -477,6 +478,21 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
                 goto shared_mapped;
             snprintf(err, errlen, "cannot map the shared region 0x%lx-0x%lx back: %s",
                      (unsigned long)r->start, (unsigned long)r->end, strerror(errno));
+            return -1;
+        }
+        /* A removed file the program also has open: the file its fds get again
+         * (fd_regular.c), so the mapping and the fds are one file; its bytes are the file's,
+         * saved with the fd (the same pages, a page cache apart). */
+        int removed = r->ino && !outside ? fd_unlinked_file(r->ino, path) : -1;
+        if (removed >= 0) {
+            void *m = mmap((void *)r->start, len, (int)r->prot, MAP_SHARED | fixed, removed,
+                           (off_t)r->file_offset);
+            if (m == (void *)r->start) {
+                fill = 0;
+                goto shared_mapped;
+            }
+            snprintf(err, errlen, "cannot map the removed file %s back at 0x%lx: %s", path,
+                     (unsigned long)r->start, strerror(errno));
             return -1;
         }
         if (r->ino && !outside) {

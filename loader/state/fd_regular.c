@@ -159,6 +159,64 @@ static int removed_copy(const char *path, const char *gen_dir, const char *saved
     return -1;
 }
 
+/* Removed files the program had open (fds_hold notes each fd's record): made again once per file,
+ * at its first use, so the fds on one (dup'd, or opened again) and the program's shared mappings
+ * of it (restart_memory.c) are one file again, not a copy each, which neither shared offsets nor
+ * saw each other's writes. Closed once the fds are back. */
+#define MAX_UNLINKED 64
+static struct unlinked_file {
+    uint64_t ino;
+    uint32_t mode;
+    int fd_num;       /* the program's fd whose saved copy (files/fd-N) makes it */
+    const char *path; /* in the image's FDS note */
+    int made;         /* its new file, or -1 */
+} unlinked[MAX_UNLINKED];
+static int n_unlinked;
+static const char *unlinked_gen_dir;
+
+void fd_unlinked_note(const char *gen_dir, const struct fd_view *v)
+{
+    if (v->rec.kind != CRAC_FD_FILE || !v->rec.unlinked || !v->rec.saved)
+        return;
+    for (int i = 0; i < n_unlinked; i++)
+        if (unlinked[i].ino == v->rec.ino && strcmp(unlinked[i].path, v->path) == 0)
+            return;
+    if (n_unlinked == MAX_UNLINKED)
+        return; /* beyond: a copy each, as before */
+    unlinked_gen_dir = gen_dir;
+    unlinked[n_unlinked++] =
+        (struct unlinked_file){v->rec.ino, v->rec.mode, v->rec.fd, v->path, -1};
+}
+
+static int removed_copy(const char *path, const char *gen_dir, const char *saved, uint32_t mode);
+
+int fd_unlinked_file(uint64_t ino, const char *path)
+{
+    for (int i = 0; i < n_unlinked; i++) {
+        struct unlinked_file *u = &unlinked[i];
+        size_t n = strlen(u->path);
+        /* A mapping's path is the fd's with " (deleted)" after it. */
+        if (u->ino != ino || strncmp(path, u->path, n) != 0 ||
+            (path[n] && strcmp(path + n, " (deleted)") != 0))
+            continue;
+        if (u->made < 0) {
+            char saved[PATH_MAX + 64];
+            snprintf(saved, sizeof(saved), "%s/files/fd-%d", unlinked_gen_dir, u->fd_num);
+            u->made = removed_copy(u->path, unlinked_gen_dir, saved, u->mode);
+        }
+        return u->made;
+    }
+    return -1;
+}
+
+void fd_unlinked_release(void)
+{
+    for (int i = 0; i < n_unlinked; i++)
+        if (unlinked[i].made >= 0)
+            close(unlinked[i].made);
+    n_unlinked = 0;
+}
+
 /* Every missing directory above PATH, so a saved file whose directory went away since the
  * checkpoint comes back at its own path (the program still names it). */
 static void make_parents(const char *path)
@@ -291,13 +349,16 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
         }
         int w;
         if (rec->unlinked) {
-            /* Recreated removed; reopened through /proc with the program's own flags. */
-            w = removed_copy(v->path, gen_dir, saved, rec->mode);
+            /* Recreated removed (once for all its fds and mappings, else a copy of its own);
+             * reopened through /proc with the program's own flags. */
+            int once = fd_unlinked_file(rec->ino, v->path);
+            w = once >= 0 ? once : removed_copy(v->path, gen_dir, saved, rec->mode);
             if (w >= 0) {
                 char self[64];
                 snprintf(self, sizeof(self), "/proc/self/fd/%d", w);
                 fd = open(self, flags & ~O_NOFOLLOW); /* the link is /proc's, not a path's */
-                close(w);
+                if (w != once)
+                    close(w);
             } else {
                 fd = -1;
             }

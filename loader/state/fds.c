@@ -362,8 +362,10 @@ int fds_hold(const struct state_restore *r, const void *note, size_t len)
     close(img->core_fd);
     img->core_fd = moved;
     off = 0;
-    while (fd_next(note, len, &off, &v) > 0)
+    while (fd_next(note, len, &off, &v) > 0) {
         copies |= v.rec.kind == CRAC_FD_STDIO_COPY;
+        fd_unlinked_note(r->gen_dir, &v);
+    }
     if (copies && stdio_given_keep(max_fd + 1) != 0) {
         snprintf(r->err, r->errlen, "cannot keep the restart's stdio: %s", strerror(errno));
         return -1;
@@ -589,5 +591,6 @@ int fds_restore(const struct state_restore *r, const void *note, size_t len)
     }
     fd_shared_release();
     stdio_given_release();
+    fd_unlinked_release();
     return 0;
 }

@@ -96,6 +96,13 @@ extern const struct fd_ops fd_pidfd_ops;                                        
  * FD:HELD` (0, or -1 when malformed); the inherited descriptor for program fd FD, or -1; put it at
  * v's number; close every inherited one once all fds are back. */
 int fd_shared_add(const char *spec);
+/* fd_regular.c: a removed file the program had open, made again once for its fds and shared
+ * mappings: noted at hold, its new file by the inode and path it had (a mapping's path with
+ * " (deleted)"; -1: none such), closed once the fds are back. */
+void fd_unlinked_note(const char *gen_dir, const struct fd_view *v);
+int fd_unlinked_file(uint64_t ino, const char *path);
+void fd_unlinked_release(void);
+
 int fd_shared_held(int fd);
 int fd_shared_install(const struct fd_view *v);
 void fd_shared_release(void);
