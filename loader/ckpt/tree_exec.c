@@ -27,6 +27,8 @@
 
 /* ---- What the exec'ing loader passes to the exec'd one (parsed by main's parse_args). ---- */
 
+#define EXEC_MAX_KNOWN 2048
+
 static struct {
     int given;              /* --exec-vpid or --exec-lineage seen: this loader was exec'd */
     int32_t vpid;           /* the pid the program knows (0: the kernel's) */
@@ -35,6 +37,10 @@ static struct {
     int old_coord_fd;       /* the exec'ing loader's coordinator connection, closed once joined */
     int generation;         /* the last generation of the lineage */
     char lineage[PATH_MAX]; /* the process's image directory */
+    int warned;             /* the checkpoint-signal handler warning was given (--exec-warned) */
+    /* Other processes' ids the exec'ing program knew (--known-pid V:R: a restarted job's). */
+    struct crac_vid known[EXEC_MAX_KNOWN];
+    int n_known;
 } exec_in = {.filter_ids = -1, .old_coord_fd = -1};
 
 /* The device choice of this loader's command line, for the exec'd one. */
@@ -69,6 +75,18 @@ int tree_exec_option(const char *name, const char *v)
             exec_in.old_coord_fd = -1;
         return 1;
     }
+    if (strcmp(name, "--exec-warned") == 0) {
+        exec_in.warned = 1;
+        return strcmp(v, "1") == 0 ? 1 : -1;
+    }
+    if (strcmp(name, "--known-pid") == 0) {
+        struct crac_vid k;
+        if (sscanf(v, "%d:%d%n", &k.virt, &k.real, &n) != 2 || v[n] || k.virt <= 0 || k.real <= 0)
+            return -1;
+        if (exec_in.n_known < EXEC_MAX_KNOWN)
+            exec_in.known[exec_in.n_known++] = k;
+        return 1;
+    }
     if (strcmp(name, "--exec-lineage") == 0) {
         exec_in.given = 1;
         if (sscanf(v, "%d:%n", &exec_in.generation, &n) != 1 || n == 0 || v[n] != '/' ||
@@ -89,6 +107,10 @@ void tree_exec_apply(void)
     struct crac_ctrl *c = crac_ctrl();
     c->vpid = exec_in.vpid;
     tree_restart_remap(); /* the children and the parent, as the exec'ing process knew them */
+    for (int i = 0; i < exec_in.n_known && c->n_vids < CRAC_MAX_VIDS; i++)
+        if (vid_to_real(c, exec_in.known[i].virt) == exec_in.known[i].virt)
+            c->vids[c->n_vids++] = exec_in.known[i];
+    c->ckpt_handler_warned = exec_in.warned;
     for (int s = 1; s <= 64; s++)
         if (c->reserved_sigs & exec_in.vign & (1UL << (s - 1)))
             c->virt_act[s].handler = (uint64_t)SIG_IGN;
@@ -327,6 +349,16 @@ static int loader_options(struct strv *o, const char *argv0, const char *prog)
     for (int i = 0; i < nk; i++)
         if (kill(kids[i], 0) == 0 || errno == EPERM)
             fail |= push(o, "--child-pid") | pushf(o, "%d:%d", vid_from_real(c, kids[i]), kids[i]);
+    /* The rest of its map but its own threads' (the exec ends them): siblings and cousins of a
+     * restarted job (the coordinator's `go`), its parent's. */
+    char task[64];
+    for (uint32_t k = 0; k < c->n_vids; k++) {
+        snprintf(task, sizeof(task), "/proc/self/task/%d", c->vids[k].real);
+        if (!tree_is_forked_child(c->vids[k].real) && access(task, F_OK) != 0)
+            fail |= push(o, "--known-pid") | pushf(o, "%d:%d", c->vids[k].virt, c->vids[k].real);
+    }
+    if (c->ckpt_handler_warned)
+        fail |= push(o, "--exec-warned") | push(o, "1");
     uint64_t vign = 0;
     for (int s = 1; s <= 64; s++)
         if ((c->reserved_sigs & (1UL << (s - 1))) && c->virt_act[s].handler == (uint64_t)SIG_IGN)

@@ -2,9 +2,9 @@
    (PostgreSQL's backends signal its checkpointer by the pid in its shared memory). The parent
    forks B, which counts SIGUSR1 in a handler and answers each count through a pipe, then A, which
    sends B a SIGUSR1 each time the parent asks it to. On odd steps the parent asks A; on even ones
-   it forks a short-lived child that sends B a SIGUSR1 and exits. After a restart A and B are new
-   processes, and the short-lived children are forked by the restarted parent: each must still
-   reach B by B's first pid. The parent prints `TAG step N` per answer and, after both children's
+   it forks a short-lived child that sends B a SIGUSR1 and exits; A execs itself every 10
+   signals. After a restart A and B are new processes, and the short-lived children are forked
+   by the restarted parent: each, and A after an exec, must still reach B by B's first pid. The parent prints `TAG step N` per answer and, after both children's
    exit status 0, `TAG DONE checksum=... steps=STEPS`. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -53,24 +53,34 @@ static void receiver(int idle_fd, int answer_fd, long steps)
     _exit(0);
 }
 
-/* A: one SIGUSR1 to B per byte the parent sends; ends at end-of-file. */
+/* A: one SIGUSR1 to B per byte the parent sends; ends at end-of-file. Every 10 signals it execs
+   itself (`--sender ASK_FD B`): the exec'd program must still reach B by the pid it knows. */
 static void sender(int ask_fd, pid_t b)
 {
     char c;
     ssize_t r;
-    while ((r = read(ask_fd, &c, 1)) != 0) {
+    for (long sent = 0; (r = read(ask_fd, &c, 1)) != 0;) {
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
             fail("A: read: %s", strerror(errno));
         if (kill(b, SIGUSR1) != 0)
             fail("A: kill(%d): %s", (int)b, strerror(errno));
+        if (++sent % 10 == 0) {
+            char fd_text[16], b_text[16];
+            snprintf(fd_text, sizeof(fd_text), "%d", ask_fd);
+            snprintf(b_text, sizeof(b_text), "%d", (int)b);
+            execl("/proc/self/exe", PROG, "--sender", fd_text, b_text, (char *)NULL);
+            fail("A: exec: %s", strerror(errno));
+        }
     }
     _exit(0);
 }
 
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--sender") == 0)
+        sender(atoi(argv[2]), (pid_t)atoi(argv[3]));
     if (argc < 2) {
         fprintf(stderr, "usage: " PROG " " USAGE "\n");
         return 2;
