@@ -16,10 +16,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from ckpt_harness import (
+    RUN_TIMEOUT,
     CracProc,
     base_env,
     complete_generations,
@@ -34,9 +36,11 @@ from job_harness import (
     Output,
     ScriptRun,
     bcheckpoint,
+    check_chain,
     restart_twice,
     segments_of,
     signal_checkpoint,
+    wait_every_done,
     wait_past,
     wait_steps,
 )
@@ -138,6 +142,50 @@ def test_fork_and_wait_loop_restarts_as_a_tree(apps, tmp_path):
     finally:
         for r in runs:
             r.kill()
+        kill_tree(ckptdir, *TREE_PROGRAMS)
+        root.stop()
+
+
+NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+
+
+def test_child_forked_after_a_restart_never_takes_a_pid_the_job_knew(apps, tmp_path):
+    """After a restart the root's first pid names the root (its id map): a child forked then
+    that got that very pid from the kernel would be the root for the root's own waitpid and
+    kill. The test makes the kernel hand that pid out next (ns_last_pid), again and again, while
+    the restarted fork-and-wait loop runs: each such child is forked again, and the loop ends as
+    an uninterrupted run does (it failed on waitpid's ECHILD)."""
+    try:
+        NS_LAST_PID.write_text(NS_LAST_PID.read_text())
+    except OSError as exc:
+        pytest.skip(f"cannot set the next pid here ({NS_LAST_PID}: {exc.strerror})")
+    ckptdir, tags = tmp_path / "ckpt", ["F"]
+    root, out = _launch(apps, tmp_path, app="tree_forkwait", ms=30)
+    run = None
+    try:
+        script, before, after = signal_checkpoint(root.pid, out, tags, ckptdir, 10, root)
+        # The root's first pid, as its image directory is named (the oldest of the tree's).
+        first_pid = min(int(d.name.rsplit("-", 1)[1]) for d in process_dirs(ckptdir))
+        wait_past(out, tags, after, 2, root)
+        kill_tree(ckptdir, *TREE_PROGRAMS)
+        kill9_if_running(root)
+        run = ScriptRun(script, tmp_path / "logs", "restart", "-p", str(free_port()))
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while run.proc.poll() is None and time.monotonic() < deadline:
+            NS_LAST_PID.write_text(str(first_pid - 1))
+            time.sleep(0.005)
+        assert run.proc.wait(timeout=10) == 0, run.report()
+        wait_every_done(run, tags)
+        chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
+        for t, seg in segments_of(run.out, tags, None, None).items():
+            chains[t].append(seg)
+        check_chain(chains, STEPS)
+    except BaseException:
+        print(root.report(), run.report() if run else "", sep="\n")
+        raise
+    finally:
+        if run is not None:
+            run.kill()
         kill_tree(ckptdir, *TREE_PROGRAMS)
         root.stop()
 

@@ -61,6 +61,9 @@ struct crac_ctrl;
 int tree_restart_group_id(const char *spec, int session);
 /* After the children's ids are mapped: the parent's pid as the program knows it. */
 void tree_restart_group_remap(struct crac_ctrl *c);
+/* The id map's entries that name a process by PID, a pid the kernel just gave a new child (that
+ * process is gone): dropped. The caller holds the control block's lock. */
+void forget_reused(struct crac_ctrl *c, int32_t pid);
 /* This process's group and session ids as the program knows them (for the manifest). */
 int32_t tree_program_pgid(void);
 int32_t tree_program_sid(void);

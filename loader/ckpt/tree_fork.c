@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Shadow threads a child starts with: most children exec or exit soon, the pool grows on
@@ -120,6 +121,25 @@ static void child_restart_lower_half(void)
                 strerror(-e));
 }
 
+/* A pid the kernel gave that the program knows as another process's or thread's (a restarted
+ * job's old pid, mapped to that process's new one): the program's kill, waitpid and the others
+ * would reach that process instead. Parent and child decide it from the same map. */
+static int pid_taken(pid_t pid) { return vid_to_real(crac_ctrl(), (int32_t)pid) != (int32_t)pid; }
+
+/* A process the map names by pid PID (its new pid) is gone: the kernel gave PID to a new child.
+ * Its entry goes, or the child would be reported as that process. The caller holds c->lock. */
+void forget_reused(struct crac_ctrl *c, int32_t pid)
+{
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < c->n_vids; k++)
+        if (c->vids[k].real != pid || c->vids[k].virt == pid)
+            c->vids[kept++] = c->vids[k];
+    c->n_vids = kept;
+}
+
+/* Tries before a child keeps a taken pid (the pid space nearly full of the job's old ids). */
+#define FORK_TRIES 64
+
 long tree_fork_lower(void)
 {
     tree_coord_ensure();
@@ -128,7 +148,16 @@ long tree_fork_lower(void)
     int joined[2];
     if (pipe2(joined, O_CLOEXEC) != 0)
         joined[0] = joined[1] = -1;
-    pid_t pid = fork(); /* the lower libc's: its atfork handlers keep its locks sane */
+    pid_t pid;
+    for (int tries = 1;; tries++) {
+        pid = fork(); /* the lower libc's: its atfork handlers keep its locks sane */
+        if (pid == 0 && tries < FORK_TRIES && pid_taken(getpid()))
+            _exit(0); /* before anything of the program or the job runs here: forked again */
+        if (pid <= 0 || tries >= FORK_TRIES || !pid_taken(pid))
+            break;
+        while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+            ;
+    }
     if (pid < 0) {
         int e = errno;
         close(joined[0]);
@@ -136,6 +165,7 @@ long tree_fork_lower(void)
         return -e;
     }
     if (pid > 0) {
+        forget_reused(crac_ctrl(), pid);
         remember_child(pid);
         close(joined[1]);
         char b;

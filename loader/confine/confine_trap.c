@@ -875,7 +875,8 @@ static int path_exists(const char *path)
 /* In a child just forked (c->pid its own, c->real_ppid its parent): of the parent's id map it
  * keeps the processes', so after a restart it signals a sibling by the pid its parent knew (a
  * PostgreSQL backend its checkpointer), and drops the parent's other threads' and the ids of
- * processes gone, whose numbers its own threads and children may get. Its parent is mapped too. */
+ * processes gone, whose numbers its own threads and children may get (its own pid among them).
+ * Its parent is mapped too. */
 static void keep_process_ids(struct crac_ctrl *c)
 {
     int32_t parent = c->real_ppid;
@@ -887,7 +888,7 @@ static void keep_process_ids(struct crac_ctrl *c)
         int32_t real = c->vids[k].real;
         raw_put_uint(task + at, real);
         raw_proc_path(alive, real, "");
-        if ((real == parent || !path_exists(task)) && path_exists(alive))
+        if ((real == parent || !path_exists(task)) && path_exists(alive) && real != c->pid)
             c->vids[kept++] = c->vids[k];
     }
     c->n_vids = kept;
