@@ -63,7 +63,7 @@ int tree_restart_group_id(const char *spec, int session);
 void tree_restart_group_remap(struct crac_ctrl *c);
 /* The id map's entries that name a process by PID, a pid the kernel just gave a new child (that
  * process is gone): dropped. The caller holds the control block's lock. */
-void forget_reused(struct crac_ctrl *c, int32_t pid);
+void tree_forget_reused_pid(struct crac_ctrl *c, int32_t pid);
 /* This process's group and session ids as the program knows them (for the manifest). */
 int32_t tree_program_pgid(void);
 int32_t tree_program_sid(void);

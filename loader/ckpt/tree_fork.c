@@ -128,7 +128,7 @@ static int pid_taken(pid_t pid) { return vid_to_real(crac_ctrl(), (int32_t)pid) 
 
 /* A process the map names by pid PID (its new pid) is gone: the kernel gave PID to a new child.
  * Its entry goes, or the child would be reported as that process. The caller holds c->lock. */
-void forget_reused(struct crac_ctrl *c, int32_t pid)
+void tree_forget_reused_pid(struct crac_ctrl *c, int32_t pid)
 {
     uint32_t kept = 0;
     for (uint32_t k = 0; k < c->n_vids; k++)
@@ -165,7 +165,7 @@ long tree_fork_lower(void)
         return -e;
     }
     if (pid > 0) {
-        forget_reused(crac_ctrl(), pid);
+        tree_forget_reused_pid(crac_ctrl(), pid);
         remember_child(pid);
         close(joined[1]);
         char b;
