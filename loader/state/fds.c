@@ -345,11 +345,13 @@ int fds_hold(const struct state_restore *r, const void *note, size_t len)
         return -1;
     }
     /* The program may have raised its soft RLIMIT_NOFILE above ours: room for its numbers (and
-     * the core file's) until its own limits come back (rlimits.c). */
+     * above them the core file's and the restart's own stdio kept for copies of it) until its
+     * own limits come back (rlimits.c). */
+    const rlim_t room = (rlim_t)max_fd + 1 + 4;
     struct rlimit nofile;
-    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur <= (rlim_t)max_fd + 1 &&
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < room &&
         nofile.rlim_max > (rlim_t)max_fd + 1) {
-        nofile.rlim_cur = (rlim_t)max_fd + 2;
+        nofile.rlim_cur = nofile.rlim_max < room ? nofile.rlim_max : room;
         setrlimit(RLIMIT_NOFILE, &nofile);
     }
     /* Move the core file out of the way, then occupy every number the program used. */
@@ -366,10 +368,11 @@ int fds_hold(const struct state_restore *r, const void *note, size_t len)
         copies |= v.rec.kind == CRAC_FD_STDIO_COPY;
         fd_unlinked_note(r->gen_dir, &v);
     }
-    if (copies && stdio_given_keep(max_fd + 1) != 0) {
-        snprintf(r->err, r->errlen, "cannot keep the restart's stdio: %s", strerror(errno));
-        return -1;
-    }
+    if (copies && stdio_given_keep(max_fd + 1) != 0)
+        fprintf(stderr,
+                "crac: warning: cannot keep the restart's stdio for the program's copies of it "
+                "(%s): they read as /dev/null\n",
+                strerror(errno));
     off = 0;
     while (fd_next(note, len, &off, &v) > 0) {
         if (v.rec.fd <= 2)
