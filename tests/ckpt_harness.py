@@ -593,10 +593,12 @@ def launch_checkpoint_kill(
     label: str = "launch",
     at_step: int = 5,
     opts: Sequence[str] = (),
+    cwd: Path | None = None,
 ) -> CracProc:
-    """`crac launch OPTS` APP into CKPTDIR, one checkpoint once it printed step AT_STEP, then
-    SIGKILL: the ended process (its output holds the step the checkpoint was taken at)."""
-    proc = launch(app, args, ckptdir, out_dir=out_dir, label=label, opts=opts)
+    """`crac launch OPTS` APP into CKPTDIR (in CWD, as launch), one checkpoint once it printed
+    step AT_STEP, then SIGKILL: the ended process (its output holds the step the checkpoint was
+    taken at)."""
+    proc = launch(app, args, ckptdir, out_dir=out_dir, label=label, opts=opts, cwd=cwd)
     try:
         wait_for_step(proc, at_step)
         checkpoint(proc, ckptdir)

@@ -23,9 +23,9 @@ from ckpt_harness import (
     check_inspect,
     checkpoint,
     crac_launch_argv,
-    kill9,
     kill_tree,
     launch,
+    launch_checkpoint_kill,
     launch_image,
     process_dirs,
     restart,
@@ -194,15 +194,9 @@ def test_shell_redirect_to_dev_null_stays_silent_after_a_restart(tmp_path):
     assert sh is not None
     script = SILENCED.format(n=200 * 400)
     ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
-    proc = launch(sh, ["-c", script], ckptdir, out_dir=logs)
-    try:
-        wait_for_step(proc, 5)
-        gen = checkpoint(proc, ckptdir)
-        kill9(proc)
-    finally:
-        proc.stop()
+    proc = launch_checkpoint_kill(sh, ["-c", script], ckptdir, out_dir=logs)
     assert "nonexistent" not in proc.stderr_text(), proc.report()
-    res = run_restart(gen, timeout=300, cwd=tmp_path)
+    res = run_restart(ckptdir, timeout=300, cwd=tmp_path)
     assert res.returncode == 0, describe(res)
     assert res.stdout.endswith(b"step 399\nDONE\n"), describe(res)
     assert b"nonexistent" not in res.stderr, describe(res)
@@ -224,15 +218,10 @@ def test_shell_copy_of_its_stdout_writes_to_the_restarts_stdout(tmp_path):
     assert sh is not None
     steps = 300
     ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
-    proc = launch(sh, ["-c", KEEPING.format(n=200 * steps)], ckptdir, out_dir=logs, cwd=tmp_path)
-    try:
-        wait_for_step(proc, 5)
-        gen = checkpoint(proc, ckptdir)
-        kill9(proc)
-    finally:
-        proc.stop()
+    script = KEEPING.format(n=200 * steps)
+    proc = launch_checkpoint_kill(sh, ["-c", script], ckptdir, out_dir=logs, cwd=tmp_path)
     first_run = proc.stdout_text()
-    res = run_restart(gen, timeout=300, cwd=tmp_path)
+    res = run_restart(ckptdir, timeout=300, cwd=tmp_path)
     assert res.returncode == 0, describe(res)
     assert res.stdout.endswith(f"step {steps - 1}\nDONE\n".encode()), describe(res)
     assert proc.stdout_text() == first_run, "the restart wrote into the launch's output file"

@@ -188,8 +188,6 @@ void fd_unlinked_note(const char *gen_dir, const struct fd_view *v)
         (struct unlinked_file){v->rec.ino, v->rec.mode, v->rec.fd, v->path, -1};
 }
 
-static int removed_copy(const char *path, const char *gen_dir, const char *saved, uint32_t mode);
-
 int fd_unlinked_file(uint64_t ino, const char *path)
 {
     for (int i = 0; i < n_unlinked; i++) {

@@ -1,8 +1,9 @@
 /* stdio_given.c — which files the invocation (the shell that ran `crac launch` or `crac restart`)
- * gave the process as fds 0-2, so a checkpoint tells them from files the program put there itself,
- * and copies of them at higher numbers (`exec 3>&1`) come back as the restart's own
- * (`sort -o FILE`, freopen, a shell's `2>/dev/null` before it runs a command, a socketpair end): those are the
- * program's and come back by path (docs/DECISIONS.md "A program's own stdio redirection"). */
+ * gave the process as fds 0-2, so a checkpoint tells them from what the program put there itself
+ * (`sort -o FILE`, freopen, a shell's `2>/dev/null` before it runs a command, a socketpair end),
+ * which is the program's and comes back as such, and copies of them at higher numbers
+ * (`exec 3>&1`) come back as the restart's own (docs/DECISIONS.md "A program's own stdio
+ * redirection"). */
 #include "fds.h"
 
 #include <fcntl.h>
