@@ -58,9 +58,17 @@ int ckpt_wait_ready(int timeout_ms);
 void ckpt_config_done(void);
 void ckpt_request(int exit_after);
 /* A checkpoint signal the waiter took: 1 when it is another crac process's program's signal to
- * this program, passed on to a program thread (ckpt_sig_pass.c); 0 when it asks for a checkpoint. */
+ * this program, recorded and passed on to a program thread (ckpt_sig_pass.c); 0 when it asks for
+ * a checkpoint. */
 struct signalfd_siginfo;
 int ckpt_sig_pass(const struct signalfd_siginfo *si);
+/* Pass the recorded one (if any, and not blocked) on to a program thread: after the take, and
+ * after a restart, whose threads lost the carrier the image's had waiting (ckpt_sig_pass.c). */
+void ckpt_peer_sig_carry(void);
+/* From the capture of a checkpoint's state until its memory is copied, the waiter takes no
+ * signal; those that came since the suspension are taken first (ckpt_trigger.c). */
+void ckpt_signals_hold(void);
+void ckpt_signals_release(void);
 /* In a forked child: drop the parent's pending requests and its wake-up descriptor. */
 void ckpt_trigger_after_fork(void);
 /* Wake the manager without a request (it has just been given a coordinator to serve). */

@@ -15,6 +15,7 @@
 #include "upper_hooks.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -137,6 +138,24 @@ void ckpt_test_writer_hold(void)
     const char *path = getenv("CRAC_TEST_WRITER_HOLD");
     struct timespec tick = {0, 10 * 1000 * 1000};
     while (path && path[0] && access(path, F_OK) != 0)
+        nanosleep(&tick, NULL);
+}
+
+/* Test knob (tests/test_peer_signal.py; docs/CLI.md "Environment"): with CRAC_TEST_PARKED_HOLD=PATH
+ * a checkpoint whose threads are parked creates PATH.parked and takes its state only once PATH
+ * exists, so a test can send the program a signal exactly then. */
+static void test_parked_hold(void)
+{
+    const char *path = getenv("CRAC_TEST_PARKED_HOLD");
+    if (!path || !path[0])
+        return;
+    char parked[PATH_MAX];
+    snprintf(parked, sizeof(parked), "%s.parked", path);
+    int fd = open(parked, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    while (access(path, F_OK) != 0)
         nanosleep(&tick, NULL);
 }
 
@@ -285,6 +304,8 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
      * notes: by a forked copy-on-write child while the program runs on, unless the program
      * exits after this checkpoint anyway or the fork is off or refused (ckpt_writer.c). */
     const struct state_capture cap = {threads, n, files};
+    test_parked_hold();
+    ckpt_signals_hold(); /* until memory is copied: a program's signal in the image or after it */
     int rc = state_capture_all(&cap, notes) != 0 ||
                      device_image_write(tmp, r, derr, sizeof(derr), &digests.device) != 0
                  ? -1
@@ -317,6 +338,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     double fork_ms = now_ms() - tc;
     if (rc == 0 && writer < 0)
         rc = core_write(core, threads, n, generation, notes, &header_crc, &core_size, NULL);
+    ckpt_signals_release();
     state_notes_free(notes);
     if (rc != 0) {
         image_digests_cancel(&digests);

@@ -1,8 +1,10 @@
 /* ckpt_sig_pass.c — a checkpoint-numbered signal that another crac process's program sent (marked:
- * crac_layout.h) is this program's, not a checkpoint request: the manager passes it on to one of
- * the program's threads (docs/DECISIONS.md "A program's checkpoint-numbered signal to another
- * process"). */
+ * crac_layout.h) is this program's, not a checkpoint request: the manager records it (in W) and
+ * passes it on to one of the program's threads (docs/DECISIONS.md "A program's checkpoint-numbered
+ * signal to another process"). */
 #include "ckpt.h"
+
+#include "confine.h"
 
 #include "crac_layout.h"
 #include "crac_rawsys.h"
@@ -52,8 +54,7 @@ int ckpt_sig_pass(const struct signalfd_siginfo *si)
     if (!crac_peer_sig_marked(si->ssi_code, si->ssi_errno))
         return 0;
     struct crac_ctrl *c = crac_ctrl();
-    int sig = c->ckpt_sig;
-    uint64_t handler = c->virt_act[sig].handler;
+    uint64_t handler = c->virt_act[c->ckpt_sig].handler;
     if (handler == (uint64_t)SIG_IGN)
         return 1;
     /* No handler (its default action, under crac, is a checkpoint, as when the program sends it
@@ -61,19 +62,39 @@ int ckpt_sig_pass(const struct signalfd_siginfo *si)
     struct crac_registry *r = ckpt_registry;
     if (handler == (uint64_t)SIG_DFL || !r || !(r->features & CRAC_UPPER_PEER_SIGNAL))
         return 0;
+    int kind = (int)(si->ssi_errno & 0xff);
+    int32_t from = (int32_t)si->ssi_pid;
+    const struct crac_peer_sig in = {
+        .code = kind == CRAC_PEER_KILL     ? SI_USER
+                : kind == CRAC_PEER_TGKILL ? SI_TKILL
+                                           : SI_QUEUE,
+        .pid = c->vppid && from == c->real_ppid ? c->vppid : vid_from_real(c, from),
+        .uid = si->ssi_uid,
+        .tid = kind == CRAC_PEER_TGKILL ? vid_from_real(c, si->ssi_int) : 0,
+        .value = kind == CRAC_PEER_QUEUE ? si->ssi_ptr : 0,
+    };
+    if (peer_sig_put(c, &in))
+        ckpt_peer_sig_carry();
+    return 1;
+}
+
+void ckpt_peer_sig_carry(void)
+{
+    struct crac_ctrl *c = crac_ctrl();
+    const struct crac_peer_sig *p = &c->peer_sig;
+    uint64_t bit = 1UL << (c->ckpt_sig - 1);
+    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CRAC_PEER_READY ||
+        (__atomic_load_n(&c->virt_pending, __ATOMIC_ACQUIRE) & bit))
+        return; /* none, or pending until the program unblocks it */
     siginfo_t carrier;
     memset(&carrier, 0, sizeof(carrier));
     carrier.si_signo = CRAC_SIG_SUSPEND;
     carrier.si_code = SI_QUEUE;
-    carrier.si_errno = (int)si->ssi_errno;
-    carrier.si_pid = (pid_t)si->ssi_pid;
-    carrier.si_uid = (uid_t)si->ssi_uid;
-    carrier.si_value.sival_ptr = (void *)(uintptr_t)si->ssi_ptr;
+    carrier.si_errno = CRAC_PEER_SIG_MARK | CRAC_PEER_KILL; /* what it was is in the record */
     pid_t pid = getpid();
-    int passed = (si->ssi_errno & 0xff) == CRAC_PEER_TGKILL
-                     ? pass_to(c, pid, (int32_t)si->ssi_int, &carrier)
-                     : pass_to_any(c, pid, &carrier);
+    carrier.si_pid = pid;
+    int passed =
+        p->tid ? pass_to(c, pid, vid_to_real(c, p->tid), &carrier) : pass_to_any(c, pid, &carrier);
     if (passed != 0) /* every thread blocks it: pending until one unblocks it */
-        __atomic_or_fetch(&c->virt_pending, 1UL << (sig - 1), __ATOMIC_ACQ_REL);
-    return 1;
+        __atomic_or_fetch(&c->virt_pending, bit, __ATOMIC_ACQ_REL);
 }

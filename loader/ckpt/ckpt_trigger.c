@@ -205,6 +205,22 @@ void ckpt_wait_signal(int signo)
     }
 }
 
+/* A program's signal from another crac process is either still in the kernel's queue or in the
+ * record in W (ckpt_sig_pass.c), never in between, while the image is taken: the waiter, between
+ * reading one and recording it, would leave it in neither, and a restart would never see it.
+ * Taken after the suspension (no thread is in an exec's section then, ckpt_exec_begin). */
+void ckpt_signals_hold(void)
+{
+    take_state_enter(TAKE_TAKING);
+    struct signalfd_siginfo si;
+    if (signal_fd >= 0) /* those already here go into the record, as the waiter would take them */
+        while (read(signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+            if (!ckpt_sig_pass(&si))
+                ckpt_request(0);
+}
+
+void ckpt_signals_release(void) { take_state_leave(); }
+
 /* Called in the exec's section (tree_exec.c), so no checkpoint can come to hold the threads
  * before the exec, and from here on no signal is taken: what was asked for is in `requested`
  * and `starting` (or, coordinated, `unsent`). A request still to be served is made pending

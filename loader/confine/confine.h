@@ -8,6 +8,7 @@
 #include <ucontext.h>
 
 struct crac_ctrl;
+struct crac_peer_sig;
 
 /* Install the SIGSYS handler (before the filter). Returns 0 or -errno. */
 int confine_install_handler(void);
@@ -62,6 +63,11 @@ long emu_listen(long fd, long backlog); /* confine_listen.c */
 /* kill, tgkill or rt_sigqueueinfo of the checkpoint signal's number at another process that runs
  * crac's loader: sent marked (peer_signal.c); -ENOSYS where it is not such a call. */
 long peer_signal_send(const struct crac_ctrl *c, long nr, long a1, long a2, long a3);
+/* The receiving side's record of such a signal (c->peer_sig): put by the manager when it takes
+ * one, 1, or 0 when one waits already (merged); taken into SI for the program's handler, 1, or 0
+ * when none waits (peer_signal.c). */
+int peer_sig_put(struct crac_ctrl *c, const struct crac_peer_sig *in);
+int peer_sig_take(struct crac_ctrl *c, siginfo_t *si);
 /* The program's handler for the checkpoint signal, run on this thread as a delivery of SI would
  * run it (the handler's mask in force, in the program's view too). */
 void confine_run_ckpt_handler(ucontext_t *uc, const siginfo_t *si);

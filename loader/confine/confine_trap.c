@@ -580,9 +580,10 @@ static long emu_rt_sigprocmask(ucontext_t *uc, long how, const uint64_t *set, ui
     if (set) {
         *live = upper_mask(c, next);
         vmask_set(c, tid, next & c->reserved_sigs);
+        siginfo_t peer; /* another crac process's, if that is what waited (peer_signal.c) */
         if (!(next & ckpt_blocked(c)) && (c->virt_pending & ckpt_blocked(c)) &&
             take_virt_pending(c))
-            run_ckpt_handler(uc, SI_TKILL, 0);
+            run_ckpt_handler(uc, SI_TKILL, peer_sig_take(c, &peer) ? &peer : 0);
     }
     return oset ? to_user(oset, &old, 8) : 0; /* as the kernel: the mask is set even then */
 }
@@ -687,7 +688,7 @@ static long emu_rt_sigpending(ucontext_t *uc, uint64_t *set, long setsize)
 }
 
 /* sigwaitinfo/sigtimedwait never take the checkpoint signal (crac's lower thread does); the
- * program's own one, if it waits for it, is taken from virt_pending. */
+ * program's own one, or another crac process's, if it waits for it, is taken from virt_pending. */
 static long emu_rt_sigtimedwait(ucontext_t *uc, const uint64_t *these, siginfo_t *info,
                                 const void *timeout, long setsize)
 {
@@ -698,12 +699,14 @@ static long emu_rt_sigtimedwait(ucontext_t *uc, const uint64_t *these, siginfo_t
     if (from_user(&want, these, 8) != 0)
         return -EFAULT;
     if ((want & sigbit(c->ckpt_sig)) && take_virt_pending(c)) {
-        siginfo_t si;
-        __builtin_memset(&si, 0, sizeof(si));
-        si.si_signo = c->ckpt_sig;
-        si.si_code = SI_TKILL;
-        si.si_pid = vid_from_real(c, c->pid);
-        si.si_uid = (uid_t)raw_syscall0(SYS_getuid);
+        siginfo_t si; /* another crac process's, if that is what waited (peer_signal.c) */
+        if (!peer_sig_take(c, &si)) {
+            __builtin_memset(&si, 0, sizeof(si));
+            si.si_signo = c->ckpt_sig;
+            si.si_code = SI_TKILL;
+            si.si_pid = vid_from_real(c, c->pid);
+            si.si_uid = (uid_t)raw_syscall0(SYS_getuid);
+        }
         if (info && to_user(info, &si, sizeof(si)) != 0)
             return -EFAULT;
         return c->ckpt_sig;
@@ -928,6 +931,7 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         c->lock = 0;
         c->vpid = 0;         /* a new process: its ids are the kernel's */
         c->virt_pending = 0; /* a child starts with no pending signals */
+        c->peer_sig.state = CRAC_PEER_FREE;
         keep_process_ids(c);
         c->cpu_offset_ns = 0; /* its CPU time starts at 0 */
         c->n_tcpu = 0;

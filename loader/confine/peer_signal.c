@@ -1,7 +1,7 @@
 /* peer_signal.c — the checkpoint signal's number sent by the program to another crac process goes
- * marked, so that process gives it to its program instead of checkpointing (docs/DECISIONS.md
- * "A program's checkpoint-numbered signal to another process"). TLS-free: runs in the SIGSYS
- * handler; raw syscalls only. */
+ * marked, so that process gives it to its program instead of checkpointing, and that process's
+ * record of it until its handler runs (docs/DECISIONS.md "A program's checkpoint-numbered signal to
+ * another process"). TLS-free: runs in the SIGSYS and suspend handlers; raw syscalls only. */
 #include "confine.h"
 
 #include "crac_layout.h"
@@ -55,4 +55,43 @@ long peer_signal_send(const struct crac_ctrl *c, long nr, long a1, long a2, long
     if (kind == CRAC_PEER_TGKILL) /* the thread, by the kernel's id, rides in the value */
         si.si_value.sival_int = vid_to_real(c, (int32_t)a2);
     return raw_syscall3(SYS_rt_sigqueueinfo, real, sig, (long)&si);
+}
+
+int peer_sig_put(struct crac_ctrl *c, const struct crac_peer_sig *in)
+{
+    struct crac_peer_sig *p = &c->peer_sig;
+    for (;;) {
+        int32_t seen = CRAC_PEER_FREE;
+        if (__atomic_compare_exchange_n(&p->state, &seen, CRAC_PEER_FILLING, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            break;
+        if (seen != CRAC_PEER_TAKING)
+            return 0; /* one waits already: merged, as the kernel merges a classic signal */
+        raw_syscall0(SYS_sched_yield); /* a handler is taking the last one: a few instructions */
+    }
+    p->code = in->code;
+    p->pid = in->pid;
+    p->uid = in->uid;
+    p->tid = in->tid;
+    p->value = in->value;
+    __atomic_store_n(&p->state, CRAC_PEER_READY, __ATOMIC_RELEASE);
+    return 1;
+}
+
+int peer_sig_take(struct crac_ctrl *c, siginfo_t *si)
+{
+    struct crac_peer_sig *p = &c->peer_sig;
+    int32_t ready = CRAC_PEER_READY;
+    if (!__atomic_compare_exchange_n(&p->state, &ready, CRAC_PEER_TAKING, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return 0;
+    __builtin_memset(si, 0, sizeof(*si));
+    si->si_signo = c->ckpt_sig;
+    si->si_code = p->code;
+    si->si_pid = p->pid;
+    si->si_uid = p->uid;
+    if (p->code == SI_QUEUE)
+        si->si_value.sival_ptr = (void *)(uintptr_t)p->value;
+    __atomic_store_n(&p->state, CRAC_PEER_FREE, __ATOMIC_RELEASE);
+    return 1;
 }

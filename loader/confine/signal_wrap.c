@@ -151,13 +151,13 @@ long sigwrap_rt_sigaction(long sig, const struct crac_ksigaction *act, struct cr
 /* Bytes of the syscall instruction, as read at an interrupted rip. */
 #define SYSCALL_INSN 0x050f
 
-/* The checkpoint signal's number from another crac process's program, passed on to this thread
- * as CRAC_SIG_SUSPEND (loader/ckpt/ckpt_sig_pass.c): the program's handler runs here, with the
- * upper fs, as the kernel would have run it. The carrier has SA_RESTART; a handler without it
- * gets the EINTR the kernel would have given the program's own interrupted syscall. */
+/* The checkpoint signal's number from another crac process's program, recorded in W and passed on
+ * to this thread as CRAC_SIG_SUSPEND (loader/ckpt/ckpt_sig_pass.c): the program's handler runs here,
+ * with the upper fs, as the kernel would have run it. The carrier has SA_RESTART; a handler
+ * without it gets the EINTR the kernel would have given the program's own interrupted syscall. */
 void sigwrap_deliver_peer_signal(void *info, void *ucv)
 {
-    const siginfo_t *carrier = info;
+    (void)info; /* what was sent is in the record */
     ucontext_t *uc = ucv;
     struct crac_ctrl *c = crac_ctrl();
     int sig = c->ckpt_sig;
@@ -173,15 +173,8 @@ void sigwrap_deliver_peer_signal(void *info, void *ucv)
         return;
     }
     siginfo_t si;
-    __builtin_memset(&si, 0, sizeof(si));
-    int kind = carrier->si_errno & 0xff;
-    si.si_signo = sig;
-    si.si_code = kind == CRAC_PEER_KILL ? SI_USER : kind == CRAC_PEER_TGKILL ? SI_TKILL : SI_QUEUE;
-    int32_t from = carrier->si_pid;
-    si.si_pid = c->vppid && from == c->real_ppid ? c->vppid : vid_from_real(c, from);
-    si.si_uid = carrier->si_uid;
-    if (kind == CRAC_PEER_QUEUE)
-        si.si_value = carrier->si_value;
+    if (!peer_sig_take(c, &si))
+        return; /* taken meanwhile (an unblock, a sigwaitinfo): nothing waits */
     greg_t *g = uc->uc_mcontext.gregs;
     if (upper) {
         set_fs(upper);

@@ -51,6 +51,21 @@ struct crac_advice {
     uint32_t pad;
 };
 
+/* The checkpoint signal's number another crac process's program sent this one, not yet given to
+ * its handler (docs/DECISIONS.md "A program's checkpoint-numbered signal to another process"). One,
+ * as the kernel keeps one instance of a classic signal pending. In W so that an image taken before
+ * the handler ran has it, and the restart passes it on again. */
+enum { CRAC_PEER_FREE, CRAC_PEER_FILLING, CRAC_PEER_READY, CRAC_PEER_TAKING };
+struct crac_peer_sig {
+    volatile int32_t state;
+    int32_t code; /* SI_USER, SI_TKILL or SI_QUEUE, as the sender's call would have given */
+    int32_t pid;  /* the sender, as the program knows it */
+    uint32_t uid;
+    int32_t tid; /* SI_TKILL: the thread it was sent to, as the program knows it */
+    int32_t pad;
+    uint64_t value; /* SI_QUEUE: sigqueue()'s value */
+};
+
 /* Per thread: which reserved signals the program believes it has blocked (never really blocked). */
 struct crac_vmask {
     int32_t tid;
@@ -77,6 +92,7 @@ struct crac_ctrl {
     /* The checkpoint signal the program sent itself while its handler was blocked (in its view):
      * delivered when it unblocks it (confine_trap.c). Bit (sig-1). */
     uint64_t virt_pending;
+    struct crac_peer_sig peer_sig;
     struct crac_vmask vmask[CRAC_MAX_VMASK]; /* open addressing by real tid */
     int32_t vpid; /* the pid the program knows; 0 until a restart makes it differ */
     uint32_t n_vids;

@@ -209,6 +209,9 @@ void restart_threads(struct crac_registry *r, struct restart_image *img,
     with_tids.map_tid = map_tid;
     if (state_restore_phase(STATE_WITH_THREADS, &with_tids) != 0)
         die("%s", with_tids.err);
+    /* Another crac process's signal the image had recorded but not yet given to the program's
+     * handler: its carrier was in a thread's queue, which is not restored (ckpt_sig_pass.c). */
+    ckpt_peer_sig_carry();
     if (!main_rec) {
         /* The program's main thread had exited: this one leaves too, the others go on. */
         raw_syscall1(SYS_exit, 0);

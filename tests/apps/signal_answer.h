@@ -8,9 +8,15 @@
 
 #include <poll.h>
 
+/* Two minutes of wake bytes without an answer: the signal was lost, not late (say so and fail,
+   rather than leave the test to its harness's timeout). */
+#define AWAIT_WAKES_MAX 240
+
 static inline void await_answer(int answer_fd, int idle_fd, long k)
 {
-    for (;;) {
+    for (int wakes = 0;; wakes++) {
+        if (wakes == AWAIT_WAKES_MAX)
+            fail("no answer %ld after %d wake bytes: the signal was lost", k, wakes);
         struct pollfd p = {answer_fd, POLLIN, 0};
         int n = poll(&p, 1, 500);
         if (n < 0 && errno == EINTR)

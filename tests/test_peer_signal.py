@@ -1,0 +1,87 @@
+"""Another crac process's program's SIGUSR2 (the checkpoint signal's number) to this one's handler
+(docs/DECISIONS.md "A program's checkpoint-numbered signal to another process") when it comes
+while a checkpoint holds this program's threads: the image has it, not yet given to the handler,
+and the restarted program's handler gets it, once; the program the checkpoint let run on gets it
+too. The signal is sent by procps's kill(1) under crac at the moment the checkpoint has parked the
+threads and not yet taken their state (CRAC_TEST_PARKED_HOLD, docs/CLI.md "Environment"): the
+image lost it, and the restarted parent of tests/apps/share_signal.c waited for its child's
+answer forever."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+from ckpt_harness import (
+    WAIT_TIMEOUT,
+    base_env,
+    complete_generations,
+    kill9,
+    launch,
+    restart,
+    wait_for_step,
+    wait_new_generation,
+)
+from conftest import APPS_DIR, crac_cmd, require_native
+from coord_harness import wait_until
+
+APP = APPS_DIR / "py" / "usr2_count.py"
+
+
+def test_signal_sent_while_the_threads_are_parked_reaches_the_restarted_handler(tmp_path):
+    require_native()
+    kill = shutil.which("kill")
+    if kill is None:
+        pytest.skip("no kill(1) on this machine (Debian package procps)")
+    ckptdir, logs, hold = tmp_path / "ckpt", tmp_path / "logs", tmp_path / "hold"
+    parked = tmp_path / "hold.parked"
+    env = base_env({"CRAC_TEST_PARKED_HOLD": str(hold)})
+    proc = launch(sys.executable, [str(APP)], ckptdir, out_dir=logs, env=env)
+    restarted = None
+    try:
+        wait_for_step(proc, 3)
+        before = complete_generations(ckptdir)
+        os.kill(proc.pid, signal.SIGUSR2)  # from outside crac: a checkpoint
+        wait_until(parked.exists, "the checkpoint to park the threads", WAIT_TIMEOUT)
+        sender = subprocess.run(
+            [
+                *crac_cmd(),
+                "launch",
+                "-c",
+                str(tmp_path / "sender"),
+                "--",
+                kill,
+                "-USR2",
+                str(proc.pid),
+            ],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=base_env(),
+            cwd=tmp_path,
+            timeout=WAIT_TIMEOUT,
+        )
+        assert sender.returncode == 0, sender.stderr.decode(errors="replace")
+        hold.touch()
+        gen = wait_new_generation(ckptdir, before, proc)
+        wait_until(lambda: "usr2 1" in proc.lines(), "the handler in the program run on")
+        kill9(proc)
+        assert "usr2 2" not in proc.lines(), proc.report()
+        restarted = restart(gen.parent, out_dir=logs, label="restart")
+        # Its first step after the restart, then a few more: the handler ran at the restart
+        # (the thread's first instructions), once.
+        first = wait_for_step(restarted, 1)
+        wait_for_step(restarted, first + 10)
+        lines = restarted.lines()
+        assert lines.count("usr2 1") == 1 and "usr2 2" not in lines, restarted.report()
+        assert lines.index("usr2 1") <= 2, restarted.report()
+    except BaseException:
+        print(proc.report(), restarted.report() if restarted else "", sep="\n")
+        raise
+    finally:
+        proc.stop()
+        if restarted is not None:
+            restarted.stop()
