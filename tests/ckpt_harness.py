@@ -407,6 +407,44 @@ def kill_tree(ckptdir: Path, *programs: bytes) -> None:
                 pass
 
 
+def kill_descendants(proc: subprocess.Popen) -> None:
+    """SIGKILL the descendants of PROC (while it runs: its pid is its own), those kill_tree does
+    not know too (a worker spawned after the last image, which would live on: a Python pool's
+    worker blocked in its queue's read, holding the queue's named semaphore the restarted tree
+    then waits for). PROC is stopped first, so it forks no new one meanwhile; they are found by
+    the parent links in /proc, until none is left. PROC itself is the caller's to kill."""
+    if proc.poll() is not None:
+        return
+    root = proc.pid
+    os.kill(root, signal.SIGSTOP)
+    killed: set[int] = set()
+    while True:
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+        found, frontier = set(), [root]
+        while frontier:
+            for child in children.get(frontier.pop(), []):
+                if child not in found:
+                    found.add(child)
+                    frontier.append(child)
+        if not found - killed:
+            return
+        for pid in found - killed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        killed |= found
+
+
 def process_start_time(pid: int) -> float:
     """When process PID started, in seconds since the epoch (clock-tick precision)."""
     stat = Path(f"/proc/{pid}/stat").read_text()

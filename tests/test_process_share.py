@@ -17,7 +17,15 @@ import socket
 import sys
 
 import pytest
-from ckpt_harness import CracProc, base_env, kill_tree, process_dirs, tree, wait_exit
+from ckpt_harness import (
+    CracProc,
+    base_env,
+    kill_descendants,
+    kill_tree,
+    process_dirs,
+    tree,
+    wait_exit,
+)
 from conftest import APPS_DIR, crac_cmd, require_native
 from coord_harness import free_port
 from job_harness import Output, restart_twice, segments_of, signal_checkpoint, wait_past
@@ -41,6 +49,7 @@ CASES = [
     ("share_pool", "executor"),  # concurrent.futures.ProcessPoolExecutor(2).map in a loop
     ("share_pool", "pool-spawn"),  # workers exec'd: named semaphores in /dev/shm
     ("share_pool", "executor-forkserver"),  # workers forked by a server process
+    ("share_pool", "respawn-spawn"),  # new workers open the named semaphores after each restart
     ("share_pool", "manager"),  # a Pool's workers store results through Manager proxies
     ("share_coproc", "asyncio"),  # asyncio and a `cat` coprocess; an O_TMPFILE file
     ("share_coproc", "asyncio-pidfd"),  # the same, the loop watching `cat` through a pidfd
@@ -100,6 +109,7 @@ def two_restarts(apps, tmp_path, app, mode, opts=()):
         script, before, after = signal_checkpoint(root.pid, out, [TAG], ckptdir, 30, root)
         assert len(process_dirs(ckptdir)) >= 2, tree(ckptdir)
         wait_past(out, [TAG], after, 2, root)
+        kill_descendants(root)
         kill_tree(ckptdir, *KILLED)
         if root.poll() is None:
             root.kill()
@@ -121,6 +131,7 @@ def two_restarts(apps, tmp_path, app, mode, opts=()):
     finally:
         for r in runs:
             r.kill()
+        kill_descendants(root)
         kill_tree(ckptdir, *KILLED)
         root.stop()
 

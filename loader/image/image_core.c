@@ -15,6 +15,7 @@
 #include "state.h"
 #include "upper_alloc.h"
 
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -171,6 +172,38 @@ static void unescape_maps_path(char *path, unsigned long ino)
         memcpy(path, plain, o + 1);
 }
 
+/* glibc's sem_open makes a semaphore under a temporary name in /dev/shm, maps it, then links it
+ * to its name and removes the temporary one: /proc/self/maps names the mapping by the removed
+ * name ("/dev/shm/sem.XXXXXX (deleted)") although the file lives on. Its name now, from the
+ * directory (same device and inode), replaces PATH (room for LEN bytes); 1 if found. Every
+ * process that opened the semaphore by name maps that name: recorded as the removed name, the
+ * creator's mapping came back as memory of its own (Python's multiprocessing locks under the
+ * spawn and forkserver methods, one copy each side). */
+static int shm_live_name(char *path, size_t len, dev_t dev, unsigned long ino)
+{
+    size_t plen = strlen(path);
+    if (strncmp(path, "/dev/shm/", 9) != 0 || plen <= 10 ||
+        strcmp(path + plen - 10, " (deleted)") != 0)
+        return 0;
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return 0;
+    struct dirent *de;
+    int found = 0;
+    char name[PATH_MAX];
+    while (!found && (de = readdir(d))) {
+        struct stat st;
+        if (de->d_ino != ino || snprintf(name, sizeof(name), "/dev/shm/%s", de->d_name) < 0)
+            continue;
+        found = stat(name, &st) == 0 && st.st_ino == ino && st.st_dev == dev &&
+                S_ISREG(st.st_mode) && strlen(name) < len;
+    }
+    closedir(d);
+    if (found)
+        snprintf(path, len, "%s", name);
+    return found;
+}
+
 /* Whether "VmFlags: rd wr mr mw me nr ..." holds the two-letter FLAG: "nr" when the mapping
  * reserves no swap (MAP_NORESERVE, or the kernel's own choice for read-only/shared mappings),
  * "dd" when the program excluded it from dumps (MADV_DONTDUMP). */
@@ -231,6 +264,8 @@ static int collect_regions(struct region *rs, int max, int pagemap)
          * mapping has the same inode). Its descriptor is not saved; the checkpoint says so. */
         int anon_inode = strncmp(path, "anon_inode:", 11) == 0;
         int anon = path[0] == '\0' || path[0] == '[' || anon_inode;
+        if (shared && ino)
+            shm_live_name(path, sizeof(line) - (size_t)consumed, makedev(dmaj, dmin), ino);
         size_t plen = strlen(path);
         int deleted = plen > 10 && strcmp(path + plen - 10, " (deleted)") == 0;
         /* PROT_NONE and never touched: a reservation, recreated by reserving W. Only what the

@@ -1,12 +1,15 @@
-"""share_pool TAG pool|executor|manager[-spawn|-forkserver] [STEPS=300] [MS=20]: Python's process
-pools in a loop: `multiprocessing.Pool(2).map` or `concurrent.futures.ProcessPoolExecutor(2).map`
-(their pipes, a SimpleQueue, POSIX semaphores in /dev/shm, the pool's threads), with the fork
-start method or the one named (spawn: workers exec'd, each opening the named semaphores in
-/dev/shm; forkserver: forked by a server process, Python 3.14's default); `manager`: a Pool(2)
-whose workers store their results in a `multiprocessing.Manager().dict()` (each task's proxy
-connects to the manager's listening Unix socket). Each step maps a function over a few numbers,
-checks the results and prints `TAG step N`; then `TAG DONE checksum=... steps=STEPS`
-(ckpt_counter's checksum). Exits non-zero on a wrong result."""
+"""share_pool TAG pool|executor|manager|respawn[-spawn|-forkserver] [STEPS=300] [MS=20]: Python's
+process pools in a loop: `multiprocessing.Pool(2).map` or
+`concurrent.futures.ProcessPoolExecutor(2).map` (their pipes, a SimpleQueue, POSIX semaphores in
+/dev/shm, the pool's threads), with the fork start method or the one named (spawn: workers
+exec'd, each opening the named semaphores in /dev/shm; forkserver: forked by a server process,
+Python 3.14's default); `manager`: a Pool(2) whose workers store their results in a
+`multiprocessing.Manager().dict()` (each task's proxy connects to the manager's listening Unix
+socket); `respawn`: an executor whose workers are replaced after 10 tasks each
+(`max_tasks_per_child`; spawn or forkserver only), so new workers open the pool's named
+semaphores after every restart. Each step maps a function over a few numbers, checks the results
+and prints `TAG step N`; then `TAG DONE checksum=... steps=STEPS` (ckpt_counter's checksum).
+Exits non-zero on a wrong result."""
 
 import concurrent.futures
 import multiprocessing
@@ -36,12 +39,16 @@ def main() -> int:
     results = manager.dict() if manager else None
     if mode in ("pool", "manager"):
         pool = multiprocessing.Pool(2)
+    elif mode == "respawn":
+        pool = concurrent.futures.ProcessPoolExecutor(2, max_tasks_per_child=10)
     else:
         pool = concurrent.futures.ProcessPoolExecutor(2)
     h = FNV_BASIS
     with pool:
         for k in range(1, steps + 1):
-            xs = list(range(k, k + k % 5 + 2))
+            # CPython 3.11's executor with max_tasks_per_child can deadlock by itself when the
+            # batches vary in size (fixed in 3.12): respawn's are of 4.
+            xs = list(range(k, k + (4 if mode == "respawn" else k % 5 + 2)))
             if results is None:
                 got = list(pool.map(work, xs))
             else:
