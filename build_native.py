@@ -294,6 +294,7 @@ TARGETS: dict[str, Target] = {
         tls_free=(
             "loader/confine/confine_exe.c",
             "loader/confine/confine_listen.c",
+            "loader/confine/confine_procpath.c",
             "loader/confine/confine_seccomp.c",
             "loader/confine/confine_trap.c",
             "loader/confine/fork_advice.c",

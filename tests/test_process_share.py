@@ -34,7 +34,7 @@ STEPS = 300
 TAG = "S"
 # The tree's processes by their command lines: the apps, and Python's spawned workers, forkserver
 # and resource tracker (`python -c "from multiprocessing... import main"`).
-KILLED = (b"share_", b"multiprocessing", b"cat")
+KILLED = (b"share_", b"multiprocessing", b"cat", b"loky")
 
 
 CASES = [
@@ -66,6 +66,8 @@ CASES = [
     ("share_signal", "usr2"),
     # siblings signalled by the pids the program knows, by a restarted one and by new children
     ("share_siblings", "kill"),
+    # /proc/<pid> by the pids the program knows: psutil, joblib's loky workers
+    ("share_procpid", "joblib"),
 ]
 
 
@@ -94,6 +96,7 @@ def two_restarts(apps, tmp_path, app, mode, opts=()):
         "share_halfclose",
         "share_openfile",
         "share_readers",
+        "share_procpid",
     ):
         program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py"), TAG, mode]
     else:  # share_mem, share_dgram and share_file have no mode

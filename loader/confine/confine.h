@@ -52,6 +52,12 @@ long confine_from_user(void *dst, const void *src, unsigned long n);
 /* readlink/readlinkat and execve/execveat of the program's own /proc/self/exe lead to the real
  * program (confine_exe.c); others are passed through. execve runs with program_mask. */
 long emu_readlink(long nr, long a1, long a2, long a3, long a4);
+/* After a restart: a path naming a process by the id the program knows, with the kernel's instead
+ * (BUF, PROC_PATH_MAX bytes), else USER_PATH itself; open, stat and access calls given such paths
+ * (confine_procpath.c). */
+#define PROC_PATH_MAX 256 /* a longer /proc path is left as it is (none of the kernel's is) */
+const char *confine_proc_path(const char *user_path, char *buf);
+long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5);
 long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4, long a5);
 long emu_close_range(long first, long last, long flags);
 long emu_close(long fd);

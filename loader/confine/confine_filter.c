@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -36,6 +37,8 @@ enum label {
     L_PRCTL,
     L_CLOSE_HIGH,
     L_MADVISE,
+    L_PATH_ARG2,
+    L_PATH_ARG3,
     L_COUNT
 };
 
@@ -170,6 +173,19 @@ int confine_install_filter(int virtual_ids)
         jump(&a, BPF_JEQ, (uint32_t)ids[i], L_TRAP_IF_W, NEXT);
     for (unsigned i = 0; virtual_ids && i < sizeof(id_args) / sizeof(id_args[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)id_args[i], L_TRAP_IF_W, NEXT);
+    /* Calls that take a path, which may name a process by its id: /proc/<pid>/... (after a
+     * restart, confine_procpath.c). fstat (newfstatat with AT_EMPTY_PATH) stays untrapped.
+     * CRAC_PROC_PATHS=0 leaves them all untrapped: each costs a SIGSYS round trip (a few us). */
+    const char *proc_paths = getenv("CRAC_PROC_PATHS");
+    int paths = virtual_ids && !(proc_paths && proc_paths[0] == '0' && !proc_paths[1]);
+    static const int path_args[] = {SYS_open,   SYS_openat,    SYS_stat,      SYS_lstat,
+                                    SYS_access, SYS_faccessat, SYS_faccessat2};
+    for (unsigned i = 0; paths && i < sizeof(path_args) / sizeof(path_args[0]); i++)
+        jump(&a, BPF_JEQ, (uint32_t)path_args[i], L_TRAP_IF_W, NEXT);
+    if (paths) {
+        jump(&a, BPF_JEQ, SYS_newfstatat, L_PATH_ARG3, NEXT);
+        jump(&a, BPF_JEQ, SYS_statx, L_PATH_ARG2, NEXT);
+    }
     if (virtual_ids) { /* the upper half has no vDSO: keep its frequent clock reads untrapped */
         jump(&a, BPF_JEQ, SYS_clock_gettime, L_CPU_CLOCK, NEXT);
         jump(&a, BPF_JEQ, SYS_clock_nanosleep, L_CPU_CLOCK, NEXT);
@@ -220,6 +236,12 @@ int confine_install_filter(int virtual_ids)
     static const uint32_t fork_advice[] = {MADV_DONTFORK, MADV_DOFORK, MADV_WIPEONFORK,
                                            MADV_KEEPONFORK};
     trap_if_arg_is(&a, L_MADVISE, 2, fork_advice, COUNT(fork_advice));
+    here(&a, L_PATH_ARG2); /* statx(dirfd, path, flags, ...) */
+    load(&a, ARG_LO(2));
+    jump(&a, BPF_JSET, AT_EMPTY_PATH, L_ALLOW, L_TRAP_IF_W);
+    here(&a, L_PATH_ARG3); /* newfstatat(dirfd, path, buf, flags) */
+    load(&a, ARG_LO(3));
+    jump(&a, BPF_JSET, AT_EMPTY_PATH, L_ALLOW, L_TRAP_IF_W);
     mask_arg_block(&a, L_MASK_ARG3, 3);
     mask_arg_block(&a, L_MASK_ARG4, 4);
     mask_arg_block(&a, L_MASK_ARG5, 5);

@@ -1315,6 +1315,15 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_exit_group: r = emu_exit_group(a1); break;
     case SYS_readlink:
     case SYS_readlinkat: r = emu_readlink(nr, a1, a2, a3, a4); break;
+    case SYS_open:
+    case SYS_openat:
+    case SYS_stat:
+    case SYS_lstat:
+    case SYS_newfstatat:
+    case SYS_statx:
+    case SYS_access:
+    case SYS_faccessat:
+    case SYS_faccessat2: r = emu_path_call(uc, nr, a1, a2, a3, a4, a5); break;
     case SYS_execve:
     case SYS_execveat:
         r = emu_execve((uint64_t *)&uc->uc_sigmask, nr, a1, a2, a3, a4, a5);

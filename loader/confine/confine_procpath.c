@@ -1,0 +1,126 @@
+/* confine_procpath.c — after a restart, a path that names a process or thread by the id the program
+ * knows (/proc/<vpid>/..., /proc/<vpid>/task/<vtid>/...) is given to the kernel with the real ids
+ * (docs/DECISIONS.md "/proc/<pid> after a restart"). TLS-free: runs in the SIGSYS handler with the
+ * upper fs live; raw syscalls only, no errno. */
+#include "confine.h"
+
+#include "crac_rawsys.h"
+#include "upper_alloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <ucontext.h>
+
+/* Up to LEN bytes of the program's string at USER, never past the end of its page unless the
+ * page holds no NUL: 0 with the string in BUF (NUL-terminated), -1 when it is unreadable or
+ * longer (the real call then answers as it would). */
+static int peek_string(const char *user, char *buf, uint64_t len)
+{
+    uint64_t got = 0;
+    while (got < len) {
+        uint64_t at = (uint64_t)user + got, room = 4096 - (at & 4095);
+        uint64_t want = len - got < room ? len - got : room;
+        struct iovec l = {buf + got, want}, r = {(void *)at, want};
+        long n = raw_syscall6(SYS_process_vm_readv, raw_syscall0(SYS_getpid), (long)&l, 1, (long)&r,
+                              1, 0);
+        if (n <= 0)
+            return -1;
+        for (uint64_t i = got; i < got + (uint64_t)n; i++)
+            if (buf[i] == '\0')
+                return 0;
+        got += (uint64_t)n;
+    }
+    return -1;
+}
+
+/* Copies the id at *S (decimal, no sign) translated to the kernel's into *OUT; advances both.
+ * 0 when there is no id there. */
+static int copy_id(const char **s, char **out, const char *end)
+{
+    int64_t v = 0;
+    const char *p = *s;
+    while (*p >= '0' && *p <= '9' && p - *s < 10)
+        v = v * 10 + (*p++ - '0');
+    if (p == *s || (*p != '/' && *p != '\0') || v <= 0 || v > INT32_MAX)
+        return 0;
+    int32_t real = vid_to_real(crac_ctrl(), (int32_t)v);
+    char digits[12];
+    int n = 0;
+    for (uint32_t r = (uint32_t)real; r || !n; r /= 10)
+        digits[n++] = (char)('0' + r % 10);
+    if (*out + n >= end)
+        return 0;
+    while (n)
+        *(*out)++ = digits[--n];
+    *s = p;
+    return 1;
+}
+
+/* PATH with the program's ids replaced by the kernel's, into OUT: 1, or 0 when nothing changes. */
+static int translate(const char *path, char *out)
+{
+    static const char proc[] = "/proc/", task[] = "/task/";
+    for (unsigned i = 0; i < sizeof(proc) - 1; i++)
+        if (path[i] != proc[i])
+            return 0;
+    const char *s = path + sizeof(proc) - 1, *end = out + PROC_PATH_MAX;
+    char *o = out;
+    for (unsigned i = 0; i < sizeof(proc) - 1; i++)
+        *o++ = proc[i];
+    if (!copy_id(&s, &o, end))
+        return 0;
+    int is_task = 1;
+    for (unsigned i = 0; i < sizeof(task) - 1 && is_task; i++)
+        is_task = s[i] == task[i];
+    if (is_task) {
+        for (unsigned i = 0; i < sizeof(task) - 1; i++)
+            *o++ = *s++;
+        copy_id(&s, &o, end); /* /proc/PID/task/ alone (a listing) has none */
+    }
+    while (*s && o < end - 1)
+        *o++ = *s++;
+    if (*s)
+        return 0;
+    *o = '\0';
+    for (const char *a = path, *b = out;; a++, b++)
+        if (*a != *b)
+            return 1;
+        else if (!*a)
+            return 0;
+}
+
+const char *confine_proc_path(const char *user_path, char *buf)
+{
+    char path[PROC_PATH_MAX];
+    struct crac_ctrl *c = crac_ctrl();
+    if ((!c->vpid && !c->n_vids) || !user_path || peek_string(user_path, path, sizeof(path)) != 0)
+        return user_path;
+    return translate(path, buf) ? buf : user_path;
+}
+
+long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5)
+{
+    char buf[PROC_PATH_MAX];
+    int at = nr != SYS_open && nr != SYS_stat && nr != SYS_lstat && nr != SYS_access;
+    const char *path = (const char *)(at ? a2 : a1);
+    long p = (long)confine_proc_path(path, buf);
+    switch (nr) {
+    case SYS_open:
+    case SYS_openat: {
+        /* Opening a FIFO or a device may block: under the program's mask, as the real call,
+         * so its signals and crac's suspension interrupt it; not this handler's. */
+        uint64_t prog = *(uint64_t *)&uc->uc_sigmask, saved;
+        raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &prog, &saved, 8);
+        long r = nr == SYS_open ? raw_syscall3(nr, p, a2, a3) : raw_syscall4(nr, a1, p, a3, a4);
+        raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+        return r;
+    }
+    case SYS_stat:
+    case SYS_lstat:
+    case SYS_access: return raw_syscall2(nr, p, a2);
+    default: return raw_syscall6(nr, a1, p, a3, a4, a5, 0); /* the *at calls and statx */
+    }
+}

@@ -1,0 +1,68 @@
+"""share_procpid TAG joblib [STEPS=300] [MS=20]: a program that reads /proc by the pids Python
+gives it, as psutil and joblib do: each step it maps a function over a few numbers with
+`joblib.Parallel(n_jobs=2)` (loky's reusable workers, spawned, which check their own memory through
+`psutil.Process(os.getpid())`), reads its own `/proc/<getpid()>/cwd` and `stat`, and asks psutil
+for the status and command line of a forked child (`/proc/<child.pid>/...`). After a restart the
+kernel's ids are new; the paths must still name these processes. Prints `TAG step N`, then
+`TAG DONE checksum=... steps=STEPS` (ckpt_counter's checksum). Exits non-zero on a wrong result."""
+
+import multiprocessing
+import os
+import sys
+import time
+
+import psutil
+from joblib import Parallel, delayed
+from step_sum import FNV_BASIS, fnv_step
+
+
+def work(x: int) -> int:
+    return x * x + 7
+
+
+def idle(conn) -> None:  # noqa: ANN001 - a Connection
+    conn.recv()
+
+
+def fail(k: int, what: str) -> int:
+    print(f"share_procpid: FAIL at step {k}: {what}", file=sys.stderr, flush=True)
+    return 1
+
+
+def main() -> int:
+    tag = sys.argv[1]
+    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
+    ms = int(sys.argv[4]) if len(sys.argv) > 4 else 20
+    ours, theirs = multiprocessing.Pipe()
+    child = multiprocessing.get_context("fork").Process(target=idle, args=(theirs,))
+    child.start()
+    h = FNV_BASIS
+    for k in range(1, steps + 1):
+        xs = list(range(k, k + 4))
+        got = Parallel(n_jobs=2)(delayed(work)(x) for x in xs)
+        if got != [work(x) for x in xs]:
+            return fail(k, f"joblib gave {got}")
+        me = os.getpid()
+        if os.readlink(f"/proc/{me}/cwd") != os.getcwd():
+            return fail(k, f"/proc/{me}/cwd is {os.readlink(f'/proc/{me}/cwd')}")
+        with open(f"/proc/{me}/stat") as f:
+            if f.read().split(") ", 1)[1][0] not in "RS":
+                return fail(k, f"/proc/{me}/stat says it is not running")
+        kid = psutil.Process(child.pid)
+        if kid.status() not in ("sleeping", "running") or "python" not in kid.cmdline()[0]:
+            return fail(k, f"psutil says the child {child.pid} is {kid.status()}")
+        if psutil.Process(me).memory_info().rss <= 0:
+            return fail(k, "psutil says it has no memory")
+        h = fnv_step(h, k)
+        print(f"{tag} step {k}", flush=True)
+        time.sleep(ms / 1000)
+    ours.send(None)
+    child.join()
+    if child.exitcode != 0:
+        return fail(steps, f"the child ended with {child.exitcode}")
+    print(f"{tag} DONE checksum={h:016x} steps={steps}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
