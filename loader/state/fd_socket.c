@@ -497,10 +497,12 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
          * with its bytes, else the loader warns then that it fails as a dropped connection. */
         if (s.role == R_OUTSIDE && s.domain != AF_UNIX && s.type == SOCK_STREAM) {
             maybe_tree = 1;
-            /* Bytes still in our send queue (the peer's buffer was full) are not readable here
-             * and not in the peer's saved queue: say so. */
+            /* Bytes still in our send queue, never sent (the peer's buffer was full), are not
+             * readable here and not in the peer's saved queue: say so. Not those sent and not
+             * yet acknowledged (SIOCOUTQ counts them): over loopback they are in the peer's
+             * queue already, its ACK delayed (a dask scheduler's connections to its workers). */
             int outq = 0;
-            if (ioctl(e->rec.fd, SIOCOUTQ, &outq) == 0 && outq > 0)
+            if (ioctl(e->rec.fd, SIOCOUTQNSD, &outq) == 0 && outq > 0)
                 state_loss("socket fd %d: %d bytes sent but not yet received by the peer are "
                            "not saved",
                            e->rec.fd, outq);
