@@ -85,3 +85,23 @@ def test_signal_sent_while_the_threads_are_parked_reaches_the_restarted_handler(
         proc.stop()
         if restarted is not None:
             restarted.stop()
+
+
+def test_group_signal_reaches_every_handler_and_takes_no_checkpoint(tmp_path):
+    """kill(0) and killpg() of SIGUSR2 from a program under crac (GNU timeout signals its group
+    this way): each process of the group, itself included, runs its handler; none checkpoints."""
+    require_native()
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    proc = launch(sys.executable, [str(APPS_DIR / "py" / "usr2_group.py")], ckptdir, out_dir=logs)
+    try:
+        assert proc.wait(timeout=WAIT_TIMEOUT) == 0, proc.report()
+        lines = proc.lines()
+        for who in ("parent", "child"):
+            assert lines.count(f"{who} usr2 2") == 1, proc.report()
+        assert lines[-1] == "DONE", proc.report()
+        assert complete_generations(ckptdir) == {}, proc.report()
+    except BaseException:
+        print(proc.report())
+        raise
+    finally:
+        proc.stop()

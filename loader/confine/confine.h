@@ -69,6 +69,10 @@ long emu_listen(long fd, long backlog); /* confine_listen.c */
 /* kill, tgkill or rt_sigqueueinfo of the checkpoint signal's number at another process that runs
  * crac's loader: sent marked (peer_signal.c); -ENOSYS where it is not such a call. */
 long peer_signal_send(const struct crac_ctrl *c, long nr, long a1, long a2, long a3);
+/* kill(0 or -group) of the checkpoint signal's number: to each process of the group PGRP (the
+ * kernel's id), marked to those that run crac's loader; *SELF set when this process is one of them
+ * (its own handler is the caller's to run). 0, -ESRCH (none), or the kernel's error for all. */
+long peer_signal_group(long sig, int32_t pgrp, int *self);
 /* The receiving side's record of such a signal (c->peer_sig): put by the manager when it takes
  * one, 1, or 0 when one waits already (merged); taken into SI for the program's handler, 1, or 0
  * when none waits (peer_signal.c). */

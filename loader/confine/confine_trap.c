@@ -989,6 +989,18 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
             return -EFAULT;
         return self_ckpt_signal(uc, nr == SYS_kill ? SI_USER : SI_TKILL, queued ? &copy : 0);
     }
+    if (nr == SYS_kill && a2 == c->ckpt_sig && ((int32_t)a1 == 0 || (int32_t)a1 < -1)) {
+        /* A group's: each process of it gets the program's signal, not a checkpoint request. */
+        int32_t group = (int32_t)a1 == 0 ? (int32_t)raw_syscall1(SYS_getpgid, 0)
+                                         : vgroup_to_real(c, -(int32_t)a1);
+        int self = 0;
+        long r = peer_signal_group(a2, group, &self);
+        if (r != -ENOSYS) {
+            if (self)
+                self_ckpt_signal(uc, SI_USER, 0);
+            return r;
+        }
+    }
     if (nr == SYS_kill || nr == SYS_tgkill || nr == SYS_rt_sigqueueinfo) {
         long r = peer_signal_send(c, nr, a1, a2, a3);
         if (r != -ENOSYS)

@@ -27,6 +27,90 @@ static int runs_our_loader(int32_t pid)
     return theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
 }
 
+/* The process group of process PID (the kernel's ids), from /proc/PID/stat; -1 when gone. */
+static int32_t group_of(int32_t pid)
+{
+    char path[32], buf[512];
+    raw_proc_path(path, pid, "/stat");
+    long fd = raw_syscall4(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    long n = raw_syscall3(SYS_read, fd, (long)buf, sizeof(buf) - 1);
+    raw_syscall1(SYS_close, fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    const char *p = buf + n;
+    while (p > buf && *p != ')') /* the command may hold spaces and parentheses: after the last */
+        p--;
+    for (int field = 0; *p && field < 3; p++) /* ") S PPID PGRP" */
+        field += *p == ' ';
+    int32_t pgrp = 0;
+    while (*p >= '0' && *p <= '9')
+        pgrp = pgrp * 10 + (*p++ - '0');
+    return pgrp > 0 ? pgrp : -1;
+}
+
+/* One process of the group: marked if it runs crac's loader, as the kernel's signal otherwise. */
+static long send_one(int32_t pid, long sig, const siginfo_t *marked)
+{
+    if (runs_our_loader(pid))
+        return raw_syscall3(SYS_rt_sigqueueinfo, pid, sig, (long)marked);
+    return raw_syscall2(SYS_kill, pid, sig);
+}
+
+long peer_signal_group(long sig, int32_t pgrp, int *self)
+{
+    int32_t me = (int32_t)raw_syscall0(SYS_getpid);
+    siginfo_t si;
+    __builtin_memset(&si, 0, sizeof(si));
+    si.si_signo = (int)sig;
+    si.si_code = SI_QUEUE;
+    si.si_errno = CRAC_PEER_SIG_MARK | CRAC_PEER_KILL;
+    si.si_pid = me;
+    si.si_uid = (uid_t)raw_syscall0(SYS_getuid);
+    *self = 0;
+    long fd =
+        raw_syscall4(SYS_openat, AT_FDCWD, (long)"/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -ENOSYS; /* the kernel's group signal, as before */
+    char buf[2048];
+    int found = 0, sent = 0;
+    long err = -ESRCH, n;
+    while ((n = raw_syscall3(SYS_getdents64, fd, (long)buf, sizeof(buf))) > 0) {
+        for (long at = 0; at < n;) {
+            const struct dirent64_raw {
+                uint64_t ino;
+                int64_t off;
+                uint16_t reclen;
+                uint8_t type;
+                char name[];
+            } *d = (const void *)(buf + at);
+            at += d->reclen;
+            int32_t pid = 0;
+            const char *q = d->name;
+            while (*q >= '0' && *q <= '9')
+                pid = pid * 10 + (*q++ - '0');
+            if (*q || pid <= 0 || group_of(pid) != pgrp)
+                continue;
+            found = 1;
+            if (pid == me) {
+                *self = 1; /* the caller gives it to this process's own handler */
+                continue;
+            }
+            long r = send_one(pid, sig, &si);
+            if (r == 0)
+                sent = 1;
+            else
+                err = r;
+        }
+    }
+    raw_syscall1(SYS_close, fd);
+    if (!found)
+        return -ESRCH;
+    return sent || *self ? 0 : err;
+}
+
 long peer_signal_send(const struct crac_ctrl *c, long nr, long a1, long a2, long a3)
 {
     long sig = nr == SYS_tgkill ? a3 : a2;
