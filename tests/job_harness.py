@@ -28,6 +28,7 @@ from ckpt_harness import (
     counter_lines,
     inspect_images,
     latest_complete,
+    process_start_time,
     stitch,
     tree,
 )
@@ -267,21 +268,51 @@ class ScriptRun:
 
     def wait(self, timeout: float = RUN_TIMEOUT) -> int:
         try:
-            return self.proc.wait(timeout=timeout)
+            status = self.proc.wait(timeout=timeout)
+            self.reaped_at = time.time()
+            return status
         except subprocess.TimeoutExpired:
             self.kill()
             pytest.fail(f"{self.out.label} did not end in {timeout:.0f} s\n{self.report()}")
 
+    reaped_at: float | None = None
+
     def kill(self) -> None:
-        """SIGKILL the script and everything it started (its own session)."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        """SIGKILL the script and everything it started (its own session). Once the script is
+        reaped its pid, the session's and group's id, may be another's: a test beside this one
+        started its restart script as that pid, a session leader, and lost its whole job to this
+        kill. Then only what is left of this session and started before the reaping goes."""
+        if self.proc.returncode is None:  # not reaped: alive or a zombie, the id is still its
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        elif self.reaped_at is not None:
+            for pid in session_members(self.proc.pid):
+                try:
+                    if process_start_time(pid) <= self.reaped_at:
+                        os.kill(pid, signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
         try:
             self.proc.wait(timeout=WAIT_TIMEOUT)
         except subprocess.TimeoutExpired:
             pass
+
+
+def session_members(sid: int) -> list[int]:
+    """The pids of the processes in session SID now."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[3]) == sid:  # state ppid pgrp session
+            members.append(int(entry))
+    return members
 
 
 def kill_job(port: int, run: ScriptRun) -> None:

@@ -230,7 +230,8 @@ def test_killed_mid_compact(chain: tuple[Path, Segment, list[str]], tmp_path: Pa
             time.sleep(0.05)
         assert p.poll() is None, p.communicate()
     finally:
-        os.killpg(p.pid, signal.SIGKILL)
+        if p.returncode is None:  # once reaped, its group's id may be another test's
+            os.killpg(p.pid, signal.SIGKILL)
         p.communicate()
     after = entries(procdir)
     assert [n for n in after if not n.endswith(".tmp")] == before, after

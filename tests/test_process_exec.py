@@ -147,10 +147,11 @@ class Tree:
             )
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        if self.proc.returncode is None:  # once reaped, its group's id may be another test's
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.proc.wait(timeout=60)
 
     def report(self) -> str:
