@@ -407,6 +407,21 @@ def kill_tree(ckptdir: Path, *programs: bytes) -> None:
                 pass
 
 
+def process_table() -> dict[int, tuple[int, int, int]]:
+    """Every process now: {pid: (parent pid, process group, session)}, from /proc/PID/stat."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # state ppid pgrp session ...
+        table[int(entry)] = (int(fields[1]), int(fields[2]), int(fields[3]))
+    return table
+
+
 def kill_descendants(proc: subprocess.Popen) -> None:
     """SIGKILL the descendants of PROC (while it runs: its pid is its own), those kill_tree does
     not know too (a worker spawned after the last image, which would live on: a Python pool's
@@ -420,15 +435,8 @@ def kill_descendants(proc: subprocess.Popen) -> None:
     killed: set[int] = set()
     while True:
         children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
+        for pid, (ppid, _, _) in process_table().items():
+            children.setdefault(ppid, []).append(pid)
         found, frontier = set(), [root]
         while frontier:
             for child in children.get(frontier.pop(), []):

@@ -29,6 +29,7 @@ from ckpt_harness import (
     inspect_images,
     latest_complete,
     process_start_time,
+    process_table,
     stitch,
     tree,
 )
@@ -288,7 +289,8 @@ class ScriptRun:
             except ProcessLookupError:
                 pass
         elif self.reaped_at is not None:
-            for pid in session_members(self.proc.pid):
+            members = [p for p, ids in process_table().items() if ids[2] == self.proc.pid]
+            for pid in members:
                 try:
                     if process_start_time(pid) <= self.reaped_at:
                         os.kill(pid, signal.SIGKILL)
@@ -298,21 +300,6 @@ class ScriptRun:
             self.proc.wait(timeout=WAIT_TIMEOUT)
         except subprocess.TimeoutExpired:
             pass
-
-
-def session_members(sid: int) -> list[int]:
-    """The pids of the processes in session SID now."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[3]) == sid:  # state ppid pgrp session
-            members.append(int(entry))
-    return members
 
 
 def kill_job(port: int, run: ScriptRun) -> None:
