@@ -65,6 +65,7 @@ CKPT_PROGRAMS = (
     "ckpt_sigqueue",
     "ckpt_sigthread",
     "ckpt_closeall",
+    "ckpt_procpid",
 )
 
 _BUILT: dict[str, Path] = {}

@@ -10,10 +10,12 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,12 +24,14 @@ typedef long (*emu_munmap_fn)(uint64_t, uint64_t);
 typedef long (*emu_mremap_fn)(uint64_t, uint64_t, uint64_t, long, uint64_t);
 typedef long (*emu_brk_fn)(uint64_t);
 typedef long (*emu_self_id_fn)(long);
+typedef long (*emu_path_fn)(long, long, long, long, long, long);
 
 static emu_mmap_fn lower_mmap;
 static emu_munmap_fn lower_munmap;
 static emu_mremap_fn lower_mremap;
 static emu_brk_fn lower_brk;
 static emu_self_id_fn lower_self_id;
+static emu_path_fn lower_path;
 
 static inline long result(long r)
 {
@@ -111,6 +115,57 @@ static pid_t fast_getpid(void) { return (pid_t)self_id(SYS_getpid); }
 static pid_t fast_gettid(void) { return (pid_t)self_id(SYS_gettid); }
 static pid_t fast_getppid(void) { return (pid_t)self_id(SYS_getppid); }
 
+/* open, stat and access: after a restart a /proc/<pid> path they are given names the pid the
+ * program knows, which the loader translates (loader/confine/confine_procpath.c) and issues the
+ * call from its own text, outside W: the seccomp trap that catches the same calls from anywhere
+ * else in W costs a SIGSYS round trip (~5 us) each. No crossing gate: an open may block (a FIFO),
+ * and must not hold a checkpoint off; a thread suspended there comes back to the loader's text,
+ * as one suspended in the trap handler does. Not cancellation points as glibc's are. */
+static mode_t open_mode(int flags, va_list ap)
+{
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0;
+}
+
+static int fast_open(const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = open_mode(flags, ap);
+    va_end(ap);
+    return (int)result(lower_path(SYS_openat, AT_FDCWD, (long)path, flags, mode, 0));
+}
+
+static int fast_openat(int dirfd, const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = open_mode(flags, ap);
+    va_end(ap);
+    return (int)result(lower_path(SYS_openat, dirfd, (long)path, flags, mode, 0));
+}
+
+static int fast_fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+    return (int)result(lower_path(SYS_newfstatat, dirfd, (long)path, (long)st, flags, 0));
+}
+
+static int fast_statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *st)
+{
+    return (int)result(lower_path(SYS_statx, dirfd, (long)path, flags, mask, (long)st));
+}
+
+static int fast_access(const char *path, int mode)
+{
+    return (int)result(lower_path(SYS_access, (long)path, mode, 0, 0, 0));
+}
+
+static int fast_faccessat(int dirfd, const char *path, int mode, int flags)
+{
+    /* Only faccessat2 takes flags (Linux 5.8); without them, faccessat is every kernel's. */
+    long nr = flags ? SYS_faccessat2 : SYS_faccessat;
+    return (int)result(lower_path(nr, dirfd, (long)path, mode, flags, 0));
+}
+
 /* The bytes compilers pad functions with: multi-byte NOPs (their prefixes, opcode, ModRM and
  * zero displacements) and int3. */
 static int padding_byte(unsigned char b)
@@ -165,6 +220,7 @@ void fastpath_install(void)
     lower_mremap = (emu_mremap_fn)upper_lookup("crac_lh_emu_mremap");
     lower_brk = (emu_brk_fn)upper_lookup("crac_lh_emu_brk");
     lower_self_id = (emu_self_id_fn)upper_lookup("crac_lh_emu_self_id");
+    lower_path = (emu_path_fn)upper_lookup("crac_lh_emu_path");
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     if (!libc || !lower_mmap || !lower_munmap || !lower_mremap || !lower_brk || !lower_self_id)
         return; /* the trap alone still confines everything */
@@ -179,6 +235,19 @@ void fastpath_install(void)
         void *fn = dlsym(libc, hooks[i].name);
         if (fn)
             patch(fn, hooks[i].target);
+    }
+    /* stat, lstat and fstat jump to fstatat; fopen and opendir call __open64_nocancel. */
+    static const struct {
+        const char *name;
+        void *target;
+    } paths[] = {{"open64", (void *)fast_open},        {"__open64_nocancel", (void *)fast_open},
+                 {"openat64", (void *)fast_openat},    {"fstatat64", (void *)fast_fstatat},
+                 {"statx", (void *)fast_statx},        {"access", (void *)fast_access},
+                 {"faccessat", (void *)fast_faccessat}};
+    for (unsigned i = 0; lower_path && i < sizeof(paths) / sizeof(paths[0]); i++) {
+        void *fn = dlsym(libc, paths[i].name);
+        if (fn)
+            patch(fn, paths[i].target);
     }
     dlclose(libc);
 }

@@ -58,6 +58,9 @@ long emu_readlink(long nr, long a1, long a2, long a3, long a4);
 #define PROC_PATH_MAX 256 /* a longer /proc path is left as it is (none of the kernel's is) */
 const char *confine_proc_path(const char *user_path, char *buf);
 long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5);
+/* The same for the upper libc's open, stat and access entries (upperhalf/fastpath.c): called,
+ * not trapped, and the call issued from the loader's text, outside W; -errno. */
+long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5);
 long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4, long a5);
 long emu_close_range(long first, long last, long flags);
 long emu_close(long fd);

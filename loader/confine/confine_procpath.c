@@ -92,6 +92,12 @@ static int translate(const char *path, char *out)
             return 0;
 }
 
+/* The path the call NR takes, among its arguments A1.. (the *at calls' second). */
+static int path_is_second(long nr)
+{
+    return nr != SYS_open && nr != SYS_stat && nr != SYS_lstat && nr != SYS_access;
+}
+
 const char *confine_proc_path(const char *user_path, char *buf)
 {
     char path[PROC_PATH_MAX];
@@ -101,10 +107,26 @@ const char *confine_proc_path(const char *user_path, char *buf)
     return translate(path, buf) ? buf : user_path;
 }
 
+long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5)
+{
+    /* fstat's "" (AT_EMPTY_PATH) names no process; otherwise the path is read as the trap reads
+     * it (a bad pointer is the kernel's EFAULT: programs probe memory with stat), after a
+     * restart only: before it no id differs. */
+    long empty = nr == SYS_newfstatat ? a4 & AT_EMPTY_PATH
+                 : nr == SYS_statx    ? a3 & AT_EMPTY_PATH
+                                      : 0;
+    long p = path_is_second(nr) ? a2 : a1;
+    char buf[PROC_PATH_MAX];
+    if (!empty)
+        p = (long)confine_proc_path((const char *)p, buf);
+    return path_is_second(nr) ? raw_syscall6(nr, a1, p, a3, a4, a5, 0)
+                              : raw_syscall6(nr, p, a2, a3, a4, a5, 0);
+}
+
 long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5)
 {
     char buf[PROC_PATH_MAX];
-    int at = nr != SYS_open && nr != SYS_stat && nr != SYS_lstat && nr != SYS_access;
+    int at = path_is_second(nr);
     const char *path = (const char *)(at ? a2 : a1);
     long p = (long)confine_proc_path(path, buf);
     switch (nr) {

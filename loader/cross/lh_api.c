@@ -57,6 +57,7 @@ static const struct crac_lh_entry loader_entries[] = {
     {"crac_lh_emu_mremap", (void *)emu_mremap},
     {"crac_lh_emu_brk", (void *)emu_brk},
     {"crac_lh_emu_self_id", (void *)emu_self_id},
+    {"crac_lh_emu_path", (void *)emu_path_direct},
 };
 
 static volatile int32_t gate_inside, gate_pending;
