@@ -107,20 +107,43 @@ const char *confine_proc_path(const char *user_path, char *buf)
     return translate(path, buf) ? buf : user_path;
 }
 
-long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5)
+/* NR with its path argument P (the others as given). */
+static long path_syscall(long nr, long p, long a1, long a2, long a3, long a4, long a5)
 {
-    /* fstat's "" (AT_EMPTY_PATH) names no process; otherwise the path is read as the trap reads
-     * it (a bad pointer is the kernel's EFAULT: programs probe memory with stat), after a
-     * restart only: before it no id differs. */
-    long empty = nr == SYS_newfstatat ? a4 & AT_EMPTY_PATH
-                 : nr == SYS_statx    ? a3 & AT_EMPTY_PATH
-                                      : 0;
-    long p = path_is_second(nr) ? a2 : a1;
-    char buf[PROC_PATH_MAX];
-    if (!empty)
-        p = (long)confine_proc_path((const char *)p, buf);
     return path_is_second(nr) ? raw_syscall6(nr, a1, p, a3, a4, a5, 0)
                               : raw_syscall6(nr, p, a2, a3, a4, a5, 0);
+}
+
+long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5)
+{
+    const struct crac_ctrl *c = crac_ctrl();
+    const char *path = (const char *)(path_is_second(nr) ? a2 : a1);
+    long r = path_syscall(nr, (long)path, a1, a2, a3, a4, a5);
+    /* Before a restart no id differs. Otherwise the call goes first as given: the kernel reads
+     * the path (a bad pointer is its EFAULT: programs probe memory with stat), and only when it
+     * found it, or found nothing there, is it read here: a /proc path the program's ids make
+     * different is given again with the kernel's (a descriptor of the wrong one closed). A path
+     * outside /proc, nearly every one, costs a comparison of six bytes. */
+    if ((!c->vpid && !c->n_vids) || !path) /* fstat's may be NULL (AT_EMPTY_PATH, Linux 6.11) */
+        return r;
+    if (r < 0 && r != -ENOENT && r != -EACCES && r != -EPERM && r != -ENOTDIR)
+        return r;
+    static const char proc[] = "/proc/";
+    for (unsigned k = 0; k < sizeof(proc) - 1; k++)
+        if (path[k] != proc[k])
+            return r;
+    char copy[PROC_PATH_MAX], buf[PROC_PATH_MAX];
+    unsigned n = 0;
+    while (n < sizeof(copy) - 1 && path[n])
+        n++;
+    if (path[n])
+        return r;
+    __builtin_memcpy(copy, path, n + 1);
+    if (!translate(copy, buf))
+        return r;
+    if (r >= 0 && (nr == SYS_openat || nr == SYS_open))
+        raw_syscall1(SYS_close, r);
+    return path_syscall(nr, (long)buf, a1, a2, a3, a4, a5);
 }
 
 long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5)
