@@ -213,6 +213,20 @@ static int patch(void *fn, void *target)
     return mprotect((void *)start, span, PROT_READ | PROT_EXEC);
 }
 
+struct hook {
+    const char *name;
+    void *target;
+};
+
+static void patch_all(void *libc, const struct hook *hooks, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        void *fn = dlsym(libc, hooks[i].name);
+        if (fn)
+            patch(fn, hooks[i].target);
+    }
+}
+
 void fastpath_install(void)
 {
     lower_mmap = (emu_mmap_fn)upper_lookup("crac_lh_emu_mmap");
@@ -224,30 +238,19 @@ void fastpath_install(void)
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     if (!libc || !lower_mmap || !lower_munmap || !lower_mremap || !lower_brk || !lower_self_id)
         return; /* the trap alone still confines everything */
-    static const struct {
-        const char *name;
-        void *target;
-    } hooks[] = {{"mmap", (void *)fast_mmap},     {"munmap", (void *)fast_munmap},
-                 {"mremap", (void *)fast_mremap}, {"brk", (void *)fast_brk},
-                 {"sbrk", (void *)fast_sbrk},     {"getpid", (void *)fast_getpid},
-                 {"gettid", (void *)fast_gettid}, {"getppid", (void *)fast_getppid}};
-    for (unsigned i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
-        void *fn = dlsym(libc, hooks[i].name);
-        if (fn)
-            patch(fn, hooks[i].target);
-    }
+    static const struct hook memory_and_ids[] = {
+        {"mmap", (void *)fast_mmap},     {"munmap", (void *)fast_munmap},
+        {"mremap", (void *)fast_mremap}, {"brk", (void *)fast_brk},
+        {"sbrk", (void *)fast_sbrk},     {"getpid", (void *)fast_getpid},
+        {"gettid", (void *)fast_gettid}, {"getppid", (void *)fast_getppid}};
+    patch_all(libc, memory_and_ids, sizeof(memory_and_ids) / sizeof(memory_and_ids[0]));
     /* stat, lstat and fstat jump to fstatat; fopen and opendir call __open64_nocancel. */
-    static const struct {
-        const char *name;
-        void *target;
-    } paths[] = {{"open64", (void *)fast_open},        {"__open64_nocancel", (void *)fast_open},
-                 {"openat64", (void *)fast_openat},    {"fstatat64", (void *)fast_fstatat},
-                 {"statx", (void *)fast_statx},        {"access", (void *)fast_access},
-                 {"faccessat", (void *)fast_faccessat}};
-    for (unsigned i = 0; lower_path && i < sizeof(paths) / sizeof(paths[0]); i++) {
-        void *fn = dlsym(libc, paths[i].name);
-        if (fn)
-            patch(fn, paths[i].target);
-    }
+    static const struct hook paths[] = {
+        {"open64", (void *)fast_open},        {"__open64_nocancel", (void *)fast_open},
+        {"openat64", (void *)fast_openat},    {"fstatat64", (void *)fast_fstatat},
+        {"statx", (void *)fast_statx},        {"access", (void *)fast_access},
+        {"faccessat", (void *)fast_faccessat}};
+    if (lower_path)
+        patch_all(libc, paths, sizeof(paths) / sizeof(paths[0]));
     dlclose(libc);
 }
