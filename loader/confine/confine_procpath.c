@@ -1,7 +1,7 @@
 /* confine_procpath.c — after a restart, a path that names a process or thread by the id the program
  * knows (/proc/<vpid>/..., /proc/<vpid>/task/<vtid>/...) is given to the kernel with the real ids
- * (docs/DECISIONS.md "/proc/<pid> after a restart"). TLS-free: runs in the SIGSYS handler with the
- * upper fs live; raw syscalls only, no errno. */
+ * (docs/DECISIONS.md "/proc/<pid> after a restart"). TLS-free: runs in the SIGSYS handler and, for
+ * the upper libc's patched entries, on a program thread, the upper fs live; raw syscalls only. */
 #include "confine.h"
 
 #include "crac_rawsys.h"
