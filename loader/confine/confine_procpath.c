@@ -149,23 +149,14 @@ long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5)
 long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5)
 {
     char buf[PROC_PATH_MAX];
-    int at = path_is_second(nr);
-    const char *path = (const char *)(at ? a2 : a1);
-    long p = (long)confine_proc_path(path, buf);
-    switch (nr) {
-    case SYS_open:
-    case SYS_openat: {
-        /* Opening a FIFO or a device may block: under the program's mask, as the real call,
-         * so its signals and crac's suspension interrupt it; not this handler's. */
-        uint64_t prog = *(uint64_t *)&uc->uc_sigmask, saved;
-        raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &prog, &saved, 8);
-        long r = nr == SYS_open ? raw_syscall3(nr, p, a2, a3) : raw_syscall4(nr, a1, p, a3, a4);
-        raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
-        return r;
-    }
-    case SYS_stat:
-    case SYS_lstat:
-    case SYS_access: return raw_syscall2(nr, p, a2);
-    default: return raw_syscall6(nr, a1, p, a3, a4, a5, 0); /* the *at calls and statx */
-    }
+    long p = (long)confine_proc_path((const char *)(path_is_second(nr) ? a2 : a1), buf);
+    if (nr != SYS_open && nr != SYS_openat)
+        return path_syscall(nr, p, a1, a2, a3, a4, a5);
+    /* Opening a FIFO or a device may block: under the program's mask, as the real call, so its
+     * signals and crac's suspension interrupt it; not this handler's. */
+    uint64_t prog = *(uint64_t *)&uc->uc_sigmask, saved;
+    raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &prog, &saved, 8);
+    long r = path_syscall(nr, p, a1, a2, a3, a4, a5);
+    raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+    return r;
 }

@@ -27,6 +27,16 @@ static int runs_our_loader(int32_t pid)
     return theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
 }
 
+/* SI made the marked signal SIG of KIND from this process (its value, if any, kept). */
+static void mark_signal(siginfo_t *si, long sig, int kind)
+{
+    si->si_signo = (int)sig;
+    si->si_code = SI_QUEUE;
+    si->si_errno = CRAC_PEER_SIG_MARK | kind;
+    si->si_pid = (pid_t)raw_syscall0(SYS_getpid);
+    si->si_uid = (uid_t)raw_syscall0(SYS_getuid);
+}
+
 /* The process group of process PID (the kernel's ids), from /proc/PID/stat; -1 when gone. */
 static int32_t group_of(int32_t pid)
 {
@@ -64,11 +74,7 @@ long peer_signal_group(long sig, int32_t pgrp, int *self)
     int32_t me = (int32_t)raw_syscall0(SYS_getpid);
     siginfo_t si;
     __builtin_memset(&si, 0, sizeof(si));
-    si.si_signo = (int)sig;
-    si.si_code = SI_QUEUE;
-    si.si_errno = CRAC_PEER_SIG_MARK | CRAC_PEER_KILL;
-    si.si_pid = me;
-    si.si_uid = (uid_t)raw_syscall0(SYS_getuid);
+    mark_signal(&si, sig, CRAC_PEER_KILL);
     *self = 0;
     long fd =
         raw_syscall4(SYS_openat, AT_FDCWD, (long)"/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
@@ -131,11 +137,7 @@ long peer_signal_send(const struct crac_ctrl *c, long nr, long a1, long a2, long
     int kind = nr == SYS_kill     ? CRAC_PEER_KILL
                : nr == SYS_tgkill ? CRAC_PEER_TGKILL
                                   : CRAC_PEER_QUEUE;
-    si.si_signo = (int)sig;
-    si.si_code = SI_QUEUE;
-    si.si_errno = CRAC_PEER_SIG_MARK | kind;
-    si.si_pid = (pid_t)raw_syscall0(SYS_getpid);
-    si.si_uid = (uid_t)raw_syscall0(SYS_getuid);
+    mark_signal(&si, sig, kind);
     if (kind == CRAC_PEER_TGKILL) /* the thread, by the kernel's id, rides in the value */
         si.si_value.sival_int = vid_to_real(c, (int32_t)a2);
     return raw_syscall3(SYS_rt_sigqueueinfo, real, sig, (long)&si);
