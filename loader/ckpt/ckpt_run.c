@@ -133,13 +133,15 @@ static void report_timing(int generation, const double *t, int n_threads, uint64
  * forked writer starts writing only once PATH exists, as if it were that slow, so a test can
  * look at a job while its writers run without depending on how long writing takes. Runs in the
  * writer (a copy of the manager: ordinary libc). */
-void ckpt_test_writer_hold(void)
+/* The test knobs' wait: until PATH exists (none without a PATH). */
+static void test_wait_for(const char *path)
 {
-    const char *path = getenv("CRAC_TEST_WRITER_HOLD");
     struct timespec tick = {0, 10 * 1000 * 1000};
     while (path && path[0] && access(path, F_OK) != 0)
         nanosleep(&tick, NULL);
 }
+
+void ckpt_test_writer_hold(void) { test_wait_for(getenv("CRAC_TEST_WRITER_HOLD")); }
 
 /* Test knob (tests/test_peer_signal.py; docs/CLI.md "Environment"): with CRAC_TEST_PARKED_HOLD=PATH
  * a checkpoint whose threads are parked creates PATH.parked and takes its state only once PATH
@@ -154,9 +156,7 @@ static void test_parked_hold(void)
     int fd = open(parked, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd >= 0)
         close(fd);
-    struct timespec tick = {0, 10 * 1000 * 1000};
-    while (access(path, F_OK) != 0)
-        nanosleep(&tick, NULL);
+    test_wait_for(path);
 }
 
 static void finish_attempt(struct crac_registry *r, int failed)

@@ -174,16 +174,15 @@ static void unescape_maps_path(char *path, unsigned long ino)
 
 /* glibc's sem_open makes a semaphore under a temporary name in /dev/shm, maps it, then links it
  * to its name and removes the temporary one: /proc/self/maps names the mapping by the removed
- * name ("/dev/shm/sem.XXXXXX (deleted)") although the file lives on. Its name now, from the
- * directory (same device and inode), replaces PATH (room for LEN bytes); 1 if found. Every
+ * name ("/dev/shm/sem.XXXXXX (deleted)") although the file lives on. For such a removed PATH,
+ * its name now, from the directory (same device and inode), replaces it (room for LEN bytes); 1
+ * if found. Every
  * process that opened the semaphore by name maps that name: recorded as the removed name, the
  * creator's mapping came back as memory of its own (Python's multiprocessing locks under the
  * spawn and forkserver methods, one copy each side). */
 static int shm_live_name(char *path, size_t len, dev_t dev, unsigned long ino)
 {
-    size_t plen = strlen(path);
-    if (strncmp(path, "/dev/shm/", 9) != 0 || plen <= 10 ||
-        strcmp(path + plen - 10, " (deleted)") != 0)
+    if (strncmp(path, "/dev/shm/", 9) != 0)
         return 0;
     DIR *d = opendir("/dev/shm");
     if (!d)
@@ -264,10 +263,13 @@ static int collect_regions(struct region *rs, int max, int pagemap)
          * mapping has the same inode). Its descriptor is not saved; the checkpoint says so. */
         int anon_inode = strncmp(path, "anon_inode:", 11) == 0;
         int anon = path[0] == '\0' || path[0] == '[' || anon_inode;
-        if (shared && ino)
-            shm_live_name(path, sizeof(line) - (size_t)consumed, makedev(dmaj, dmin), ino);
         size_t plen = strlen(path);
         int deleted = plen > 10 && strcmp(path + plen - 10, " (deleted)") == 0;
+        if (deleted && shared && ino &&
+            shm_live_name(path, sizeof(line) - (size_t)consumed, makedev(dmaj, dmin), ino)) {
+            plen = strlen(path);
+            deleted = 0;
+        }
         /* PROT_NONE and never touched: a reservation, recreated by reserving W. Only what the
          * allocator handed out can hold data, so only that is looked at (W is 16 TiB). */
         if (!prot && anon) {
