@@ -30,6 +30,12 @@
 /* Children this process forked through here (each a split process), for children.c. */
 static volatile int32_t tree_children[MAX_TREE_CHILDREN];
 
+/* A restarted process's children, as `--child-pid VPID:PID` named them, and its parent. */
+#define MAX_RESTART_CHILDREN 1024
+static struct crac_vid restart_children[MAX_RESTART_CHILDREN];
+static int n_restart_children;
+static int32_t restart_parent;
+
 int tree_is_forked_child(int32_t pid)
 {
     for (int i = 0; i < MAX_TREE_CHILDREN; i++)
@@ -49,6 +55,15 @@ static void remember_child(int32_t pid)
                 return;
         }
     }
+}
+
+/* In a forked child: its parent's children are its siblings. Kept, its exec passed them on as
+ * its own (--child-pid), and a restart's table of children named them too. */
+static void forget_parents_children(void)
+{
+    for (int i = 0; i < MAX_TREE_CHILDREN; i++)
+        __atomic_store_n(&tree_children[i], 0, __ATOMIC_RELAXED);
+    n_restart_children = 0;
 }
 
 /* The child's own checkpoint directory and, with a coordinator, its own connection to it: it
@@ -83,6 +98,7 @@ static void child_join_job(void)
  * the lower threads are gone; start them again and make this a process of its own. */
 static void child_restart_lower_half(void)
 {
+    forget_parents_children();
     lower_fds_drop_strays();
     lower_threads_reset();
     /* Threads the parent had inside a crossing (its hook thread, say) do not exist here: a
@@ -190,11 +206,6 @@ int tree_children_list(int32_t *out, int max)
     }
     return n;
 }
-
-#define MAX_RESTART_CHILDREN 1024
-static struct crac_vid restart_children[MAX_RESTART_CHILDREN];
-static int n_restart_children;
-static int32_t restart_parent;
 
 int tree_restart_child(const char *spec)
 {
