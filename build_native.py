@@ -295,6 +295,7 @@ TARGETS: dict[str, Target] = {
             "loader/confine/confine_exe.c",
             "loader/confine/confine_listen.c",
             "loader/confine/confine_procpath.c",
+            "loader/confine/confine_procview.c",
             "loader/confine/confine_seccomp.c",
             "loader/confine/confine_trap.c",
             "loader/confine/fork_advice.c",

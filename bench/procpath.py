@@ -1,8 +1,9 @@
 """What a restarted program pays for /proc/<pid> paths (docs/DECISIONS.md "/proc/<pid> after a
-restart"): bench/apps/path_calls.c (rounds of open+close and stat of one file) natively, under
-`crac launch`, and restarted by `crac restart`, where open and stat take the seccomp trap that
-translates the ids a path names (and restarted with CRAC_PROC_PATHS=0, which turns that off).
-Runs interleaved; medians of each run's rounds.
+restart"): bench/apps/path_calls.c (rounds of open+close and stat of one file, listings of /etc,
+reads of /proc/self/stat) natively, under `crac launch`, and restarted by `crac restart`, where
+open, stat and getdents64 go through the loader, which translates the ids a path, a listing or a
+stat file names (and restarted with CRAC_PROC_PATHS=0, which turns the trap off). Runs
+interleaved; medians of each run's rounds.
 
     python bench/procpath.py [--reps 3] [--rounds 5] [-n 20000]
 """
@@ -30,19 +31,21 @@ from _common import (
     run_header,
 )
 
+MEASURES = ("open+close", "stat", "list /etc", "read /proc/self/stat")
 
-def rounds(p: subprocess.Popen, count: int) -> list[tuple[float, float]]:
-    """COUNT `round` lines of P after its first (a warm-up, or one a checkpoint fell in): (open
-    ns, stat ns) each."""
+
+def rounds(p: subprocess.Popen, count: int) -> list[tuple[float, ...]]:
+    """COUNT `round` lines of P after its first (a warm-up, or one a checkpoint fell in): the ns
+    of each of MEASURES."""
     assert p.stdout is not None
-    got: list[tuple[float, float]] = []
+    got: list[tuple[float, ...]] = []
     first = True
     for line in p.stdout:
         words = line.split()
         if words[:1] != [b"round"]:
             continue
         if not first:
-            got.append((float(words[3]), float(words[5])))
+            got.append(tuple(float(w) for w in words[3::2]))
         first = False
         if len(got) == count:
             return got
@@ -98,7 +101,7 @@ def main() -> int:
     if missing:
         print(missing, file=sys.stderr)
         return 2
-    results: dict[str, list[tuple[float, float]]] = {
+    results: dict[str, list[tuple[float, ...]]] = {
         "native": [],
         "launched": [],
         "restarted": [],
@@ -117,21 +120,14 @@ def main() -> int:
             results["restarted"] += run(restart, args.rounds, rep_dir)
             off = {"CRAC_PROC_PATHS": "0"}
             results["restarted, CRAC_PROC_PATHS=0"] += run(restart, args.rounds, rep_dir, off)
-    base = [statistics.median(v[i] for v in results["native"]) for i in (0, 1)]
+    span = range(len(MEASURES))
+    base = [statistics.median(v[i] for v in results["native"]) for i in span]
     rows = []
     for name, vals in results.items():
-        med = [statistics.median(v[i] for v in vals) for i in (0, 1)]
-        rows.append(
-            [
-                name,
-                f"{med[0]:.0f}",
-                f"{med[0] / base[0]:.2f}",
-                f"{med[1]:.0f}",
-                f"{med[1] / base[1]:.2f}",
-            ]
-        )
+        med = [statistics.median(v[i] for v in vals) for i in span]
+        rows.append([name, *(f"{med[i]:.0f} ({med[i] / base[i]:.2f})" for i in span)])
     print(run_header(args.reps * args.rounds))
-    print(markdown_table(["run", "open+close ns", "ratio", "stat ns", "ratio"], rows))
+    print(markdown_table(["run", *(f"{m} ns (ratio)" for m in MEASURES)], rows))
     return 0
 
 

@@ -1,7 +1,7 @@
-/* fastpath.c — the upper libc's mmap, munmap, mremap, brk and sbrk, and getpid, gettid and
- * getppid, redirected to the lower half's emulations by a jump patched at their entry: the same
- * placement in W (the same ids after a restart) as the seccomp trap gives, without the cost of a
- * SIGSYS delivery (~2-3 us). The trap stays as the net for everything else (ld.so, raw
+/* fastpath.c — the upper libc's mmap, munmap, mremap, brk and sbrk, getpid, gettid and getppid,
+ * and its open, stat, access and getdents64 entries, redirected to the lower half's emulations by
+ * a jump patched at their entry: the same placement in W (the same ids after a restart, in /proc
+ * too) as the seccomp trap gives, without the cost of a SIGSYS delivery (~2-3 us). The trap stays as the net for everything else (ld.so, raw
  * syscalls). The emulations are TLS-free, so no fs switch is needed; the checkpoint gate is still
  * taken so a checkpoint never starts while one holds the allocator's lock, or between an id
  * read from the kernel and its translation. */
@@ -9,6 +9,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -32,6 +33,10 @@ static emu_mremap_fn lower_mremap;
 static emu_brk_fn lower_brk;
 static emu_self_id_fn lower_self_id;
 static emu_path_fn lower_path;
+typedef long (*emu_getdents_fn)(long, long, long);
+static emu_getdents_fn lower_getdents;
+typedef long (*emu_ids_differ_fn)(void);
+static emu_ids_differ_fn lower_ids_differ;
 
 static inline long result(long r)
 {
@@ -120,13 +125,38 @@ static pid_t fast_getppid(void) { return (pid_t)self_id(SYS_getppid); }
  * call from its own text, outside W: the seccomp trap that catches the same calls from anywhere
  * else in W costs a SIGSYS round trip (~5 us) each. No crossing gate: an open may block (a FIFO),
  * and must not hold a checkpoint off; a thread suspended there comes back to the loader's text,
- * as one suspended in the trap handler does. Not cancellation points as glibc's are. */
+ * as one suspended in the trap handler does. */
 static mode_t open_mode(int flags, va_list ap)
 {
     return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0;
 }
 
+/* open and openat are cancellation points: as glibc's own, the call runs with asynchronous
+ * cancellation on, so a pthread_cancel of a thread blocked in it (a FIFO's open) ends the thread.
+ * Until ids differ (before any restart) the call is made here, in upper code whose frames the
+ * unwinder knows; after, the loader's frames are below it (docs/DECISIONS.md "/proc/<pid> after a
+ * restart"). */
+static int open_cancellable(int dirfd, const char *path, int flags, mode_t mode)
+{
+    int old;
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old);
+    long r = lower_ids_differ() ? result(lower_path(SYS_openat, dirfd, (long)path, flags, mode, 0))
+                                : syscall(SYS_openat, dirfd, path, flags, mode);
+    pthread_setcanceltype(old, &old);
+    return (int)r;
+}
+
 static int fast_open(const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = open_mode(flags, ap);
+    va_end(ap);
+    return open_cancellable(AT_FDCWD, path, flags, mode);
+}
+
+/* glibc's internal open that is not a cancellation point (fopen, opendir). */
+static int fast_open_nocancel(const char *path, int flags, ...)
 {
     va_list ap;
     va_start(ap, flags);
@@ -141,7 +171,7 @@ static int fast_openat(int dirfd, const char *path, int flags, ...)
     va_start(ap, flags);
     mode_t mode = open_mode(flags, ap);
     va_end(ap);
-    return (int)result(lower_path(SYS_openat, dirfd, (long)path, flags, mode, 0));
+    return open_cancellable(dirfd, path, flags, mode);
 }
 
 static int fast_fstatat(int dirfd, const char *path, struct stat *st, int flags)
@@ -164,6 +194,12 @@ static int fast_faccessat(int dirfd, const char *path, int mode, int flags)
     /* Only faccessat2 takes flags (Linux 5.8); without them, faccessat is every kernel's. */
     long nr = flags ? SYS_faccessat2 : SYS_faccessat;
     return (int)result(lower_path(nr, dirfd, (long)path, mode, flags, 0));
+}
+
+/* getdents64 (readdir's): a listing of /proc names processes by the ids the program knows. */
+static ssize_t fast_getdents64(int fd, void *buf, size_t count)
+{
+    return (ssize_t)result(lower_getdents(fd, (long)buf, (long)count));
 }
 
 /* The bytes compilers pad functions with: multi-byte NOPs (their prefixes, opcode, ModRM and
@@ -235,6 +271,8 @@ void fastpath_install(void)
     lower_brk = (emu_brk_fn)upper_lookup("crac_lh_emu_brk");
     lower_self_id = (emu_self_id_fn)upper_lookup("crac_lh_emu_self_id");
     lower_path = (emu_path_fn)upper_lookup("crac_lh_emu_path");
+    lower_getdents = (emu_getdents_fn)upper_lookup("crac_lh_emu_getdents");
+    lower_ids_differ = (emu_ids_differ_fn)upper_lookup("crac_lh_ids_differ");
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     if (!libc || !lower_mmap || !lower_munmap || !lower_mremap || !lower_brk || !lower_self_id)
         return; /* the trap alone still confines everything */
@@ -246,11 +284,14 @@ void fastpath_install(void)
     patch_all(libc, memory_and_ids, sizeof(memory_and_ids) / sizeof(memory_and_ids[0]));
     /* stat, lstat and fstat jump to fstatat; fopen and opendir call __open64_nocancel. */
     static const struct hook paths[] = {
-        {"open64", (void *)fast_open},        {"__open64_nocancel", (void *)fast_open},
+        {"open64", (void *)fast_open},        {"__open64_nocancel", (void *)fast_open_nocancel},
         {"openat64", (void *)fast_openat},    {"fstatat64", (void *)fast_fstatat},
         {"statx", (void *)fast_statx},        {"access", (void *)fast_access},
         {"faccessat", (void *)fast_faccessat}};
-    if (lower_path)
+    if (lower_path && lower_ids_differ)
         patch_all(libc, paths, sizeof(paths) / sizeof(paths[0]));
+    static const struct hook listings[] = {{"getdents64", (void *)fast_getdents64}};
+    if (lower_getdents)
+        patch_all(libc, listings, 1);
     dlclose(libc);
 }

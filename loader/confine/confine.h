@@ -48,6 +48,7 @@ long emu_self_id(long nr);
 /* Copy from the program's memory as the kernel would (-EFAULT on a bad pointer), for the other
  * emulations (confine_seccomp.c). TLS-free. */
 long confine_from_user(void *dst, const void *src, unsigned long n);
+long confine_to_user(void *dst, const void *src, unsigned long n);
 
 /* readlink/readlinkat and execve/execveat of the program's own /proc/self/exe lead to the real
  * program (confine_exe.c); others are passed through. execve runs with program_mask. */
@@ -61,6 +62,16 @@ long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, 
 /* The same for the upper libc's open, stat and access entries (upperhalf/fastpath.c): called,
  * not trapped, and the call issued from the loader's text, outside W; -errno. */
 long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5);
+/* 1 when the program's ids are not the kernel's (a restarted process): then the calls above
+ * translate; before, the upper runtime makes them itself. */
+long emu_ids_differ(void);
+/* What the program reads in /proc with the ids it knows (confine_procview.c): getdents64 of the
+ * /proc and /proc/<pid>/task listings; and, once an open of PATH (as the kernel got it) gave FD,
+ * a stat, status or children file's text put at FD with the program's ids. */
+long emu_getdents(long fd, long user_buf, long count);
+long proc_view_opened(long fd, const char *path, long flags);
+/* A group (session: 1) the kernel knows as REAL, as the program knows it (confine_trap.c). */
+int32_t vgroup_from_real(const struct crac_ctrl *c, int32_t real, int session);
 long emu_execve(const uint64_t *program_mask, long nr, long a1, long a2, long a3, long a4, long a5);
 long emu_close_range(long first, long last, long flags);
 long emu_close(long fd);

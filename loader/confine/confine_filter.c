@@ -178,8 +178,8 @@ int confine_install_filter(int virtual_ids)
      * CRAC_PROC_PATHS=0 leaves them all untrapped: each costs a SIGSYS round trip (a few us). */
     const char *proc_paths = getenv("CRAC_PROC_PATHS");
     int paths = virtual_ids && !(proc_paths && proc_paths[0] == '0' && !proc_paths[1]);
-    static const int path_args[] = {SYS_open,   SYS_openat,    SYS_stat,      SYS_lstat,
-                                    SYS_access, SYS_faccessat, SYS_faccessat2};
+    static const int path_args[] = {SYS_open,   SYS_openat,    SYS_stat,       SYS_lstat,
+                                    SYS_access, SYS_faccessat, SYS_faccessat2, SYS_getdents64};
     for (unsigned i = 0; paths && i < sizeof(path_args) / sizeof(path_args[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)path_args[i], L_TRAP_IF_W, NEXT);
     if (paths) {

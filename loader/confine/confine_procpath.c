@@ -114,6 +114,12 @@ static long path_syscall(long nr, long p, long a1, long a2, long a3, long a4, lo
                               : raw_syscall6(nr, p, a2, a3, a4, a5, 0);
 }
 
+long emu_ids_differ(void)
+{
+    const struct crac_ctrl *c = crac_ctrl();
+    return c->vpid || c->n_vids;
+}
+
 long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5)
 {
     const struct crac_ctrl *c = crac_ctrl();
@@ -139,17 +145,21 @@ long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5)
     if (path[n])
         return r;
     __builtin_memcpy(copy, path, n + 1);
+    int opens = nr == SYS_openat || nr == SYS_open;
+    long flags = nr == SYS_open ? a2 : a3;
     if (!translate(copy, buf))
-        return r;
-    if (r >= 0 && (nr == SYS_openat || nr == SYS_open))
+        return opens ? proc_view_opened(r, copy, flags) : r;
+    if (r >= 0 && opens)
         raw_syscall1(SYS_close, r);
-    return path_syscall(nr, (long)buf, a1, a2, a3, a4, a5);
+    r = path_syscall(nr, (long)buf, a1, a2, a3, a4, a5);
+    return opens ? proc_view_opened(r, buf, flags) : r;
 }
 
 long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5)
 {
     char buf[PROC_PATH_MAX];
-    long p = (long)confine_proc_path((const char *)(path_is_second(nr) ? a2 : a1), buf);
+    const char *user_path = (const char *)(path_is_second(nr) ? a2 : a1);
+    long p = (long)confine_proc_path(user_path, buf);
     if (nr != SYS_open && nr != SYS_openat)
         return path_syscall(nr, p, a1, a2, a3, a4, a5);
     /* Opening a FIFO or a device may block: under the program's mask, as the real call, so its
@@ -158,5 +168,9 @@ long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, 
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &prog, &saved, 8);
     long r = path_syscall(nr, p, a1, a2, a3, a4, a5);
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
-    return r;
+    const struct crac_ctrl *c = crac_ctrl();
+    if (r < 0 || (!c->vpid && !c->n_vids) ||
+        (p != (long)buf && peek_string(user_path, buf, sizeof(buf)) != 0))
+        return r;
+    return proc_view_opened(r, buf, nr == SYS_open ? a2 : a3);
 }

@@ -486,6 +486,8 @@ long confine_from_user(void *dst, const void *src, unsigned long n)
     return from_user(dst, src, n);
 }
 
+long confine_to_user(void *dst, const void *src, unsigned long n) { return to_user(dst, src, n); }
+
 static inline uint64_t ckpt_blocked(const struct crac_ctrl *c) { return sigbit(c->ckpt_sig); }
 
 /* Upper threads keep the checkpoint signal blocked, so the kernel hands a process-directed one
@@ -957,7 +959,7 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
 
 /* Group and session ids of a restarted tree (loader/state/pgrp.c) before the pid map: one kernel
  * id can be both the group and the session id the program knew as two. */
-static int32_t vgroup_from_real(const struct crac_ctrl *c, int32_t real, int session)
+int32_t vgroup_from_real(const struct crac_ctrl *c, int32_t real, int session)
 {
     for (int i = 0; i < tree_n_vgroups && i < TREE_MAX_VGROUPS; i++)
         if (tree_vgroups[i].real == real && tree_vgroups[i].session == session)
@@ -1336,6 +1338,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_access:
     case SYS_faccessat:
     case SYS_faccessat2: r = emu_path_call(uc, nr, a1, a2, a3, a4, a5); break;
+    case SYS_getdents64: r = emu_getdents(a1, a2, a3); break;
     case SYS_execve:
     case SYS_execveat:
         r = emu_execve((uint64_t *)&uc->uc_sigmask, nr, a1, a2, a3, a4, a5);

@@ -2,8 +2,11 @@
    /proc/<getpid()>/task/<gettid()>, by the ids it knows: opened, stat'ed, read and followed through
    libc (open, fopen, stat, access, readlink) and by raw system calls (openat, newfstatat, statx,
    faccessat), which after a restart take different ways in crac (a patched libc entry, the seccomp
-   trap). /proc/<pid>/cwd must lead to getcwd(). Prints `step N`, then `DONE checksum=...`. */
+   trap). /proc/<pid>/cwd must lead to getcwd(); the pid in /proc/<pid>/stat and the Pid in
+   /proc/thread-self/status are getpid() and gettid(); the listings of /proc (readdir) and of
+   /proc/self/task (raw getdents64) hold them. Prints `step N`, then `DONE checksum=...`. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -13,14 +16,64 @@
 #define USAGE "[STEPS]"
 #include "ckpt_common.h"
 
-static void check_fd(int fd, const char *how, const char *path)
+/* The text of FD from its start (closed), or a failure naming HOW and PATH. */
+static void read_text(int fd, const char *how, const char *path, char *buf, size_t size)
 {
     if (fd < 0)
         fail("%s %s: %s", how, path, strerror(errno));
-    char c;
-    if (read(fd, &c, 1) != 1)
-        fail("read %s (%s): %s", path, how, strerror(errno));
+    ssize_t n = read(fd, buf, size - 1);
+    if (n <= 0)
+        fail("read %s (%s): %s", path, how, n < 0 ? strerror(errno) : "empty");
+    buf[n] = '\0';
     close(fd);
+}
+
+/* /proc/<pid>/stat begins with the pid. */
+static void check_stat(int fd, const char *how, const char *path)
+{
+    char text[1024];
+    read_text(fd, how, path, text, sizeof(text));
+    if (atol(text) != getpid())
+        fail("%s (%s) names pid %ld, not %d", path, how, atol(text), (int)getpid());
+}
+
+static void check_status(void)
+{
+    const char *path = "/proc/thread-self/status";
+    char text[4096];
+    read_text((int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY), "openat", path, text,
+              sizeof(text));
+    const char *pid = strstr(text, "\nPid:\t"), *tgid = strstr(text, "\nTgid:\t");
+    if (!pid || !tgid || atol(pid + 6) != gettid() || atol(tgid + 7) != getpid())
+        fail("%s says Pid %ld Tgid %ld, not %d %d", path, pid ? atol(pid + 6) : 0,
+             tgid ? atol(tgid + 7) : 0, (int)gettid(), (int)getpid());
+}
+
+/* ID among the names of the directory PATH: through readdir, or raw getdents64. */
+static void check_listed(const char *path, long id, int raw)
+{
+    char name[16];
+    snprintf(name, sizeof(name), "%ld", id);
+    int found = 0;
+    if (!raw) {
+        DIR *d = opendir(path);
+        if (!d)
+            fail("opendir %s: %s", path, strerror(errno));
+        for (struct dirent *e; (e = readdir(d));)
+            found |= strcmp(e->d_name, name) == 0;
+        closedir(d);
+    } else {
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        char buf[512]; /* small: a listing of /proc takes several calls */
+        long n;
+        while (fd >= 0 && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
+            for (long at = 0; at < n; at += ((struct dirent64 *)(buf + at))->d_reclen)
+                found |= strcmp(((struct dirent64 *)(buf + at))->d_name, name) == 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    if (!found)
+        fail("%s does not list %s (%s)", path, name, raw ? "getdents64" : "readdir");
 }
 
 static void check_once(void)
@@ -29,9 +82,13 @@ static void check_once(void)
     snprintf(stat_path, sizeof(stat_path), "/proc/%d/stat", getpid());
     snprintf(task, sizeof(task), "/proc/%d/task/%d", getpid(), gettid());
     snprintf(cwd_link, sizeof(cwd_link), "/proc/%d/cwd", getpid());
-    check_fd(open(stat_path, O_RDONLY | O_CLOEXEC), "open", stat_path);
-    check_fd((int)syscall(SYS_openat, AT_FDCWD, stat_path, O_RDONLY | O_CLOEXEC), "openat",
-             stat_path);
+    check_stat(open(stat_path, O_RDONLY | O_CLOEXEC), "open", stat_path);
+    check_stat((int)syscall(SYS_openat, AT_FDCWD, stat_path, O_RDONLY | O_CLOEXEC), "openat",
+               stat_path);
+    check_status();
+    check_listed("/proc", getpid(), 0);
+    check_listed("/proc", getpid(), 1);
+    check_listed("/proc/self/task", gettid(), 1);
     FILE *f = fopen(stat_path, "re");
     if (!f)
         fail("fopen %s: %s", stat_path, strerror(errno));

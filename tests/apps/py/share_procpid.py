@@ -2,13 +2,18 @@
 gives it, as psutil and joblib do: each step it maps a function over a few numbers with
 `joblib.Parallel(n_jobs=2)` (loky's reusable workers, spawned, which check their own memory through
 `psutil.Process(os.getpid())`), reads its own `/proc/<getpid()>/cwd` and `stat`, and asks psutil
-for the status and command line of a forked child (`/proc/<child.pid>/...`). After a restart the
-kernel's ids are new; the paths must still name these processes. Prints `TAG step N`, then
-`TAG DONE checksum=... steps=STEPS` (ckpt_counter's checksum). Exits non-zero on a wrong result."""
+for the status and command line of a forked child (`/proc/<child.pid>/...`), for its own children
+(a listing of /proc and each process's parent in its `stat`), its child's parent and its own
+threads (`/proc/<pid>/task`); every tenth step procps' `pgrep -P <getpid()>` names the child.
+After a restart the kernel's ids are new; what the program reads must still name these processes
+by the ids it knows. Prints `TAG step N`, then `TAG DONE checksum=... steps=STEPS`
+(ckpt_counter's checksum). Exits non-zero on a wrong result."""
 
 import multiprocessing
 import os
+import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -53,6 +58,26 @@ def main() -> int:
             return fail(k, f"psutil says the child {child.pid} is {kid.status()}")
         if psutil.Process(me).memory_info().rss <= 0:
             return fail(k, "psutil says it has no memory")
+        children = [p.pid for p in psutil.Process(me).children()]
+        if child.pid not in children or kid.ppid() != me or str(me) not in os.listdir("/proc"):
+            return fail(
+                k, f"psutil says its children are {children}, the child's parent {kid.ppid()}"
+            )
+        with open(f"/proc/{me}/status") as f:
+            fields = dict(line.split(":\t", 1) for line in f.read().splitlines())
+        if fields["Pid"].strip() != str(me) or fields["Tgid"].strip() != str(me):
+            return fail(k, f"/proc/{me}/status says Pid {fields['Pid']} Tgid {fields['Tgid']}")
+        if threading.get_native_id() not in [t.id for t in psutil.Process(me).threads()]:
+            return fail(k, f"thread {threading.get_native_id()} not among its threads")
+        if k % 10 == 0:
+            found = subprocess.run(
+                ["pgrep", "-P", str(me)],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.split()
+            if str(child.pid) not in found:
+                return fail(k, f"pgrep -P {me} found {found}, not the child {child.pid}")
         h = fnv_step(h, k)
         print(f"{tag} step {k}", flush=True)
         time.sleep(ms / 1000)
