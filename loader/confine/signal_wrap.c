@@ -1,6 +1,7 @@
 /* signal_wrap.c — every handler the program installs runs with the upper half's fs: the kernel
  * gets a lower-half wrapper that switches to the interrupted thread's upper fs when the signal
- * arrives inside a crossing, calls the program's handler, and switches back (docs/ARCHITECTURE.md "Crossing").
+ * arrives inside a crossing, calls the program's handler, and switches back; outside one it jumps
+ * to the handler (docs/ARCHITECTURE.md "Crossing").
  * TLS-free: runs with whichever fs was live; raw syscalls only, no errno, no libc. */
 #include "signal_wrap.h"
 
@@ -65,7 +66,10 @@ static inline int in_w(uint64_t a) { return a >= CRAC_W_START && a < CRAC_W_END;
 typedef void (*plain_handler)(int);
 typedef void (*info_handler)(int, siginfo_t *, void *);
 
-static void sigwrap_handler(int sig, siginfo_t *info, void *uc)
+/* What the kernel runs (sigwrap_entry, below) asks this first: the program's handler to jump to
+ * with the kernel's signal frame as it is, or 0 when there is nothing more to do (the signal is
+ * passed on or ignored, or it came inside a crossing and the handler ran here). */
+__attribute__((used)) uint64_t crac_sigwrap_prepare(int sig, siginfo_t *info, void *uc)
 {
     struct sigwrap_table *t = (struct sigwrap_table *)TABLE_ADDR;
     struct crac_ksigaction act = t->app[sig];
@@ -83,7 +87,7 @@ static void sigwrap_handler(int sig, siginfo_t *info, void *uc)
              * leader: then the signal goes again as a plain kill (si_code SI_USER). */
             if (raw_syscall3(SYS_rt_sigqueueinfo, pid, sig, info) != 0)
                 raw_syscall2(SYS_kill, pid, sig);
-            return;
+            return 0;
         }
     }
     /* After a restart the program knows its pid as the one of its first launch. */
@@ -94,7 +98,7 @@ static void sigwrap_handler(int sig, siginfo_t *info, void *uc)
     if (act.flags & SA_RESETHAND) /* the kernel reset it to SIG_DFL on delivery */
         t->app[sig].handler = (uint64_t)SIG_DFL;
     if (act.handler == (uint64_t)SIG_DFL || act.handler == (uint64_t)SIG_IGN)
-        return; /* changed while this signal was on its way */
+        return 0; /* changed while this signal was on its way */
     if (upper)
         set_fs(upper);
     else /* the program's code, maybe inside the real vDSO: resume from the stub instead */
@@ -104,13 +108,39 @@ static void sigwrap_handler(int sig, siginfo_t *info, void *uc)
      * saved with this frame still inside the real vDSO, which the restart does not have. */
     uint64_t suspend = 1UL << (CRAC_SIG_SUSPEND - 1);
     raw_syscall4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&suspend, 0, 8);
+    if (!upper)
+        return act.handler;
+    /* Inside a crossing the lower fs must come back after the handler: it is called from here. */
     if (act.flags & SA_SIGINFO)
         ((info_handler)act.handler)(sig, info, uc);
     else
         ((plain_handler)act.handler)(sig);
-    if (upper)
-        set_fs(cur);
+    set_fs(cur);
+    return 0;
 }
+
+/* The handler the kernel runs for every program handler. The program's is jumped to, not called,
+ * so that its return address is the signal frame's restorer (glibc's): an unwinder walking up
+ * from the handler (pthread_cancel's forced unwind running C++ destructors, backtrace() in a
+ * crash handler) crosses the signal frame into the interrupted code, as without crac, instead of
+ * stopping at a frame of the loader it knows nothing of. Entered with rsp 8 mod 16 (as after a
+ * call): the three pushes leave it aligned for the call. */
+void sigwrap_entry(int sig, siginfo_t *info, void *uc);
+__asm__(".text\n"
+        ".type sigwrap_entry, @function\n"
+        "sigwrap_entry:\n"
+        "    push %rdi\n"
+        "    push %rsi\n"
+        "    push %rdx\n"
+        "    call crac_sigwrap_prepare\n"
+        "    pop %rdx\n"
+        "    pop %rsi\n"
+        "    pop %rdi\n"
+        "    test %rax, %rax\n"
+        "    jz 1f\n"
+        "    jmp *%rax\n"
+        "1:  ret\n"
+        ".size sigwrap_entry, .-sigwrap_entry\n");
 
 static int is_function(uint64_t handler)
 {
@@ -124,7 +154,7 @@ long sigwrap_rt_sigaction(long sig, const struct crac_ksigaction *act, struct cr
     const struct crac_ksigaction *pass = act;
     if (act && is_function(act->handler) && (t = table_get())) {
         wrapped = *act;
-        wrapped.handler = (uint64_t)sigwrap_handler;
+        wrapped.handler = (uint64_t)sigwrap_entry;
         wrapped.flags |= SA_SIGINFO;
         wrapped.mask |= 1UL << (CRAC_SIG_SUSPEND - 1); /* unblocked by the wrapper */
         pass = &wrapped;
@@ -135,7 +165,7 @@ long sigwrap_rt_sigaction(long sig, const struct crac_ksigaction *act, struct cr
     else
         raw_lock(&t->lock);
     long r = raw_syscall4(SYS_rt_sigaction, sig, pass, &old, 8);
-    int was_wrapped = r == 0 && old.handler == (uint64_t)sigwrap_handler;
+    int was_wrapped = r == 0 && old.handler == (uint64_t)sigwrap_entry;
     if (was_wrapped && !wrapping)
         raw_lock(&t->lock);
     if (r == 0 && oact)
