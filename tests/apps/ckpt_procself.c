@@ -1,7 +1,10 @@
 /* ckpt_procself [STEPS=60]: holds /proc/<own pid>/status and /proc/<own pid>/stat (opened through
    its numeric pid) and /proc/self/fd as a directory fd, and
    /proc/<pid>/task/<pid>/stat; per step reads each through its fd and
-   checks that it still describes this very process (same as a fresh /proc/self open). */
+   checks that it still describes this very process (same as a fresh /proc/self open): its name,
+   parent, umask and start time. Not its pid: after a restart a held file is the kernel's, live,
+   while one opened then names the program's ids (docs/DECISIONS.md "/proc/<pid> after a
+   restart"). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,6 +20,17 @@ static size_t read_at0(int fd, char *buf, size_t size, const char *what, long k)
         fail("step %ld: reading %s: %s", k, what, n < 0 ? strerror(errno) : "empty");
     buf[n] = '\0';
     return (size_t)n;
+}
+
+/* Field 22 of a stat text (the start time, in clock ticks after boot): after the last ')'. */
+static long long start_time(const char *stat, const char *what, long k)
+{
+    const char *p = strrchr(stat, ')');
+    for (int i = 2; p && i < 22; i++)
+        p = strchr(p + 1, ' ');
+    if (!p)
+        fail("step %ld: %s has no start time", k, what);
+    return strtoll(p + 1, NULL, 10);
 }
 
 static void field(const char *text, const char *key, char *out, size_t size)
@@ -50,7 +64,7 @@ int main(int argc, char **argv)
             fail("step %ld: open /proc/self/status: %s", k, strerror(errno));
         read_at0(f, fresh, sizeof fresh, "/proc/self/status", k);
         close(f);
-        static const char *keys[] = {"Name:", "Pid:", "PPid:", "Umask:"};
+        static const char *keys[] = {"Name:", "PPid:", "Umask:"};
         for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++) {
             field(held, keys[i], a, sizeof a);
             field(fresh, keys[i], b, sizeof b);
@@ -63,13 +77,15 @@ int main(int argc, char **argv)
             fail("step %ld: open /proc/self/stat: %s", k, strerror(errno));
         read_at0(f, fresh, sizeof fresh, "/proc/self/stat", k);
         close(f);
-        if (strtol(held, NULL, 10) != strtol(fresh, NULL, 10))
-            fail("step %ld: the held stat is of pid %ld, this process is %ld", k,
-                 strtol(held, NULL, 10), strtol(fresh, NULL, 10));
+        long long started = start_time(fresh, "/proc/self/stat", k);
+        if (start_time(held, "the held stat", k) != started)
+            fail("step %ld: the held stat is of a process started at %lld, this one at %lld", k,
+                 start_time(held, "the held stat", k), started);
         read_at0(task_fd, held, sizeof held, "the held task stat", k);
-        if (strtol(held, NULL, 10) != strtol(fresh, NULL, 10))
-            fail("step %ld: the held task stat is of tid %ld, this main thread is %ld", k,
-                 strtol(held, NULL, 10), strtol(fresh, NULL, 10));
+        if (start_time(held, "the held task stat", k) != started)
+            fail("step %ld: the held task stat is of a thread started at %lld, this main "
+                 "thread at %lld",
+                 k, start_time(held, "the held task stat", k), started);
         /* The directory fd lists this process's own descriptors. */
         struct stat via_dir, direct;
         char name[16];
