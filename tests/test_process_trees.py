@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -30,8 +31,8 @@ from ckpt_harness import (
     tree,
     wait_exit,
 )
-from conftest import crac_cmd, require_native
-from coord_harness import Coordinator, free_port
+from conftest import APPS_DIR, crac_cmd, require_native
+from coord_harness import Coordinator, free_port, wait_until
 from job_harness import (
     Output,
     ScriptRun,
@@ -143,6 +144,61 @@ def test_fork_and_wait_loop_restarts_as_a_tree(apps, tmp_path):
         for r in runs:
             r.kill()
         kill_tree(ckptdir, *TREE_PROGRAMS)
+        root.stop()
+
+
+def _kill_naming(word: str) -> None:
+    """SIGKILL every process whose command line holds WORD (a path unique to the test)."""
+    for e in os.listdir("/proc"):
+        try:
+            if e.isdigit() and word.encode() in Path(f"/proc/{e}/cmdline").read_bytes():
+                os.kill(int(e), signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def test_daemon_that_outlived_its_parent_is_not_waited_for(tmp_path):
+    """A daemon's double fork (tests/apps/py/tree_daemon.py): `crac launch` returns when the main
+    process ends, the daemon running on; its restart script, too, once the main process it
+    restarted ends, the restarted daemon running on (its manifest says a fork made it, and its
+    parent in the job is gone). The daemon, released, ends its count where it left off."""
+    require_native()
+    ckptdir, release = tmp_path / "ckpt", tmp_path / "release"
+    app = [sys.executable, str(APPS_DIR / "py" / "tree_daemon.py"), "D", str(release), "150"]
+    root = CracProc(
+        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *app],
+        out_dir=tmp_path / "logs",
+        label="launch",
+        env=base_env(),
+    )
+    out = Output(root.out_path, "launch")
+    runs: list[ScriptRun] = []
+    try:
+        script, _, _ = signal_checkpoint(root.pid, out, ["D.m", "D.d"], ckptdir, 20, root)
+        gens = complete_generations(ckptdir)
+        assert len(gens) == 2, tree(ckptdir)  # the main process and the daemon
+        kill_tree(ckptdir, b"tree_daemon")
+        kill9_if_running(root)
+        run = ScriptRun(script, tmp_path / "logs", "restart", "-p", str(free_port()))
+        runs.append(run)
+        assert run.proc.wait(timeout=RUN_TIMEOUT) == 0, run.report()
+        assert run.out.lines("D.m")[-1].startswith("DONE"), run.report()
+        assert not any(ln.startswith("DONE") for ln in run.out.lines("D.d")), run.report()
+        still = run.out.last_step("D.d")
+        wait_until(lambda: run.out.last_step("D.d") > still, "the daemon's count going on")
+        release.touch()
+        wait_until(lambda: any(ln.startswith("DONE") for ln in run.out.lines("D.d")), "D.d DONE")
+        counted = [int(ln.split()[1]) for ln in run.out.lines("D.d") if ln.startswith("step")]
+        assert counted == list(range(counted[0], counted[-1] + 1)), run.report()
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), sep="\n")
+        raise
+    finally:
+        release.touch()
+        for r in runs:
+            r.kill()
+        kill_tree(ckptdir, b"tree_daemon")
+        _kill_naming(str(release))
         root.stop()
 
 

@@ -4,9 +4,10 @@ coordinator after each complete job checkpoint.
 The script is POSIX sh and works from a fresh shell: it runs the same crac that wrote it, starts
 a coordinator when none answers on the host and port it is given (flag > CRAC_* > DMTCP_* > the
 coordinator's at checkpoint time), announces how many processes will join, then runs one
-`crac restart --join-coordinator` per process in the background, waits for each and exits with
-the first non-zero status. Generation directories inside the job directory are written relative
-to it, so `--ckptdir DIR` restarts from a copy of the directory.
+`crac restart --join-coordinator` per process in the background, waits for each (but a daemon, a
+process that outlived its parent in the job) and exits with the first non-zero status.
+Generation directories inside the job directory are written relative to it, so `--ckptdir DIR`
+restarts from a copy of the directory.
 """
 
 from __future__ import annotations
@@ -133,16 +134,22 @@ def render(job: ScriptJob) -> str:
         return "\n".join(lines + _mpi_lines(job, n)) + "\n"
     # A process tree is restarted by its root, which forks its descendants (launch/tree.py).
     # Imported here: the coordinator starts without the image readers until it writes a script.
-    from crac_py.launch.tree import roots_and_members
+    from crac_py.launch.tree import outlived_parent, roots_and_members
 
     roots = roots_and_members(job.gen_dirs)
+    # A root a fork made (its parent in the job ended: a daemon) runs on unwaited-for, as after
+    # its launch, unless every root is one.
+    detached = [outlived_parent(gen) for gen, _ in roots]
+    if all(detached):
+        detached = [False] * len(roots)
     lines.append("pids=")
     for i, (gen, members) in enumerate(roots):
         tree_words = "".join(f" --tree-member {_gen_word(job.job_dir, m)}" for m in members)
+        waited = "" if detached[i] else ' pids="$pids $!";'
         lines.append(
             f'if mine {i}; then crac_cmd restart --join-coordinator --coord-host "$host" '
             f'--coord-port "$port" --search-dir "$dir" "$@"{tree_words} -- '
-            f'{_gen_word(job.job_dir, gen)} & pids="$pids $!"; fi'
+            f"{_gen_word(job.job_dir, gen)} &{waited} fi"
         )
     lines.append("rc=0")
     lines.append('for p in $pids; do wait "$p"; s=$?; [ "$rc" -eq 0 ] && rc=$s; done')

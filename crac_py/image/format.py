@@ -561,6 +561,9 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("process.ckpt_signal", "integer", "the checkpoint signal"),
     ("process.coordinated", "boolean", "one process of a job (ran under a coordinator: `crac "
      "restart` of the directory restarts them all), or a run of its own"),
+    ("process.forked", "boolean", "made by a fork in the job (or the exec or restart of such a "
+     "process), not by `crac launch`: the restart script does not wait for one whose parent in "
+     "the job is gone (a daemon). Absent (older images): false"),
     ("process.vpid", "integer", "its pid as the program knows it (process trees: "
      "crac_py/launch/tree.py)"),
     ("process.vppid", "integer", "its parent's pid as the program knows it (getppid)"),

@@ -248,6 +248,7 @@ _FIELDS: dict[str, tuple[type, tuple[int, int] | None, bool]] = {
     "process.threads": (int, (0, 1 << 20), False),
     "process.ckpt_signal": (int, (1, 64), True),
     "process.coordinated": (bool, None, False),
+    "process.forked": (bool, None, False),
     "backend": (dict, None, True),
     "backend.name": (str, None, True),
     "backend.version": (str, None, False),

@@ -33,6 +33,8 @@ class Member:
     # pid namespace (getsid answers 0: a container's CI job), None where not recorded
     pgid: int | None = None
     sid: int | None = None
+    # made by a fork in the job (not by crac launch): its restart says so to the loader
+    forked: bool = False
 
 
 def member(gen: str | Path) -> Member:
@@ -49,9 +51,10 @@ def member(gen: str | Path) -> Member:
         vpid, vppid = int(proc["vpid"]), int(proc["vppid"])
         zombies = [(int(z["vpid"]), int(z["status"])) for z in proc.get("zombies") or []]
         pgid, sid = (None if proc.get(k) is None else int(proc[k]) for k in ("pgid", "sid"))
+        forked = proc.get("forked") is True
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise TreeError(f"{path}: no process ids in MANIFEST.json ({type(exc).__name__})") from exc
-    return Member(path, vpid, vppid, zombies, pgid, sid)
+    return Member(path, vpid, vppid, zombies, pgid, sid, forked)
 
 
 def _end_as(status: int) -> None:
@@ -94,6 +97,16 @@ def roots_and_members(gens: list[Path]) -> list[tuple[Path, list[Path]]]:
         if r != g:
             out[r].append(g)
     return [(r, out[r]) for r in gens if r in out]
+
+
+def outlived_parent(root: Path) -> bool:
+    """A root of the job that a fork in it made: its parent in the job ended (a daemon's double
+    fork). Its launch did not wait for it, and neither does the restart script, unless every root
+    is one. False where its manifest cannot be read."""
+    try:
+        return member(root).forked
+    except TreeError:
+        return False
 
 
 def _shared_objects(members: list[Member]) -> dict[Path, list[tuple[str, str, int]]]:
@@ -151,6 +164,7 @@ def fork_tree(
         else:
             forked += groups.enter(me)
             own = share.keep(shared, me.gen) if shared else []
+            own += ["--forked", "1"] if me.forked else []
             return str(me.gen), forked + (["--parent-pid", str(parent)] if parent else []) + own
 
 

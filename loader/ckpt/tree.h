@@ -23,6 +23,10 @@ int tree_restart_child(const char *spec);
 /* The kernel's pid now of the restarted child the program knows as VPID (0: not one). */
 int32_t tree_restart_child_real(int32_t vpid);
 int tree_restart_parent(const char *vpid);
+/* 1 in a process a fork in the job made (or its exec, or its restart: --forked 1); 0 in a
+ * process crac launched. The manifest says it: a restart script does not wait for a process
+ * that was forked and outlived its parent in the job (a daemon), as its launch did not. */
+extern int tree_forked;
 /* After the ids of the image are mapped (restart_threads.c): add the children's and the
  * parent's. */
 void tree_restart_remap(void);

@@ -75,6 +75,10 @@ int tree_exec_option(const char *name, const char *v)
             exec_in.old_coord_fd = -1;
         return 1;
     }
+    if (strcmp(name, "--forked") == 0) { /* an exec's or a restart's: see tree.h */
+        tree_forked = 1;
+        return strcmp(v, "1") == 0 ? 1 : -1;
+    }
     if (strcmp(name, "--exec-warned") == 0) {
         exec_in.warned = 1;
         return strcmp(v, "1") == 0 ? 1 : -1;
@@ -359,6 +363,8 @@ static int loader_options(struct strv *o, const char *argv0, const char *prog)
     }
     if (c->ckpt_handler_warned)
         fail |= push(o, "--exec-warned") | push(o, "1");
+    if (tree_forked)
+        fail |= push(o, "--forked") | push(o, "1");
     uint64_t vign = 0;
     for (int s = 1; s <= 64; s++)
         if ((c->reserved_sigs & (1UL << (s - 1))) && c->virt_act[s].handler == (uint64_t)SIG_IGN)

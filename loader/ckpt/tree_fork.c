@@ -27,6 +27,8 @@
 #define CHILD_SHADOWS 2
 #define MAX_TREE_CHILDREN 4096
 
+int tree_forked;
+
 /* Children this process forked through here (each a split process), for children.c. */
 static volatile int32_t tree_children[MAX_TREE_CHILDREN];
 
@@ -99,6 +101,7 @@ static void child_join_job(void)
 static void child_restart_lower_half(void)
 {
     forget_parents_children();
+    tree_forked = 1;
     lower_fds_drop_strays();
     lower_threads_reset();
     /* Threads the parent had inside a crossing (its hook thread, say) do not exist here: a

@@ -331,8 +331,13 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     }
     /* "coordinated": one process of a job (crac restart of its directory restarts them all);
      * otherwise a run of its own, one of possibly several lineages in one directory. */
-    jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"zombies\": [",
-         n_threads, ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false");
+    /* "forked": made by a fork in the job, not by crac launch (a restart script does not wait
+     * for such a process whose parent is gone: loader/ckpt/tree.h). */
+    jraw(&j,
+         "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"forked\": %s, "
+         "\"zombies\": [",
+         n_threads, ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false",
+         tree_forked ? "true" : "false");
     const struct tree_zombie *zs;
     int n_zombies = tree_zombies(&zs);
     for (int i = 0; i < n_zombies; i++)

@@ -500,6 +500,11 @@ static void tree_args(const struct json *proc, struct list *opts)
     const struct json *zombies = json_get(proc, "zombies");
     if (zombies && !(zombies->type == JSON_NULL || (zombies->type == JSON_ARR && !zombies->len)))
         decline("zombies");
+    const struct json *forked = json_get(proc, "forked");
+    if (forked && forked->type == JSON_BOOL && forked->boolean) {
+        add(opts, "--forked");
+        add(opts, "1");
+    }
     const char *names[2] = {"pgid", "sid"}, *flags[2] = {"--group-id", "--session-id"};
     long long real[2] = {getpgid(0), getsid(0)};
     for (int i = 0; i < 2; i++) {
