@@ -8,6 +8,12 @@
 #define CRAC_LH_API_MAGIC 0x4352414341504931UL /* "CRACAPI1" */
 #define CRAC_LH_API_VERSION 1
 
+/* The sixth argument of the upper runtime's own openat (upperhalf/fastpath.c), which openat does
+ * not read: after a restart the filter lets such a call through untrapped, so an open that blocks
+ * does so in upper code, cancellable, and the loader checks its path only after it
+ * (loader/confine/confine_filter.c). */
+#define CRAC_OPEN_UNTRAPPED 0x4352414355504f4eUL /* "CRACUPON" */
+
 struct crac_lh_entry {
     const char *name;
     void *fn;

@@ -35,8 +35,8 @@ static emu_self_id_fn lower_self_id;
 static emu_path_fn lower_path;
 typedef long (*emu_getdents_fn)(long, long, long);
 static emu_getdents_fn lower_getdents;
-typedef long (*emu_ids_differ_fn)(void);
-static emu_ids_differ_fn lower_ids_differ;
+typedef long (*emu_path_after_fn)(long, long, long, long, long, long, long);
+static emu_path_after_fn lower_path_after;
 
 static inline long result(long r)
 {
@@ -123,9 +123,9 @@ static pid_t fast_getppid(void) { return (pid_t)self_id(SYS_getppid); }
 /* open, stat and access: after a restart a /proc/<pid> path they are given names the pid the
  * program knows, which the loader translates (loader/confine/confine_procpath.c) and issues the
  * call from its own text, outside W: the seccomp trap that catches the same calls from anywhere
- * else in W costs a SIGSYS round trip (~5 us) each. No crossing gate: an open may block (a FIFO),
- * and must not hold a checkpoint off; a thread suspended there comes back to the loader's text,
- * as one suspended in the trap handler does. */
+ * else in W costs a SIGSYS round trip (~5 us) each. No crossing gate: these calls must not hold
+ * a checkpoint off. An open, which may block (a FIFO), is made here instead, and the loader
+ * looks at its path after it. */
 static mode_t open_mode(int flags, va_list ap)
 {
     return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0;
@@ -133,17 +133,18 @@ static mode_t open_mode(int flags, va_list ap)
 
 /* open and openat are cancellation points: as glibc's own, the call runs with asynchronous
  * cancellation on, so a pthread_cancel of a thread blocked in it (a FIFO's open) ends the thread.
- * Until ids differ (before any restart) the call is made here, in upper code whose frames the
- * unwinder knows; after, the loader's frames are below it (docs/DECISIONS.md "/proc/<pid> after a
- * restart"). */
+ * The call is made here, in upper code whose frames the unwinder knows, as given; after a restart
+ * the filter lets it through by its sixth argument, and the loader checks its path after it
+ * (docs/DECISIONS.md "Unwinding through a signal handler; open() as a cancellation point"). */
 static int open_cancellable(int dirfd, const char *path, int flags, mode_t mode)
 {
     int old;
     pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old);
-    long r = lower_ids_differ() ? result(lower_path(SYS_openat, dirfd, (long)path, flags, mode, 0))
-                                : syscall(SYS_openat, dirfd, path, flags, mode);
+    long r = syscall(SYS_openat, dirfd, path, flags, mode, 0, CRAC_OPEN_UNTRAPPED);
     pthread_setcanceltype(old, &old);
-    return (int)r;
+    if (r < 0)
+        r = -errno;
+    return (int)result(lower_path_after(SYS_openat, r, dirfd, (long)path, flags, mode, 0));
 }
 
 static int fast_open(const char *path, int flags, ...)
@@ -272,7 +273,7 @@ void fastpath_install(void)
     lower_self_id = (emu_self_id_fn)upper_lookup("crac_lh_emu_self_id");
     lower_path = (emu_path_fn)upper_lookup("crac_lh_emu_path");
     lower_getdents = (emu_getdents_fn)upper_lookup("crac_lh_emu_getdents");
-    lower_ids_differ = (emu_ids_differ_fn)upper_lookup("crac_lh_ids_differ");
+    lower_path_after = (emu_path_after_fn)upper_lookup("crac_lh_emu_path_after");
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     if (!libc || !lower_mmap || !lower_munmap || !lower_mremap || !lower_brk || !lower_self_id)
         return; /* the trap alone still confines everything */
@@ -288,7 +289,7 @@ void fastpath_install(void)
         {"openat64", (void *)fast_openat},    {"fstatat64", (void *)fast_fstatat},
         {"statx", (void *)fast_statx},        {"access", (void *)fast_access},
         {"faccessat", (void *)fast_faccessat}};
-    if (lower_path && lower_ids_differ)
+    if (lower_path && lower_path_after)
         patch_all(libc, paths, sizeof(paths) / sizeof(paths[0]));
     static const struct hook listings[] = {{"getdents64", (void *)fast_getdents64}};
     if (lower_getdents)

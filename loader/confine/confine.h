@@ -62,9 +62,9 @@ long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, 
 /* The same for the upper libc's open, stat and access entries (upperhalf/fastpath.c): called,
  * not trapped, and the call issued from the loader's text, outside W; -errno. */
 long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5);
-/* 1 when the program's ids are not the kernel's (a restarted process): then the calls above
- * translate; before, the upper runtime makes them itself. */
-long emu_ids_differ(void);
+/* The same once the call was made as given, by the upper runtime (an open, which may block: it
+ * blocks in upper code, cancellable), R its result: the call again with the kernel's ids, or R. */
+long emu_path_after(long nr, long r, long a1, long a2, long a3, long a4, long a5);
 /* What the program reads in /proc with the ids it knows (confine_procview.c): getdents64 of the
  * /proc and /proc/<pid>/task listings; and, once an open of PATH (as the kernel got it) gave FD,
  * a stat, status or children file's text put at FD with the program's ids. */

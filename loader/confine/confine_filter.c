@@ -4,6 +4,7 @@
 #include "confine_seccomp.h"
 
 #include "crac_layout.h"
+#include "crac_lh_api.h"
 #include "lower_fds.h"
 
 #include <errno.h>
@@ -39,6 +40,7 @@ enum label {
     L_MADVISE,
     L_PATH_ARG2,
     L_PATH_ARG3,
+    L_OPENAT,
     L_COUNT
 };
 
@@ -178,11 +180,12 @@ int confine_install_filter(int virtual_ids)
      * CRAC_PROC_PATHS=0 leaves them all untrapped: each costs a SIGSYS round trip (a few us). */
     const char *proc_paths = getenv("CRAC_PROC_PATHS");
     int paths = virtual_ids && !(proc_paths && proc_paths[0] == '0' && !proc_paths[1]);
-    static const int path_args[] = {SYS_open,   SYS_openat,    SYS_stat,       SYS_lstat,
-                                    SYS_access, SYS_faccessat, SYS_faccessat2, SYS_getdents64};
+    static const int path_args[] = {SYS_open,      SYS_stat,       SYS_lstat,     SYS_access,
+                                    SYS_faccessat, SYS_faccessat2, SYS_getdents64};
     for (unsigned i = 0; paths && i < sizeof(path_args) / sizeof(path_args[0]); i++)
         jump(&a, BPF_JEQ, (uint32_t)path_args[i], L_TRAP_IF_W, NEXT);
     if (paths) {
+        jump(&a, BPF_JEQ, SYS_openat, L_OPENAT, NEXT);
         jump(&a, BPF_JEQ, SYS_newfstatat, L_PATH_ARG3, NEXT);
         jump(&a, BPF_JEQ, SYS_statx, L_PATH_ARG2, NEXT);
     }
@@ -236,6 +239,13 @@ int confine_install_filter(int virtual_ids)
     static const uint32_t fork_advice[] = {MADV_DONTFORK, MADV_DOFORK, MADV_WIPEONFORK,
                                            MADV_KEEPONFORK};
     trap_if_arg_is(&a, L_MADVISE, 2, fork_advice, COUNT(fork_advice));
+    /* openat, but the upper runtime's own (CRAC_OPEN_UNTRAPPED in its unused sixth argument):
+     * the loader checks its path after the call. */
+    here(&a, L_OPENAT);
+    load(&a, ARG_LO(5));
+    jump(&a, BPF_JEQ, (uint32_t)CRAC_OPEN_UNTRAPPED, NEXT, L_TRAP_IF_W);
+    load(&a, ARG_HI(5));
+    jump(&a, BPF_JEQ, (uint32_t)(CRAC_OPEN_UNTRAPPED >> 32), L_ALLOW, L_TRAP_IF_W);
     here(&a, L_PATH_ARG2); /* statx(dirfd, path, flags, ...) */
     load(&a, ARG_LO(2));
     jump(&a, BPF_JSET, AT_EMPTY_PATH, L_ALLOW, L_TRAP_IF_W);

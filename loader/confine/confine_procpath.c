@@ -114,17 +114,10 @@ static long path_syscall(long nr, long p, long a1, long a2, long a3, long a4, lo
                               : raw_syscall6(nr, p, a2, a3, a4, a5, 0);
 }
 
-long emu_ids_differ(void)
-{
-    const struct crac_ctrl *c = crac_ctrl();
-    return c->vpid || c->n_vids;
-}
-
-long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5)
+long emu_path_after(long nr, long r, long a1, long a2, long a3, long a4, long a5)
 {
     const struct crac_ctrl *c = crac_ctrl();
     const char *path = (const char *)(path_is_second(nr) ? a2 : a1);
-    long r = path_syscall(nr, (long)path, a1, a2, a3, a4, a5);
     /* Before a restart no id differs. Otherwise the call goes first as given: the kernel reads
      * the path (a bad pointer is its EFAULT: programs probe memory with stat), and only when it
      * found it, or found nothing there, is it read here: a /proc path the program's ids make
@@ -153,6 +146,12 @@ long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5)
         raw_syscall1(SYS_close, r);
     r = path_syscall(nr, (long)buf, a1, a2, a3, a4, a5);
     return opens ? proc_view_opened(r, buf, flags) : r;
+}
+
+long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5)
+{
+    long path = path_is_second(nr) ? a2 : a1;
+    return emu_path_after(nr, path_syscall(nr, path, a1, a2, a3, a4, a5), a1, a2, a3, a4, a5);
 }
 
 long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5)

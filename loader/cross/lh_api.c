@@ -59,7 +59,7 @@ static const struct crac_lh_entry loader_entries[] = {
     {"crac_lh_emu_self_id", (void *)emu_self_id},
     {"crac_lh_emu_path", (void *)emu_path_direct},
     {"crac_lh_emu_getdents", (void *)emu_getdents},
-    {"crac_lh_ids_differ", (void *)emu_ids_differ},
+    {"crac_lh_emu_path_after", (void *)emu_path_after},
 };
 
 static volatile int32_t gate_inside, gate_pending;
