@@ -1,10 +1,10 @@
 /* fastpath.c — the upper libc's mmap, munmap, mremap, brk and sbrk, getpid, gettid and getppid,
  * and its open, stat, access and getdents64 entries, redirected to the lower half's emulations by
  * a jump patched at their entry: the same placement in W (the same ids after a restart, in /proc
- * too) as the seccomp trap gives, without the cost of a SIGSYS delivery (~2-3 us). The trap stays as the net for everything else (ld.so, raw
- * syscalls). The emulations are TLS-free, so no fs switch is needed; the checkpoint gate is still
- * taken so a checkpoint never starts while one holds the allocator's lock, or between an id
- * read from the kernel and its translation. */
+ * too) as the seccomp trap gives, without the cost of a SIGSYS delivery (~2-3 us). The trap
+ * stays as the net for everything else (ld.so, raw syscalls). The emulations are TLS-free, so no
+ * fs switch is needed; the checkpoint gate is still taken so a checkpoint never starts while one
+ * holds the allocator's lock, or between an id read from the kernel and its translation. */
 #include "upper_runtime.h"
 
 #include <dlfcn.h>

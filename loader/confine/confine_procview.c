@@ -119,6 +119,8 @@ static long rename_entries(const struct crac_ctrl *c, const char *in, long n, ch
     *resume = 0;
     for (long at = 0; at + DIRENT_HEAD < n;) {
         const struct dirent_head *h = (const struct dirent_head *)(in + at);
+        if (h->reclen <= DIRENT_HEAD || at + h->reclen > n)
+            break; /* not the kernel's layout: what was renamed so far */
         char renamed[16];
         int how = listed_name(c, in + at + DIRENT_HEAD, renamed);
         if (how == 1) {
