@@ -164,6 +164,24 @@ def test_own_handler_is_warned_once(ckpt_apps, tmp_path):
     assert complete_generations(ckptdir) == {}, "a self-sent SIGUSR2 started a checkpoint"
 
 
+def test_own_handler_is_warned_once_per_job(ckpt_apps, tmp_path):
+    """A shell that runs ckpt_sigown three times (each a fork and exec of a process that never
+    said it, as a job script running xargs or ps in a loop): one warning for the job, not one per
+    program; a new launch into the same directory says it again."""
+    ckptdir = tmp_path / "ckpt"
+    ckptdir.mkdir()
+    sigown = ckpt_apps["ckpt_sigown"]
+    loop = f"for i in 1 2 3; do {sigown} 3 || exit 1; done"
+    for run in ("first", "second"):
+        proc = launch("/bin/sh", ["-c", loop], ckptdir, out_dir=tmp_path / run)
+        status = wait_exit(proc)
+        if status != 0:
+            fail(f"the loop of ckpt_sigown exited with status {status}", proc)
+        warnings = [ln for ln in proc.stderr_text().splitlines() if ln.startswith("crac: warning:")]
+        assert len(warnings) == 1, proc.report()
+        assert "signal 12" in warnings[0], warnings[0]
+
+
 def test_coordinator_checkpoint_before_the_program_runs(ckpt_apps, tmp_path):
     """A worker joins its coordinator before the loader has even loaded the program; a job
     checkpoint asked for at once must wait for the program and complete, not fail."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -118,6 +119,17 @@ def _root(
     """Transparent checkpoint/restart for GPU programs (CRAC split process)."""
 
 
+# The job's "already said" marker for the checkpoint-signal handler warning
+# (loader/confine/confine_trap.c warn_ckpt_handler): a new launch says it again.
+WARNED_MARKER = ".crac-warned-ckpt-signal"
+
+
+def _forget_warnings(ckpt_dir: str | None) -> None:
+    if ckpt_dir is not None:
+        with contextlib.suppress(OSError):
+            (Path(ckpt_dir) / WARNED_MARKER).unlink()
+
+
 def _checkpoint_options(
     ckptdir: str | None,
     interval: int | None,
@@ -229,6 +241,7 @@ def launch(
         )
         runtime = str(devices.find_cuda_runtime(cuda_runtime)) if dev == "cuda" else None
         ckpt = _checkpoint_options(ckptdir, interval, ckpt_signal, keep, exit_after)
+        _forget_warnings(ckpt.ckpt_dir)
         ckpt.verbose = verbose
         ckpt.no_fork_writer = no_fork_writer
         ckpt.compress = config.compress_spec(compress)

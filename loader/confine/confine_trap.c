@@ -502,12 +502,34 @@ static inline int is_handler(uint64_t h)
     return h != (uint64_t)SIG_DFL && h != (uint64_t)SIG_IGN;
 }
 
-/* Once per process and its descendants, restarted or not: the program's handler for the
- * checkpoint signal gets only what processes under crac send; DMTCP users know to move the
- * checkpoint signal (docs/DECISIONS.md). */
+/* Once per job: the program's handler for the checkpoint signal gets only what processes under
+ * crac send; DMTCP users know to move the checkpoint signal (docs/DECISIONS.md). The flag covers
+ * a process and its descendants, restarted or not; a marker file in the job's checkpoint
+ * directory (removed by crac launch) the programs other processes exec (xargs, ps: each installs
+ * one), which would otherwise say it again at every exec. */
+#define WARNED_MARKER "/.crac-warned-ckpt-signal"
+static int warned_in_job(void)
+{
+    char path[sizeof(ckpt_cfg.ckpt_dir) + sizeof(WARNED_MARKER)];
+    unsigned n = 0;
+    for (; n < sizeof(ckpt_cfg.ckpt_dir) && ckpt_cfg.ckpt_dir[n]; n++)
+        path[n] = ckpt_cfg.ckpt_dir[n];
+    if (!n || n == sizeof(ckpt_cfg.ckpt_dir))
+        return 0;
+    for (unsigned i = 0; i < sizeof(WARNED_MARKER); i++)
+        path[n + i] = WARNED_MARKER[i];
+    long fd =
+        raw_syscall4(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        raw_syscall1(SYS_close, fd);
+    return fd == -EEXIST;
+}
+
 static void warn_ckpt_handler(int sig)
 {
     if (__atomic_exchange_n(&crac_ctrl()->ckpt_handler_warned, 1, __ATOMIC_ACQ_REL))
+        return;
+    if (warned_in_job())
         return;
     char num[4] = {(char)('0' + sig / 10), (char)('0' + sig % 10), 0, 0};
     const char *n = sig < 10 ? num + 1 : num;
