@@ -54,10 +54,13 @@ long confine_to_user(void *dst, const void *src, unsigned long n);
  * program (confine_exe.c); others are passed through. execve runs with program_mask. */
 long emu_readlink(long nr, long a1, long a2, long a3, long a4);
 /* After a restart: a path naming a process by the id the program knows, with the kernel's instead
- * (BUF, PROC_PATH_MAX bytes), else USER_PATH itself; open, stat and access calls given such paths
- * (confine_procpath.c). */
+ * (BUF, PROC_PATH_MAX bytes, absolute), else USER_PATH itself; open, stat and access calls given
+ * such paths (confine_procpath.c). DIRFD: what a relative path is relative to (AT_FDCWD). */
 #define PROC_PATH_MAX 256 /* a longer /proc path is left as it is (none of the kernel's is) */
-const char *confine_proc_path(const char *user_path, char *buf);
+const char *confine_proc_path(long dirfd, const char *user_path, char *buf);
+/* 1 when FD is a descriptor of /proc or of a /proc/<pid>/task, its path then in PATH
+ * (PROC_PATH_MAX bytes): paths relative to it name ids (confine_procview.c). */
+int proc_dir_path(long fd, char *path);
 long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5);
 /* The same for the upper libc's open, stat and access entries (upperhalf/fastpath.c): called,
  * not trapped, and the call issued from the loader's text, outside W; -errno. */

@@ -106,7 +106,7 @@ long emu_readlink(long nr, long a1, long a2, long a3, long a4)
     long size = nr == SYS_readlink ? a3 : a4;
     if (!ckpt_cfg.program[0] || !names_own_exe(path)) {
         char real[PROC_PATH_MAX]; /* /proc/<vpid>/... after a restart (confine_procpath.c) */
-        long p = (long)confine_proc_path(path, real);
+        long p = (long)confine_proc_path(nr == SYS_readlink ? AT_FDCWD : a1, path, real);
         return nr == SYS_readlink ? raw_syscall3(nr, p, a2, a3) : raw_syscall4(nr, a1, p, a3, a4);
     }
     if (size <= 0)

@@ -98,12 +98,33 @@ static int path_is_second(long nr)
     return nr != SYS_open && nr != SYS_stat && nr != SYS_lstat && nr != SYS_access;
 }
 
-const char *confine_proc_path(const char *user_path, char *buf)
+/* PATH given relative to DIRFD ("123/stat" at a descriptor of /proc, "45/stat" at one of a
+ * /proc/<pid>/task): the absolute path into ABS (PROC_PATH_MAX bytes), 1; else 0. */
+static int absolute_in_proc(long dirfd, const char *path, char *abs)
 {
-    char path[PROC_PATH_MAX];
+    if (path[0] < '1' || path[0] > '9' || !proc_dir_path(dirfd, abs))
+        return 0;
+    unsigned n = 0;
+    while (abs[n])
+        n++;
+    abs[n++] = '/';
+    for (unsigned i = 0; path[i]; i++) {
+        if (n >= PROC_PATH_MAX - 1)
+            return 0;
+        abs[n++] = path[i];
+    }
+    abs[n] = '\0';
+    return 1;
+}
+
+const char *confine_proc_path(long dirfd, const char *user_path, char *buf)
+{
+    char path[PROC_PATH_MAX], abs[PROC_PATH_MAX];
     struct crac_ctrl *c = crac_ctrl();
     if ((!c->vpid && !c->n_vids) || !user_path || peek_string(user_path, path, sizeof(path)) != 0)
         return user_path;
+    if (path[0] != '/' && absolute_in_proc(dirfd, path, abs))
+        return translate(abs, buf) ? buf : user_path;
     return translate(path, buf) ? buf : user_path;
 }
 
@@ -127,17 +148,22 @@ long emu_path_after(long nr, long r, long a1, long a2, long a3, long a4, long a5
         return r;
     if (r < 0 && r != -ENOENT && r != -EACCES && r != -EPERM && r != -ENOTDIR)
         return r;
-    static const char proc[] = "/proc/";
-    for (unsigned k = 0; k < sizeof(proc) - 1; k++)
-        if (path[k] != proc[k])
-            return r;
     char copy[PROC_PATH_MAX], buf[PROC_PATH_MAX];
-    unsigned n = 0;
-    while (n < sizeof(copy) - 1 && path[n])
-        n++;
-    if (path[n])
-        return r;
-    __builtin_memcpy(copy, path, n + 1);
+    if (path[0] != '/') { /* relative to a descriptor of /proc only (a digit first: rare) */
+        if (!path_is_second(nr) || !absolute_in_proc(a1, path, copy))
+            return r;
+    } else {
+        static const char proc[] = "/proc/";
+        for (unsigned k = 0; k < sizeof(proc) - 1; k++)
+            if (path[k] != proc[k])
+                return r;
+        unsigned n = 0;
+        while (n < sizeof(copy) - 1 && path[n])
+            n++;
+        if (path[n])
+            return r;
+        __builtin_memcpy(copy, path, n + 1);
+    }
     int opens = nr == SYS_openat || nr == SYS_open;
     long flags = nr == SYS_open ? a2 : a3;
     if (!translate(copy, buf))
@@ -158,7 +184,7 @@ long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, 
 {
     char buf[PROC_PATH_MAX];
     const char *user_path = (const char *)(path_is_second(nr) ? a2 : a1);
-    long p = (long)confine_proc_path(user_path, buf);
+    long p = (long)confine_proc_path(path_is_second(nr) ? a1 : AT_FDCWD, user_path, buf);
     if (nr != SYS_open && nr != SYS_openat)
         return path_syscall(nr, p, a1, a2, a3, a4, a5);
     /* Opening a FIFO or a device may block: under the program's mask, as the real call, so its

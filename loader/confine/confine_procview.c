@@ -63,18 +63,17 @@ static int32_t program_id(const struct crac_ctrl *c, int32_t real, enum id_kind 
 
 /* ---- listings ---- */
 
-/* 1: FD is the /proc directory or a /proc/<pid>/task directory (names are ids). */
-static int lists_ids(long fd)
+int proc_dir_path(long fd, char *target)
 {
     uint64_t sf[15]; /* struct statfs: f_type first */
-    if (raw_syscall2(SYS_fstatfs, fd, sf) != 0 || sf[0] != PROC_SUPER_MAGIC)
+    if (fd < 0 || raw_syscall2(SYS_fstatfs, fd, sf) != 0 || sf[0] != PROC_SUPER_MAGIC)
         return 0;
-    char link[40], target[PROC_PATH_MAX];
+    char link[40];
     int k = 0;
     for (const char *h = "/proc/self/fd/"; *h; h++)
         link[k++] = *h;
     raw_put_uint(link + k, (int32_t)fd);
-    long n = raw_syscall3(SYS_readlink, link, target, sizeof(target) - 1);
+    long n = raw_syscall3(SYS_readlink, link, target, PROC_PATH_MAX - 1);
     if (n <= 0)
         return 0;
     target[n] = '\0';
@@ -83,6 +82,13 @@ static int lists_ids(long fd)
     const char *s = target + 6;
     return starts(target, "/proc/") && read_id(&s) > 0 && s[0] == '/' && starts(s, "/task") &&
            !s[5];
+}
+
+/* 1: FD is the /proc directory or a /proc/<pid>/task directory (names are ids). */
+static int lists_ids(long fd)
+{
+    char target[PROC_PATH_MAX];
+    return proc_dir_path(fd, target);
 }
 
 /* The name the program knows the entry NAME by, into OUT: 1 (OUT set), 0 when the entry goes

@@ -4,7 +4,8 @@
    faccessat), which after a restart take different ways in crac (a patched libc entry, the seccomp
    trap). /proc/<pid>/cwd must lead to getcwd(); the pid in /proc/<pid>/stat and the Pid in
    /proc/thread-self/status are getpid() and gettid(); the listings of /proc (readdir) and of
-   /proc/self/task (raw getdents64) hold them. Prints `step N`, then `DONE checksum=...`. */
+   /proc/self/task (raw getdents64) hold them; "<pid>/stat" opened at a descriptor of /proc
+   (openat, libc and raw) is its own. Prints `step N`, then `DONE checksum=...`. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
@@ -89,6 +90,13 @@ static void check_once(void)
     check_listed("/proc", getpid(), 0);
     check_listed("/proc", getpid(), 1);
     check_listed("/proc/self/task", gettid(), 1);
+    int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char relative[32];
+    snprintf(relative, sizeof(relative), "%d/stat", getpid());
+    check_stat(openat(procfd, relative, O_RDONLY | O_CLOEXEC), "openat at /proc", relative);
+    check_stat((int)syscall(SYS_openat, procfd, relative, O_RDONLY | O_CLOEXEC),
+               "raw openat at /proc", relative);
+    close(procfd);
     FILE *f = fopen(stat_path, "re");
     if (!f)
         fail("fopen %s: %s", stat_path, strerror(errno));
