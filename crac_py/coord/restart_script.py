@@ -134,16 +134,16 @@ def render(job: ScriptJob) -> str:
         return "\n".join(lines + _mpi_lines(job, n)) + "\n"
     # A process tree is restarted by its root, which forks its descendants (launch/tree.py).
     # Imported here: the coordinator starts without the image readers until it writes a script.
-    from crac_py.launch.tree import outlived_parent, roots_and_members
+    from crac_py.launch.tree import roots_and_members
 
     roots = roots_and_members(job.gen_dirs)
     # A root a fork made (its parent in the job ended: a daemon) runs on unwaited-for, as after
     # its launch, unless every root is one.
-    detached = [outlived_parent(gen) for gen, _ in roots]
+    detached = [forked for _, _, forked in roots]
     if all(detached):
         detached = [False] * len(roots)
     lines.append("pids=")
-    for i, (gen, members) in enumerate(roots):
+    for i, (gen, members, _) in enumerate(roots):
         tree_words = "".join(f" --tree-member {_gen_word(job.job_dir, m)}" for m in members)
         waited = "" if detached[i] else ' pids="$pids $!";'
         lines.append(

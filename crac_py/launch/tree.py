@@ -70,9 +70,11 @@ def _end_as(status: int) -> None:
     os._exit((status >> 8) & 0xFF)
 
 
-def roots_and_members(gens: list[Path]) -> list[tuple[Path, list[Path]]]:
+def roots_and_members(gens: list[Path]) -> list[tuple[Path, list[Path], bool]]:
     """For the restart script: each root of the job (a process whose parent is not in it) with
-    the descendants it restarts itself. Generations whose ids cannot be read are roots."""
+    the descendants it restarts itself, and whether a fork in the job made it (its parent in the
+    job ended: a daemon's double fork, which its launch did not wait for). Generations whose ids
+    cannot be read are roots, not forked."""
     members: dict[Path, Member] = {}
     for g in gens:
         try:
@@ -96,17 +98,7 @@ def roots_and_members(gens: list[Path]) -> list[tuple[Path, list[Path]]]:
         out.setdefault(r, [])
         if r != g:
             out[r].append(g)
-    return [(r, out[r]) for r in gens if r in out]
-
-
-def outlived_parent(root: Path) -> bool:
-    """A root of the job that a fork in it made: its parent in the job ended (a daemon's double
-    fork). Its launch did not wait for it, and neither does the restart script, unless every root
-    is one. False where its manifest cannot be read."""
-    try:
-        return member(root).forked
-    except TreeError:
-        return False
+    return [(r, out[r], r in members and members[r].forked) for r in gens if r in out]
 
 
 def _shared_objects(members: list[Member]) -> dict[Path, list[tuple[str, str, int]]]:
