@@ -5,6 +5,7 @@
 #include "confine.h"
 
 #include "crac_rawsys.h"
+#include "proc_text.h"
 #include "upper_alloc.h"
 
 #include <errno.h>
@@ -40,21 +41,16 @@ static int peek_string(const char *user, char *buf, uint64_t len)
  * 0 when there is no id there. */
 static int copy_id(const char **s, char **out, const char *end)
 {
-    int64_t v = 0;
     const char *p = *s;
-    while (*p >= '0' && *p <= '9' && p - *s < 10)
-        v = v * 10 + (*p++ - '0');
-    if (p == *s || (*p != '/' && *p != '\0') || v <= 0 || v > INT32_MAX)
+    int64_t v = proc_read_id(&p);
+    if (v <= 0 || (*p != '/' && *p != '\0'))
         return 0;
-    int32_t real = vid_to_real(crac_ctrl(), (int32_t)v);
     char digits[12];
-    int n = 0;
-    for (uint32_t r = (uint32_t)real; r || !n; r /= 10)
-        digits[n++] = (char)('0' + r % 10);
+    int n = raw_put_uint(digits, vid_to_real(crac_ctrl(), (int32_t)v));
     if (*out + n >= end)
         return 0;
-    while (n)
-        *(*out)++ = digits[--n];
+    raw_memcpy(*out, digits, (unsigned long)n);
+    *out += n;
     *s = p;
     return 1;
 }
@@ -63,19 +59,15 @@ static int copy_id(const char **s, char **out, const char *end)
 static int translate(const char *path, char *out)
 {
     static const char proc[] = "/proc/", task[] = "/task/";
-    for (unsigned i = 0; i < sizeof(proc) - 1; i++)
-        if (path[i] != proc[i])
-            return 0;
+    if (!proc_starts(path, proc))
+        return 0;
     const char *s = path + sizeof(proc) - 1, *end = out + PROC_PATH_MAX;
     char *o = out;
     for (unsigned i = 0; i < sizeof(proc) - 1; i++)
         *o++ = proc[i];
     if (!copy_id(&s, &o, end))
         return 0;
-    int is_task = 1;
-    for (unsigned i = 0; i < sizeof(task) - 1 && is_task; i++)
-        is_task = s[i] == task[i];
-    if (is_task) {
+    if (proc_starts(s, task)) {
         for (unsigned i = 0; i < sizeof(task) - 1; i++)
             *o++ = *s++;
         copy_id(&s, &o, end); /* /proc/PID/task/ alone (a listing) has none */
@@ -104,9 +96,7 @@ static int absolute_in_proc(long dirfd, const char *path, char *abs)
 {
     if (path[0] < '1' || path[0] > '9' || !proc_dir_path(dirfd, abs))
         return 0;
-    unsigned n = 0;
-    while (abs[n])
-        n++;
+    unsigned n = proc_length(abs);
     abs[n++] = '/';
     for (unsigned i = 0; path[i]; i++) {
         if (n >= PROC_PATH_MAX - 1)
@@ -117,15 +107,23 @@ static int absolute_in_proc(long dirfd, const char *path, char *abs)
     return 1;
 }
 
+/* After a restart, the program's path at USER_PATH (relative to DIRFD) read into SEEN, absolute
+ * where it is relative to a descriptor of /proc: 1, or 0 (ids are the kernel's, unreadable). */
+static int peeked_path(long dirfd, const char *user_path, char *seen)
+{
+    char path[PROC_PATH_MAX];
+    if (!ids_differ(crac_ctrl()) || !user_path || peek_string(user_path, path, sizeof(path)) != 0)
+        return 0;
+    if (path[0] != '/' && absolute_in_proc(dirfd, path, seen))
+        return 1;
+    raw_memcpy(seen, path, proc_length(path) + 1);
+    return 1;
+}
+
 const char *confine_proc_path(long dirfd, const char *user_path, char *buf)
 {
-    char path[PROC_PATH_MAX], abs[PROC_PATH_MAX];
-    struct crac_ctrl *c = crac_ctrl();
-    if ((!c->vpid && !c->n_vids) || !user_path || peek_string(user_path, path, sizeof(path)) != 0)
-        return user_path;
-    if (path[0] != '/' && absolute_in_proc(dirfd, path, abs))
-        return translate(abs, buf) ? buf : user_path;
-    return translate(path, buf) ? buf : user_path;
+    char seen[PROC_PATH_MAX];
+    return peeked_path(dirfd, user_path, seen) && translate(seen, buf) ? buf : user_path;
 }
 
 /* NR with its path argument P (the others as given). */
@@ -144,7 +142,7 @@ long emu_path_after(long nr, long r, long a1, long a2, long a3, long a4, long a5
      * found it, or found nothing there, is it read here: a /proc path the program's ids make
      * different is given again with the kernel's (a descriptor of the wrong one closed). A path
      * outside /proc, nearly every one, costs a comparison of six bytes. */
-    if ((!c->vpid && !c->n_vids) || !path) /* fstat's may be NULL (AT_EMPTY_PATH, Linux 6.11) */
+    if (!ids_differ(c) || !path) /* fstat's may be NULL (AT_EMPTY_PATH, Linux 6.11) */
         return r;
     if (r < 0 && r != -ENOENT && r != -EACCES && r != -EPERM && r != -ENOTDIR)
         return r;
@@ -153,10 +151,8 @@ long emu_path_after(long nr, long r, long a1, long a2, long a3, long a4, long a5
         if (!path_is_second(nr) || !absolute_in_proc(a1, path, copy))
             return r;
     } else {
-        static const char proc[] = "/proc/";
-        for (unsigned k = 0; k < sizeof(proc) - 1; k++)
-            if (path[k] != proc[k])
-                return r;
+        if (!proc_starts(path, "/proc/"))
+            return r;
         unsigned n = 0;
         while (n < sizeof(copy) - 1 && path[n])
             n++;
@@ -182,9 +178,11 @@ long emu_path_direct(long nr, long a1, long a2, long a3, long a4, long a5)
 
 long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, long a5)
 {
-    char buf[PROC_PATH_MAX];
+    char seen[PROC_PATH_MAX], buf[PROC_PATH_MAX];
     const char *user_path = (const char *)(path_is_second(nr) ? a2 : a1);
-    long p = (long)confine_proc_path(path_is_second(nr) ? a1 : AT_FDCWD, user_path, buf);
+    int known = peeked_path(path_is_second(nr) ? a1 : AT_FDCWD, user_path, seen);
+    int translated = known && translate(seen, buf);
+    long p = translated ? (long)buf : (long)user_path;
     if (nr != SYS_open && nr != SYS_openat)
         return path_syscall(nr, p, a1, a2, a3, a4, a5);
     /* Opening a FIFO or a device may block: under the program's mask, as the real call, so its
@@ -193,9 +191,7 @@ long emu_path_call(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4, 
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &prog, &saved, 8);
     long r = path_syscall(nr, p, a1, a2, a3, a4, a5);
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
-    const struct crac_ctrl *c = crac_ctrl();
-    if (r < 0 || (!c->vpid && !c->n_vids) ||
-        (p != (long)buf && peek_string(user_path, buf, sizeof(buf)) != 0))
+    if (r < 0 || !known)
         return r;
-    return proc_view_opened(r, buf, nr == SYS_open ? a2 : a3);
+    return proc_view_opened(r, translated ? buf : seen, nr == SYS_open ? a2 : a3);
 }

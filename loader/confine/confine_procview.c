@@ -5,6 +5,7 @@
 #include "confine.h"
 
 #include "crac_rawsys.h"
+#include "proc_text.h"
 #include "upper_alloc.h"
 
 #include <errno.h>
@@ -19,37 +20,6 @@
 #define LISTING_MAX 2048    /* bytes of directory entries read at once */
 #define DIRENT_HEAD 19      /* d_ino, d_off, d_reclen, d_type */
 #define MFD_CLOEXEC_FLAG 1U /* MFD_CLOEXEC */
-
-static int ids_differ(const struct crac_ctrl *c) { return c->vpid || c->n_vids; }
-
-static int starts(const char *s, const char *prefix)
-{
-    while (*prefix)
-        if (*s++ != *prefix++)
-            return 0;
-    return 1;
-}
-
-static unsigned length(const char *s)
-{
-    unsigned n = 0;
-    while (s[n])
-        n++;
-    return n;
-}
-
-/* The decimal id at *S (advanced past it), -1 when none. */
-static int64_t read_id(const char **s)
-{
-    const char *p = *s;
-    int64_t v = 0;
-    while (*p >= '0' && *p <= '9' && p - *s < 10)
-        v = v * 10 + (*p++ - '0');
-    if (p == *s || v > INT32_MAX)
-        return -1;
-    *s = p;
-    return v;
-}
 
 enum id_kind { ID_PROCESS, ID_GROUP, ID_SESSION, ID_NONE };
 
@@ -77,11 +47,11 @@ int proc_dir_path(long fd, char *target)
     if (n <= 0)
         return 0;
     target[n] = '\0';
-    if (n == 5 && starts(target, "/proc"))
+    if (n == 5 && proc_starts(target, "/proc"))
         return 1;
     const char *s = target + 6;
-    return starts(target, "/proc/") && read_id(&s) > 0 && s[0] == '/' && starts(s, "/task") &&
-           !s[5];
+    return proc_starts(target, "/proc/") && proc_read_id(&s) > 0 && s[0] == '/' &&
+           proc_starts(s, "/task") && !s[5];
 }
 
 /* 1: FD is the /proc directory or a /proc/<pid>/task directory (names are ids). */
@@ -96,7 +66,7 @@ static int lists_ids(long fd)
 static int listed_name(const struct crac_ctrl *c, const char *name, char *out)
 {
     const char *s = name;
-    int64_t real = read_id(&s);
+    int64_t real = proc_read_id(&s);
     if (real <= 0 || *s)
         return -1;
     int32_t virt = vid_from_real(c, (int32_t)real);
@@ -130,7 +100,7 @@ static long rename_entries(const struct crac_ctrl *c, const char *in, long n, ch
         char renamed[16];
         int how = listed_name(c, in + at + DIRENT_HEAD, renamed);
         if (how == 1) {
-            unsigned len = length(renamed);
+            unsigned len = proc_length(renamed);
             uint16_t reclen = (uint16_t)((DIRENT_HEAD + len + 1 + 7) & ~7u);
             if (used + reclen > room) {
                 *cut = 1;
@@ -224,7 +194,7 @@ static int copy_next_id(const struct crac_ctrl *c, const char **s, char *out, un
         p++;
     int negative = *p == '-';
     const char *digits = p + negative;
-    int64_t v = read_id(&digits);
+    int64_t v = proc_read_id(&digits);
     if (v < 0 || !put(out, n, *s, p))
         return 0;
     *s = digits;
@@ -246,7 +216,7 @@ static int view_stat(const struct crac_ctrl *c, const char *in, char *out, unsig
     for (unsigned i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (!copy_next_id(c, &s, out, n, fields[i]))
             return 0;
-    return put(out, n, s, s + length(s));
+    return put(out, n, s, s + proc_length(s));
 }
 
 /* status: "Name:\tvalue" lines; those naming processes get the program's ids. */
@@ -265,10 +235,10 @@ static int view_status(const struct crac_ctrl *c, const char *in, char *out, uns
             eol++;
         int key = -1;
         for (unsigned i = 0; i < sizeof(keys) / sizeof(keys[0]) && key < 0; i++)
-            if (starts(s, keys[i].key))
+            if (proc_starts(s, keys[i].key))
                 key = (int)i;
         if (key >= 0) {
-            const char *p = s + length(keys[key].key);
+            const char *p = s + proc_length(keys[key].key);
             if (!put(out, n, s, p))
                 return 0;
             while (p < eol && copy_next_id(c, &p, out, n, keys[key].kind))
@@ -288,7 +258,7 @@ static int view_children(const struct crac_ctrl *c, const char *in, char *out, u
     const char *s = in;
     while (copy_next_id(c, &s, out, n, ID_PROCESS))
         ;
-    return put(out, n, s, s + length(s));
+    return put(out, n, s, s + proc_length(s));
 }
 
 enum view { VIEW_NONE, VIEW_STAT, VIEW_STATUS, VIEW_CHILDREN };
@@ -296,25 +266,25 @@ enum view { VIEW_NONE, VIEW_STAT, VIEW_STATUS, VIEW_CHILDREN };
 /* Which file PATH (as the kernel got it) is: /proc/<id|self|thread-self>/[task/<id>/]<file>. */
 static enum view view_of(const char *path)
 {
-    if (!starts(path, "/proc/"))
+    if (!proc_starts(path, "/proc/"))
         return VIEW_NONE;
     const char *s = path + 6;
-    if (starts(s, "self/"))
+    if (proc_starts(s, "self/"))
         s += 4;
-    else if (starts(s, "thread-self/"))
+    else if (proc_starts(s, "thread-self/"))
         s += 11;
-    else if (read_id(&s) <= 0)
+    else if (proc_read_id(&s) <= 0)
         return VIEW_NONE;
-    if (starts(s, "/task/")) {
+    if (proc_starts(s, "/task/")) {
         s += 6;
-        if (read_id(&s) <= 0)
+        if (proc_read_id(&s) <= 0)
             return VIEW_NONE;
     }
-    if (starts(s, "/stat") && !s[5])
+    if (proc_starts(s, "/stat") && !s[5])
         return VIEW_STAT;
-    if (starts(s, "/status") && !s[7])
+    if (proc_starts(s, "/status") && !s[7])
         return VIEW_STATUS;
-    if (starts(s, "/children") && !s[9])
+    if (proc_starts(s, "/children") && !s[9])
         return VIEW_CHILDREN;
     return VIEW_NONE;
 }
@@ -332,7 +302,7 @@ long proc_view_opened(long fd, const char *path, long flags)
         got += r;
     in[got] = '\0';
     unsigned n = 0;
-    int whole = got < VIEW_MAX - 1 && length(in) == (unsigned)got;
+    int whole = got < VIEW_MAX - 1 && proc_length(in) == (unsigned)got;
     int ok = whole && (v == VIEW_STAT     ? view_stat(c, in, out, &n)
                        : v == VIEW_STATUS ? view_status(c, in, out, &n)
                                           : view_children(c, in, out, &n));

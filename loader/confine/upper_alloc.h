@@ -132,6 +132,8 @@ void vmask_set(struct crac_ctrl *c, int32_t tid, uint64_t bits);
 /* Thread and process ids as the program knows them, and back (identity when not mapped). */
 int32_t vid_to_real(const struct crac_ctrl *c, int32_t virt);
 int32_t vid_from_real(const struct crac_ctrl *c, int32_t real);
+/* 1 once the program's ids are not all the kernel's (a restarted process or its descendants). */
+static inline int ids_differ(const struct crac_ctrl *c) { return c->vpid || c->n_vids; }
 
 /* Create the control block (launch only; a restart maps it back with the rest of W). */
 int ctrl_init(int ckpt_sig);
