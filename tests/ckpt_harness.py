@@ -21,7 +21,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -796,6 +796,7 @@ def run_cycles(
     launch_opts: Sequence[str] = (),
     sig: int = signal.SIGUSR2,
     restart_opts: Sequence[str] = (),
+    between: Callable[[Path], None] | None = None,
 ) -> CycleResult:
     """The acceptance scenario (docs/ARCHITECTURE.md "Testing"): an uninterrupted native run gives
     the expected output; then launch -> (wait until step fractions[i] * N -> checkpoint -> wait
@@ -803,7 +804,8 @@ def run_cycles(
     0; every
     restarted process resumes at the checkpointed step (see check_resume_point); the stitched
     output equals the uninterrupted run's line for line (so the DONE line too); generations
-    gen-000001.. appear in one process directory."""
+    gen-000001.. appear in one process directory. BETWEEN, given the work directory, runs after
+    each kill, before the restart."""
     assert 1 <= cycles <= len(fractions)
     ref = native_reference(app, args, tmp_path / "ref_work", tmp_path / "ref_cwd")
     work = tmp_path / "work"
@@ -836,6 +838,8 @@ def run_cycles(
             check_steps_contiguous(seg.lines, seg.label)
 
             gens.append(gen)
+            if between is not None:  # what happens on the node while the job is down
+                between(work)
             if procdir is None:
                 procdir = gen.parent
             assert gen.parent == procdir, f"generation {gen} is not in {procdir}"

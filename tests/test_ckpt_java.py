@@ -1,7 +1,7 @@
 """A JVM program (Debian's OpenJDK) through two checkpoint -> SIGKILL -> restart cycles: HotSpot's
 own threads (JIT compilers, G1's collectors, its signal dispatcher), a small heap collected
 often, an NIO selector thread serving loopback connections, a thread pool and a file
-(tests/apps/java/CkptJava.java, compiled with javac here)."""
+(tests/apps/java/CkptJava.java, compiled with javac here), with another JVM run while it is down."""
 
 from __future__ import annotations
 
@@ -29,4 +29,10 @@ def java_classes(tmp_path_factory) -> Path:
 def test_java_program(java_classes, tmp_path):
     java = Path(shutil.which("java") or "java")
     args = ["-Xmx64m", "-XX:+UseG1GC", "-cp", str(java_classes), "CkptJava", "60", "{work}"]
-    run_cycles(java, args, tmp_path, cycles=2)
+    # Another JVM started while the job is down removes the hsperfdata file of the killed pid
+    # (/tmp/hsperfdata_<user>/<pid>, which the job maps shared): the restart makes it again.
+    run_cycles(java, args, tmp_path, cycles=2, between=lambda _work: other_jvm(java))
+
+
+def other_jvm(java: Path) -> None:
+    subprocess.run([java, "-version"], capture_output=True, check=True, timeout=120)

@@ -5,6 +5,9 @@ itself."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 from ckpt_harness import CKPT_PROGRAMS, build_ckpt_apps, run_cycles
 
@@ -51,3 +54,19 @@ def test_every_program_is_listed():
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_two_cycles(name, ckpt_apps, tmp_path):
     run_cycles(ckpt_apps[name], PROGRAMS[name], tmp_path, cycles=2)
+
+
+def test_shared_file_gone_at_restart_is_made_again(ckpt_apps, tmp_path):
+    """ckpt_mmap's DIR/shared.bin, which only its shared mapping keeps, is gone while the job is
+    down: removed before the first restart (as a JVM removes a dead pid's hsperfdata), its whole
+    directory before the second (another node). Each restart makes it again as the checkpoint saw
+    it; the program's read of the file at its end checks every page."""
+    cycle = iter(range(2))
+
+    def lose_the_file(work: Path) -> None:
+        if next(cycle) == 0:
+            (work / "shared.bin").unlink()
+        else:
+            shutil.rmtree(work)
+
+    run_cycles(ckpt_apps["ckpt_mmap"], ["{work}"], tmp_path, cycles=2, between=lose_the_file)

@@ -145,6 +145,9 @@ REGION_INCREMENTAL = 32
 # A shared mapping of a file that lives in memory (tmpfs: /dev/shm, a named semaphore): saved like
 # shared anonymous memory and written back into the file at restart (docs/IMAGE.md "Regions").
 REGION_SHMEM_FILE = 64
+# A writable shared mapping of a small regular file elsewhere (a JVM's hsperfdata): its pages are
+# saved, and used only to make the file again where a restart finds it gone (docs/IMAGE.md).
+REGION_FILE_KEPT = 128
 
 # (C name, value, doc) -> #define NAME value
 DEFINES: tuple[tuple[str, str, str], ...] = (
@@ -194,6 +197,13 @@ DEFINES: tuple[tuple[str, str, str], ...] = (
         f"{REGION_SHMEM_FILE}u",
         "region flag: FILE_SHARED mapping of a file on tmpfs (/dev/shm): its pages are saved "
         "(zero pages not) and written back into the file, made again if gone, at restart",
+    ),
+    (
+        "CRAC_REGION_FILE_KEPT",
+        f"{REGION_FILE_KEPT}u",
+        "region flag: writable FILE_SHARED mapping of a regular file of at most 4 MiB not on "
+        "tmpfs: its pages are saved (zero pages not); a restart maps the file as it is, or makes "
+        "it again from them where it is gone",
     ),
     ("CRAC_CHUNK_RAW", str(CHUNK_RAW), "chunk method: the pages stored as they are"),
     ("CRAC_CHUNK_LZ4", str(CHUNK_LZ4), "chunk method: LZ4 block (LZ4_compress_fast)"),
@@ -361,7 +371,7 @@ RECORDS: tuple[Record, ...] = (
         F("prot", "u32", "PROT_* bits"),
         F("flags", "u32", "CRAC_REGION_OUTSIDE_W, CRAC_REGION_NORESERVE, CRAC_REGION_DONTDUMP, "
           "CRAC_REGION_SHARED_ALIAS, CRAC_REGION_COMPRESSED, CRAC_REGION_INCREMENTAL, "
-          "CRAC_REGION_SHMEM_FILE"),
+          "CRAC_REGION_SHMEM_FILE, CRAC_REGION_FILE_KEPT"),
         F("core_offset", "u64", "where the region's pages start in upper.core (0: nothing saved)"),
         F("file_offset", "u64", "for file kinds: offset of start in the file"),
         F("dev", "u64", "file identity, checked at restart; ANON_SHARED: the shared object's "

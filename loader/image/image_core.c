@@ -33,6 +33,9 @@
 
 #define PAGE 4096UL
 #define MAX_REGIONS 65536
+/* The largest file on disk mapped shared whose pages a checkpoint keeps (CRAC_REGION_FILE_KEPT):
+ * a JVM's hsperfdata is 32 KiB; a data file is the user's, not the image's. */
+#define KEPT_FILE_MAX (4UL << 20)
 #define PM_PRESENT (1ULL << 63)
 #define PM_SWAPPED (1ULL << 62)
 #define PM_FILE (1ULL << 61)
@@ -307,7 +310,7 @@ static int collect_regions(struct region *rs, int max, int pagemap)
             r->rec.ino = ino;
         }
         if (r->rec.kind == CRAC_REGION_FILE_PRIVATE || r->rec.kind == CRAC_REGION_FILE_SHARED) {
-            struct stat st;
+            struct stat st = {0};
             if (stat(path, &st) == 0) {
                 r->rec.dev = st.st_dev;
                 r->rec.ino = st.st_ino;
@@ -321,6 +324,13 @@ static int collect_regions(struct region *rs, int max, int pagemap)
             if (r->rec.kind == CRAC_REGION_FILE_SHARED && statfs(path, &fs) == 0 &&
                 fs.f_type == TMPFS_MAGIC)
                 r->rec.flags |= CRAC_REGION_SHMEM_FILE;
+            /* A small file on disk the program writes through a shared mapping (the JVM's
+             * hsperfdata, a database's -shm index): its pages are kept, for a restart to make the
+             * file again where it is gone (another JVM removes a dead pid's, another node). */
+            else if (r->rec.kind == CRAC_REGION_FILE_SHARED && (prot & PROT_WRITE) &&
+                     S_ISREG(st.st_mode) && ino == st.st_ino && st.st_size > 0 &&
+                     (uint64_t)st.st_size <= KEPT_FILE_MAX)
+                r->rec.flags |= CRAC_REGION_FILE_KEPT;
         }
         r->cz.raw =
             r->rec.kind == CRAC_REGION_ANON_SHARED || r->rec.kind == CRAC_REGION_FILE_SHARED;
@@ -388,7 +398,7 @@ static void candidates(const struct region *r, const uint64_t *pm, uint64_t firs
         case CRAC_REGION_FILE_SHARED:
             /* A file in memory's pages, those inside the file (touching one past its end is
              * SIGBUS). */
-            want[i] = (r->rec.flags & CRAC_REGION_SHMEM_FILE) &&
+            want[i] = (r->rec.flags & (CRAC_REGION_SHMEM_FILE | CRAC_REGION_FILE_KEPT)) &&
                       r->rec.file_offset + (first + i) * PAGE < r->rec.file_size;
             break;
         case CRAC_REGION_FILE_PRIVATE:
@@ -801,7 +811,7 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     uint64_t base = (head + PAGE - 1) & ~(PAGE - 1), offset = base;
     for (int i = 0; i < nr; i++) {
         if ((rs[i].rec.kind == CRAC_REGION_FILE_SHARED &&
-             !(rs[i].rec.flags & CRAC_REGION_SHMEM_FILE)) ||
+             !(rs[i].rec.flags & (CRAC_REGION_SHMEM_FILE | CRAC_REGION_FILE_KEPT))) ||
             (rs[i].rec.flags & CRAC_REGION_SHARED_ALIAS))
             continue;
         rs[i].rec.core_offset = offset;

@@ -66,6 +66,17 @@ int restart_other_cpu(void);
  * no thread can be started): the two halves of a split region. */
 void restart_two_parts(void *(*work)(void *), void *a, void *b);
 
+/* restart_keptfile.c: a CRAC_REGION_FILE_KEPT region's file, opened as it is or, where it is
+ * gone, made again at its checkpoint size (MADE says which: an unnamed one is filled through the
+ * mapping, then named by kept_file_name). The descriptor; -1 with ERR. */
+enum { KEPT_AS_IT_IS, KEPT_NAMED, KEPT_UNNAMED };
+int kept_file_open(const struct crac_region_rec *r, const char *path, int *made, char *err,
+                   size_t errlen);
+/* The filled unnamed file FD linked at PATH; where another process of the restart made it first,
+ * that file is mapped over the region instead. 0, or -1 with ERR. */
+int kept_file_name(int fd, const struct crac_region_rec *r, const char *path, char *err,
+                   size_t errlen);
+
 /* restart_memory.c */
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen);
 /* `--shared-mem DEV:INO:FD`: the shared object DEV:INO (ANON_SHARED regions) is the inherited

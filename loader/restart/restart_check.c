@@ -77,15 +77,20 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
             why = "has an unknown kind";
         else if (r.prot & ~(unsigned)(PROT_READ | PROT_WRITE | PROT_EXEC))
             why = "has unknown protection bits";
-        else if (r.flags & ~(CRAC_REGION_OUTSIDE_W | CRAC_REGION_NORESERVE | CRAC_REGION_DONTDUMP |
-                             CRAC_REGION_SHARED_ALIAS | CRAC_REGION_COMPRESSED |
-                             CRAC_REGION_INCREMENTAL | CRAC_REGION_SHMEM_FILE))
+        else if (r.flags &
+                 ~(CRAC_REGION_OUTSIDE_W | CRAC_REGION_NORESERVE | CRAC_REGION_DONTDUMP |
+                   CRAC_REGION_SHARED_ALIAS | CRAC_REGION_COMPRESSED | CRAC_REGION_INCREMENTAL |
+                   CRAC_REGION_SHMEM_FILE | CRAC_REGION_FILE_KEPT))
             why = "has unknown flags";
         else if ((r.flags & CRAC_REGION_SHMEM_FILE) && r.kind != CRAC_REGION_FILE_SHARED)
             why = "is marked a file in memory but is not a shared file mapping";
-        /* Only a file in memory's shared mapping has pages of its own (image_core.c). */
+        else if ((r.flags & CRAC_REGION_FILE_KEPT) &&
+                 (r.kind != CRAC_REGION_FILE_SHARED || (r.flags & CRAC_REGION_SHMEM_FILE)))
+            why = "is marked a kept file but is not a shared mapping of a file on disk";
+        /* Only a file in memory's or a kept file's shared mapping has pages of its own
+         * (image_core.c). */
         else if (r.kind == CRAC_REGION_FILE_SHARED && r.core_offset &&
-                 !(r.flags & CRAC_REGION_SHMEM_FILE))
+                 !(r.flags & (CRAC_REGION_SHMEM_FILE | CRAC_REGION_FILE_KEPT)))
             why = "is a shared file mapping with saved pages";
         /* Incremental (docs/IMAGE.md "Incremental generations"): an anonymous region of a
          * format 4 image with a PARENT note, its bitmap marking the parent's pages. */

@@ -454,6 +454,15 @@ static int shmem_file_put_back(const struct crac_region_rec *r, const char *path
     return fd;
 }
 
+/* A kept file made again, filled: named, its descriptor closed. */
+static int name_made_file(int fd, const struct crac_region_rec *r, const char *path, char *err,
+                          size_t errlen)
+{
+    int rc = kept_file_name(fd, r, path, err, errlen);
+    close(fd);
+    return rc;
+}
+
 static int map_one(const struct restart_image *img, const struct crac_region_rec *r,
                    const char *path, const unsigned char *bitmap, char *err, size_t errlen)
 {
@@ -461,7 +470,7 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
     uint64_t len = r->end - r->start;
     int outside = r->flags & CRAC_REGION_OUTSIDE_W;
     int fixed = outside ? MAP_FIXED_NOREPLACE : MAP_FIXED;
-    int fd = -1, flags = 0;
+    int fd = -1, flags = 0, kept = KEPT_AS_IT_IS;
     /* An object the tree's restart made and filled for every process that maps it (share.py). */
     int held = inherited_object_fd(r);
     /* Its saved pages go into it: not into an object another process filled, nor into a file in
@@ -542,6 +551,16 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
             fill = 0;
             break;
         }
+        if (r->flags & CRAC_REGION_FILE_KEPT) {
+            flags = MAP_SHARED;
+            if ((fd = kept_file_open(r, path, &kept, err, errlen)) < 0)
+                return -1;
+            /* A file that is there is the state (the program wrote through it, as to any file);
+             * the saved pages are for one made again. */
+            if (kept == KEPT_AS_IT_IS)
+                fill = 0;
+            break;
+        }
         /* fallthrough */
     case CRAC_REGION_FILE_PRIVATE: {
         int shared = r->kind == CRAC_REGION_FILE_SHARED;
@@ -569,8 +588,10 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
     int prot = (int)r->prot | (fill ? PROT_READ | PROT_WRITE : 0);
     void *m =
         mmap((void *)r->start, len, prot, flags | fixed, fd, fd >= 0 ? (off_t)r->file_offset : 0);
-    if (fd >= 0 && r->kind != CRAC_REGION_ANON_SHARED && held < 0)
-        close(fd); /* a shared object's stays open for its other regions */
+    /* A shared object's stays open for its other regions; a kept file made again until it is
+     * filled and named. */
+    if (fd >= 0 && r->kind != CRAC_REGION_ANON_SHARED && held < 0 && kept != KEPT_UNNAMED)
+        close(fd);
     if (m != (void *)r->start) {
         snprintf(err, errlen, "cannot map the region 0x%lx-0x%lx back%s: %s",
                  (unsigned long)r->start, (unsigned long)r->end,
@@ -587,7 +608,7 @@ shared_mapped:
         return -1;
     }
     if (!fill)
-        return 0;
+        return kept == KEPT_UNNAMED ? name_made_file(fd, r, path, err, errlen) : 0;
     /* --lazy: filled on first touch and by a prefetcher instead (restart_lazy.c). */
     int lazy = restart_lazy_take(r, core, err, errlen);
     if (lazy != 0)
@@ -605,8 +626,12 @@ shared_mapped:
     if (rc != 0 || crc != r->crc32c || pages != r->saved_pages) {
         snprintf(err, errlen, "image corrupted: region 0x%lx-0x%lx %s fails its checksum",
                  (unsigned long)r->start, (unsigned long)r->end, path[0] ? path : "(anonymous)");
+        if (kept == KEPT_UNNAMED)
+            close(fd);
         return -1;
     }
+    if (kept == KEPT_UNNAMED && name_made_file(fd, r, path, err, errlen) != 0)
+        return -1;
     return mprotect((void *)r->start, len, (int)r->prot);
 }
 

@@ -1,0 +1,92 @@
+/* restart_keptfile.c — a small file on disk the program wrote through a shared mapping
+ * (CRAC_REGION_FILE_KEPT): mapped as it is, or made again from the image where it is gone. */
+#include "restart.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The directories above PATH that are gone, made again (owner only: who else may read them is not
+ * in the image). 0, or -1 with errno. */
+static int make_parents(const char *path)
+{
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *slash = strchr(dir + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+        *slash = '\0';
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+            return -1;
+        *slash = '/';
+    }
+    return 0;
+}
+
+int kept_file_open(const struct crac_region_rec *r, const char *path, int *made, char *err,
+                   size_t errlen)
+{
+    *made = KEPT_AS_IT_IS;
+    int fd = open(path, ((r->prot & PROT_WRITE) ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (fd >= 0 || errno != ENOENT)
+        goto out;
+    /* Gone: made unnamed in its directory, filled, then named (kept_file_name), so that no other
+     * process of the restart maps it half filled. */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (make_parents(path) != 0)
+        goto out;
+    *slash = '\0';
+    fd = open(dir[0] ? dir : "/", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    *made = KEPT_UNNAMED;
+    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+        /* A file system without unnamed files: made under its name at once. */
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        *made = KEPT_NAMED;
+        if (fd < 0 && errno == EEXIST) { /* another process of the restart made it */
+            *made = KEPT_AS_IT_IS;
+            fd = open(path, O_RDWR | O_CLOEXEC);
+        }
+    }
+    if (fd >= 0 && *made != KEPT_AS_IT_IS && ftruncate(fd, (off_t)r->file_size) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        fd = -1;
+    }
+out:
+    if (fd < 0)
+        snprintf(err, errlen, "%s, mapped shared at 0x%lx, cannot be opened or made again: %s",
+                 path, (unsigned long)r->start, strerror(errno));
+    return fd;
+}
+
+int kept_file_name(int fd, const struct crac_region_rec *r, const char *path, char *err,
+                   size_t errlen)
+{
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    /* EEXIST: another process of the restart made it first; its file is the one they share. */
+    int named = linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0 || errno == EEXIST;
+    /* Mapped again by its name: the unnamed file's mapping would show as deleted in
+     * /proc/self/maps, and the next checkpoint would save it as such. */
+    int by_name = named ? open(path, O_RDWR | O_CLOEXEC) : -1;
+    if (by_name >= 0) {
+        void *m = mmap((void *)r->start, r->end - r->start, (int)r->prot | PROT_WRITE,
+                       MAP_SHARED | MAP_FIXED, by_name, (off_t)r->file_offset);
+        close(by_name);
+        if (m == (void *)r->start && (!(r->flags & CRAC_REGION_DONTDUMP) ||
+                                      madvise(m, r->end - r->start, MADV_DONTDUMP) == 0))
+            return 0;
+    }
+    snprintf(err, errlen, "%s, mapped shared at 0x%lx, cannot be made again: %s", path,
+             (unsigned long)r->start, strerror(errno));
+    return -1;
+}
