@@ -25,11 +25,16 @@ from ckpt_harness import (
     RUN_TIMEOUT,
     CracProc,
     base_env,
+    checkpoint,
     complete_generations,
+    kill9_unless_done,
     kill_tree,
+    launch,
     process_dirs,
+    restart,
     tree,
     wait_exit,
+    wait_for_step,
 )
 from conftest import APPS_DIR, crac_cmd, require_native
 from coord_harness import Coordinator, free_port, wait_until
@@ -320,3 +325,36 @@ def test_a_member_that_cannot_be_restarted_stops_the_whole_restart(apps, tmp_pat
             run.kill()
         kill_tree(ckptdir, *TREE_PROGRAMS)
         root.stop()
+
+
+def test_restart_keeps_its_directory_while_a_child_forked_after_a_checkpoint_lives(tmp_path):
+    """A child forked after its parent's first checkpoint (tests/apps/py/lingering_child.py) and
+    outliving the killed parent: the parent's restart goes on writing its own directory
+    (gen-000002 beside gen-000001). The child held the parent's directory lock, inherited with
+    the descriptor, and the restart wrote a new lineage elsewhere ("another process's
+    lineage")."""
+    ckptdir, release, logs = tmp_path / "ckpt", tmp_path / "release", tmp_path / "logs"
+    app = [str(APPS_DIR / "py" / "lingering_child.py"), str(release), "40", "70"]
+    root = launch(sys.executable, app, ckptdir, out_dir=logs)
+    again = None
+    try:
+        wait_for_step(root, 5)
+        gen1 = checkpoint(root, ckptdir)
+        wait_for_step(root, 45)  # the child is forked
+        kill9_unless_done(root)
+        again = restart(gen1, out_dir=logs, label="restart")
+        wait_for_step(again, 1)
+        gen2 = checkpoint(again, ckptdir)
+        assert gen2 == gen1.parent / "gen-000002", tree(ckptdir)
+        assert "lineage" not in again.stderr_text(), again.report()
+        release.touch()
+        assert wait_exit(again) == 0, again.report()
+        assert again.lines()[-1] == "DONE steps=70", again.report()
+    except BaseException:
+        print(root.report(), again.report() if again else "", sep="\n")
+        raise
+    finally:
+        release.touch()
+        root.stop()
+        if again:
+            again.stop()

@@ -101,6 +101,10 @@ int remove_tree(const char *path);
  * process's own when another holds it (image_lineage.c). FRESH: a launch, whose directory must not
  * hold generations yet. 0, or -1 with errno. */
 int image_lineage_claim(int fresh);
+/* In a forked child: the parent's lock is not its to hold (the descriptor is shared with the
+ * parent's, and kept, it held the parent's directory after the parent died and left the child's
+ * own unlocked). Its directory is claimed at its first checkpoint. */
+void image_lineage_leave(void);
 
 /* What a coordinated checkpoint waits for between its phases (coord_client.c). Each returns 0
  * to go on, non-zero to abandon the checkpoint. NULL: a checkpoint of this process alone. */

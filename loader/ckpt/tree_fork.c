@@ -75,6 +75,7 @@ static void child_join_job(void)
     char host[64];
     snprintf(host, sizeof(host), "%08lx", (unsigned long)gethostid() & 0xffffffffUL);
     const char *base = strrchr(ckpt_cfg.program, '/');
+    image_lineage_leave();
     int n = snprintf(ckpt_cfg.proc_dir, sizeof(ckpt_cfg.proc_dir), "%s/ckpt_%.64s_%s-%d",
                      ckpt_cfg.ckpt_dir, base ? base + 1 : ckpt_cfg.program, host, getpid());
     if (n < 0 || (size_t)n >= sizeof(ckpt_cfg.proc_dir))

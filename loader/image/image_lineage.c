@@ -36,6 +36,15 @@ static int has_generations(int dfd)
     return found;
 }
 
+void image_lineage_leave(void)
+{
+    if (lineage_fd < 0)
+        return;
+    lower_fd_forget(lineage_fd);
+    close(lineage_fd);
+    lineage_fd = -1;
+}
+
 /* 0: DIR is ours now; 1: another lineage's (locked, or holding generations while FRESH);
  * -1: an error (errno). */
 static int try_claim(const char *dir, int fresh)
