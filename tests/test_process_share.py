@@ -1,8 +1,9 @@
 """Connections between the processes of a tree (docs/DECISIONS.md "Connections between
-processes"): a pipe, socketpair or loopback TCP connection that a parent and its forked children
-share is made once at restart and given to each of them, with the bytes that were in it; so is
-memory they share (MAP_SHARED anonymous, POSIX shm, semaphores, named ones in /dev/shm that
-spawned workers open by name), which Python's process pools need besides their pipes.
+processes"): a pipe, socketpair, loopback TCP connection or pseudo-terminal that a parent and its
+forked children share is made once at restart and given to each of them, with the bytes that were
+in it (a pseudo-terminal's are not kept); so is memory they share (MAP_SHARED anonymous, POSIX
+shm, semaphores, named ones in /dev/shm that spawned workers open by name), which Python's process
+pools need besides their pipes.
 
 Each program (tests/apps/share_*.c) checks every byte it receives and prints one step per
 record; the tree is checkpointed by the signal to its root while the pipe or the connection has
@@ -13,6 +14,7 @@ uninterrupted run's, and its children end with status 0 (the reader checks).
 
 from __future__ import annotations
 
+import shutil
 import socket
 import sys
 
@@ -34,7 +36,7 @@ STEPS = 300
 TAG = "S"
 # The tree's processes by their command lines: the apps, and Python's spawned workers, forkserver
 # and resource tracker (`python -c "from multiprocessing... import main"`).
-KILLED = (b"share_", b"multiprocessing", b"cat", b"loky")
+KILLED = (b"share_", b"multiprocessing", b"cat", b"loky", b"tty_counter")
 
 
 CASES = [
@@ -68,6 +70,8 @@ CASES = [
     ("share_siblings", "kill"),
     # /proc/<pid> by the pids the program knows: psutil, joblib's loky workers
     ("share_procpid", "joblib"),
+    # a pseudo-terminal: the parent holds the master, its child (pty.fork) the slave on 0-2
+    ("share_pty", "fork"),
 ]
 
 
@@ -86,9 +90,18 @@ def test_shared_memory_of_chunked_images(apps, tmp_path, mode, option, value):
     two_restarts(apps, tmp_path, "share_pool", mode, [option, value] if value else [option])
 
 
-def two_restarts(apps, tmp_path, app, mode, opts=()):
-    require_native()
-    ckptdir = tmp_path / "ckpt"
+def test_program_run_by_util_linux_script(apps, tmp_path):
+    """util-linux `script`, which runs a program on a pseudo-terminal and copies what it writes
+    to its own stdout: restarted, the program writes to the terminal again (it wrote to the
+    restart's stdout, past `script`), and its lines still come through `script`."""
+    script = shutil.which("script")
+    if script is None:
+        pytest.skip("util-linux `script` is not installed")
+    counter = f"{sys.executable} {APPS_DIR / 'py' / 'tty_counter.py'} {TAG} {STEPS} 20"
+    two_restarts(apps, tmp_path, "script", "", program=[script, "-qfec", counter, "/dev/null"])
+
+
+def _program(apps, app: str, mode: str) -> list[str]:
     if app in (
         "share_pool",
         "share_coproc",
@@ -97,15 +110,23 @@ def two_restarts(apps, tmp_path, app, mode, opts=()):
         "share_openfile",
         "share_readers",
         "share_procpid",
+        "share_pty",
     ):
-        program = [sys.executable, str(APPS_DIR / "py" / f"{app}.py"), TAG, mode]
-    else:  # share_mem, share_dgram and share_file have no mode
-        moded = app in ("share_pipe", "share_sock", "share_listen")
-        program = [str(apps[app]), TAG, *([mode] if moded else [])]
+        return [sys.executable, str(APPS_DIR / "py" / f"{app}.py"), TAG, mode]
+    # share_mem, share_dgram and share_file have no mode
+    moded = app in ("share_pipe", "share_sock", "share_listen")
+    return [str(apps[app]), TAG, *([mode] if moded else [])]
+
+
+def two_restarts(apps, tmp_path, app, mode, opts=(), program=None):
+    """PROGRAM (a whole command line; by default APP's with MODE, STEPS and 20 ms) through the
+    scenario of this module."""
+    require_native()
+    ckptdir = tmp_path / "ckpt"
+    if program is None:
+        program = [*_program(apps, app, mode), str(STEPS), "20"]
     argv = [*crac_cmd(), "launch", "-c", str(ckptdir), *opts, "--", *program]
-    root = CracProc(
-        [*argv, str(STEPS), "20"], out_dir=tmp_path / "logs", label="launch", env=base_env()
-    )
+    root = CracProc(argv, out_dir=tmp_path / "logs", label="launch", env=base_env())
     out = Output(root.out_path, "launch")
     runs = []
     try:

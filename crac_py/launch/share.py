@@ -1,6 +1,6 @@
 """Connections between the processes of a restarted tree (docs/DECISIONS.md "Connections between
-processes"): a pipe, FIFO, socketpair, Unix socket connection or loopback TCP connection that two
-or more processes of the tree held at the checkpoint is made once here, in the root's `crac
+processes"): a pipe, FIFO, socketpair, Unix socket connection, loopback TCP connection or
+pseudo-terminal that two or more processes of the tree held at the checkpoint is made once here, in the root's `crac
 restart` before it forks the tree (crac_py/launch/tree.py), its saved bytes put back once, and
 each process's loader is given it (`--shared-fd FD:INHERITED_FD`) instead of making its own
 (loader/state/fd_shared.c). Each process keeps only its own inherited descriptors."""
@@ -16,6 +16,7 @@ import socket
 import stat
 import struct
 import sys
+import termios
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -30,6 +31,11 @@ _PIPE, _FIFO, _SOCKET, _FILE = (
     fmt.ENUM["crac_fd_kind"].value(c)
     for c in ("CRAC_FD_PIPE", "CRAC_FD_FIFO", "CRAC_FD_SOCKET", "CRAC_FD_FILE")
 )
+_PTY_MASTER, _PTY_SLAVE, _STDIO, _CHAR = (
+    fmt.ENUM["crac_fd_kind"].value(c)
+    for c in ("CRAC_FD_PTY_MASTER", "CRAC_FD_PTY_SLAVE", "CRAC_FD_STDIO", "CRAC_FD_CHAR")
+)
+_PTS_PATH = re.compile(r"/dev/pts/(\d+)")
 _FDS_NOTE = next(n.type for n in fmt.NOTES if n.cname == "CRAC_NT_FDS")
 _REGIONS_NOTE = next(n.type for n in fmt.NOTES if n.cname == "CRAC_NT_REGIONS")
 _ANON_SHARED = fmt.ENUM["crac_region_kind"].value("CRAC_REGION_ANON_SHARED")
@@ -63,10 +69,11 @@ class End:
 
 @dataclass
 class Obj:
-    kind: str  # pipe, fifo, unix, tcp, listen
+    kind: str  # pipe, fifo, unix, tcp, listen, pty
     key: Any
     ends: list[End] = field(default_factory=list)
-    sock: dict[str, Any] = field(default_factory=dict)  # the first end's saved socket text
+    # The first end's saved socket text; a pty's: the slave's settings (crac_pty_rec).
+    sock: dict[str, Any] = field(default_factory=dict)
     path: str = ""  # a FIFO's
     # A listener's: the sockets of other processes whose connections waited in its queue, in
     # the order accept() takes them: (their side, their saved socket text).
@@ -142,6 +149,8 @@ def collect(members: list[tuple[Path, int]]) -> list[Obj]:
         by_fd = {r["fd"]: r for r in recs}
         for r in recs:
             kind, fd = r["kind"], r["fd"]
+            if _collect_pty(objs, r, End(gen, vpid, fd, None)):
+                continue
             if kind in (_PIPE, _FIFO):
                 key = ("pipe" if kind == _PIPE else "fifo", r["ino"])
                 side = "r" if r["open_flags"] & os.O_ACCMODE == os.O_RDONLY else "w"
@@ -215,13 +224,48 @@ def collect(members: list[tuple[Path, int]]) -> list[Obj]:
                 o.ends.append(e)
             o.waiting.append((side, {**conn.sock, "unsent": brought > 0}))
     # A pipe no process of the tree reads from leads outside (the tree's stdout to a shell's
-    # pipe, say): each process keeps the restart's own stdio instead (fd_pipe.c).
+    # pipe, say): each process keeps the restart's own stdio instead (fd_pipe.c). A terminal
+    # whose master is not the tree's (the user's) is the restart's own, or reopened by path.
     return [
         o
         for o in objs.values()
         if len({e.gen for e in o.ends}) >= 2
         and not (o.kind == "pipe" and all(e.side == "w" for e in o.ends))
+        and not (o.kind == "pty" and all(e.side == "s" for e in o.ends))
     ]
+
+
+def _collect_pty(objs: dict[Any, Obj], r: dict[str, Any], end: End) -> bool:
+    """Whether R is an end of a pseudo-terminal, added to its pair in OBJS: a master (the pair
+    numbered as its slave), or a slave by its /dev/pts/N path, however the loader classed it (a
+    slave alone in its process is a device, or its stdio: `script` and pexpect's child hold
+    the slave on 0-2, their parent the master)."""
+    kind = r["kind"]
+    if kind in (_PTY_MASTER, _PTY_SLAVE):
+        index, end.side = r["pty"]["index"], "m" if kind == _PTY_MASTER else "s"
+    elif kind in (_STDIO, _CHAR) and (m := _PTS_PATH.fullmatch(r["path"])):
+        index, end.side = int(m.group(1)), "s"
+    else:
+        return False
+    o = objs.setdefault(("pty", index), Obj("pty", ("pty", index)))
+    o.ends.append(end)
+    if not o.sock and r.get("pty", {}).get("have_termios"):
+        o.sock = r["pty"]
+    return True
+
+
+def _make_pty(o: Obj) -> dict[Any, int]:
+    """A new pseudo-terminal pair with the slave's saved settings; bytes unread in the old one
+    are not kept (the loaders said so at the checkpoint)."""
+    master, slave = os.openpty()
+    if o.sock:
+        raw = bytes.fromhex(o.sock["termios"])  # glibc struct termios of x86-64
+        iflag, oflag, cflag, lflag = struct.unpack_from("=4I", raw)
+        cc = [bytes([b]) for b in raw[17:49]]
+        ispeed, ospeed = struct.unpack_from("=2I", raw, 52)
+        termios.tcsetattr(slave, termios.TCSANOW, [iflag, oflag, cflag, lflag, ispeed, ospeed, cc])
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, bytes.fromhex(o.sock["winsize"]))
+    return {"m": master, "s": slave}
 
 
 def _refill_pipe(w: int, saved: Path) -> None:
@@ -414,6 +458,8 @@ def _connect_waiting(o: Obj, listener: socket.socket) -> dict[Any, socket.socket
 def _make(o: Obj, listening: dict[tuple[int, int], socket.socket]) -> dict[Any, int]:
     """The object made again: {side: descriptor}. LISTENING: the tree's TCP listeners made
     already, by (family, port)."""
+    if o.kind == "pty":
+        return _make_pty(o)
     if o.kind == "pipe":
         r, w = os.pipe()
         saved = _first_saved([e for e in o.ends if e.side == "r"])
