@@ -1,7 +1,8 @@
 """Programs whose libraries come from PyPI's manylinux wheels (2 MiB-aligned segments, whose
-PROT_NONE alignment gap ld.so maps from the file and past its end) through two checkpoint ->
-SIGKILL -> restart cycles: a C reproducer linked like such a wheel, and real NumPy programs, with
-and without Python threads beside OpenBLAS's own."""
+PROT_NONE alignment gap ld.so maps from the file and past its end; segments far apart in memory
+and close in the file, as patchelf leaves PyTorch's libgomp, so that a gap starts past the file's
+end) through two checkpoint -> SIGKILL -> restart cycles: a C reproducer linked like each, and
+real NumPy programs, with and without Python threads beside OpenBLAS's own."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ BIGLIB = APPS_DIR / "biglib"
 # How manylinux wheels' libraries are linked (the segments aligned to 2 MiB, no separate code
 # segment): ld.so maps the whole span from the file and makes the gap PROT_NONE.
 WHEEL_LDFLAGS = ["-Wl,-z,max-page-size=0x200000", "-Wl,-z,noseparate-code"]
+# The writable data 8 MiB above the rest in memory, right after it in the file: the gap ld.so
+# leaves below it is mapped from an offset past the file's end (the restart refused such a map).
+FAR_LDFLAGS = ["-Wl,-z,max-page-size=4096", "-Wl,--section-start=.data=0x800000"]
+LAYOUTS = {"2mib": WHEEL_LDFLAGS, "far": FAR_LDFLAGS}
 
 
 def _gcc(*args: str) -> None:
@@ -25,13 +30,13 @@ def _gcc(*args: str) -> None:
         pytest.fail(f"cannot build: gcc {' '.join(args)}\n{res.stderr}")
 
 
-@pytest.fixture(scope="module")
-def biglib_app(tmp_path_factory) -> Path:
+@pytest.fixture(scope="module", params=list(LAYOUTS))
+def biglib_app(request, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("biglib")
     _gcc(
         "-shared",
         "-fPIC",
-        *WHEEL_LDFLAGS,
+        *LAYOUTS[request.param],
         "-o",
         str(out / "libbiglib.so"),
         str(BIGLIB / "biglib.c"),
@@ -43,11 +48,13 @@ def biglib_app(tmp_path_factory) -> Path:
     maps = subprocess.run(
         ["readelf", "-lW", str(out / "libbiglib.so")], capture_output=True, text=True, timeout=60
     ).stdout
-    assert "0x200000" in maps, f"the library is not 2 MiB-aligned:\n{maps}"
+    assert ("0x200000" if request.param == "2mib" else "0x0000000000800000") in maps, (
+        f"the library is not linked as asked ({request.param}):\n{maps}"
+    )
     return exe
 
 
-def test_library_with_2mib_alignment(biglib_app, tmp_path):
+def test_library_with_wheel_layout(biglib_app, tmp_path):
     run_cycles(biglib_app, ["300", "10"], tmp_path, cycles=2)
 
 

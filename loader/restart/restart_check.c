@@ -145,8 +145,10 @@ static int check_regions(const struct restart_image *img, uint64_t core_size, ch
                  !ends_with(path, " (deleted)"))
             why = "is anonymous but names a file";
         /* A private file mapping starts inside its file (touching a page past its end would be
-         * SIGBUS in the restarted program). */
-        else if (r.kind == CRAC_REGION_FILE_PRIVATE &&
+         * SIGBUS in the restarted program), unless nothing may touch it: ld.so maps a library's
+         * whole span from its file and leaves the gaps between segments PROT_NONE, past the
+         * file's end where the segments' offsets are far apart (PyTorch's patched libgomp). */
+        else if (r.kind == CRAC_REGION_FILE_PRIVATE && r.prot != PROT_NONE &&
                  r.file_offset >= ((r.file_size + PAGE - 1) & ~(PAGE - 1)) && r.file_size)
             why = "starts beyond the end of its file";
         /* The region's PT_LOAD header (image_core.c writes one per region, in order) says the
