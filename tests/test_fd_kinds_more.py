@@ -67,6 +67,15 @@ def test_unix_sockets(tmp_path, tmp_path_factory):
     run_cycles(build("ckpt_sockets", tmp_path_factory), ["unix", "{work}"], tmp_path, cycles=2)
 
 
+def test_unix_socket_names_whose_directory_is_gone(tmp_path, tmp_path_factory):
+    """The same, the directory of the sockets' names removed while the job is down, as a process
+    of the killed run that went on past the checkpoint removes its temporary directory (a PyTorch
+    DataLoader worker's, where Python's multiprocessing binds its resource sharer's listener):
+    the restart makes the directory again and binds the names there."""
+    app = build("ckpt_sockets", tmp_path_factory)
+    run_cycles(app, ["unix", "{work}"], tmp_path, cycles=2, between=shutil.rmtree)
+
+
 def test_tcp_loopback(tmp_path, tmp_path_factory):
     """A loopback TCP listener (same port, accepting after a restart) and a connected pair in the
     same process with bytes in flight both ways; TCP_NODELAY, SO_RCVBUF, O_NONBLOCK kept."""

@@ -1,9 +1,9 @@
 """Connections between the processes of a restarted tree (docs/DECISIONS.md "Connections between
 processes"): a pipe, FIFO, socketpair, Unix socket connection, loopback TCP connection or
-pseudo-terminal that two or more processes of the tree held at the checkpoint is made once here, in the root's `crac
-restart` before it forks the tree (crac_py/launch/tree.py), its saved bytes put back once, and
-each process's loader is given it (`--shared-fd FD:INHERITED_FD`) instead of making its own
-(loader/state/fd_shared.c). Each process keeps only its own inherited descriptors."""
+pseudo-terminal that two or more processes of the tree held at the checkpoint is made once here, in
+the root's `crac restart` before it forks the tree (crac_py/launch/tree.py), its saved bytes put
+back once, and each process's loader is given it (`--shared-fd FD:INHERITED_FD`) instead of making
+its own (loader/state/fd_shared.c). Each process keeps only its own inherited descriptors."""
 
 from __future__ import annotations
 
@@ -599,14 +599,18 @@ def _region_bytes(gen: Path, r: dict[str, Any]) -> bytes:
 
 def _unlink_stale(addr: bytes) -> None:
     """The socket file the killed process left at a Unix path ADDR (not an abstract name),
-    removed so the name can be bound again; anything else there is left alone."""
+    removed so the name can be bound again; anything else there is left alone. Its directory is
+    made again (owner-only) if it is gone, as the loader does (loader/state/fd_socket.c
+    bind_name): a process of the killed run that went on may have removed it."""
     if addr[0] == 0:
         return
     try:
         if stat.S_ISSOCK(os.lstat(addr).st_mode):
             os.unlink(addr)
     except FileNotFoundError:
-        pass
+        parent = os.path.dirname(addr)
+        if parent:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
 
 
 def _unix_addr(raw: bytes) -> bytes | None:

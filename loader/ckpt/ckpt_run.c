@@ -9,6 +9,7 @@
 #include "crac_rawsys.h"
 #include "image_device.h"
 #include "lower_fds.h"
+#include "make_dirs.h"
 #include "page_digest.h"
 #include "restart_lazy.h"
 #include "state.h"
@@ -31,21 +32,6 @@ struct crac_registry *ckpt_registry;
 /* 1 while a written generation is being published after the program resumed: a program that
  * exits then waits for it (confine_trap.c traps exit_group), so its last checkpoint is kept. */
 volatile int32_t ckpt_publishing;
-
-static int mkdirs(const char *path)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(tmp, 0700) != 0 && errno != EEXIST ? -1 : 0;
-}
 
 /* The suspend handler is upper code with an upper restorer: install it with a raw rt_sigaction
  * so the lower libc puts nothing of its own in the frame. */
@@ -236,7 +222,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     /* The program still runs: descriptors opened until the suspension are held from its
      * close_range (lower_fds.h). */
     lower_fds_hold();
-    if (mkdirs(ckpt_cfg.proc_dir) != 0 || image_lineage_claim(r->generation == 0) != 0) {
+    if (make_dirs(ckpt_cfg.proc_dir, 1) != 0 || image_lineage_claim(r->generation == 0) != 0) {
         lower_fds_release();
         fprintf(stderr, "crac: error: checkpoint abandoned: cannot create or lock %s: %s\n",
                 ckpt_cfg.proc_dir, strerror(errno));

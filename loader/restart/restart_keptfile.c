@@ -2,6 +2,8 @@
  * (CRAC_REGION_FILE_KEPT): mapped as it is, or made again from the image where it is gone. */
 #include "restart.h"
 
+#include "make_dirs.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -10,24 +12,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* The directories above PATH that are gone, made again (owner only: who else may read them is not
- * in the image). 0, or -1 with errno. */
-static int make_parents(const char *path)
-{
-    char dir[PATH_MAX];
-    if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *slash = strchr(dir + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
-        *slash = '\0';
-        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-            return -1;
-        *slash = '/';
-    }
-    return 0;
-}
 
 int kept_file_open(const struct crac_region_rec *r, const char *path, int *made, char *err,
                    size_t errlen)
@@ -41,7 +25,7 @@ int kept_file_open(const struct crac_region_rec *r, const char *path, int *made,
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s", path);
     char *slash = strrchr(dir, '/');
-    if (make_parents(path) != 0)
+    if (make_dirs(path, 0) != 0)
         goto out;
     *slash = '\0';
     fd = open(dir[0] ? dir : "/", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);

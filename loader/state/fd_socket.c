@@ -2,6 +2,8 @@
  * connected pairs within the process with their queued bytes); connections to outside fail. */
 #include "fds.h"
 
+#include "make_dirs.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -639,7 +641,10 @@ static void bind_opts(int fd, const struct sock *s)
 }
 
 /* Bind to the recorded name. A Unix path left by the killed process is removed first (only a
- * socket file); an IP address is taken with SO_REUSEADDR (its old connections may linger). */
+ * socket file), and its directory made again if it is gone: a process of the killed run that went
+ * on past the checkpoint may have removed it (Python's multiprocessing binds its resource
+ * sharer's listener in a temporary directory that a DataLoader worker removes when it ends). An
+ * IP address is taken with SO_REUSEADDR (its old connections may linger). */
 static int bind_name(int fd, const struct sock *s)
 {
     if (!s->llen)
@@ -651,6 +656,11 @@ static int bind_name(int fd, const struct sock *s)
         struct stat st;
         if (u->sun_path[0] && stat(u->sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
             unlink(u->sun_path);
+        int rc = bind(fd, (const struct sockaddr *)&s->local, s->llen);
+        if (rc == 0 || errno != ENOENT || !u->sun_path[0] ||
+            strnlen(u->sun_path, sizeof(u->sun_path)) == sizeof(u->sun_path) ||
+            make_dirs(u->sun_path, 0) != 0)
+            return rc;
     } else {
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

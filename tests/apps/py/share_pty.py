@@ -1,13 +1,13 @@
 """share_pty TAG MODE [STEPS=300] [MS=20]: a pseudo-terminal between a parent and its child, as
-pexpect and `script` use one: pty.fork() (the child in a session of its own, the slave its
-stdin, stdout, stderr and controlling terminal). The child turns the terminal's echo off and says so; each
-step the parent writes `go K` to the master and the child, checking that its stdin and stdout
-are terminals, answers `ok K K*K`; the parent prints `TAG step K` once K's answer came. Bytes in
-the pair at a checkpoint are not kept (docs/DECISIONS.md), so the parent asks again after half a
-second without an answer and the child answers again: a restart that left the ends unconnected
-left the parent asking for ever, and one that lost the terminal's settings echoed the questions
-back (the parent fails on that). Then `TAG DONE checksum=... steps=STEPS`; exit 1 when an answer
-was wrong or the child failed. MODE is unused."""
+pexpect and `script` use one: pty.fork() (the child in a session of its own, the slave its stdin,
+stdout, stderr and controlling terminal). The child turns the terminal's echo off and says so; each
+step the parent writes `go K` to the master and the child, checking that its stdin and stdout are
+terminals, answers `ok K K*K`; the parent prints `TAG step K` once K's answer came. Bytes in the
+pair at a checkpoint are not kept (docs/DECISIONS.md), so the parent asks again after half a second
+without an answer and the child answers again: a restart that left the ends unconnected left the
+parent asking for ever, and one that lost the terminal's settings echoed the questions back (the
+parent fails on that). Then `TAG DONE checksum=... steps=STEPS`; exit 1 when an answer was wrong or
+the child failed. MODE is unused."""
 
 import os
 import pty
