@@ -146,7 +146,7 @@ REGION_INCREMENTAL = 32
 # shared anonymous memory and written back into the file at restart (docs/IMAGE.md "Regions").
 REGION_SHMEM_FILE = 64
 # A writable shared mapping of a small regular file elsewhere (a JVM's hsperfdata): its pages are
-# saved, and used only to make the file again where a restart finds it gone (docs/IMAGE.md).
+# saved and put back into the file at restart, made again where it is gone (docs/IMAGE.md).
 REGION_FILE_KEPT = 128
 
 # (C name, value, doc) -> #define NAME value
@@ -202,8 +202,8 @@ DEFINES: tuple[tuple[str, str, str], ...] = (
         "CRAC_REGION_FILE_KEPT",
         f"{REGION_FILE_KEPT}u",
         "region flag: writable FILE_SHARED mapping of a regular file of at most 4 MiB not on "
-        "tmpfs: its pages are saved (zero pages not); a restart maps the file as it is, or makes "
-        "it again from them where it is gone",
+        "tmpfs: its pages are saved (zero pages not) and put back into the file at restart, "
+        "which makes it again where it is gone",
     ),
     ("CRAC_CHUNK_RAW", str(CHUNK_RAW), "chunk method: the pages stored as they are"),
     ("CRAC_CHUNK_LZ4", str(CHUNK_LZ4), "chunk method: LZ4 block (LZ4_compress_fast)"),

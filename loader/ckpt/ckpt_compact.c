@@ -250,7 +250,9 @@ int compact_main(int argc, char **argv)
                       strerror(errno));
     umask(img.proc.umask);
     double t0 = now_ms();
-    /* Every region filled from its chain and checked, by the restart's own code. */
+    /* Every region filled from its chain and checked, by the restart's own code; a file the
+     * program mapped is left as it is (compacting is no restart). */
+    img.keep_files = 1;
     if (restart_map_regions(&img, err, sizeof(err)) != 0)
         return refuse("%s", err);
     double t1 = now_ms();

@@ -241,6 +241,7 @@ void restart_run(const struct options *o, struct restart_image *img, const struc
     sigdelset(&all, SIGBUS);
     sigprocmask(SIG_SETMASK, &all, NULL);
     /* A lazy restart's fault server runs before anything (this loader included) touches W. */
+    img->keep_files = o->no_truncate;
     if (restart_map_regions(img, err, sizeof(err)) != 0 ||
         restart_lazy_start(o->restart_dir, err, sizeof(err)) != 0 ||
         device_image_restore(o->restart_dir, err, sizeof(err)) != 0)

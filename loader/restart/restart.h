@@ -35,6 +35,9 @@ struct restart_image {
     const unsigned char *page_crcs;
     size_t page_crcs_len;
     const char *gen_dir;
+    /* --no-truncate, and `crac compact`: a kept file that is there is mapped as it is, not put
+     * back as the checkpoint saw it (restart_keptfile.c). */
+    int keep_files;
 };
 
 /* Check upper.core (size, header checksum, notes) and run the kinds' hold (the fds hold their
@@ -68,10 +71,11 @@ void restart_two_parts(void *(*work)(void *), void *a, void *b);
 
 /* restart_keptfile.c: a CRAC_REGION_FILE_KEPT region's file, opened as it is or, where it is
  * gone, made again at its checkpoint size (MADE says which: an unnamed one is filled through the
- * mapping, then named by kept_file_name). The descriptor; -1 with ERR. */
-enum { KEPT_AS_IT_IS, KEPT_NAMED, KEPT_UNNAMED };
-int kept_file_open(const struct crac_region_rec *r, const char *path, int *made, char *err,
-                   size_t errlen);
+ * mapping, then named by kept_file_name; one that is there is put back through the mapping unless
+ * KEEP, as a written file is, grown to its checkpoint size). The descriptor; -1 with ERR. */
+enum { KEPT_AS_IT_IS, KEPT_PUT_BACK, KEPT_NAMED, KEPT_UNNAMED };
+int kept_file_open(const struct crac_region_rec *r, const char *path, int keep, int *made,
+                   char *err, size_t errlen);
 /* The filled unnamed file FD linked at PATH; where another process of the restart made it first,
  * that file is mapped over the region instead. 0, or -1 with ERR. */
 int kept_file_name(int fd, const struct crac_region_rec *r, const char *path, char *err,

@@ -13,11 +13,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int kept_file_open(const struct crac_region_rec *r, const char *path, int *made, char *err,
-                   size_t errlen)
+int kept_file_open(const struct crac_region_rec *r, const char *path, int keep, int *made,
+                   char *err, size_t errlen)
 {
-    *made = KEPT_AS_IT_IS;
-    int fd = open(path, ((r->prot & PROT_WRITE) ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    *made = keep ? KEPT_AS_IT_IS : KEPT_PUT_BACK;
+    int fd = open(path, (keep ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    if (fd >= 0 && keep) {
+        close(fd); /* as the program has it */
+        fd = open(path, ((r->prot & PROT_WRITE) ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    }
+    struct stat st;
+    if (fd >= 0 && *made == KEPT_PUT_BACK && fstat(fd, &st) == 0 &&
+        (uint64_t)st.st_size < r->file_size && ftruncate(fd, (off_t)r->file_size) != 0) {
+        close(fd);
+        fd = -1;
+    }
     if (fd >= 0 || errno != ENOENT)
         goto out;
     /* Gone: made unnamed in its directory, filled, then named (kept_file_name), so that no other

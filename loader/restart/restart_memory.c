@@ -553,10 +553,8 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
         }
         if (r->flags & CRAC_REGION_FILE_KEPT) {
             flags = MAP_SHARED;
-            if ((fd = kept_file_open(r, path, &kept, err, errlen)) < 0)
+            if ((fd = kept_file_open(r, path, img->keep_files, &kept, err, errlen)) < 0)
                 return -1;
-            /* A file that is there is the state (the program wrote through it, as to any file);
-             * the saved pages are for one made again. */
             if (kept == KEPT_AS_IT_IS)
                 fill = 0;
             break;
@@ -609,6 +607,12 @@ shared_mapped:
     }
     if (!fill)
         return kept == KEPT_UNNAMED ? name_made_file(fd, r, path, err, errlen) : 0;
+    /* A kept file that is there, put back: emptied, then the saved pages written over it (pages
+     * not saved were zero), as the program had it at the checkpoint. */
+    if (kept == KEPT_PUT_BACK && r->file_offset < r->file_size) {
+        uint64_t in_file = ((r->file_size + PAGE - 1) & ~(PAGE - 1)) - r->file_offset;
+        memset((void *)r->start, 0, in_file < len ? in_file : len);
+    }
     /* --lazy: filled on first touch and by a prefetcher instead (restart_lazy.c). */
     int lazy = restart_lazy_take(r, core, err, errlen);
     if (lazy != 0)

@@ -3,6 +3,7 @@
  * put back as they were when changed since. */
 #include "fds.h"
 
+#include "make_dirs.h"
 #include "tree.h"
 
 #include <errno.h>
@@ -215,19 +216,6 @@ void fd_unlinked_release(void)
     n_unlinked = 0;
 }
 
-/* Every missing directory above PATH, so a saved file whose directory went away since the
- * checkpoint comes back at its own path (the program still names it). */
-static void make_parents(const char *path)
-{
-    char p[PATH_MAX];
-    snprintf(p, sizeof(p), "%s", path);
-    for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        mkdir(p, 0755);
-        *s = '/';
-    }
-}
-
 /* The program's file again, and nothing else (docs/TRUST.md): the recorded path is the kernel's
  * resolved name, never a link, so a link there now was put there since (O_NOFOLLOW); a FIFO or a
  * device node in its place is refused before it is opened (opening either can block or act). -1
@@ -366,8 +354,9 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
                 return -1;
             }
         } else {
-            /* A file moved away (or its directory removed) since the checkpoint: at its path. */
-            make_parents(v->path);
+            /* A file moved away (or its directory removed) since the checkpoint: at its path,
+             * its directories made again (the program still names it). */
+            make_dirs(v->path, 0);
             /* O_EXCL: never through a link put there since; never setuid/setgid. */
             w = open(v->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, rec->mode & 01777);
             if (w < 0 || fd_copy_file(saved, w) != 0) {

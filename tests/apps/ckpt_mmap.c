@@ -1,5 +1,7 @@
 /* ckpt_mmap DIR [STEPS=100]: per step 200 mmap/munmap/mremap/mprotect operations on 64 slots, every
-   region pattern-checked; a MAP_SHARED mapping of DIR/shared.bin is checked with read() at the end. */
+   region pattern-checked; a MAP_SHARED mapping of DIR/shared.bin, one page written per step, is
+   checked before each write (it holds what the program last wrote there) and with read() at the
+   end. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -179,6 +181,12 @@ int main(int argc, char **argv)
             if (slot[i].p)
                 verify(&slot[i], i, k, "after the operations");
         size_t pg = (size_t)(k % SHARED_PAGES);
+        /* The file agrees with the program: the page holds what step k - 16 wrote (zeros at
+         * first), not what a run killed after the checkpoint wrote there since. */
+        for (size_t w = 0; w < wpp; w++)
+            if (shared[pg * wpp + w] != (k > SHARED_PAGES ? shared_word(k - SHARED_PAGES, w) : 0))
+                fail("step %ld: the shared file's page %zu is not what step %ld left there", k, pg,
+                     k - SHARED_PAGES);
         for (size_t w = 0; w < wpp; w++)
             shared[pg * wpp + w] = shared_word(k, w);
         for (size_t w = 0; w < wpp; w++)
