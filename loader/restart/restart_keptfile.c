@@ -1,5 +1,5 @@
 /* restart_keptfile.c — a small file on disk the program wrote through a shared mapping
- * (CRAC_REGION_FILE_KEPT): mapped as it is, or made again from the image where it is gone. */
+ * (CRAC_REGION_FILE_KEPT): opened to be put back as the checkpoint saw it, or made again. */
 #include "restart.h"
 
 #include "make_dirs.h"
@@ -17,11 +17,7 @@ int kept_file_open(const struct crac_region_rec *r, const char *path, int keep, 
                    char *err, size_t errlen)
 {
     *made = keep ? KEPT_AS_IT_IS : KEPT_PUT_BACK;
-    int fd = open(path, (keep ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-    if (fd >= 0 && keep) {
-        close(fd); /* as the program has it */
-        fd = open(path, ((r->prot & PROT_WRITE) ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-    }
+    int fd = open(path, O_RDWR | O_CLOEXEC); /* the program writes it through its mapping */
     struct stat st;
     if (fd >= 0 && *made == KEPT_PUT_BACK && fstat(fd, &st) == 0 &&
         (uint64_t)st.st_size < r->file_size && ftruncate(fd, (off_t)r->file_size) != 0) {
