@@ -6,6 +6,7 @@ real NumPy programs, with and without Python threads beside OpenBLAS's own."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,34 @@ def test_numpy_with_python_and_openblas_threads(numpy_python, tmp_path):
     run_cycles(
         numpy_python, [str(APPS_DIR / "py" / "ckpt_numpy.py"), "400", "10", "3"], tmp_path, cycles=2
     )
+
+
+@pytest.fixture(scope="module")
+def openmp_apps(tmp_path_factory) -> dict[str, Path]:
+    """tests/apps/ckpt_openmp.c, and its Fortran sibling where gfortran is installed."""
+    out = tmp_path_factory.mktemp("openmp")
+    apps = {"c": out / "ckpt_openmp_c"}
+    _gcc("-fopenmp", "-I", str(APPS_DIR), "-o", str(apps["c"]), str(APPS_DIR / "ckpt_openmp.c"))
+    if shutil.which("gfortran"):
+        apps["fortran"] = out / "ckpt_openmp_f"
+        cmd = ["gfortran", "-O2", "-fopenmp", "-fno-range-check", "-o", str(apps["fortran"])]
+        res = subprocess.run(
+            [*cmd, str(APPS_DIR / "ckpt_openmp.f90")], capture_output=True, text=True, timeout=120
+        )
+        assert res.returncode == 0, res.stderr
+    return apps
+
+
+@pytest.mark.parametrize("language", ["c", "fortran"])
+def test_openmp(openmp_apps, language, tmp_path):
+    """GCC's OpenMP runtime (libgomp: its thread pool, barriers, tasks, spinning waits) with four
+    threads on two CPUs, from C, and from Fortran writing a log through a Fortran unit; the log
+    after the cycles is the uninterrupted run's."""
+    if language not in openmp_apps:
+        pytest.skip("gfortran is not installed (Debian: gfortran)")
+    args = ["150", "10"] if language == "c" else ["150", "{work}"]
+    run_cycles(openmp_apps[language], args, tmp_path, cycles=2)
+    if language == "fortran":
+        assert (tmp_path / "work" / "heat.log").read_bytes() == (
+            tmp_path / "ref_work" / "heat.log"
+        ).read_bytes()
