@@ -16,6 +16,7 @@ from ckpt_harness import run_cycles
 from conftest import APPS_DIR, CFLAGS
 
 BIGLIB = APPS_DIR / "biglib"
+OPENMP = APPS_DIR / "openmp"  # built here, with -fopenmp: not among conftest's apps
 # How manylinux wheels' libraries are linked (the segments aligned to 2 MiB, no separate code
 # segment): ld.so maps the whole span from the file and makes the gap PROT_NONE.
 WHEEL_LDFLAGS = ["-Wl,-z,max-page-size=0x200000", "-Wl,-z,noseparate-code"]
@@ -79,15 +80,15 @@ def test_numpy_with_python_and_openblas_threads(numpy_python, tmp_path):
 
 @pytest.fixture(scope="module")
 def openmp_apps(tmp_path_factory) -> dict[str, Path]:
-    """tests/apps/ckpt_openmp.c, and its Fortran sibling where gfortran is installed."""
+    """tests/apps/openmp/ckpt_openmp.c, and its Fortran sibling where gfortran is installed."""
     out = tmp_path_factory.mktemp("openmp")
     apps = {"c": out / "ckpt_openmp_c"}
-    _gcc("-fopenmp", "-I", str(APPS_DIR), "-o", str(apps["c"]), str(APPS_DIR / "ckpt_openmp.c"))
+    _gcc("-fopenmp", "-o", str(apps["c"]), str(OPENMP / "ckpt_openmp.c"))
     if shutil.which("gfortran"):
         apps["fortran"] = out / "ckpt_openmp_f"
         cmd = ["gfortran", "-O2", "-fopenmp", "-fno-range-check", "-o", str(apps["fortran"])]
         res = subprocess.run(
-            [*cmd, str(APPS_DIR / "ckpt_openmp.f90")], capture_output=True, text=True, timeout=120
+            [*cmd, str(OPENMP / "ckpt_openmp.f90")], capture_output=True, text=True, timeout=120
         )
         assert res.returncode == 0, res.stderr
     return apps

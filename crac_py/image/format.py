@@ -587,6 +587,9 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
      "makes the tree's groups again)"),
     ("process.sid", "integer", "its session as the program knows it (getsid; a session leader "
      "calls setsid again)"),
+    ("process.ctty", "integer or null", "a session leader's: which of its fds 0-2 is its "
+     "controlling terminal (a pseudo-terminal another process of the tree holds the master of "
+     "is made its terminal again), else null. Absent (older images): null"),
     ("backend", "object", "the device backend the process ran with"),
     ("backend.name", "string", 'e.g. `"sim"`; `"none"` without a device backend'),
     ("backend.version", "string", "the backend's version string"),

@@ -7,10 +7,12 @@ parent's pid as the program knew it (`--parent-pid VPID`), and translates them
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import sys
+import termios
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +37,8 @@ class Member:
     sid: int | None = None
     # made by a fork in the job (not by crac launch): its restart says so to the loader
     forked: bool = False
+    # a session leader's controlling terminal: which of its fds 0-2 it was (None: none of them)
+    ctty: int | None = None
 
 
 def member(gen: str | Path) -> Member:
@@ -52,9 +56,11 @@ def member(gen: str | Path) -> Member:
         zombies = [(int(z["vpid"]), int(z["status"])) for z in proc.get("zombies") or []]
         pgid, sid = (None if proc.get(k) is None else int(proc[k]) for k in ("pgid", "sid"))
         forked = proc.get("forked") is True
+        ctty = proc.get("ctty")
+        ctty = ctty if type(ctty) is int and 0 <= ctty <= 2 else None
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise TreeError(f"{path}: no process ids in MANIFEST.json ({type(exc).__name__})") from exc
-    return Member(path, vpid, vppid, zombies, pgid, sid, forked)
+    return Member(path, vpid, vppid, zombies, pgid, sid, forked, ctty)
 
 
 def _end_as(status: int) -> None:
@@ -151,6 +157,7 @@ def fork_tree(
             if pid == 0:  # the child restarts KID and, in turn, its children
                 parent, me = me.vpid, kid
                 _own_session(me)
+                _own_terminal(me, shared.get(me.gen, []))
                 break
             forked += ["--child-pid", f"{kid.vpid}:{pid}"]
         else:
@@ -220,6 +227,26 @@ def _own_session(me: Member) -> None:
             os.setsid()
         except OSError:
             raise TreeError(f"{me.gen}: cannot make its session again") from None
+
+
+def _own_terminal(me: Member, mine: list[tuple[str, str, int]]) -> None:
+    """A session leader whose controlling terminal was a pseudo-terminal of the tree (pty.fork,
+    `script`, pexpect: share.py makes the pair again and gives it the slave as fd ME.ctty) makes
+    the new slave its terminal again, before it forks the processes of its session: /dev/tty
+    opens, and the terminal's signals reach its foreground group, which is its own group now."""
+    if me.ctty is None or not (me.sid and me.sid == me.vpid):
+        return
+    held = next(
+        (h for opt, v, h in mine if opt == "--shared-fd" and v.startswith(f"{me.ctty}:")), None
+    )
+    if held is None:
+        return  # not the tree's: the restart's own stdio, a terminal the invocation gave
+    try:
+        fcntl.ioctl(held, termios.TIOCSCTTY, 0)
+    except OSError as exc:
+        print(
+            f"crac: warning: {me.gen}: its terminal cannot be its own again: {exc}", file=sys.stderr
+        )
 
 
 class _Groups:

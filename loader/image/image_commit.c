@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +33,34 @@ struct json {
     char *data;
     size_t len, cap;
 };
+
+/* Which of fds 0-2 is this session leader's controlling terminal, or -1 (not a leader, no
+ * terminal, or not one of those): the tree's restart makes the pseudo-terminal it gives that fd
+ * the leader's terminal again (crac_py/launch/tree.py). */
+static int ctty_fd(void)
+{
+    if (getsid(0) != getpid())
+        return -1;
+    char buf[1024];
+    int fd = lower_open("/proc/self/stat", O_RDONLY | O_CLOEXEC); /* the program runs on */
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    const char *after = strrchr(buf, ')'); /* comm may hold anything */
+    unsigned tty = 0;
+    if (!after || sscanf(after + 1, " %*c %*d %*d %*d %u", &tty) != 1 || !tty)
+        return -1;
+    dev_t dev = makedev((tty >> 8) & 0xfff, (tty & 0xff) | ((tty >> 12) & 0xfff00));
+    for (int i = 0; i < 3; i++) {
+        struct stat st;
+        if (fstat(i, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == dev)
+            return i;
+    }
+    return -1;
+}
 
 static void jraw(struct json *j, const char *fmt, ...)
 {
@@ -334,10 +363,15 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     /* "forked": made by a fork in the job, not by crac launch (a restart script does not wait
      * for such a process whose parent is gone: loader/ckpt/tree.h). */
     jraw(&j,
-         "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"forked\": %s, "
-         "\"zombies\": [",
+         "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"forked\": %s, ",
          n_threads, ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false",
          tree_forked ? "true" : "false");
+    int ctty = ctty_fd();
+    if (ctty >= 0)
+        jraw(&j, "\"ctty\": %d, ", ctty);
+    else
+        jraw(&j, "\"ctty\": null, ");
+    jraw(&j, "\"zombies\": [");
     const struct tree_zombie *zs;
     int n_zombies = tree_zombies(&zs);
     for (int i = 0; i < n_zombies; i++)

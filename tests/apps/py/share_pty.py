@@ -2,12 +2,12 @@
 pexpect and `script` use one: pty.fork() (the child in a session of its own, the slave its stdin,
 stdout, stderr and controlling terminal). The child turns the terminal's echo off and says so; each
 step the parent writes `go K` to the master and the child, checking that its stdin and stdout are
-terminals, answers `ok K K*K`; the parent prints `TAG step K` once K's answer came. Bytes in the
-pair at a checkpoint are not kept (docs/DECISIONS.md), so the parent asks again after half a second
-without an answer and the child answers again: a restart that left the ends unconnected left the
-parent asking for ever, and one that lost the terminal's settings echoed the questions back (the
-parent fails on that). Then `TAG DONE checksum=... steps=STEPS`; exit 1 when an answer was wrong or
-the child failed. MODE is unused."""
+terminals and that /dev/tty opens, answers `ok K K*K`; the parent prints `TAG step K` once K's
+answer came. Bytes in the pair at a checkpoint are not kept (docs/DECISIONS.md), so the parent asks
+again after half a second without an answer and the child answers again: a restart that left the
+ends unconnected left the parent asking for ever, and one that lost the terminal's settings echoed
+the questions back (the parent fails on that). Then `TAG DONE checksum=... steps=STEPS`; exit 1 when
+an answer was wrong or the child failed. MODE is unused."""
 
 import os
 import pty
@@ -31,6 +31,11 @@ def child() -> int:
         k = int(words[1])
         if not (os.isatty(0) and os.isatty(1)):
             print("not a terminal", flush=True)
+            return 1
+        try:  # its controlling terminal, as pty.fork made it
+            os.close(os.open("/dev/tty", os.O_RDWR))
+        except OSError as exc:
+            print(f"no controlling terminal: {exc}", flush=True)
             return 1
         print(f"ok {k} {k * k}", flush=True)
     return 0

@@ -7,7 +7,7 @@
 
 #define PROG "ckpt_openmp"
 #define USAGE "[STEPS] [MS]"
-#include "ckpt_common.h"
+#include "../ckpt_common.h"
 
 #define N (1 << 20)
 
