@@ -72,6 +72,8 @@ CASES = [
     ("share_procpid", "joblib"),
     # a pseudo-terminal: the parent holds the master, its child (pty.fork) the slave on 0-2
     ("share_pty", "fork"),
+    # the same, a foreground group of the child's session answering, as a shell's job does
+    ("share_pty", "job"),
 ]
 
 

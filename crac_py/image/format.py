@@ -587,9 +587,12 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
      "makes the tree's groups again)"),
     ("process.sid", "integer", "its session as the program knows it (getsid; a session leader "
      "calls setsid again)"),
-    ("process.ctty", "integer or null", "a session leader's: which of its fds 0-2 is its "
-     "controlling terminal (a pseudo-terminal another process of the tree holds the master of "
-     "is made its terminal again), else null. Absent (older images): null"),
+    ("process.ctty", "object or null", "a session leader's controlling terminal when it is one "
+     "of its fds 0-2 (a pseudo-terminal of the tree is made its terminal again), else null. "
+     "Absent (older images): null"),
+    ("process.ctty.fd", "integer", "which of fds 0-2"),
+    ("process.ctty.foreground", "integer", "the terminal's foreground process group as the "
+     "program knows it (-1: none)"),
     ("backend", "object", "the device backend the process ran with"),
     ("backend.name", "string", 'e.g. `"sim"`; `"none"` without a device backend'),
     ("backend.version", "string", "the backend's version string"),

@@ -37,8 +37,9 @@ class Member:
     sid: int | None = None
     # made by a fork in the job (not by crac launch): its restart says so to the loader
     forked: bool = False
-    # a session leader's controlling terminal: which of its fds 0-2 it was (None: none of them)
-    ctty: int | None = None
+    # a session leader's controlling terminal: which of its fds 0-2 it was and its foreground
+    # group as the program knew it (None: none of those fds)
+    ctty: tuple[int, int] | None = None
 
 
 def member(gen: str | Path) -> Member:
@@ -56,11 +57,20 @@ def member(gen: str | Path) -> Member:
         zombies = [(int(z["vpid"]), int(z["status"])) for z in proc.get("zombies") or []]
         pgid, sid = (None if proc.get(k) is None else int(proc[k]) for k in ("pgid", "sid"))
         forked = proc.get("forked") is True
-        ctty = proc.get("ctty")
-        ctty = ctty if type(ctty) is int and 0 <= ctty <= 2 else None
+        ctty = _ctty(proc.get("ctty"))
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise TreeError(f"{path}: no process ids in MANIFEST.json ({type(exc).__name__})") from exc
     return Member(path, vpid, vppid, zombies, pgid, sid, forked, ctty)
+
+
+def _ctty(saved: object) -> tuple[int, int] | None:
+    """The manifest's process.ctty as (fd, foreground group), None when absent or malformed."""
+    if not isinstance(saved, dict):
+        return None
+    fd, foreground = saved.get("fd"), saved.get("foreground")
+    if type(fd) is not int or not 0 <= fd <= 2 or type(foreground) is not int:
+        return None
+    return fd, foreground
 
 
 def _end_as(status: int) -> None:
@@ -236,9 +246,8 @@ def _own_terminal(me: Member, mine: list[tuple[str, str, int]]) -> None:
     opens, and the terminal's signals reach its foreground group, which is its own group now."""
     if me.ctty is None or not (me.sid and me.sid == me.vpid):
         return
-    held = next(
-        (h for opt, v, h in mine if opt == "--shared-fd" and v.startswith(f"{me.ctty}:")), None
-    )
+    fd = me.ctty[0]
+    held = next((h for opt, v, h in mine if opt == "--shared-fd" and v.startswith(f"{fd}:")), None)
     if held is None:
         return  # not the tree's: the restart's own stdio, a terminal the invocation gave
     try:
@@ -247,6 +256,24 @@ def _own_terminal(me: Member, mine: list[tuple[str, str, int]]) -> None:
         print(
             f"crac: warning: {me.gen}: its terminal cannot be its own again: {exc}", file=sys.stderr
         )
+
+
+def _to_foreground(me: Member) -> None:
+    """ME's new group made the foreground group of its session's terminal, as it was (a shell's
+    job: in the background, its reads from the terminal would stop it). SIGTTOU is held."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        return  # the session has no terminal of the tree's (_own_terminal)
+    try:
+        os.tcsetpgrp(fd, os.getpgid(0))
+    except OSError as exc:
+        print(
+            f"crac: warning: {me.gen}: its group cannot be in the foreground: {exc}",
+            file=sys.stderr,
+        )
+    finally:
+        os.close(fd)
 
 
 class _Groups:
@@ -271,6 +298,8 @@ class _Groups:
         # os.pipe() is close-on-exec: the loaders do not inherit these.
         self.pipes = {g: os.pipe() for g, n in self.joiners.items() if n}
         self.root = root.vpid
+        # session id -> the foreground group of its leader's terminal (_own_terminal)
+        self.foreground = {m.vpid: m.ctty[1] for m in members if m.ctty and m.sid == m.vpid}
 
     def enter(self, me: Member) -> list[str]:
         pgid = me.pgid
@@ -300,6 +329,12 @@ class _Groups:
                     os.setpgid(0, int.from_bytes(got, "little"))
                 except OSError as exc:
                     raise TreeError(f"{me.gen}: cannot join its process group: {exc}") from exc
+            if (
+                self.maker[pgid] == me.vpid
+                and pgid != me.sid
+                and self.foreground.get(me.sid) == pgid
+            ):
+                _to_foreground(me)
         out: list[str] = []
         for opt, vid, real in (
             ("--group-id", pgid, os.getpgid(0)),

@@ -70,6 +70,8 @@ void tree_restart_group_remap(struct crac_ctrl *c);
 void tree_forget_reused_pid(struct crac_ctrl *c, int32_t pid);
 /* This process's group and session ids as the program knows them (for the manifest). */
 int32_t tree_program_pgid(void);
+/* The kernel's process group REAL as the program knows it. */
+int32_t tree_program_group(int32_t real);
 int32_t tree_program_sid(void);
 
 /* Live children forked as split processes (kernel pids), up to max; how many. */

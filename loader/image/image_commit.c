@@ -34,10 +34,11 @@ struct json {
     size_t len, cap;
 };
 
-/* Which of fds 0-2 is this session leader's controlling terminal, or -1 (not a leader, no
- * terminal, or not one of those): the tree's restart makes the pseudo-terminal it gives that fd
- * the leader's terminal again (crac_py/launch/tree.py). */
-static int ctty_fd(void)
+/* Which of fds 0-2 is this session leader's controlling terminal (-1: not a leader, no terminal,
+ * or not one of those), and the terminal's foreground group as the program knows it: the tree's
+ * restart makes the pseudo-terminal it gives that fd the leader's terminal again, with that
+ * group in the foreground (crac_py/launch/tree.py). */
+static int ctty_fd(int32_t *foreground)
 {
     if (getsid(0) != getpid())
         return -1;
@@ -51,9 +52,11 @@ static int ctty_fd(void)
     buf[n] = '\0';
     const char *after = strrchr(buf, ')'); /* comm may hold anything */
     unsigned tty = 0;
-    if (!after || sscanf(after + 1, " %*c %*d %*d %*d %u", &tty) != 1 || !tty)
+    int tpgid = -1;
+    if (!after || sscanf(after + 1, " %*c %*d %*d %*d %u %d", &tty, &tpgid) != 2 || !tty)
         return -1;
     dev_t dev = makedev((tty >> 8) & 0xfff, (tty & 0xff) | ((tty >> 12) & 0xfff00));
+    *foreground = tpgid > 0 ? tree_program_group(tpgid) : -1;
     for (int i = 0; i < 3; i++) {
         struct stat st;
         if (fstat(i, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == dev)
@@ -366,9 +369,10 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
          "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"forked\": %s, ",
          n_threads, ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false",
          tree_forked ? "true" : "false");
-    int ctty = ctty_fd();
+    int32_t foreground = -1;
+    int ctty = ctty_fd(&foreground);
     if (ctty >= 0)
-        jraw(&j, "\"ctty\": %d, ", ctty);
+        jraw(&j, "\"ctty\": {\"fd\": %d, \"foreground\": %d}, ", ctty, (int)foreground);
     else
         jraw(&j, "\"ctty\": null, ");
     jraw(&j, "\"zombies\": [");

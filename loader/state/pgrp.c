@@ -42,4 +42,6 @@ static int32_t program_id(int32_t real, int session)
 
 int32_t tree_program_pgid(void) { return program_id((int32_t)getpgid(0), 0); }
 
+int32_t tree_program_group(int32_t real) { return program_id(real, 0); }
+
 int32_t tree_program_sid(void) { return program_id((int32_t)getsid(0), 1); }

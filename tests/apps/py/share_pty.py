@@ -7,7 +7,8 @@ answer came. Bytes in the pair at a checkpoint are not kept (docs/DECISIONS.md),
 again after half a second without an answer and the child answers again: a restart that left the
 ends unconnected left the parent asking for ever, and one that lost the terminal's settings echoed
 the questions back (the parent fails on that). Then `TAG DONE checksum=... steps=STEPS`; exit 1 when
-an answer was wrong or the child failed. MODE is unused."""
+an answer was wrong or the child failed. MODE job: the child has a process of a foreground group of
+its own answer (job()); else the child answers."""
 
 import os
 import pty
@@ -19,7 +20,23 @@ import time
 from step_sum import FNV_BASIS, fnv_step
 
 
-def child() -> int:
+def job() -> int:
+    """MODE job, in the child: as a shell runs a command, the answering is done by a process of
+    a group of its own, made the terminal's foreground group (a background group that reads from
+    the terminal is stopped); the child waits for it."""
+    pid = os.fork()
+    if pid == 0:
+        os.setpgid(0, 0)
+        while os.tcgetpgrp(0) != os.getpgrp():  # its parent makes it the foreground
+            time.sleep(0.01)
+        os._exit(answer())
+    os.setpgid(pid, pid)  # as the shell does too: whichever of the two comes first
+    os.tcsetpgrp(0, pid)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def answer() -> int:
     attrs = termios.tcgetattr(0)
     attrs[3] &= ~termios.ECHO
     termios.tcsetattr(0, termios.TCSANOW, attrs)
@@ -32,10 +49,14 @@ def child() -> int:
         if not (os.isatty(0) and os.isatty(1)):
             print("not a terminal", flush=True)
             return 1
-        try:  # its controlling terminal, as pty.fork made it
+        try:  # its controlling terminal, as pty.fork made it, and its group in the foreground
             os.close(os.open("/dev/tty", os.O_RDWR))
+            foreground = os.tcgetpgrp(0) == os.getpgrp()
         except OSError as exc:
             print(f"no controlling terminal: {exc}", flush=True)
+            return 1
+        if not foreground:
+            print("not in the foreground", flush=True)
             return 1
         print(f"ok {k} {k * k}", flush=True)
     return 0
@@ -67,7 +88,7 @@ def main() -> int:
     ms = int(sys.argv[4]) if len(sys.argv) > 4 else 20
     pid, master = pty.fork()
     if pid == 0:
-        os._exit(child())
+        os._exit(job() if sys.argv[2] == "job" else answer())
     pending = bytearray()
     while b"ready\r\n" not in pending:  # echo is off from there on
         pending += os.read(master, 4096)
