@@ -327,7 +327,8 @@ ENUMS: tuple[Enum, ...] = (
         ("CRAC_FD_MQUEUE", 8, "message queue",
          "POSIX message queue: attributes and messages in files/mq-<fd>"),
         ("CRAC_FD_PTY_MASTER", 9, "pty master",
-         "pseudo-terminal whose master and slave this process holds:"),
+         "pseudo-terminal master (its slave here, or another process's; what it had not read "
+         "in files/pty-<index>):"),
         ("CRAC_FD_PTY_SLAVE", 10, "pty slave", "a new pair at restart; a crac_pty_rec follows"),
         ("CRAC_FD_TIMERFD", 11, "timerfd",
          "clock, flags, time left, interval and ticks in files/timerfd-<fd>"),

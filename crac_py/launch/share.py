@@ -243,6 +243,8 @@ def _collect_pty(objs: dict[Any, Obj], r: dict[str, Any], end: End) -> bool:
     kind = r["kind"]
     if kind in (_PTY_MASTER, _PTY_SLAVE):
         index, end.side = r["pty"]["index"], "m" if kind == _PTY_MASTER else "s"
+        queued = end.gen / "files" / f"pty-{index}"  # what the master had not read (fd_pty.c)
+        end.queued = queued if kind == _PTY_MASTER and queued.exists() else None
     elif kind in (_STDIO, _CHAR) and (m := _PTS_PATH.fullmatch(r["path"])):
         index, end.side = int(m.group(1)), "s"
     else:
@@ -255,9 +257,20 @@ def _collect_pty(objs: dict[Any, Obj], r: dict[str, Any], end: End) -> bool:
 
 
 def _make_pty(o: Obj) -> dict[Any, int]:
-    """A new pseudo-terminal pair with the slave's saved settings; bytes unread in the old one
-    are not kept (the loaders said so at the checkpoint)."""
+    """A new pseudo-terminal pair with the slave's saved settings, and what the old one's master
+    had not read (written through the slave, output processing off, as loader/state/fd_pty.c
+    does); what its slave had not read is not kept (the loaders said so at the checkpoint)."""
     master, slave = os.openpty()
+    saved = _first_saved([e for e in o.ends if e.side == "m"])
+    if saved is not None:
+        was = termios.tcgetattr(slave)
+        raw = list(was)
+        raw[1] &= ~termios.OPOST
+        termios.tcsetattr(slave, termios.TCSANOW, raw)
+        data = saved.read_bytes()
+        while data:
+            data = data[os.write(slave, data) :]
+        termios.tcsetattr(slave, termios.TCSANOW, was)
     if o.sock:
         raw = bytes.fromhex(o.sock["termios"])  # glibc struct termios of x86-64
         iflag, oflag, cflag, lflag = struct.unpack_from("=4I", raw)

@@ -365,8 +365,7 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
      * otherwise a run of its own, one of possibly several lineages in one directory. */
     /* "forked": made by a fork in the job, not by crac launch (a restart script does not wait
      * for such a process whose parent is gone: loader/ckpt/tree.h). */
-    jraw(&j,
-         "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"forked\": %s, ",
+    jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"forked\": %s, ",
          n_threads, ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false",
          tree_forked ? "true" : "false");
     int32_t foreground = -1;

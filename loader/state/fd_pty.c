@@ -1,9 +1,10 @@
 /* fd_pty.c — pseudo-terminal pairs the program holds (master, and the slave if ours): a new pair at
- * restart with the slave's termios and window size; unread bytes are not kept. */
+ * restart with the slave's termios and window size and the bytes its master had not read. */
 #include "fds.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,16 +95,105 @@ static void pty_regroup(struct fd_entry *es, int n)
         e->rec.kind = is_master ? CRAC_FD_PTY_MASTER : CRAC_FD_PTY_SLAVE;
         e->pty.index = (uint32_t)idx;
         pty_settings(e, is_master);
+        /* What the slave has not read yet (the master's are saved: pty_save). */
         int unread = 0;
-        if (ioctl(e->rec.fd, FIONREAD, &unread) == 0 && unread > 0 && !warned++)
+        if (!is_master && ioctl(e->rec.fd, FIONREAD, &unread) == 0 && unread > 0 && !warned++)
             fprintf(stderr,
-                    "crac: warning: pseudo-terminal %s holds %d unread bytes; they are "
-                    "not saved (the pair is recreated empty at restart)\n",
+                    "crac: warning: pseudo-terminal %s holds %d bytes its reader has not read; "
+                    "they are not saved\n",
                     e->path, unread);
     }
 }
 
+/* BUF written to the slave SLAVE with output processing off, so that its master reads exactly
+ * those bytes; the slave's settings as they were after. 0, or -1. */
+static int write_raw(int slave, const char *buf, size_t len)
+{
+    struct termios was, raw;
+    if (tcgetattr(slave, &was) != 0)
+        return -1;
+    raw = was;
+    raw.c_oflag &= ~(tcflag_t)OPOST;
+    int rc =
+        tcsetattr(slave, TCSANOW, &raw) == 0 && write(slave, buf, len) == (ssize_t)len ? 0 : -1;
+    tcsetattr(slave, TCSANOW, &was);
+    return rc;
+}
+
+/* What the slave wrote that the master has not read (a program's output on its way to `script`
+ * or pexpect): read from the master at its lowest-numbered fd here, saved as files/pty-<index>,
+ * and written back through the slave (this process's, else opened by its path: every process of
+ * the job is parked), so the run goes on with the same bytes waiting. */
+static int pty_save(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir)
+{
+    if (e->rec.kind != CRAC_FD_PTY_MASTER)
+        return 0;
+    int slave = -1;
+    for (int k = 0; k < n; k++) {
+        if (!is_pty(all[k].rec.kind) || all[k].pty.index != e->pty.index)
+            continue;
+        if (all[k].rec.kind == CRAC_FD_PTY_MASTER && all[k].rec.fd < e->rec.fd)
+            return 0;
+        if (all[k].rec.kind == CRAC_FD_PTY_SLAVE && slave < 0)
+            slave = all[k].rec.fd;
+    }
+    int avail = 0;
+    if (ioctl(e->rec.fd, FIONREAD, &avail) != 0 || avail <= 0)
+        return 0;
+    char *buf = malloc((size_t)avail);
+    int got = 0;
+    while (buf && got < avail) {
+        struct pollfd p = {e->rec.fd, POLLIN, 0};
+        ssize_t r = poll(&p, 1, 0) == 1 ? read(e->rec.fd, buf + got, (size_t)(avail - got)) : -1;
+        if (r <= 0)
+            break;
+        got += (int)r;
+    }
+    char dst[PATH_MAX], name[48], path[64];
+    snprintf(name, sizeof(name), "pty-%u", e->pty.index);
+    fd_files_path(dst, sizeof(dst), files_dir, name);
+    int out = got > 0 ? open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+    if (out >= 0 && write(out, buf, (size_t)got) == got)
+        e->rec.saved = 1;
+    if (out >= 0)
+        close(out);
+    snprintf(path, sizeof(path), "/dev/pts/%u", e->pty.index);
+    int opened = slave < 0 ? open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC) : -1;
+    if (got > 0 && write_raw(slave >= 0 ? slave : opened, buf, (size_t)got) != 0)
+        state_loss("pseudo-terminal %s: %d bytes its master had not read are lost to the run "
+                   "going on",
+                   path, got);
+    if (got < avail || !e->rec.saved)
+        state_loss("pseudo-terminal %s: the bytes its master had not read cannot be saved", path);
+    if (opened >= 0)
+        close(opened);
+    free(buf);
+    return 0;
+}
+
 /* ---- restart ---- */
+
+/* The bytes saved from pair INDEX's master (pty_save), waiting for the new master to read them:
+ * written to the new slave S before its settings are the program's. */
+static void refill(const struct fd_restore *r, uint32_t index, int s)
+{
+    char saved[PATH_MAX + 64];
+    snprintf(saved, sizeof(saved), "%s/files/pty-%u", r->gen_dir, index);
+    int in = open(saved, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write_raw(s, buf, (size_t)n) != 0) {
+            fprintf(stderr,
+                    "crac: warning: the bytes saved from pseudo-terminal %u cannot all be "
+                    "put back\n",
+                    index);
+            break;
+        }
+    close(in);
+}
 
 /* A pseudo-terminal pair: made once, at the lowest-numbered fd of the old pair, with the slave's
  * termios and window size; each of the program's numbers gets the new master or a new open of
@@ -151,6 +241,8 @@ static int pty_reopen(const struct fd_restore *r, const struct fd_view *v)
         return 0;
     }
     int s = open(slave, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (s >= 0)
+        refill(r, v->pty.index, s);
     if (s >= 0 && settings) {
         struct termios t;
         struct winsize w;
@@ -188,6 +280,7 @@ static int pty_reopen(const struct fd_restore *r, const struct fd_view *v)
 const struct fd_ops fd_pty_master_ops = {.kind = CRAC_FD_PTY_MASTER,
                                          .name = "pty master",
                                          .regroup = pty_regroup,
+                                         .save = pty_save,
                                          .extra = sizeof(struct crac_pty_rec),
                                          .reopen = pty_reopen};
 const struct fd_ops fd_pty_slave_ops = {.kind = CRAC_FD_PTY_SLAVE,

@@ -1,6 +1,7 @@
 /* ckpt_pty [STEPS=60]: a pseudo-terminal pair (posix_openpt, master and slave both held) with
    raw-ish termios and a window size set on the slave; per step a line goes master -> slave and
-   one back, and the termios, window size and pairing are checked. */
+   one back, and the termios, window size and pairing are checked. A third line, from the slave,
+   waits in the pair from the end of each step to the next one's start. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <poll.h>
@@ -30,6 +31,22 @@ static void read_line(int fd, char *buf, size_t size, const char *what, long k)
     buf[n] = '\0';
 }
 
+/* The line the slave writes at the end of step K (TO_WRITE), read by the master only at the start
+   of step K + 1: between steps, where checkpoints come, it waits in the pair. */
+static void late(int fd, long k, int to_write)
+{
+    char line[64], got[128];
+    snprintf(line, sizeof line, "late %ld\n", k);
+    if (to_write) {
+        if (write(fd, line, strlen(line)) != (ssize_t)strlen(line))
+            fail("step %ld: write to the slave: %s", k, strerror(errno));
+        return;
+    }
+    read_line(fd, got, sizeof got, "master", k + 1);
+    if (strcmp(got, line) != 0)
+        fail("step %ld: the master read \"%s\", expected \"%s\"", k + 1, got, line);
+}
+
 int main(int argc, char **argv)
 {
     long steps = arg(argc, argv, 1, 60, 1, 999999);
@@ -57,6 +74,8 @@ int main(int argc, char **argv)
     unsigned long sum = 0;
     for (long k = 1; k <= steps; k++) {
         char line[128], got[128];
+        if (k > 1)
+            late(m, k - 1, 0);
         snprintf(line, sizeof line, "ping %ld\n", k);
         if (write(m, line, strlen(line)) != (ssize_t)strlen(line))
             fail("step %ld: write to the master: %s", k, strerror(errno));
@@ -69,6 +88,7 @@ int main(int argc, char **argv)
         read_line(m, got, sizeof got, "master", k);
         if (strcmp(got, line) != 0)
             fail("step %ld: the master read \"%s\", expected \"%s\"", k, got, line);
+        late(s, k, 1);
         struct termios now;
         if (tcgetattr(s, &now) != 0)
             fail("step %ld: tcgetattr: %s", k, strerror(errno));
@@ -91,6 +111,7 @@ int main(int argc, char **argv)
         struct timespec req = {0, 40 * 1000000L};
         nanosleep(&req, NULL);
     }
+    late(m, steps, 0);
     printf("DONE steps=%ld sum=%lu\n", steps, sum);
     return fflush(stdout) == 0 ? 0 : 1;
 }

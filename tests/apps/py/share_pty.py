@@ -2,13 +2,15 @@
 pexpect and `script` use one: pty.fork() (the child in a session of its own, the slave its stdin,
 stdout, stderr and controlling terminal). The child turns the terminal's echo off and says so; each
 step the parent writes `go K` to the master and the child, checking that its stdin and stdout are
-terminals and that /dev/tty opens, answers `ok K K*K`; the parent prints `TAG step K` once K's
-answer came. Bytes in the pair at a checkpoint are not kept (docs/DECISIONS.md), so the parent asks
-again after half a second without an answer and the child answers again: a restart that left the
-ends unconnected left the parent asking for ever, and one that lost the terminal's settings echoed
-the questions back (the parent fails on that). Then `TAG DONE checksum=... steps=STEPS`; exit 1 when
-an answer was wrong or the child failed. MODE job: the child has a process of a foreground group of
-its own answer (job()); else the child answers."""
+terminals, that /dev/tty opens and that it is in the foreground, answers `ok K K*K`, and 5 ms later
+`late K`, which waits in the pair while the parent sleeps between steps (where checkpoints fall):
+the parent fails on an answer that comes before the previous step's late line. What the slave has
+not read is not kept (docs/DECISIONS.md), so the parent asks again after half a second without an
+answer and the child answers again. A restart that left the ends unconnected left the parent asking
+for ever, one that lost the terminal's settings echoed the questions back, one that lost what the
+master had not read lost a late line (the parent fails on both). Then `TAG DONE checksum=...
+steps=STEPS`; exit 1 when an answer was wrong or the child failed. MODE job: the child has a process
+of a foreground group of its own answer (job()); else the child answers."""
 
 import os
 import pty
@@ -59,11 +61,15 @@ def answer() -> int:
             print("not in the foreground", flush=True)
             return 1
         print(f"ok {k} {k * k}", flush=True)
+        time.sleep(0.005)  # the parent has its answer: this line waits in the pair meanwhile
+        print(f"late {k}", flush=True)
     return 0
 
 
 def ask(master: int, k: int, pending: bytearray) -> bool:
-    """Asks for K's answer until it comes; False when the answer is wrong or echoed."""
+    """Asks for K's answer until it comes; False when the answer is wrong or echoed, or comes
+    before the child's `late K-1` (lost: it waited in the pair while a checkpoint was taken)."""
+    late = k == 1
     while True:
         os.write(master, f"go {k}\n".encode())
         while select.select([master], [], [], 0.5)[0]:
@@ -72,13 +78,23 @@ def ask(master: int, k: int, pending: bytearray) -> bool:
                 line, _, rest = bytes(pending).partition(b"\n")
                 pending[:] = rest
                 words = line.decode(errors="replace").split()
-                if words[:1] != ["ok"] or len(words) != 3:
+                said = words[0] if len(words) in (2, 3) and words[1].isdigit() else ""
+                if said not in ("ok", "late") or (said == "ok") != (len(words) == 3):
                     print(f"share_pty: FAIL: {line!r} from the child", file=sys.stderr)
                     return False
-                if int(words[1]) == k:
+                j = int(words[1])
+                if said == "late":  # again after each answer asked again: only K-1's counts
+                    late = late or j == k - 1
+                    continue
+                if j == k and not late:
+                    print(
+                        f"share_pty: FAIL: the answer to {k} before `late {k - 1}`", file=sys.stderr
+                    )
+                    return False
+                if j == k:
                     return int(words[2]) == k * k
-                if int(words[1]) > k:
-                    print(f"share_pty: FAIL: an answer for {words[1]} to {k}", file=sys.stderr)
+                if j > k:
+                    print(f"share_pty: FAIL: an answer for {j} to {k}", file=sys.stderr)
                     return False
 
 
