@@ -64,6 +64,21 @@ def test_exec_in_place_keeps_the_process_two_cycles(apps, tmp_path):
     assert [g.name for g in res.gens] == ["gen-000001", "gen-000002"]
 
 
+def test_directory_named_after_the_program_run_at_the_first_checkpoint(apps, tmp_path):
+    """A shell that execs the program before any checkpoint: the process's directory is named
+    after the program, as DMTCP names an image (it was the shell's: every process of a `make`
+    was "make"); once it holds generations, an exec keeps it (the test above)."""
+    ckptdir = tmp_path / "ckpt"
+    app = apps["ckpt_counter"]
+    proc = launch("/bin/sh", ["-c", f'exec "{app}" 100 40'], ckptdir, out_dir=tmp_path / "logs")
+    try:
+        wait_for_step(proc, 3)
+        gen = checkpoint(proc, ckptdir)
+        assert gen.parent.name.startswith(f"ckpt_{app.name}_"), tree(ckptdir)
+    finally:
+        proc.stop()
+
+
 @pytest.mark.parametrize("coordinated", [False, True], ids=["alone", "coordinated"])
 def test_checkpoint_signal_during_an_exec_is_not_lost(apps, tmp_path, coordinated):
     """A program that execs itself at every step, sent the checkpoint signal 20 times, each

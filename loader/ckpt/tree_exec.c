@@ -119,8 +119,11 @@ void tree_exec_apply(void)
         if (c->reserved_sigs & exec_in.vign & (1UL << (s - 1)))
             c->virt_act[s].handler = (uint64_t)SIG_IGN;
     vmask_set(c, getpid(), exec_in.vmask & c->reserved_sigs);
-    /* The same directory: the lineage is the process's, whatever program it runs now. */
-    if (exec_in.lineage[0])
+    /* The same directory once it holds the process's generations: the lineage is the process's,
+     * whatever program it runs now. Before its first checkpoint there is none yet, and it is
+     * named after the program the process runs then (main.c), as DMTCP names an image: make's
+     * forked children that exec gcc, cc1 and as are not all "make". */
+    if (exec_in.lineage[0] && exec_in.generation > 0)
         snprintf(ckpt_cfg.proc_dir, sizeof(ckpt_cfg.proc_dir), "%s", exec_in.lineage);
 }
 
