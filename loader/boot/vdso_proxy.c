@@ -89,17 +89,50 @@ void vdso_proxy_bind(void)
     vdso_proxy.text_hi = vdso_proxy.text_lo + load->p_memsz;
 }
 
-/* Page 0 of the image: headers, a one-bucket DT_HASH, the symbols and their names. No version
- * records: glibc, musl and Go accept unversioned symbols for the versions they ask. */
+/* Page 0 of the image: headers, a one-bucket DT_HASH, the symbols, their version (LINUX_2.6, as
+ * the kernel's) and their names. Go's runtime reads the version definitions without checking
+ * they are there: without them every Go program died at start-up (vdsoFindVersion). */
 struct image {
     Elf64_Ehdr ehdr;
     Elf64_Phdr phdr[2];
-    Elf64_Dyn dyn[7];
+    Elf64_Dyn dyn[10];
     uint32_t hash[2 + 1 + 1 + 2 * N_FUNCS];
+    struct {
+        Elf64_Verdef def;
+        Elf64_Verdaux aux;
+    } verdef[2]; /* the base (the soname), then LINUX_2.6 */
     Elf64_Sym sym[1 + 2 * N_FUNCS];
+    Elf64_Half versym[1 + 2 * N_FUNCS];
     char str[512];
 };
 _Static_assert(sizeof(struct image) <= CRAC_PAGE, "the vDSO headers fit in one page");
+
+/* The System V ELF hash of a name, as version definitions carry it. */
+static uint32_t elf_hash(const char *name)
+{
+    uint32_t h = 0;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        h = (h << 4) + *c;
+        uint32_t g = h & 0xf0000000u;
+        h ^= g >> 24;
+        h &= ~g;
+    }
+    return h;
+}
+
+/* Version definition I (index I + 1) named by the string at NAME. */
+static void define_version(struct image *im, int i, size_t name)
+{
+    const char *text = im->str + name;
+    im->verdef[i].def = (Elf64_Verdef){.vd_version = VER_DEF_CURRENT,
+                                       .vd_flags = i == 0 ? VER_FLG_BASE : 0,
+                                       .vd_ndx = (Elf64_Half)(i + 1),
+                                       .vd_cnt = 1,
+                                       .vd_hash = elf_hash(text),
+                                       .vd_aux = sizeof(Elf64_Verdef),
+                                       .vd_next = i == 0 ? sizeof(im->verdef[0]) : 0};
+    im->verdef[i].aux = (Elf64_Verdaux){.vda_name = (Elf64_Word)name, .vda_next = 0};
+}
 
 static void build_image(struct image *im)
 {
@@ -107,10 +140,15 @@ static void build_image(struct image *im)
     size_t str = 1;
     const size_t soname = str;
     str += (size_t)sprintf(im->str + str, "linux-vdso.so.1") + 1;
+    const size_t version = str;
+    str += (size_t)sprintf(im->str + str, "LINUX_2.6") + 1;
+    define_version(im, 0, soname);
+    define_version(im, 1, version);
     uint32_t n_sym = 1;
     for (int i = 0; i < N_FUNCS; i++)
         for (int plain = 0; plain < 2; plain++) {
             const char *name = funcs[i].name + (plain ? strlen("__vdso_") : 0);
+            im->versym[n_sym] = 2; /* LINUX_2.6 */
             Elf64_Sym *s = &im->sym[n_sym++];
             s->st_name = (uint32_t)str;
             s->st_info = ELF64_ST_INFO(plain ? STB_WEAK : STB_GLOBAL, STT_FUNC);
@@ -150,13 +188,16 @@ static void build_image(struct image *im)
                                .p_filesz = sizeof(im->dyn),
                                .p_memsz = sizeof(im->dyn),
                                .p_align = 8};
-    const Elf64_Dyn dyn[7] = {
+    const Elf64_Dyn dyn[10] = {
         {DT_HASH, {offsetof(struct image, hash)}},
         {DT_STRTAB, {offsetof(struct image, str)}},
         {DT_SYMTAB, {offsetof(struct image, sym)}},
         {DT_STRSZ, {str}},
         {DT_SYMENT, {sizeof(Elf64_Sym)}},
         {DT_SONAME, {soname}},
+        {DT_VERSYM, {offsetof(struct image, versym)}},
+        {DT_VERDEF, {offsetof(struct image, verdef)}},
+        {DT_VERDEFNUM, {2}},
         {DT_NULL, {0}},
     };
     memcpy(im->dyn, dyn, sizeof(dyn));
