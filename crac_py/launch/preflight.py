@@ -174,6 +174,14 @@ def _symbol_tables(elf: ELFFile) -> list[Section]:
     return [s for s in elf.iter_sections() if s["sh_type"] in ("SHT_SYMTAB", "SHT_DYNSYM")]
 
 
+def _is_go(elf: ELFFile) -> bool:
+    """Whether ELF was built by Go's toolchain (its build id note)."""
+    try:
+        return elf.get_section_by_name(".note.go.buildid") is not None
+    except Exception:  # damaged section headers: not worth a different message
+        return False
+
+
 def _has_static_cudart(elf: ELFFile, data: bytes | mmap.mmap) -> bool:
     # Every name below has "cuda" in it: most programs end here. (mmap.find without a start
     # searches from the stream position, where pyelftools left it.)
@@ -253,6 +261,12 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
         if e_type == "ET_DYN" and has_soname:
             raise PreflightError(
                 f"{program}: is a shared library, not a program; launch the program that uses it"
+            )
+        if _is_go(elf):  # Go links statically unless cgo is in the build
+            raise PreflightError(
+                f"{program}: is a statically linked Go program (no PT_INTERP); crac needs a "
+                "dynamically linked program: build it with CGO_ENABLED=1 go build "
+                "-ldflags=-linkmode=external"
             )
         raise PreflightError(
             f"{program}: is statically linked (no PT_INTERP); crac needs a dynamically linked "
