@@ -1,8 +1,9 @@
 """A Go program (tests/apps/go/ckpt_go.go, built here with Debian's golang-go) through two
 checkpoint -> SIGKILL -> restart cycles. Go's runtime makes its own threads, preempts goroutines
 with SIGURG, runs a garbage collector and finds the vDSO's clocks with its own ELF parser (which
-needs version definitions: docs/DECISIONS.md "The upper half's vDSO"). A Go program linked
-statically (Go's default without cgo) is refused with how to build it."""
+needs version definitions: docs/DECISIONS.md "The upper half's vDSO"); built as crac needs it,
+a cgo PIE. Built otherwise it is refused, with how to build it (docs/DECISIONS.md "Go
+programs")."""
 
 from __future__ import annotations
 
@@ -49,31 +50,34 @@ def go_build(out: Path, source: str, cgo: str, *flags: str) -> Path:
 @pytest.fixture(scope="module")
 def go_app(tmp_path_factory) -> Path:
     source = (APPS_DIR / "go" / "ckpt_go.go").read_text()
-    return go_build(tmp_path_factory.mktemp("go") / "ckpt_go", source, "1")
+    return go_build(tmp_path_factory.mktemp("go") / "ckpt_go", source, "1", "-buildmode=pie")
 
 
 def test_go_program(go_app, tmp_path):
     run_cycles(go_app, ["100", "20"], tmp_path, cycles=2)
 
 
-def test_static_go_program_is_refused_with_how_to_build_it(tmp_path):
-    """Go links statically unless cgo is in the build: crac refuses such a program and says how
-    to build it, and the program built so runs under crac."""
-    static = go_build(tmp_path / "static", HELLO, "0")
-    res = subprocess.run(
-        [*crac_cmd(), "launch", "-c", str(tmp_path / "ckpt"), "--", str(static)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 2, res.stderr
-    assert "statically linked Go program" in res.stderr, res.stderr
-    flags = res.stderr.split("CGO_ENABLED=1 go build ", 1)[1].split()
-    built = go_build(tmp_path / "dynamic", HELLO, "1", *flags)
-    res = subprocess.run(
-        [*crac_cmd(), "launch", "-c", str(tmp_path / "ckpt"), "--", str(built)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@pytest.mark.parametrize(
+    ("cgo", "flags", "why"),
+    [
+        ("0", [], "statically linked Go program"),
+        ("1", [], "linked at a fixed address"),
+        ("0", ["-buildmode=pie"], "built without cgo"),
+    ],
+    ids=["static", "fixed-address", "no-cgo"],
+)
+def test_go_program_built_otherwise_is_refused_with_how_to_build_it(tmp_path, cgo, flags, why):
+    """Go's default build (static without cgo, at a fixed address with it) and a PIE without cgo
+    are refused, saying how to build the program; built so, it runs under crac."""
+    source = HELLO if cgo == "0" else HELLO.replace('import "fmt"', 'import "fmt"\n\nimport "C"')
+    prog = go_build(tmp_path / "as_built", source, cgo, *flags)
+    launch = [*crac_cmd(), "launch", "-c", str(tmp_path / "ckpt"), "--"]
+    res = subprocess.run([*launch, str(prog)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and why in res.stderr, res.stderr
+    line = res.stderr.split("build it with ", 1)[1]
+    env, _, flags = line.split(" (", 1)[0].partition(" go build ")
+    assert env == "CGO_ENABLED=1" and 'import _ "runtime/cgo"' in line, line
+    with_cgo = HELLO.replace('import "fmt"', 'import (\n\t"fmt"\n\t_ "runtime/cgo"\n)')
+    built = go_build(tmp_path / "rebuilt", with_cgo, "1", *flags.split())
+    res = subprocess.run([*launch, str(built)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout == "hello from Go\n", res.stderr

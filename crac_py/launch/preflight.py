@@ -174,12 +174,35 @@ def _symbol_tables(elf: ELFFile) -> list[Section]:
     return [s for s in elf.iter_sections() if s["sh_type"] in ("SHT_SYMTAB", "SHT_DYNSYM")]
 
 
-def _is_go(elf: ELFFile) -> bool:
-    """Whether ELF was built by Go's toolchain (its build id note)."""
+GO_BUILD = (
+    "CGO_ENABLED=1 go build -buildmode=pie (a program that uses no cgo package also needs "
+    'import _ "runtime/cgo")'
+)
+
+
+def _check_go(program: str, elf: ELFFile, e_type: str, needed: list[str], *, static: bool) -> None:
+    """A program built by Go's toolchain (its build id note) runs under crac built as a cgo PIE:
+    Go links statically unless cgo is in the build; at a fixed address (Go's default) its own
+    system calls come from outside crac's window and escape it (an exit during a checkpoint's
+    write, its children's execs, ids after a restart); without cgo it sets its own thread
+    pointer, which is not the C library's (docs/DECISIONS.md "Go programs")."""
     try:
-        return elf.get_section_by_name(".note.go.buildid") is not None
-    except Exception:  # damaged section headers: not worth a different message
-        return False
+        if elf.get_section_by_name(".note.go.buildid") is None:
+            return
+    except Exception:  # damaged section headers: the other checks say what is wrong
+        return
+    if static:
+        why = "is a statically linked Go program (no PT_INTERP); crac needs a dynamic one"
+    elif e_type == "ET_EXEC":
+        why = (
+            "is a Go program linked at a fixed address: its own system calls would not go "
+            "through crac"
+        )
+    elif "libc.so.6" not in needed:
+        why = "is a Go program built without cgo: its threads' pointer is not the C library's"
+    else:
+        return
+    raise PreflightError(f"{program}: {why}; build it with {GO_BUILD}")
 
 
 def _has_static_cudart(elf: ELFFile, data: bytes | mmap.mmap) -> bool:
@@ -262,16 +285,12 @@ def _check_elf(program: str, path: Path, data: mmap.mmap, supported: frozenset[s
             raise PreflightError(
                 f"{program}: is a shared library, not a program; launch the program that uses it"
             )
-        if _is_go(elf):  # Go links statically unless cgo is in the build
-            raise PreflightError(
-                f"{program}: is a statically linked Go program (no PT_INTERP); crac needs a "
-                "dynamically linked program: build it with CGO_ENABLED=1 go build "
-                "-ldflags=-linkmode=external"
-            )
+        _check_go(program, elf, e_type, needed, static=True)
         raise PreflightError(
             f"{program}: is statically linked (no PT_INTERP); crac needs a dynamically linked "
             "program: link it dynamically (drop -static)"
         )
+    _check_go(program, elf, e_type, needed, static=False)
     if e_type == "ET_DYN" and has_soname and not pie:
         # A library with an entry point and a PT_INTERP (libc.so.6, ld.so's friends) runs when
         # exec'd, but is no program to load (docs/DECISIONS.md, "Inputs that are not programs").

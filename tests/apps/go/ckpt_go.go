@@ -2,8 +2,8 @@
 // moved between them, a garbage collector, async preemption by SIGURG, timers, the vDSO read
 // through the runtime's own ELF parser). Eight worker goroutines take work from a channel; each
 // step sends them eight items, waits for their results, keeps a little garbage, prints `step K`;
-// then `DONE checksum=... steps=STEPS` over the results. cgo (a getpid call) makes it dynamically
-// linked, as crac needs.
+// then `DONE checksum=... steps=STEPS` over the results. Built as crac needs a Go program: with
+// cgo (a getpid call) and -buildmode=pie (tests/test_ckpt_go.py).
 package main
 
 // #include <unistd.h>
