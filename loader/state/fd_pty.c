@@ -140,6 +140,14 @@ static int pty_save(struct fd_entry *e, const struct fd_entry *all, int n, const
     int avail = 0;
     if (ioctl(e->rec.fd, FIONREAD, &avail) != 0 || avail <= 0)
         return 0;
+    /* Where they go back first: bytes read with nowhere to put them would be the run's loss. */
+    char path[64];
+    snprintf(path, sizeof(path), "/dev/pts/%u", e->pty.index);
+    int opened = slave < 0 ? open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC) : -1;
+    if (slave < 0 && opened < 0) {
+        state_loss("pseudo-terminal %s: the bytes its master had not read cannot be saved", path);
+        return 0;
+    }
     char *buf = malloc((size_t)avail);
     int got = 0;
     while (buf && got < avail) {
@@ -149,7 +157,7 @@ static int pty_save(struct fd_entry *e, const struct fd_entry *all, int n, const
             break;
         got += (int)r;
     }
-    char dst[PATH_MAX], name[48], path[64];
+    char dst[PATH_MAX], name[48];
     snprintf(name, sizeof(name), "pty-%u", e->pty.index);
     fd_files_path(dst, sizeof(dst), files_dir, name);
     int out = got > 0 ? open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
@@ -157,8 +165,6 @@ static int pty_save(struct fd_entry *e, const struct fd_entry *all, int n, const
         e->rec.saved = 1;
     if (out >= 0)
         close(out);
-    snprintf(path, sizeof(path), "/dev/pts/%u", e->pty.index);
-    int opened = slave < 0 ? open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC) : -1;
     if (got > 0 && write_raw(slave >= 0 ? slave : opened, buf, (size_t)got) != 0)
         state_loss("pseudo-terminal %s: %d bytes its master had not read are lost to the run "
                    "going on",
