@@ -206,3 +206,24 @@ def test_coordinator_checkpoint_before_the_program_runs(ckpt_apps, tmp_path):
     finally:
         proc.stop()
         coord.stop()
+
+
+def test_checkpoints_of_util_linux_script_never_give_its_poll_eintr(apps, tmp_path):
+    """util-linux `script` copying a program's fast output (ckpt_counter, a line every 3 ms),
+    checkpointed 40 times: a checkpoint that found `script` running and reached it once it had
+    entered poll ended the poll with EINTR, which `script` takes for an error: it ended its
+    program's session (SIGTERM) within a few checkpoints. The poll is issued again now."""
+    script = shutil.which("script")
+    if script is None:
+        pytest.skip("util-linux `script` is not installed")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    counter = f"{apps['ckpt_counter']} 100000 3"
+    proc = launch(script, ["-qfec", counter, "/dev/null"], ckptdir, out_dir=logs)
+    try:
+        for _ in range(40):
+            wait_for_step(proc, proc.last_step() + 5)
+            checkpoint(proc, ckptdir)
+        wait_for_step(proc, proc.last_step() + 5)
+        assert proc.poll() is None, proc.report()
+    finally:
+        proc.stop()

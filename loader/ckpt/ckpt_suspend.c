@@ -141,6 +141,38 @@ static int wait_parked(struct parked_thread *ts, int *n)
     }
 }
 
+/* The waits a thread may have entered between the look at /proc and the signal, which the
+ * kernel ends with EINTR under any handler and which are the same call when issued again. */
+static int waits(long nr)
+{
+    static const long calls[] = {SYS_poll,       SYS_ppoll,          SYS_select,       SYS_pselect6,
+                                 SYS_epoll_wait, SYS_epoll_pwait,    SYS_epoll_pwait2, SYS_pause,
+                                 SYS_nanosleep,  SYS_clock_nanosleep};
+    for (unsigned i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+        if (calls[i] == nr)
+            return 1;
+    return 0;
+}
+
+/* A thread that was running when the manager looked (/proc said so) and entered a wait before
+ * the signal came: its number, from the libc wrapper's `mov $NR, %eax; syscall` just before the
+ * interrupted pc (util-linux `script` in its poll loop took the EINTR for an error and ended
+ * the session). -1 when the code there is not that. The upper half's code is mapped (in W). */
+static long entered_wait(const greg_t *g)
+{
+    const unsigned char *pc = (const unsigned char *)g[REG_RIP];
+    uint64_t at = (uint64_t)pc;
+    /* The syscall instruction was just executed: its page is mapped; the mov must share it. */
+    if (g[REG_RAX] != -EINTR || at < CRAC_W_START + 7 || at > CRAC_W_END ||
+        ((at - 7) ^ (at - 2)) & ~4095UL)
+        return -1;
+    if (pc[-2] != 0x0f || pc[-1] != 0x05 || pc[-7] != 0xb8)
+        return -1;
+    uint32_t nr;
+    memcpy(&nr, pc - 6, sizeof(nr));
+    return waits((long)nr) ? (long)nr : -1;
+}
+
 /* A thread blocked in a call the kernel does not restart (nanosleep, poll, epoll_wait...) comes
  * out of the suspension with EINTR: re-issue the call instead (rip back onto the syscall
  * instruction, rax = the number), with the remaining time for the sleeps. */
@@ -152,6 +184,8 @@ static void rewind_interrupted(struct parked_thread *t)
         fprintf(stderr, "crac: debug: tid %d blocked in %ld at %lx; frame rax %lld rip %llx\n",
                 t->tid, t->blocked_nr, (unsigned long)t->blocked_pc, (long long)g[REG_RAX],
                 (unsigned long long)g[REG_RIP]);
+    if (t->blocked_nr < 0 && (t->blocked_nr = entered_wait(g)) >= 0)
+        t->blocked_pc = (uint64_t)g[REG_RIP];
     if (t->blocked_nr < 0 || g[REG_RAX] != -EINTR || (uint64_t)g[REG_RIP] != t->blocked_pc)
         return;
     if (t->blocked_nr == SYS_nanosleep && g[REG_RSI])
