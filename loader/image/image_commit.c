@@ -40,21 +40,10 @@ struct json {
  * group in the foreground (crac_py/launch/tree.py). */
 static int ctty_fd(int32_t *foreground)
 {
-    if (getsid(0) != getpid())
+    long long tty_tpgid[2]; /* fields 7 and 8: the terminal and its foreground group */
+    if (getsid(0) != getpid() || proc_stat_fields(0, 7, 2, tty_tpgid) != 0 || !tty_tpgid[0])
         return -1;
-    char buf[1024];
-    int fd = lower_open("/proc/self/stat", O_RDONLY | O_CLOEXEC); /* the program runs on */
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    const char *after = strrchr(buf, ')'); /* comm may hold anything */
-    unsigned tty = 0;
-    int tpgid = -1;
-    if (!after || sscanf(after + 1, " %*c %*d %*d %*d %u %d", &tty, &tpgid) != 2 || !tty)
-        return -1;
+    long long tty = tty_tpgid[0], tpgid = tty_tpgid[1];
     dev_t dev = makedev((tty >> 8) & 0xfff, (tty & 0xff) | ((tty >> 12) & 0xfff00));
     *foreground = tpgid > 0 ? tree_program_group(tpgid) : -1;
     for (int i = 0; i < 3; i++) {

@@ -27,20 +27,8 @@ static int pidfd_recognise(int fd, const struct fd_entry *e, const struct stat *
  * with the pid, who a process outside the restart is. */
 static unsigned long long start_time(int pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    for (int field = 2; p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
+    long long ticks;
+    return proc_stat_fields(pid, 22, 1, &ticks) == 0 ? (unsigned long long)ticks : 0;
 }
 
 /* fdinfo's "Pid:" is the kernel's pid (-1 once the process was waited for): saved as the pid

@@ -60,6 +60,10 @@ struct state_kind {
 
 #define STATE_KINDS_MAX 16
 
+/* COUNT numeric fields of /proc/PID/stat from FIRST (numbered as in proc(5), from 3) into
+ * VALUES, PID 0 this process's (proc_stat.c). 0, or -1 when they cannot be read. */
+int proc_stat_fields(int pid, int first, int count, long long *values);
+
 /* What a checkpoint cannot save (losses.c): said once per process on stderr, listed in the
  * manifest. state_losses_reset at each checkpoint's start; state_losses gives this one's. */
 void state_losses_reset(void);
