@@ -105,19 +105,16 @@ static void pty_regroup(struct fd_entry *es, int n)
     }
 }
 
-/* BUF written to the slave SLAVE with output processing off, so that its master reads exactly
- * those bytes; the slave's settings as they were after. 0, or -1. */
-static int write_raw(int slave, const char *buf, size_t len)
+/* The slave's output processing off (what is written to it reaches the master as it is), its
+ * settings before in WAS. 0, or -1. */
+static int output_raw(int slave, struct termios *was)
 {
-    struct termios was, raw;
-    if (tcgetattr(slave, &was) != 0)
+    struct termios raw;
+    if (tcgetattr(slave, was) != 0)
         return -1;
-    raw = was;
+    raw = *was;
     raw.c_oflag &= ~(tcflag_t)OPOST;
-    int rc =
-        tcsetattr(slave, TCSANOW, &raw) == 0 && write(slave, buf, len) == (ssize_t)len ? 0 : -1;
-    tcsetattr(slave, TCSANOW, &was);
-    return rc;
+    return tcsetattr(slave, TCSANOW, &raw);
 }
 
 /* What the slave wrote that the master has not read (a program's output on its way to `script`
@@ -165,7 +162,13 @@ static int pty_save(struct fd_entry *e, const struct fd_entry *all, int n, const
         e->rec.saved = 1;
     if (out >= 0)
         close(out);
-    if (got > 0 && write_raw(slave >= 0 ? slave : opened, buf, (size_t)got) != 0)
+    int to = slave >= 0 ? slave : opened;
+    struct termios was;
+    int raw = got > 0 ? output_raw(to, &was) : -1;
+    int back = raw == 0 && write(to, buf, (size_t)got) == got;
+    if (raw == 0)
+        tcsetattr(to, TCSANOW, &was);
+    if (got > 0 && !back)
         state_loss("pseudo-terminal %s: %d bytes its master had not read are lost to the run "
                    "going on",
                    path, got);
@@ -185,20 +188,16 @@ static void refill(const struct fd_restore *r, uint32_t index, int s)
 {
     char saved[PATH_MAX + 64];
     snprintf(saved, sizeof(saved), "%s/files/pty-%u", r->gen_dir, index);
-    int in = open(saved, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
+    struct termios was;
+    if (access(saved, F_OK) != 0)
         return;
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(in, buf, sizeof(buf))) > 0)
-        if (write_raw(s, buf, (size_t)n) != 0) {
-            fprintf(stderr,
-                    "crac: warning: the bytes saved from pseudo-terminal %u cannot all be "
-                    "put back\n",
-                    index);
-            break;
-        }
-    close(in);
+    int raw = output_raw(s, &was);
+    if (raw != 0 || fd_copy_file(saved, s) != 0)
+        fprintf(stderr,
+                "crac: warning: the bytes saved from pseudo-terminal %u cannot all be put back\n",
+                index);
+    if (raw == 0)
+        tcsetattr(s, TCSANOW, &was);
 }
 
 /* A pseudo-terminal pair: made once, at the lowest-numbered fd of the old pair, with the slave's
