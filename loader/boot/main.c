@@ -17,6 +17,7 @@
 #include "restart.h"
 #include "restart_lazy.h"
 #include "restart_prepare.h"
+#include "state.h"
 #include "tree.h"
 #include "upper_alloc.h"
 #include "window.h"
@@ -399,6 +400,8 @@ int main(int argc, char **argv)
             die("%s", err);
     } else if (ctrl_init(opt.ckpt_signal) != 0) {
         die("cannot create the control block in the upper window");
+    } else {
+        boot_read(&crac_ctrl()->host_boot); /* a restart reads it again (start_time.c) */
     }
     tree_exec_device(opt.device, opt.sim_version, opt.cuda_runtime);
     native_dir(opt.native_dir, sizeof(opt.native_dir));

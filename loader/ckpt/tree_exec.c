@@ -38,6 +38,9 @@ static struct {
     int generation;         /* the last generation of the lineage */
     char lineage[PATH_MAX]; /* the process's image directory */
     int warned;             /* the checkpoint-signal handler warning was given (--exec-warned) */
+    /* The process's first start time (--exec-start TICKS:BTIME:BOOT_ID): exec keeps a pid's. */
+    int64_t start_ticks;
+    struct crac_boot start_boot;
     /* Other processes' ids the exec'ing program knew (--known-pid V:R: a restarted job's). */
     struct crac_vid known[EXEC_MAX_KNOWN];
     int n_known;
@@ -91,6 +94,16 @@ int tree_exec_option(const char *name, const char *v)
             exec_in.known[exec_in.n_known++] = k;
         return 1;
     }
+    if (strcmp(name, "--exec-start") == 0) {
+        long long ticks, btime;
+        if (sscanf(v, "%lld:%lld:%n", &ticks, &btime, &n) != 2 || n == 0 || ticks <= 0 ||
+            strlen(v + n) >= sizeof(exec_in.start_boot.id))
+            return -1;
+        exec_in.start_ticks = ticks;
+        exec_in.start_boot.btime = btime;
+        snprintf(exec_in.start_boot.id, sizeof(exec_in.start_boot.id), "%s", v + n);
+        return 1;
+    }
     if (strcmp(name, "--exec-lineage") == 0) {
         exec_in.given = 1;
         if (sscanf(v, "%d:%n", &exec_in.generation, &n) != 1 || n == 0 || v[n] != '/' ||
@@ -115,6 +128,8 @@ void tree_exec_apply(void)
         if (vid_to_real(c, exec_in.known[i].virt) == exec_in.known[i].virt)
             c->vids[c->n_vids++] = exec_in.known[i];
     c->ckpt_handler_warned = exec_in.warned;
+    c->start_ticks = exec_in.start_ticks;
+    c->start_boot = exec_in.start_boot;
     for (int s = 1; s <= 64; s++)
         if (c->reserved_sigs & exec_in.vign & (1UL << (s - 1)))
             c->virt_act[s].handler = (uint64_t)SIG_IGN;
@@ -366,6 +381,9 @@ static int loader_options(struct strv *o, const char *argv0, const char *prog)
     }
     if (c->ckpt_handler_warned)
         fail |= push(o, "--exec-warned") | push(o, "1");
+    if (c->start_ticks)
+        fail |= push(o, "--exec-start") | pushf(o, "%lld:%lld:%s", (long long)c->start_ticks,
+                                                (long long)c->start_boot.btime, c->start_boot.id);
     if (tree_forked)
         fail |= push(o, "--forked") | push(o, "1");
     uint64_t vign = 0;

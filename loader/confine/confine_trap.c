@@ -958,6 +958,7 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         c->peer_sig.state = CRAC_PEER_FREE;
         keep_process_ids(c);
         c->cpu_offset_ns = 0; /* its CPU time starts at 0 */
+        c->start_ticks = 0;   /* and its start is now: its first checkpoint records it */
         c->n_tcpu = 0;
         vmask_set(c, c->pid, vmask_get(c, forking_tid)); /* the child's only thread inherits */
         drop_dontfork(c);

@@ -73,6 +73,13 @@ struct crac_vmask {
     uint64_t bits;
 };
 
+/* A boot of a host: its id (/proc/sys/kernel/random/boot_id) and the time it booted (btime in
+ * /proc/stat, seconds since the epoch), to carry a process's start time to another boot. */
+struct crac_boot {
+    int64_t btime;
+    char id[40];
+};
+
 struct crac_ctrl {
     uint64_t magic;
     volatile int32_t lock;
@@ -104,6 +111,12 @@ struct crac_ctrl {
     /* The parent's pid as the program knows it, while the kernel's parent is real_ppid (a
      * restarted tree: loader/ckpt/tree_fork.c); 0: getppid is the kernel's. */
     int32_t vppid, real_ppid;
+    /* The process's start (/proc/PID/stat field 22, clock ticks after START_BOOT booted) as the
+     * kernel gave it before any restart, recorded at its first checkpoint (0 before; exec keeps
+     * it): a restarted process's stat shows it (confine_procview.c), so psutil does not take it
+     * for another process with the same pid. HOST_BOOT: the boot this process runs on now. */
+    int64_t start_ticks;
+    struct crac_boot start_boot, host_boot;
     uint32_t n_advice;
     uint32_t advice_lost; /* 1: the table was full once; checkpoints refuse (fork_advice.h) */
     struct crac_advice advice[CRAC_MAX_FORK_ADVICE];

@@ -44,6 +44,8 @@ const struct state_kind state_kinds[] = {
     /* Once the threads are back (each has its own); a new note goes last. */
     {"thread scheduling", CRAC_NT_THREAD_SCHED, 0, 0, STATE_WITH_THREADS, thread_sched_capture,
      NULL, thread_sched_restore},
+    /* The process's first start time, in the control block (memory); no note. */
+    {"start time", 0, 0, 0, STATE_WITH_MEMORY, start_time_capture, NULL, start_time_restore},
 };
 const int n_state_kinds = (int)(sizeof(state_kinds) / sizeof(state_kinds[0]));
 _Static_assert(sizeof(state_kinds) / sizeof(state_kinds[0]) <= STATE_KINDS_MAX,

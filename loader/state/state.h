@@ -86,6 +86,11 @@ int state_restore_phase(enum state_phase phase, const struct state_restore *r);
 int cputime_capture(const struct state_capture *c, void **blob, size_t *len);  /* cputime.c */
 int children_capture(const struct state_capture *c, void **blob, size_t *len); /* children.c */
 int cputime_restore(const struct state_restore *r, const void *note, size_t len);
+int start_time_capture(const struct state_capture *c, void **blob, size_t *len); /* start_time.c */
+int start_time_restore(const struct state_restore *r, const void *note, size_t len);
+/* This host's boot id and boot time into *B (zeros where unreadable); launch, exec and restart. */
+struct crac_boot;
+void boot_read(struct crac_boot *b);
 int fds_capture(const struct state_capture *c, void **blob, size_t *len); /* fds.c */
 /* Threads parked, before the job-wide `suspended` barrier: every TCP socket sends what Nagle's
  * algorithm held back, so a peer in another process of the tree has it queued when its image

@@ -5,6 +5,8 @@ gives it, as psutil and joblib do: each step it maps a function over a few numbe
 for the status and command line of a forked child (`/proc/<child.pid>/...`), for its own children
 (a listing of /proc and each process's parent in its `stat`), its child's parent and its own
 threads (`/proc/<pid>/task`); every tenth step procps' `pgrep -P <getpid()>` names the child.
+`psutil.Process` objects made before the first step, of the child and of itself, must still be
+running each step, with the start times they had (psutil's test against a reused pid).
 After a restart the kernel's ids are new; what the program reads must still name these processes
 by the ids it knows. Prints `TAG step N`, then `TAG DONE checksum=... steps=STEPS`
 (ckpt_counter's checksum). Exits non-zero on a wrong result."""
@@ -41,8 +43,15 @@ def main() -> int:
     ours, theirs = multiprocessing.Pipe()
     child = multiprocessing.get_context("fork").Process(target=idle, args=(theirs,))
     child.start()
+    # Kept across steps, as a monitor of its children keeps them: after a restart they must
+    # still be the same processes to psutil (pid and start time), not "PID reused".
+    kept = [psutil.Process(child.pid), psutil.Process(os.getpid())]
+    started = [p.create_time() for p in kept]
     h = FNV_BASIS
     for k in range(1, steps + 1):
+        for p, start in zip(kept, started):
+            if not p.is_running() or psutil.Process(p.pid).create_time() != start:
+                return fail(k, f"psutil says {p.pid} is not the process that started at {start}")
         xs = list(range(k, k + 4))
         got = Parallel(n_jobs=2)(delayed(work)(x) for x in xs)
         if got != [work(x) for x in xs]:
