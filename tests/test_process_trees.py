@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from ckpt_harness import (
     RUN_TIMEOUT,
+    WAIT_TIMEOUT,
     CracProc,
     base_env,
     checkpoint,
@@ -31,6 +32,7 @@ from ckpt_harness import (
     kill_tree,
     launch,
     process_dirs,
+    process_table,
     restart,
     tree,
     wait_exit,
@@ -55,7 +57,7 @@ from crac_py.coord.restart_script import listed_generations
 
 STEPS = 300
 TAGS = ["T.p", "T.c"]  # tree_counter's parent and child
-TREE_PROGRAMS = (b"tree_counter", b"tree_forkwait")
+TREE_PROGRAMS = (b"tree_counter", b"tree_forkwait", b"tree_pgrp_chld")
 
 
 def _launch(
@@ -207,21 +209,73 @@ def test_daemon_that_outlived_its_parent_is_not_waited_for(tmp_path):
         root.stop()
 
 
+def test_checkpoint_asked_for_at_the_first_fork_covers_the_job(tmp_path):
+    """The checkpoint signal sent as the root forks for the first time
+    (tests/apps/py/first_fork.py), while that fork starts the job's coordinator: the request
+    goes to the coordinator once it is there, and the job's checkpoint has its restart script
+    and every process the restart needs. It was taken as the root's alone, with no restart
+    script (the coordinator there by the time it was published), the forking thread saved
+    inside the coordinator's start."""
+    require_native()
+    ckptdir, tags = tmp_path / "ckpt", ["F.r", "F.a", "F.b"]
+    app = [sys.executable, str(APPS_DIR / "py" / "first_fork.py"), "F", "120", "30"]
+    root = CracProc(
+        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *app],
+        out_dir=tmp_path / "logs",
+        label="launch",
+        env=base_env(),
+    )
+    out = Output(root.out_path, "launch")
+    runs: list[ScriptRun] = []
+    try:
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while "F forking" not in out.text():
+            assert root.poll() is None and time.monotonic() < deadline, root.report()
+            time.sleep(0.001)
+        os.kill(root.pid, signal.SIGUSR2)
+        script = ckptdir / "crac_restart_script.sh"
+        wait_until(script.exists, "the job's restart script")
+        after = {t: out.last_step(t) for t in tags}
+        wait_past(out, tags, after, 2, root)
+        kill_tree(ckptdir, b"first_fork")
+        kill9_if_running(root)
+        chains = {t: [s] for t, s in segments_of(out, tags, dict.fromkeys(tags, 0), after).items()}
+        run = ScriptRun(script, tmp_path / "logs", "restart", "-p", str(free_port()))
+        runs.append(run)
+        assert run.wait() == 0, run.report()
+        wait_every_done(run, tags)
+        for t, seg in segments_of(run.out, tags, None, None).items():
+            chains[t].append(seg)
+        check_chain(chains, 120)
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), tree(ckptdir), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        kill_tree(ckptdir, b"first_fork")
+        root.stop()
+
+
 NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+FORCED = 40  # steps whose fork the kernel is made to give the root's first pid
 
 
-def test_child_forked_after_a_restart_never_takes_a_pid_the_job_knew(apps, tmp_path):
+@pytest.mark.parametrize("app", ["tree_forkwait", "tree_pgrp_chld"])
+def test_child_forked_after_a_restart_never_takes_a_pid_the_job_knew(apps, tmp_path, app):
     """After a restart the root's first pid names the root (its id map): a child forked then
     that got that very pid from the kernel would be the root for the root's own waitpid and
-    kill. The test makes the kernel hand that pid out next (ns_last_pid), again and again, while
-    the restarted fork-and-wait loop runs: each such child is forked again, and the loop ends as
-    an uninterrupted run does (it failed on waitpid's ECHILD)."""
+    kill. The test makes the kernel hand that pid out next (ns_last_pid), at each of the
+    restarted fork-and-wait loop's first FORCED steps: the pid is held back (or such a child
+    forked again), and the loop ends as an uninterrupted run does (it failed on waitpid's
+    ECHILD). tree_pgrp_chld counts its SIGCHLDs: a child forked again was one too many for it
+    (it ended, the program's handler counted its end)."""
     try:
         NS_LAST_PID.write_text(NS_LAST_PID.read_text())
     except OSError as exc:
         pytest.skip(f"cannot set the next pid here ({NS_LAST_PID}: {exc.strerror})")
     ckptdir, tags = tmp_path / "ckpt", ["F"]
-    root, out = _launch(apps, tmp_path, app="tree_forkwait", ms=30)
+    root, out = _launch(apps, tmp_path, app=app, ms=30)
     run = None
     try:
         script, before, after = signal_checkpoint(root.pid, out, tags, ckptdir, 10, root)
@@ -231,11 +285,17 @@ def test_child_forked_after_a_restart_never_takes_a_pid_the_job_knew(apps, tmp_p
         kill_tree(ckptdir, *TREE_PROGRAMS)
         kill9_if_running(root)
         run = ScriptRun(script, tmp_path / "logs", "restart", "-p", str(free_port()))
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while run.proc.poll() is None and time.monotonic() < deadline:
-            NS_LAST_PID.write_text(str(first_pid - 1))
-            time.sleep(0.005)
-        assert run.proc.wait(timeout=10) == 0, run.report()
+        # Once per step of the restarted loop, FORCED times: the next pid is every process's on
+        # the machine, so not for the whole run (a suite beside this one has its processes
+        # crowd into those pids, where any kill by a pid just freed hits another).
+        deadline, step, forced = time.monotonic() + RUN_TIMEOUT, 0, 0
+        while run.proc.poll() is None and time.monotonic() < deadline and forced < FORCED:
+            if run.out.last_step("F") > step:
+                step = run.out.last_step("F")
+                forced += _force_next_pid(run, apps[app], first_pid)
+            time.sleep(0.002)
+        assert forced == FORCED, f"the next pid forced at {forced} steps only\n{run.report()}"
+        assert run.wait() == 0, run.report()
         wait_every_done(run, tags)
         chains = {t: [s] for t, s in segments_of(out, tags, before, after).items()}
         for t, seg in segments_of(run.out, tags, None, None).items():
@@ -249,6 +309,48 @@ def test_child_forked_after_a_restart_never_takes_a_pid_the_job_knew(apps, tmp_p
             run.kill()
         kill_tree(ckptdir, *TREE_PROGRAMS)
         root.stop()
+
+
+# Where the restarted loop waits between its forks: nanosleep, clock_nanosleep, rt_sigsuspend,
+# wait4, waitid (x86-64 numbers).
+WAITING_CALLS = {35, 230, 130, 61, 247}
+
+
+def _force_next_pid(run: ScriptRun, app: Path, first_pid: int) -> int:
+    """Makes FIRST_PID the next pid the kernel hands out, while the restarted root (RUN's process
+    running APP whose parent does not) is stopped in one of its waits, never in a fork: one
+    forced between crac's look at the next pid and the fork is the race a fork can only lose
+    (forked again). 1 when done, 0 when the root was elsewhere (or not found)."""
+    table = process_table()
+    ours = {
+        pid
+        for pid, (_, _, sid) in table.items()
+        if sid == run.proc.pid and _argv0(pid) == str(app).encode()
+    }
+    roots = [pid for pid in ours if table[pid][0] not in ours]
+    if len(roots) != 1:
+        return 0
+    root = roots[0]
+    os.kill(root, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while Path(f"/proc/{root}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            assert time.monotonic() < deadline, "the restarted root does not stop"
+            time.sleep(0.001)
+        call = Path(f"/proc/{root}/syscall").read_text().split()[0]
+        if not call.isdigit() or int(call) not in WAITING_CALLS:
+            return 0
+        NS_LAST_PID.write_text(str(first_pid - 1))
+        return 1
+    finally:
+        os.kill(root, signal.SIGCONT)
+
+
+def _argv0(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+    except OSError:
+        return b""
 
 
 def kill9_if_running(proc: CracProc) -> None:

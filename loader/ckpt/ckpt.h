@@ -73,6 +73,16 @@ void ckpt_signals_release(void);
 void ckpt_trigger_after_fork(void);
 /* Wake the manager without a request (it has just been given a coordinator to serve). */
 void ckpt_manager_wake(void);
+/* No checkpoint of a process alone (ckpt_serve) starts while its first fork starts the job's
+ * coordinator (tree_coord.c): a request that comes meanwhile goes to the coordinator
+ * (docs/DECISIONS.md "A checkpoint asked for at the first fork"). try: 1 when taken. */
+enum ckpt_solo_gate { CKPT_GATE_FREE, CKPT_GATE_COORD_START, CKPT_GATE_SOLO };
+int ckpt_solo_gate_try(enum ckpt_solo_gate who);
+void ckpt_solo_gate_wait_free(void);
+void ckpt_solo_gate_leave(enum ckpt_solo_gate who);
+/* 1 while the checkpoint being taken or published is a job's (under a coordinator's barriers),
+ * whatever the process's coordinator is by then (ckpt_run.c). */
+extern int ckpt_run_coordinated;
 /* The manager's loop: wait for a request or the interval, then checkpoint. Never returns. */
 void ckpt_serve(void);
 /* An exec through crac's loader is about to replace the process: a checkpoint asked for and

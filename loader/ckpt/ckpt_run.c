@@ -210,8 +210,11 @@ static int window_has_shared_writable(void)
     return found;
 }
 
+int ckpt_run_coordinated;
+
 int ckpt_run(int exit_after, const struct ckpt_barrier *b)
 {
+    ckpt_run_coordinated = b != NULL;
     static struct parked_thread threads[CRAC_MAX_THREADS];
     /* A lazy restart still filling W: its writer (a forked copy) would read missing pages as
      * zeros. The checkpoint waits for the prefetcher (docs/DECISIONS.md "Lazy restart"). */
@@ -369,6 +372,8 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     __atomic_store_n(&ckpt_publishing, 1, __ATOMIC_SEQ_CST);
     lower_fds_hold(); /* publishing opens and writes files while the program runs again */
     ckpt_release_all();
+    if (!b) /* a first fork may start the job's coordinator now (ckpt.h) */
+        ckpt_solo_gate_leave(CKPT_GATE_SOLO);
     t[3] = now_ms();
     if (writer > 0 && ckpt_writer_wait(writer, &header_crc, &core_size) != 0) {
         image_digests_cancel(&digests);

@@ -40,7 +40,8 @@ static int signal_fd = -1;
 static volatile int32_t exit_requested;
 static volatile int32_t config_ready;  /* futex: main has filled ckpt_cfg */
 static volatile int32_t program_ready; /* futex: the program's threads can be checkpointed */
-static int wake_fd = -1; /* eventfd: wakes the manager while it polls the coordinator */
+static int wake_fd = -1;           /* eventfd: wakes the manager while it polls the coordinator */
+static volatile int32_t solo_gate; /* enum ckpt_solo_gate (ckpt.h) */
 
 /* Only a safety net: the signal is blocked everywhere and waited for (ckpt_wait_signal), but a
  * thread that ever unblocked it must start a checkpoint, not die of the default action.
@@ -83,9 +84,33 @@ void ckpt_trigger_after_fork(void)
     __atomic_store_n(&starting, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&unsent, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&take_state, TAKE_IDLE, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&solo_gate, CKPT_GATE_FREE, __ATOMIC_SEQ_CST); /* the parent's manager's */
     if (wake_fd >= 0)
         close(wake_fd);
     wake_fd = -1;
+}
+
+int ckpt_solo_gate_try(enum ckpt_solo_gate who)
+{
+    int32_t free_ = CKPT_GATE_FREE;
+    return __atomic_compare_exchange_n(&solo_gate, &free_, (int32_t)who, 0, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+}
+
+void ckpt_solo_gate_wait_free(void)
+{
+    int32_t v;
+    while ((v = __atomic_load_n(&solo_gate, __ATOMIC_SEQ_CST)) != CKPT_GATE_FREE)
+        raw_syscall6(SYS_futex, (long)&solo_gate, 128 /* FUTEX_WAIT_PRIVATE */, v, 0, 0, 0);
+}
+
+void ckpt_solo_gate_leave(enum ckpt_solo_gate who)
+{
+    int32_t held = (int32_t)who;
+    if (__atomic_compare_exchange_n(&solo_gate, &held, CKPT_GATE_FREE, 0, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST))
+        raw_syscall6(SYS_futex, (long)&solo_gate, 129 /* FUTEX_WAKE_PRIVATE */, 0x7fffffff, 0, 0,
+                     0);
 }
 
 void ckpt_manager_wake(void)
@@ -303,6 +328,12 @@ void ckpt_serve(void)
                 __atomic_store_n(&requested, 1, __ATOMIC_SEQ_CST);
             continue;
         }
+        /* A first fork is starting the job's coordinator: the request stays, and goes to the
+         * coordinator once there (ckpt_config_done), or is taken here if it did not start. */
+        if (!ckpt_solo_gate_try(CKPT_GATE_SOLO)) {
+            ckpt_solo_gate_wait_free();
+            continue;
+        }
         /* Taken: `starting` says so before `requested` stops saying it (ckpt_exec_begin). */
         __atomic_store_n(&starting, 1, __ATOMIC_SEQ_CST);
         __atomic_store_n(&requested, 0, __ATOMIC_SEQ_CST);
@@ -311,12 +342,14 @@ void ckpt_serve(void)
              * and take it as soon as it can be. */
             __atomic_store_n(&requested, 1, __ATOMIC_SEQ_CST);
             __atomic_store_n(&starting, 0, __ATOMIC_SEQ_CST);
+            ckpt_solo_gate_leave(CKPT_GATE_SOLO);
             ckpt_wait_ready(1000);
             continue;
         }
         int exit_after =
             __atomic_exchange_n(&exit_requested, 0, __ATOMIC_ACQ_REL) || ckpt_cfg.exit_after;
-        ckpt_run(exit_after, NULL);
+        ckpt_run(exit_after, NULL); /* leaves the gate once the program runs again */
+        ckpt_solo_gate_leave(CKPT_GATE_SOLO);
         __atomic_store_n(&starting, 0, __ATOMIC_SEQ_CST);
     }
 }

@@ -131,6 +131,10 @@ void tree_coord_ensure(void)
     if (ckpt_cfg.coord_fd >= 0 || tried)
         return;
     tried = 1;
+    /* No checkpoint of this process alone starts while the coordinator does (ckpt.h). One
+     * already under way, asked for before this fork, is not waited for: it may be waiting for
+     * this very thread (to leave a dmtcp_disable_ckpt() section the fork is made in). */
+    int gated = ckpt_solo_gate_try(CKPT_GATE_COORD_START);
     char err[512];
     if (start_and_join(err, sizeof(err)) != 0) {
         fprintf(stderr,
@@ -138,8 +142,12 @@ void tree_coord_ensure(void)
                 "forked process is checkpointed on its own\n",
                 err);
         ckpt_cfg.coord_host[0] = '\0';
+        if (gated)
+            ckpt_solo_gate_leave(CKPT_GATE_COORD_START);
         return;
     }
-    ckpt_config_done();  /* the wake-up descriptor a coordinated manager polls */
-    ckpt_manager_wake(); /* and the manager serves the coordinator from now on */
+    ckpt_config_done();  /* the wake-up descriptor a coordinated manager polls; a request */
+    ckpt_manager_wake(); /* taken meanwhile goes to the coordinator, which it serves from now */
+    if (gated)
+        ckpt_solo_gate_leave(CKPT_GATE_COORD_START);
 }

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -159,6 +160,50 @@ void tree_forget_reused_pid(struct crac_ctrl *c, int32_t pid)
 
 /* Tries before a child keeps a taken pid (the pid space nearly full of the job's old ids). */
 #define FORK_TRIES 64
+/* Pids held back at most before a fork (below). */
+#define HOLD_MAX 16
+
+/* The pid the kernel hands out next, as far as ns_last_pid tells: the one after the last given
+ * out, past those HELD (0: unknown). A guess: another process may fork first. */
+static pid_t next_pid(const pid_t *held, int n_held)
+{
+    char text[24];
+    int fd = lower_open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    pid_t next = (pid_t)atoi(text) + 1;
+    for (int i = 0; i < n_held; i++)
+        if (held[i] == next) {
+            next++;
+            i = -1; /* held ones in any order */
+        }
+    return next;
+}
+
+/* Before a fork whose child would get a pid the job knows as another process (the pids wrapped
+ * round to it): that pid is taken by a child with no exit signal that ends at once, and held
+ * as its zombie until the fork is done, so the kernel hands out the next one. A child that got
+ * a known pid itself must end, and its end is a SIGCHLD the program would count (the job's
+ * SIGCHLD handlers once counted one child too many); this one sends none and is no child any
+ * wait of the program's sees (no __WALL). Into HELD, to be reaped after the fork. */
+static int hold_known_pids(pid_t *held)
+{
+    int n = 0;
+    pid_t next;
+    while (n < HOLD_MAX && (next = next_pid(held, n)) > 0 && pid_taken(next)) {
+        long r = raw_syscall6(SYS_clone, 0 /* exit signal: none */, 0, 0, 0, 0, 0);
+        if (r == 0)
+            raw_syscall1(SYS_exit, 0);
+        if (r < 0)
+            break;
+        held[n++] = (pid_t)r;
+    }
+    return n;
+}
 
 long tree_fork_lower(void)
 {
@@ -168,6 +213,8 @@ long tree_fork_lower(void)
     int joined[2];
     if (pipe2(joined, O_CLOEXEC) != 0)
         joined[0] = joined[1] = -1;
+    pid_t held[HOLD_MAX];
+    int n_held = hold_known_pids(held);
     pid_t pid;
     for (int tries = 1;; tries++) {
         pid = fork(); /* the lower libc's: its atfork handlers keep its locks sane */
@@ -178,6 +225,10 @@ long tree_fork_lower(void)
         while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
             ;
     }
+    if (pid != 0)
+        for (int i = 0; i < n_held; i++)
+            while (waitpid(held[i], NULL, __WALL) < 0 && errno == EINTR)
+                ;
     if (pid < 0) {
         int e = errno;
         close(joined[0]);

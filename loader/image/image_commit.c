@@ -355,7 +355,7 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
     /* "forked": made by a fork in the job, not by crac launch (a restart script does not wait
      * for such a process whose parent is gone: loader/ckpt/tree.h). */
     jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"forked\": %s, ",
-         n_threads, ckpt_cfg.ckpt_signal, ckpt_cfg.coord_fd >= 0 ? "true" : "false",
+         n_threads, ckpt_cfg.ckpt_signal, ckpt_run_coordinated ? "true" : "false",
          tree_forked ? "true" : "false");
     int32_t foreground = -1;
     int ctty = ctty_fd(&foreground);
@@ -625,7 +625,7 @@ int publish_generation(const char *tmp_dir, int generation)
     rotate(ckpt_cfg.keep);
     /* Under a coordinator, the coordinator writes the job's restart script. */
     static int warned_owner;
-    int script = ckpt_cfg.coord_fd < 0 ? write_restart_script() : 0;
+    int script = ckpt_run_coordinated ? 0 : write_restart_script();
     if (script == -2 && !warned_owner++)
         fprintf(stderr, "crac: warning: no crac_restart_script.sh: %s belongs to another user\n",
                 ckpt_cfg.ckpt_dir);
