@@ -75,6 +75,19 @@ def _launch(
     return root, Output(root.out_path, "launch")
 
 
+def _launch_py(tmp: Path, script: str, *args: str) -> tuple[CracProc, Output]:
+    """`crac launch -c TMP/ckpt` of tests/apps/py/SCRIPT ARGS under this Python."""
+    require_native()
+    app = [sys.executable, str(APPS_DIR / "py" / script), *args]
+    root = CracProc(
+        [*crac_cmd(), "launch", "-c", str(tmp / "ckpt"), "--", *app],
+        out_dir=tmp / "logs",
+        label="launch",
+        env=base_env(),
+    )
+    return root, Output(root.out_path, "launch")
+
+
 def test_forked_child_is_a_job_member_bc_kill_restart_twice(apps, tmp_path):
     coord = Coordinator(tmp_path / "coord")
     port = coord.port
@@ -169,16 +182,8 @@ def test_daemon_that_outlived_its_parent_is_not_waited_for(tmp_path):
     process ends, the daemon running on; its restart script, too, once the main process it
     restarted ends, the restarted daemon running on (its manifest says a fork made it, and its
     parent in the job is gone). The daemon, released, ends its count where it left off."""
-    require_native()
     ckptdir, release = tmp_path / "ckpt", tmp_path / "release"
-    app = [sys.executable, str(APPS_DIR / "py" / "tree_daemon.py"), "D", str(release), "150"]
-    root = CracProc(
-        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *app],
-        out_dir=tmp_path / "logs",
-        label="launch",
-        env=base_env(),
-    )
-    out = Output(root.out_path, "launch")
+    root, out = _launch_py(tmp_path, "tree_daemon.py", "D", str(release), "150")
     runs: list[ScriptRun] = []
     try:
         script, _, _ = signal_checkpoint(root.pid, out, ["D.m", "D.d"], ckptdir, 20, root)
@@ -216,16 +221,8 @@ def test_checkpoint_asked_for_at_the_first_fork_covers_the_job(tmp_path):
     and every process the restart needs. It was taken as the root's alone, with no restart
     script (the coordinator there by the time it was published), the forking thread saved
     inside the coordinator's start."""
-    require_native()
     ckptdir, tags = tmp_path / "ckpt", ["F.r", "F.a", "F.b"]
-    app = [sys.executable, str(APPS_DIR / "py" / "first_fork.py"), "F", "120", "30"]
-    root = CracProc(
-        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *app],
-        out_dir=tmp_path / "logs",
-        label="launch",
-        env=base_env(),
-    )
-    out = Output(root.out_path, "launch")
+    root, out = _launch_py(tmp_path, "first_fork.py", "F", "120", "30")
     runs: list[ScriptRun] = []
     try:
         deadline = time.monotonic() + WAIT_TIMEOUT
