@@ -9,16 +9,18 @@ mid-way without any timing."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from ckpt_harness import RUN_TIMEOUT, WAIT_TIMEOUT, CracProc, base_env, process_dirs, tree
 from conftest import crac_cmd, require_native
-from coord_harness import wait_until
+from coord_harness import free_port, wait_until
 from job_harness import ScriptRun, bcheckpoint, kill_job
 
 from crac_py.coord.restart_script import listed_generations
@@ -105,6 +107,72 @@ def test_shell_pipeline_two_cycles(tmp_path):
         runs.append(run2)
         assert run2.wait() == 0, run2.report()
         assert run2.out.text() == native.stdout, run2.report()
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        root.stop()
+        _kill_tree(ckptdir, cwd)
+
+
+# The reader waits until no other process holds its stdin's pipe (the writer wrote and ended),
+# says it is ready, waits for the file `go`, then prints what its stdin holds.
+READER = (
+    "import glob, os, sys, time\n"
+    "me = f'pipe:[{os.fstat(0).st_ino}]'\n"
+    "def others():\n"
+    "    found = []\n"
+    "    for link in glob.glob('/proc/[0-9]*/fd/*'):\n"
+    "        try:\n"
+    "            if os.readlink(link) == me and link.split('/')[2] != str(os.getpid()):\n"
+    "                found.append(link)\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "    return found\n"
+    "while others():\n"
+    "    time.sleep(0.02)\n"
+    "print('ready', flush=True)\n"
+    "while not os.path.exists('go'):\n"
+    "    time.sleep(0.02)\n"
+    "print('read:', sys.stdin.read().replace('\\n', '|'), flush=True)\n"
+)
+
+
+def test_pipe_whose_writer_ended_keeps_its_bytes(tmp_path):
+    """`printf ... | reader`: the writer (dash's subshell) has written and ended when the
+    checkpoint comes, the reader has not read yet, and is the only process left holding the
+    pipe, on its stdin. After the restart it reads the bytes, then the end of the file, as it
+    would have: the pipe was the tree's own. It was taken for the invocation's stdin (a pipe into
+    the job from outside, which the restart replaces with its own): `echo N | sha256sum` under
+    `xargs -P4` hashed nothing after a restart."""
+    require_native()
+    sh = shutil.which("dash") or shutil.which("sh")
+    assert sh is not None
+    cwd, ckptdir, logs = tmp_path / "cwd", tmp_path / "ckpt", tmp_path / "logs"
+    cwd.mkdir()
+    pipeline = f"printf 'first line\\nsecond line\\n' | {shlex.quote(sys.executable)} -c \"$R\""
+    root = CracProc(
+        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", sh, "-c", pipeline],
+        out_dir=logs,
+        label="launch",
+        env=base_env({"R": READER}),
+        cwd=cwd,
+    )
+    runs: list[ScriptRun] = []
+    try:
+        wait_until(lambda: "ready" in root.stdout_text(), "the reader")
+        root.send_signal(signal.SIGUSR2)
+        script_path = ckptdir / "crac_restart_script.sh"
+        wait_until(script_path.exists, "the restart script", timeout=WAIT_TIMEOUT)
+        _kill_tree(ckptdir, cwd)
+        root.wait(timeout=WAIT_TIMEOUT)
+        run = ScriptRun(script_path, logs, "restart", "-p", str(free_port()))
+        runs.append(run)
+        (cwd / "go").touch()
+        assert run.wait() == 0, run.report()
+        assert run.out.text() == "read: first line|second line|\n", run.report()
     except BaseException:
         print(root.report(), *(r.report() for r in runs), sep="\n")
         raise

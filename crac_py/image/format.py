@@ -395,7 +395,8 @@ RECORDS: tuple[Record, ...] = (
         F("kind", "u32", "enum crac_fd_kind"),
         F("fd", "i32"),
         F("open_flags", "u32", "from fdinfo, O_CLOEXEC included"),
-        F("pos", "u64"), F("size_at_ckpt", "u64"),
+        F("pos", "u64"), F("size_at_ckpt", "u64", "PIPE: 1 at fd 0-2 on the invocation's own "
+          "pipe (the restart's own then), 0 otherwise; STDIO_COPY: which stdio (0-2)"),
         F("ino", "u64", "pipes: the pipe inode pairs the two ends"),
         F("mode", "u32", "st_mode"),
         F("saved", "u32", "1: contents saved as files/fd-<fd> (unlinked or small written file)"),

@@ -59,6 +59,12 @@ static int save_pipe_contents(int rfd, const char *dst)
  * able to keep the bytes does not fail the checkpoint (the pipe comes back empty, said so). */
 static int pipe_save(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir)
 {
+    /* At 0-2, whether it is the invocation's stdin, stdout or stderr (a shell's pipe into or
+     * out of the job: `cat f | crac launch prog`): the restart's own then. Not one of the
+     * tree's whose other end is closed (a pipeline's writer that ended, its bytes still in it). */
+    struct stat st;
+    e->rec.size_at_ckpt =
+        e->rec.fd <= 2 && fstat(e->rec.fd, &st) == 0 && stdio_given_is(e->rec.fd, &st);
     if ((e->rec.open_flags & O_ACCMODE) == O_WRONLY)
         return 0;
     for (int k = 0; k < n; k++)
@@ -97,10 +103,11 @@ static void refill(const struct fd_restore *r, uint64_t ino, int wfd)
     fcntl(wfd, F_SETFL, fl);
 }
 
-/* fd 0-2 as a pipe not shared with another process of the tree: the restart's own. */
+/* fd 0-2 as the invocation's pipe (pipe_save) not shared with another process of the tree: the
+ * restart's own. */
 static int kept_stdio(const struct fd_view *v)
 {
-    return v->rec.fd <= 2 && fd_shared_held(v->rec.fd) < 0;
+    return v->rec.fd <= 2 && v->rec.size_at_ckpt == 1 && fd_shared_held(v->rec.fd) < 0;
 }
 
 /* Whether v is the lowest-numbered fd of its pipe (the pipe is made there, once). */
@@ -116,8 +123,10 @@ static int first_end(const struct fd_restore *r, const struct fd_view *v)
 }
 
 /* Every end of an anonymous pipe: a new pipe, each number given its end, the bytes put back.
- * Ends at 0-2 that no process of the tree shares (fds.c gave it the inherited ones first) stay
- * the restart's own stdin/stdout/stderr, as other stdio does: the other end was outside. */
+ * Ends at 0-2 on the invocation's pipe that no process of the tree shares (fds.c gave it the
+ * inherited ones first) stay the restart's own stdin/stdout/stderr, as other stdio does: the
+ * other end was outside. A pipe of the tree's own whose other end no process holds any more
+ * comes back so: `echo N | sha256sum` with echo done reads N, then the end of the file. */
 static int pipe_reopen(const struct fd_restore *r, const struct fd_view *v)
 {
     if (kept_stdio(v) || !first_end(r, v))
