@@ -47,6 +47,8 @@ from job_harness import (
     ScriptRun,
     bcheckpoint,
     check_chain,
+    end_gate,
+    gated_env,
     kill_job,
     segments_of,
     wait_steps,
@@ -177,10 +179,13 @@ class Tree:
         )
 
 
-def _two_cycles(root: Tree, tmp: Path, tag: str, steps: int, first: int) -> None:
+def _two_cycles(
+    root: Tree, tmp: Path, tag: str, steps: int, first: int, gate: Path | None = None
+) -> None:
     """Checkpoint signal to the root at step FIRST, SIGKILL the tree, restart it with the
     coordinator's script, `-bc`, SIGKILL, the script again to the end; the output over the three
-    runs equals the uninterrupted run's."""
+    runs equals the uninterrupted run's. GATE: the program's end gate (gated_env), opened for
+    the last run only, so the first restart cannot end before its `-bc`."""
     ckptdir, logs, tags = tmp / "ckpt", tmp / "logs", [tag]
     runs: list[ScriptRun] = []
     try:
@@ -210,6 +215,8 @@ def _two_cycles(root: Tree, tmp: Path, tag: str, steps: int, first: int) -> None
         for t, seg in segments_of(run1.out, tags, before, after).items():
             chains[t].append(seg)
 
+        if gate is not None:
+            end_gate(gate)
         run2 = ScriptRun(script, logs, "restart2", "-p", str(port))
         runs.append(run2)
         assert run2.wait() == 0, run2.report()
@@ -256,7 +263,7 @@ def test_exec_tree_two_cycles(apps, tmp_path, mode):
 
 
 SUBPROCESS_LOOP = """
-import subprocess, sys
+import os, subprocess, sys, time
 steps = int(sys.argv[1])
 h = 0xCBF29CE484222325
 for k in range(1, steps + 1):
@@ -267,6 +274,8 @@ for k in range(1, steps + 1):
         h ^= (k >> (8 * i)) & 0xFF
         h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     print(f"P step {k}", flush=True)
+while not os.path.exists(os.environ.get("TEST_END_GATE", "/")):  # the test's end gate
+    time.sleep(0.02)
 print(f"P DONE checksum={h:016x} steps={steps}", flush=True)
 """
 
@@ -278,8 +287,9 @@ def test_python_subprocess_loop_two_cycles(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(SUBPROCESS_LOOP)
     python = os.path.realpath(sys.executable)
-    root = Tree([python, "-S", str(script), str(steps)], tmp_path)
-    _two_cycles(root, tmp_path, "P", steps, 5)
+    gate = tmp_path / "end_gate"
+    root = Tree([python, "-S", str(script), str(steps)], tmp_path, gated_env(base_env(), gate))
+    _two_cycles(root, tmp_path, "P", steps, 5, gate)
 
 
 @pytest.fixture(scope="module")

@@ -79,6 +79,7 @@ void ckpt_manager_wake(void);
 enum ckpt_solo_gate { CKPT_GATE_FREE, CKPT_GATE_COORD_START, CKPT_GATE_SOLO };
 int ckpt_solo_gate_try(enum ckpt_solo_gate who);
 void ckpt_solo_gate_wait_free(void);
+void ckpt_solo_gate_wait_free_ms(int ms); /* at most MS ms; TLS-free */
 void ckpt_solo_gate_leave(enum ckpt_solo_gate who);
 /* 1 while the checkpoint being taken or published is a job's (under a coordinator's barriers),
  * whatever the process's coordinator is by then (ckpt_run.c). */

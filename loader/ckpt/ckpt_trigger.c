@@ -104,6 +104,14 @@ void ckpt_solo_gate_wait_free(void)
         raw_syscall6(SYS_futex, (long)&solo_gate, 128 /* FUTEX_WAIT_PRIVATE */, v, 0, 0, 0);
 }
 
+void ckpt_solo_gate_wait_free_ms(int ms)
+{
+    int32_t v = __atomic_load_n(&solo_gate, __ATOMIC_SEQ_CST);
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    if (v != CKPT_GATE_FREE)
+        raw_syscall6(SYS_futex, (long)&solo_gate, 128 /* FUTEX_WAIT_PRIVATE */, v, (long)&t, 0, 0);
+}
+
 void ckpt_solo_gate_leave(enum ckpt_solo_gate who)
 {
     int32_t held = (int32_t)who;

@@ -6,6 +6,7 @@
 #include "ckpt.h"
 #include "coord_client.h"
 #include "crac_rawsys.h"
+#include "crac_registry.h"
 #include "upper_alloc.h"
 
 #include "lower_fds.h"
@@ -26,7 +27,26 @@
 
 extern char **environ;
 
-static int tried; /* once per process: a failure is said once, not at each fork */
+static int tried;                  /* once per process: a failure is said once, not at each fork */
+static volatile int32_t gate_held; /* this process's start of its coordinator holds the gate */
+
+int tree_coord_gate_enter(void)
+{
+    if (ckpt_cfg.coord_fd >= 0 || tried || __atomic_load_n(&gate_held, __ATOMIC_SEQ_CST))
+        return 0;
+    if (ckpt_solo_gate_try(CKPT_GATE_COORD_START)) {
+        __atomic_store_n(&gate_held, 1, __ATOMIC_SEQ_CST);
+        return 0;
+    }
+    /* That checkpoint waits for the program's dmtcp_disable_ckpt() sections to end, and this
+     * fork may be made inside one: it goes on (the checkpoint then takes the process after the
+     * fork, without the child, as it always did). */
+    struct crac_registry *r = ckpt_registry;
+    if (r && __atomic_load_n(&r->sections, __ATOMIC_SEQ_CST) > 0)
+        return 0;
+    ckpt_solo_gate_wait_free_ms(1); /* not a busy loop of traps meanwhile */
+    return 1;
+}
 
 /* The new process runs `crac coordinator --daemon`, which returns once it listens. It is a raw
  * clone with no exit signal that never execs, so the program gets no SIGCHLD for it; only async-signal-safe calls
@@ -131,10 +151,9 @@ void tree_coord_ensure(void)
     if (ckpt_cfg.coord_fd >= 0 || tried)
         return;
     tried = 1;
-    /* No checkpoint of this process alone starts while the coordinator does (ckpt.h). One
-     * already under way, asked for before this fork, is not waited for: it may be waiting for
-     * this very thread (to leave a dmtcp_disable_ckpt() section the fork is made in). */
-    int gated = ckpt_solo_gate_try(CKPT_GATE_COORD_START);
+    /* Held since tree_coord_gate_enter: no checkpoint of this process alone starts while the
+     * coordinator does (ckpt.h). */
+    int gated = __atomic_exchange_n(&gate_held, 0, __ATOMIC_SEQ_CST);
     char err[512];
     if (start_and_join(err, sizeof(err)) != 0) {
         fprintf(stderr,

@@ -804,7 +804,12 @@ static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5
 }
 
 long (*confine_lower_fork)(void);
+int (*confine_fork_gate)(void);
 long (*confine_lower_exec)(const void *call);
+
+/* An emulation's answer that the program must issue its system call again (the kernel's own
+ * ERESTARTNOINTR, never seen in user space). */
+#define EMU_AGAIN (-513L)
 
 /* fs:0 is the TCB's own address in glibc (both halves). */
 static inline uint64_t current_fs(void)
@@ -938,6 +943,8 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         restart_lazy_wait();
     int vfork = tree_vforkable(nr, flags);
     int tree = vfork || tree_forkable(nr, flags);
+    if (tree && confine_fork_gate && confine_fork_gate())
+        return EMU_AGAIN;
     /* A vfork that is not a split process is still a copy: the child must not run on the
      * parent's stack below this handler's frame. */
     if (!tree && nr == SYS_vfork)
@@ -1435,6 +1442,11 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     default:
         /* Not one of ours (the program's own seccomp filter): its SIGSYS. */
         forward_program_sigsys(info, uc);
+        return;
+    }
+    if (r == EMU_AGAIN) { /* back at the syscall instruction, under the program's mask */
+        g[REG_RIP] -= 2;
+        g[REG_RAX] = nr;
         return;
     }
     g[REG_RAX] = r;
