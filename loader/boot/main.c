@@ -464,7 +464,7 @@ int main(int argc, char **argv)
     }
     ckpt_config_done();
     confine_lower_fork = tree_fork_lower; /* every forked child is a split process too */
-    confine_fork_gate = tree_coord_gate_enter;
+    confine_fork_gate = tree_coord_gate;
     confine_lower_exec = (long (*)(const void *))tree_exec_lower; /* and every exec'd program */
     if (opt.restart_dir)
         restart_run(&opt, &img, api);

@@ -15,11 +15,12 @@ int tree_is_forked_child(int32_t pid);
  * --daemon --exit-on-last`, on a free loopback port, with a random token) and join it, so the
  * tree is one job. Says why once when it cannot. */
 void tree_coord_ensure(void);
-/* Before a fork's lock is taken (TLS-free, in the SIGSYS handler): 0 to go on, 1 when this fork
- * would start the coordinator while the process is being checkpointed alone, which must take
- * the process before the fork: the handler makes the program issue the call again (once that
- * checkpoint has parked the thread at it, or is over). */
-int tree_coord_gate_enter(void);
+/* Before a fork's lock is taken (TLS-free, in the SIGSYS handler; FAILED 0): 0 to go on, 1 when
+ * this fork would start the coordinator while the process is being checkpointed alone, which
+ * must take the process before the fork: the handler makes the program issue the call again
+ * (once that checkpoint has parked the thread at it, or is over). FAILED 1: the fork failed
+ * before tree_coord_ensure, which would have let the gate go. */
+int tree_coord_gate(int failed);
 
 /* Restart of a tree (crac_py/launch/tree.py forks the processes): a child of this process, its
  * pid as the program knows it and the kernel's now (--child-pid V:R); this process's parent as

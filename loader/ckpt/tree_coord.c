@@ -30,8 +30,13 @@ extern char **environ;
 static int tried;                  /* once per process: a failure is said once, not at each fork */
 static volatile int32_t gate_held; /* this process's start of its coordinator holds the gate */
 
-int tree_coord_gate_enter(void)
+int tree_coord_gate(int failed)
 {
+    if (failed) { /* the fork failed before it came to tree_coord_ensure: the gate goes */
+        if (__atomic_exchange_n(&gate_held, 0, __ATOMIC_SEQ_CST))
+            ckpt_solo_gate_leave(CKPT_GATE_COORD_START);
+        return 0;
+    }
     if (ckpt_cfg.coord_fd >= 0 || tried || __atomic_load_n(&gate_held, __ATOMIC_SEQ_CST))
         return 0;
     if (ckpt_solo_gate_try(CKPT_GATE_COORD_START)) {
@@ -151,7 +156,7 @@ void tree_coord_ensure(void)
     if (ckpt_cfg.coord_fd >= 0 || tried)
         return;
     tried = 1;
-    /* Held since tree_coord_gate_enter: no checkpoint of this process alone starts while the
+    /* Held since tree_coord_gate: no checkpoint of this process alone starts while the
      * coordinator does (ckpt.h). */
     int gated = __atomic_exchange_n(&gate_held, 0, __ATOMIC_SEQ_CST);
     char err[512];

@@ -102,9 +102,9 @@ void confine_run_ckpt_handler(ucontext_t *uc, const siginfo_t *si);
 /* The fork of a split process (loader/ckpt/tree_fork.c), called on a borrowed lower TCB; NULL:
  * forks are the kernel's plain ones. Set by main before the program runs. */
 extern long (*confine_lower_fork)(void);
-/* Asked before such a fork takes the allocator lock: non-zero, the program issues its call
- * again (tree_coord_gate_enter). NULL: never. */
-extern int (*confine_fork_gate)(void);
+/* Asked before such a fork takes the allocator lock (0): non-zero, the program issues its call
+ * again; told when the fork failed (1) (tree_coord_gate). NULL: never. */
+extern int (*confine_fork_gate)(int failed);
 /* The same for execve (tree_exec_lower, whose argument is a struct tree_exec_call). */
 extern long (*confine_lower_exec)(const void *call);
 /* Run fn(arg) on a borrowed shadow TCB (lower libc live), as a crossing does. */

@@ -804,7 +804,7 @@ static long emu_masked_wait(long nr, long a1, long a2, long a3, long a4, long a5
 }
 
 long (*confine_lower_fork)(void);
-int (*confine_fork_gate)(void);
+int (*confine_fork_gate)(int failed);
 long (*confine_lower_exec)(const void *call);
 
 /* An emulation's answer that the program must issue its system call again (the kernel's own
@@ -943,7 +943,7 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
         restart_lazy_wait();
     int vfork = tree_vforkable(nr, flags);
     int tree = vfork || tree_forkable(nr, flags);
-    if (tree && confine_fork_gate && confine_fork_gate())
+    if (tree && confine_fork_gate && confine_fork_gate(0))
         return EMU_AGAIN;
     /* A vfork that is not a split process is still a copy: the child must not run on the
      * parent's stack below this handler's frame. */
@@ -955,6 +955,8 @@ static long emu_fork(ucontext_t *uc, long nr, long flags, long stack, long ptid,
     long r = tree             ? lower_fork()
              : nr == SYS_fork ? raw_syscall0(SYS_fork)
                               : raw_syscall6(SYS_clone, flags, 0, ptid, ctid, tls, 0);
+    if (tree && r < 0 && confine_fork_gate)
+        confine_fork_gate(1);
     if (r == 0) {
         c->vppid = c->vpid ? c->vpid : c->pid; /* the parent, as the program knows it */
         c->real_ppid = c->pid;
