@@ -13,6 +13,7 @@
 #include "lower_threads.h"
 #include "manager.h"
 #include "shadow_pool.h"
+#include "state.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -168,13 +169,8 @@ void tree_forget_reused_pid(struct crac_ctrl *c, int32_t pid)
 static pid_t next_pid(const pid_t *held, int n_held)
 {
     char text[24];
-    int fd = lower_open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
+    if (proc_read_text("/proc/sys/kernel/ns_last_pid", text, sizeof(text)) <= 0)
         return 0;
-    text[n] = '\0';
     pid_t next = (pid_t)atoi(text) + 1;
     for (int i = 0; i < n_held; i++)
         if (held[i] == next) {

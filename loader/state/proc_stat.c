@@ -10,6 +10,16 @@
 #include <string.h>
 #include <unistd.h>
 
+ssize_t proc_read_text(const char *path, char *buf, size_t len)
+{
+    int fd = lower_open(path, O_RDONLY | O_CLOEXEC); /* the program may run on */
+    ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return n;
+}
+
 int proc_stat_fields(int pid, int first, int count, long long *values)
 {
     char path[64], buf[1024];
@@ -17,13 +27,8 @@ int proc_stat_fields(int pid, int first, int count, long long *values)
         snprintf(path, sizeof(path), "/proc/%d/stat", pid);
     else
         snprintf(path, sizeof(path), "/proc/self/stat");
-    int fd = lower_open(path, O_RDONLY | O_CLOEXEC); /* the program may run on */
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0 || first < 3)
+    if (proc_read_text(path, buf, sizeof(buf)) <= 0 || first < 3)
         return -1;
-    buf[n] = '\0';
     const char *p = strrchr(buf, ')'); /* field 2 ends there */
     for (int at = 2; p && at < first; at++)
         p = strchr(p + 1, ' ');

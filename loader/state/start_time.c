@@ -2,33 +2,18 @@
  * restarts (field 22): recorded at its first checkpoint, kept in the control block (memory). */
 #include "state.h"
 
-#include "lower_fds.h"
 #include "upper_alloc.h"
 
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-/* The text of PATH (at most LEN-1 bytes) into BUF; the bytes read, or -1. */
-static ssize_t read_text(const char *path, char *buf, size_t len)
-{
-    int fd = lower_open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    buf[n > 0 ? n : 0] = '\0';
-    return n;
-}
 
 void boot_read(struct crac_boot *b)
 {
     memset(b, 0, sizeof(*b));
     char text[8192]; /* /proc/stat: btime follows a line per CPU, and we read only this much */
-    if (read_text("/proc/sys/kernel/random/boot_id", text, sizeof(b->id)) > 0)
+    if (proc_read_text("/proc/sys/kernel/random/boot_id", text, sizeof(b->id)) > 0)
         memcpy(b->id, text, strcspn(text, "\n"));
-    if (read_text("/proc/stat", text, sizeof(text)) > 0) {
+    if (proc_read_text("/proc/stat", text, sizeof(text)) > 0) {
         const char *at = strstr(text, "\nbtime ");
         b->btime = at ? strtoll(at + 7, NULL, 10) : 0;
     }

@@ -63,6 +63,9 @@ struct state_kind {
 /* COUNT numeric fields of /proc/PID/stat from FIRST (numbered as in proc(5), from 3) into
  * VALUES, PID 0 this process's (proc_stat.c). 0, or -1 when they cannot be read. */
 int proc_stat_fields(int pid, int first, int count, long long *values);
+/* The text of PATH (at most LEN-1 bytes, NUL-terminated) into BUF, through a descriptor the
+ * program's close_range spares: the bytes read, or -1 (proc_stat.c). */
+ssize_t proc_read_text(const char *path, char *buf, size_t len);
 
 /* What a checkpoint cannot save (losses.c): said once per process on stderr, listed in the
  * manifest. state_losses_reset at each checkpoint's start; state_losses gives this one's. */
