@@ -618,8 +618,9 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("files", "object", "every file of the generation but MANIFEST.json, by relative path"),
     ("files.<path>", "object", "one file"),
     ("files.<path>.size", "integer", "bytes"),
-    ("files.<path>.sha256", "string", "SHA-256 of its bytes (all files but the two below)"),
-    ("files.<path>.sha256_pages", "string", "device.img: its page digest"),
+    ("files.<path>.sha256", "string", "SHA-256 of its bytes (files not sparse; upper.core has "
+     "the key below)"),
+    ("files.<path>.sha256_pages", "string", "device.img and a sparse files/fd-N: its page digest"),
     ("files.<path>.crc32c_regions", "boolean", "upper.core: `true`, checked by "
      "upper_core.header_crc32c and the REGIONS note's CRC-32C of each region"),
     ("manifest_sha256", "string", "SHA-256 of this file with this value written as 64 zeros"),

@@ -222,11 +222,11 @@ static int manifest_files(struct json *j, const char *dir, const char *sub, int 
         }
         /* device.img is sparse: its digest skips the holes instead of hashing them as zeros.
          * Mostly computed already, beside the writer; hashed here if that thread could not
-         * run. */
+         * run. So is a sparse copy of a written file (files/fd-N: LMDB's map-sized file). */
         struct page_digest **beside = strcmp(rel, "upper.core") == 0        ? &digests->core
                                       : strcmp(rel, CRAC_DEVICE_IMAGE) == 0 ? &digests->device
                                                                             : NULL;
-        int pages = beside != NULL;
+        int pages = beside != NULL || (uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size;
         char hex[65];
         int hashed = -1;
         if (beside && *beside) {

@@ -17,7 +17,68 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define SAVE_WRITTEN_FILES_MAX (64UL << 20) /* written files up to this size are copied */
+/* Written files with up to this many bytes of data are copied (a sparse file's holes are not
+ * data: LMDB's writemap file is its whole map size, mostly holes). */
+#define SAVE_WRITTEN_FILES_MAX (64UL << 20)
+#define COPY_PIECE (1UL << 16)
+
+/* ---- data extents (both ways) ---- */
+
+/* The first offset at or after off, below end, where fd has data; end when none. A file system
+ * without SEEK_DATA reports the whole file as data; an error other than "none" counts as data,
+ * so nothing is skipped that might hold bytes. */
+static off_t data_from(int fd, off_t off, off_t end)
+{
+    off_t at = lseek(fd, off, SEEK_DATA);
+    if (at < 0)
+        return errno == ENXIO ? end : off;
+    return at < end ? at : end;
+}
+
+/* Where the data at off ends (the next hole), at most end. */
+static off_t data_end(int fd, off_t off, off_t end)
+{
+    off_t hole = lseek(fd, off, SEEK_HOLE);
+    return hole < 0 || hole > end ? end : hole;
+}
+
+/* Copies in's data to out at the same offsets, holes left holes, and gives out in's size: a
+ * sparse file's copy is as small as its data. 1 (nothing more copied) once the data passes
+ * limit, 0 when done, -1 on an error. Offsets by pread/pwrite: neither fd's position moves. */
+static int copy_extents(int in, int out, uint64_t limit)
+{
+    struct stat st;
+    if (fstat(in, &st) != 0)
+        return -1;
+    char buf[COPY_PIECE];
+    uint64_t copied = 0;
+    for (off_t at = data_from(in, 0, st.st_size); at < st.st_size;) {
+        off_t end = data_end(in, at, st.st_size);
+        for (; at < end; at += COPY_PIECE) {
+            size_t want = (size_t)(end - at) < COPY_PIECE ? (size_t)(end - at) : COPY_PIECE;
+            if ((copied += want) > limit)
+                return 1;
+            ssize_t n = pread(in, buf, want, at);
+            if (n < 0 || pwrite(out, buf, (size_t)n, at) != n)
+                return -1;
+            if ((size_t)n < want) /* cut short since the fstat: the copy ends there */
+                return ftruncate(out, at + n);
+        }
+        at = data_from(in, end, st.st_size);
+    }
+    return ftruncate(out, st.st_size);
+}
+
+/* The saved copy (files/fd-N) into a new file, holes kept. */
+static int copy_saved(const char *saved, int dst_fd)
+{
+    int in = open(saved, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    int rc = copy_extents(in, dst_fd, UINT64_MAX);
+    close(in);
+    return rc;
+}
 
 /* ---- checkpoint ---- */
 
@@ -27,8 +88,9 @@ static int regular_recognise(int fd, const struct fd_entry *e, const struct stat
     return S_ISREG(st->st_mode);
 }
 
-/* Copy a file's current contents (through /proc/self/fd, so unlinked files work too). */
-static int copy_contents(int fd, const char *dst)
+/* Copy a file's current contents (through /proc/self/fd, so unlinked files work too), at most
+ * limit bytes of data: 1 and no copy when it has more. */
+static int copy_contents(int fd, const char *dst, uint64_t limit)
 {
     char src[64];
     snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
@@ -40,18 +102,11 @@ static int copy_contents(int fd, const char *dst)
         close(in);
         return -1;
     }
-    char buf[1 << 16];
-    ssize_t n;
-    int rc = 0;
-    while ((n = read(in, buf, sizeof(buf))) > 0)
-        if (write(out, buf, (size_t)n) != n) {
-            rc = -1;
-            break;
-        }
-    if (n < 0) /* synced at commit (image_commit.c), after the pause */
-        rc = -1;
+    int rc = copy_extents(in, out, limit); /* synced at commit (image_commit.c), after the pause */
     close(in);
     close(out);
+    if (rc == 1)
+        unlink(dst);
     return rc;
 }
 
@@ -65,18 +120,19 @@ static int copy_contents(int fd, const char *dst)
 struct copy_job {
     int fd;
     const char *dst;
+    uint64_t limit;
     int rc, err;
 };
 
 static int copy_child(void *arg)
 {
     struct copy_job *j = arg;
-    j->rc = copy_contents(j->fd, j->dst);
+    j->rc = copy_contents(j->fd, j->dst, j->limit);
     j->err = errno;
     return 0;
 }
 
-static int copy_apart(int fd, const char *dst)
+static int copy_apart(int fd, const char *dst, uint64_t limit)
 {
     /* Mapped once and kept: a checkpoint copies its files one after the other in the pause. */
     static char *stack;
@@ -87,7 +143,7 @@ static int copy_apart(int fd, const char *dst)
             return -1;
         stack = m;
     }
-    struct copy_job j = {fd, dst, -1, EIO};
+    struct copy_job j = {fd, dst, limit, -1, EIO};
     pid_t pid = clone(copy_child, stack + COPY_STACK, CLONE_VM | CLONE_VFORK, &j);
     int err = errno;
     if (pid > 0)
@@ -97,8 +153,9 @@ static int copy_apart(int fd, const char *dst)
     return pid > 0 ? j.rc : -1;
 }
 
-/* An unlinked file has no other copy; a written one up to SAVE_WRITTEN_FILES_MAX is kept so the
- * restart can recreate it if it is gone by then. */
+/* An unlinked file has no other copy; a written one with up to SAVE_WRITTEN_FILES_MAX bytes of
+ * data is kept so the restart can recreate it if it is gone by then, and put it back as it was
+ * if it was changed in place. */
 static int regular_save(struct fd_entry *e, const struct fd_entry *all, int n,
                         const char *files_dir)
 {
@@ -117,17 +174,24 @@ static int regular_save(struct fd_entry *e, const struct fd_entry *all, int n,
             return -1;
     }
     int acc = e->rec.open_flags & O_ACCMODE;
-    if (!e->rec.unlinked && (acc == O_RDONLY || e->rec.size_at_ckpt > SAVE_WRITTEN_FILES_MAX))
+    uint64_t limit = e->rec.unlinked ? UINT64_MAX : SAVE_WRITTEN_FILES_MAX;
+    struct stat st;
+    /* A larger file's blocks tell, without reading it, that its data is over the limit too (a
+     * compressing file system's fewer blocks: the copy stops at the limit). */
+    if (!e->rec.unlinked &&
+        (acc == O_RDONLY || (e->rec.size_at_ckpt > limit && fstat(e->rec.fd, &st) == 0 &&
+                             (uint64_t)st.st_blocks * 512 > limit)))
         return 0;
     char dst[PATH_MAX], name[32];
     snprintf(name, sizeof(name), "fd-%d", e->rec.fd);
     fd_files_path(dst, sizeof(dst), files_dir, name);
-    if (copy_apart(e->rec.fd, dst) != 0) {
+    int copied = copy_apart(e->rec.fd, dst, limit);
+    if (copied < 0) {
         fprintf(stderr, "crac: error: cannot save a copy of fd %d (%s): %s\n", e->rec.fd, e->path,
                 strerror(errno));
         return -1;
     }
-    e->rec.saved = 1;
+    e->rec.saved = copied == 0;
     return 0;
 }
 
@@ -150,7 +214,7 @@ static int removed_copy(const char *path, const char *gen_dir, const char *saved
         }
         if (w < 0)
             continue;
-        if (fd_copy_file(saved, w) != 0) {
+        if (copy_saved(saved, w) != 0) {
             close(w);
             return -1;
         }
@@ -247,9 +311,10 @@ static int open_regular(const struct fd_view *v, int flags, char *err, size_t er
 }
 
 /* A written file the checkpoint kept a copy of (saved), changed in place since (a database, its
- * write-ahead log and the index it maps shared): its bytes are put back as they were, so that
- * they agree with the program's memory again. Block by block, writing only the blocks that
- * differ: an untouched file costs a read. The file is reached through the program's own fd
+ * write-ahead log and the index it maps shared, LMDB's file written through its map): its bytes
+ * are put back as they were, so that they agree with the program's memory again. Piece by piece
+ * over the data of either (a hole in both is zeros in both), writing only the pieces that differ:
+ * an untouched file costs a read of its data. The file is reached through the program's own fd
  * (/proc/self/fd), never through its path again. Returns 1 when bytes before the checkpoint's
  * end had changed (more than an append), 0 when nothing had, -1 on an error (errno). */
 static int put_back_contents(int fd, const char *saved)
@@ -260,36 +325,45 @@ static int put_back_contents(int fd, const char *saved)
     if (in < 0)
         return -1;
     int out = open(self, O_RDWR | O_CLOEXEC);
-    if (out < 0) {
+    struct stat want_st, have_st;
+    if (out < 0 || fstat(in, &want_st) != 0) {
         close(in);
+        if (out >= 0)
+            close(out);
         return -1;
     }
-    static char want[1 << 16], have[1 << 16];
+    static char want[COPY_PIECE], have[COPY_PIECE];
+    const off_t size = want_st.st_size;
     int changed = 0, rc = 0;
-    off_t off = 0;
-    for (;;) {
-        ssize_t n = pread(in, want, sizeof(want), off);
-        if (n <= 0) {
-            rc = n < 0 ? -1 : 0;
+    for (off_t off = 0; rc == 0 && off < size;) {
+        off_t saved_at = data_from(in, off, size), live_at = data_from(out, off, size);
+        off_t at = saved_at < live_at ? saved_at : live_at;
+        if (at >= size)
             break;
-        }
-        ssize_t h = pread(out, have, (size_t)n, off);
-        if (h < 0) {
+        /* Saved data here, or a hole in the copy that the file has data in: zeros wanted. */
+        off_t end = at == saved_at ? data_end(in, at, size) : saved_at;
+        end = end - at > (off_t)COPY_PIECE ? at + (off_t)COPY_PIECE : end;
+        size_t n = (size_t)(end - at);
+        if (at == saved_at ? pread(in, want, n, at) != (ssize_t)n : (memset(want, 0, n), 0)) {
             rc = -1;
             break;
         }
-        if (h != n || memcmp(want, have, (size_t)n) != 0) {
+        ssize_t h = pread(out, have, n, at);
+        if (h < 0)
+            rc = -1;
+        else if ((size_t)h != n || memcmp(want, have, n) != 0) {
             changed = 1;
-            if (pwrite(out, want, (size_t)n, off) != n) {
+            if (pwrite(out, want, n, at) != (ssize_t)n)
                 rc = -1;
-                break;
-            }
         }
-        off += n;
+        off = end;
     }
-    struct stat st;
-    if (rc == 0 && fstat(out, &st) == 0 && st.st_size > off && ftruncate(out, off) != 0)
-        rc = -1;
+    /* Longer: cut back (an append alone is no change); shorter: the copy's end was a hole. */
+    if (rc == 0 && fstat(out, &have_st) == 0 && have_st.st_size != size) {
+        changed |= have_st.st_size < size;
+        if (ftruncate(out, size) != 0)
+            rc = -1;
+    }
     close(in);
     close(out);
     return rc < 0 ? -1 : changed;
@@ -359,7 +433,7 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
             make_dirs(v->path, 0);
             /* O_EXCL: never through a link put there since; never setuid/setgid. */
             w = open(v->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, rec->mode & 01777);
-            if (w < 0 || fd_copy_file(saved, w) != 0) {
+            if (w < 0 || copy_saved(saved, w) != 0) {
                 snprintf(err, errlen, "fd %d: cannot recreate %s: %s", rec->fd, v->path,
                          strerror(errno));
                 return -1;
