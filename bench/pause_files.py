@@ -2,15 +2,17 @@
 written files and eventfds, against the same program holding none, side by side in one run.
 
     python bench/pause_files.py [--files 10] [--kib 100] [--eventfds 20] [--reps 7]
-                                [--dir /var/tmp] [--crac CMD] [--json]
+                                [--ckpt-open-files] [--dir /var/tmp] [--crac CMD] [--json]
 
 Builds bench/apps/fd_holder.c and launches it twice under crac (CRAC_TIMING=1), each in a fresh
 directory under DIR: holding nothing, and holding FILES written files of KIB KiB plus EVENTFDS
 eventfds. REPS checkpoints of each, interleaved (SIGUSR2, then wait for the generation's
 MANIFEST.json); the pause is crac's timing line's. Reports the medians (each repetition too), the
-pause with the descriptors less the pause without, and that per descriptor. --crac CMD runs
-another build's `crac` (a before/after comparison). Never asserts on time; a failure prints a
-clear message and exits 1.
+pause with the descriptors less the pause without, and that per descriptor, beside the time a
+plain copy of the same files takes (read and written once, in the same directory, each
+repetition). --ckpt-open-files launches the holder of files with it (files over the 64 MiB a
+checkpoint copies by default). --crac CMD runs another build's `crac` (a before/after
+comparison). Never asserts on time; a failure prints a clear message and exits 1.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -38,10 +41,18 @@ TIMEOUT = 120.0
 class Holder:
     """One launched fd_holder; its stderr's timing lines collected as they come."""
 
-    def __init__(self, crac: list[str], exe: Path, work: Path, files: int, kib: int, events: int):
+    def __init__(
+        self,
+        crac: list[str],
+        exe: Path,
+        work: Path,
+        counts: tuple[int, int, int],
+        opts: list[str],
+    ):
+        files, kib, events = counts
         self.ckdir = work / "ckpt"
         env = clean_env() | {"CRAC_TIMING": "1"}
-        argv = [*crac, "launch", "-c", str(self.ckdir), "--", str(exe), str(work)]
+        argv = [*crac, "launch", "-c", str(self.ckdir), *opts, "--", str(exe), str(work)]
         argv += [str(files), str(kib), str(events)]
         self.p = subprocess.Popen(
             argv,
@@ -99,12 +110,23 @@ class Holder:
         self.p.wait(timeout=60)
 
 
+def plain_copy(work: Path) -> float:
+    """ms to copy the holder's written files once (fresh copies beside them)."""
+    for old in work.glob("copy-*"):
+        old.unlink()
+    t0 = time.perf_counter()
+    for f in sorted(work.glob("written-*")):
+        shutil.copyfile(f, work / f"copy-{f.name}")
+    return (time.perf_counter() - t0) * 1000
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=10)
     ap.add_argument("--kib", type=int, default=100)
     ap.add_argument("--eventfds", type=int, default=20)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--ckpt-open-files", action="store_true")
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--crac", help="another build's crac command")
     ap.add_argument("--json", action="store_true")
@@ -115,14 +137,16 @@ def main() -> int:
         exe = build_program(APP_SRC, root)
         cases = {"none": (0, 0, 0), "saved": (a.files, a.kib, a.eventfds)}
         holders = {}
+        opts = ["--ckpt-open-files"] if a.ckpt_open_files else []
         try:
-            for name, (files, kib, events) in cases.items():
+            for name, counts in cases.items():
                 (root / name).mkdir()
-                holders[name] = Holder(crac, exe, root / name, files, kib, events)
-            samples: dict[str, list[float]] = {name: [] for name in cases}
+                holders[name] = Holder(crac, exe, root / name, counts, opts if counts[0] else [])
+            samples: dict[str, list[float]] = {name: [] for name in [*cases, "copy"]}
             for rep in range(1, a.reps + 1):
                 for name, h in holders.items():
                     samples[name].append(h.checkpoint(rep))
+                samples["copy"].append(plain_copy(root / "saved"))
         finally:
             for h in holders.values():
                 h.stop()
@@ -137,10 +161,13 @@ def main() -> int:
     print("| program holds | pause, median (ms) | each repetition (ms) |\n|---|---|---|")
     for name, (files, kib, events) in cases.items():
         what = f"{files} written files of {kib} KiB, {events} eventfds"
+        what += " (--ckpt-open-files)" if a.ckpt_open_files else ""
         if name == "none":
             what = "nothing"
         each = " ".join(f"{v:.2f}" for v in samples[name])
         print(f"| {what} | {med[name]:.2f} | {each} |")
+    each = " ".join(f"{v:.2f}" for v in samples["copy"])
+    print(f"| (a plain copy of the same files, no crac) | {med['copy']:.2f} | {each} |")
     per_fd_us = extra / n * 1000
     print(f"\nthe saved descriptors add {extra:.2f} ms to the pause, {per_fd_us:.0f} us each")
     return 0

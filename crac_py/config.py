@@ -66,6 +66,8 @@ OPTIONS: dict[str, Option] = {
     "lazy_restart": Option("--lazy", ("CRAC_LAZY_RESTART",), "0", ("0", "1")),
     # --incremental (docs/IMAGE.md "Incremental generations"); --full-every N with it.
     "incremental": Option("--incremental", ("CRAC_INCREMENTAL",), "0", ("0", "1")),
+    # --ckpt-open-files: a copy of every written file in the image, whatever its size.
+    "ckpt_open_files": Option("--ckpt-open-files", _twins("CKPT_OPEN_FILES"), "0"),
 }
 
 FULL_EVERY_DEFAULT = 8
@@ -80,6 +82,17 @@ def incremental_spec(flag: bool, full_every: int | None, compress: str) -> int:
             raise ConfigError("--full-every is for --incremental")
         return 0
     return FULL_EVERY_DEFAULT if full_every is None else full_every
+
+
+def ckpt_open_files_spec(
+    flag: bool, recorded: bool = False, environ: Mapping[str, str] | None = None
+) -> bool:
+    """--ckpt-open-files: the flag, else CRAC_CKPT_OPEN_FILES, else DMTCP_CKPT_OPEN_FILES (set to
+    anything but 0: on, as DMTCP takes it), else what the image recorded (a restart goes on)."""
+    found = OPTIONS["ckpt_open_files"].resolve("1" if flag else None, environ)
+    if found.source == "default":
+        return recorded
+    return found.value.strip() != "0"
 
 
 def compress_spec(flag_value: str | None, environ: Mapping[str, str] | None = None) -> str:

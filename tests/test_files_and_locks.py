@@ -39,6 +39,8 @@ from conftest import APPS_DIR, crac_cmd, describe
 from coord_harness import free_port, wait_until
 from job_harness import ScriptRun
 
+from crac_py import config
+
 PYTHON = Path(sys.executable)
 SQLITE_APP = APPS_DIR / "py" / "ckpt_sqlite.py"
 LMDB_APP = APPS_DIR / "py" / "ckpt_lmdb.py"
@@ -52,6 +54,93 @@ def test_sqlite_database_in_wal_mode(tmp_path):
     agree with the program's memory; before, SQLite failed with SQLITE_IOERR_SHORT_READ ("disk
     I/O error") or found rows its memory did not have."""
     run_cycles(PYTHON, [str(SQLITE_APP), "{work}", "300", "10"], tmp_path)
+
+
+def test_sqlite_database_over_the_copy_bound_kept_whole(tmp_path):
+    """`crac launch --ckpt-open-files` (DMTCP's flag) keeps a copy of every written file whatever
+    its size: an 80 MiB SQLite database changed in place after each checkpoint is put back as it
+    was, through two restarts (the second checkpoint is the restarted process's: the image records
+    the option and the restart goes on with it). The program reads a big row each step and checks
+    it against what its memory says it wrote (tests/apps/py/ckpt_sqlite.py)."""
+    result = run_cycles(
+        PYTHON,
+        [str(SQLITE_APP), "{work}", "300", "10", "80"],
+        tmp_path,
+        launch_opts=["--ckpt-open-files"],
+    )
+    for gen in result.gens:
+        sizes = [f.stat().st_size for f in (gen / "files").glob("fd-*")]
+        assert max(sizes, default=0) > 80 << 20, f"no copy of the database in {gen}: {tree(gen)}"
+
+
+def test_ckpt_open_files_is_resolved_as_dmtcp_users_expect():
+    """The flag, else CRAC_CKPT_OPEN_FILES, else DMTCP_CKPT_OPEN_FILES (any value but 0 is on, as
+    DMTCP's own launch sets it), else what the image recorded."""
+    spec = config.ckpt_open_files_spec
+    assert spec(False, environ={}) is False
+    assert spec(True, environ={"CRAC_CKPT_OPEN_FILES": "0"}) is True
+    assert spec(False, environ={"DMTCP_CKPT_OPEN_FILES": "1"}) is True
+    assert spec(False, environ={"DMTCP_CKPT_OPEN_FILES": "yes"}) is True
+    assert spec(False, environ={"CRAC_CKPT_OPEN_FILES": "0", "DMTCP_CKPT_OPEN_FILES": "1"}) is False
+    assert spec(False, recorded=True, environ={}) is True
+    assert spec(False, recorded=True, environ={"CRAC_CKPT_OPEN_FILES": "0"}) is False
+
+
+def test_sqlite_database_over_the_copy_bound_is_named(tmp_path):
+    """Without --ckpt-open-files a written file with more than 64 MiB of data has no copy; an
+    80 MiB database the killed run changed in place after the checkpoint cannot be put back, and
+    the restart says so, naming the file and the option. Before, it went on in silence with
+    rows the program had not written (ckpt_sqlite's self-check failed at the first big row the
+    killed run had changed). A file that was only appended to is not named (the lmdb and log
+    tests' restarts say nothing)."""
+    ckptdir, logs, work = tmp_path / "ckpt", tmp_path / "logs", tmp_path / "work"
+    work.mkdir()
+    proc = launch(PYTHON, [str(SQLITE_APP), str(work), "600", "10", "80"], ckptdir, out_dir=logs)
+    run = None
+    try:
+        wait_for_step(proc, 10)
+        gen = checkpoint(proc, ckptdir)
+        wait_for_step(proc, proc.last_step() + 7)  # two of its log foldings into the database
+        kill_tree(ckptdir, b"ckpt_sqlite")
+        wait_exit(proc)
+        run = restart(gen, out_dir=logs, label="restart")
+        warned = f"{work}/data.db was changed in place since the checkpoint"
+        wait_until(lambda: warned in run.stderr_text() or run.poll() is not None, "the restart")
+        assert warned in run.stderr_text(), run.report()
+        assert "--ckpt-open-files" in run.stderr_text(), run.report()
+        assert "data.db-wal was changed in place" not in run.stderr_text(), run.report()
+    finally:
+        if run:
+            run.stop()
+        kill_tree(ckptdir, b"ckpt_sqlite")
+        proc.stop()
+
+
+# A log of 80 MiB held open for appending, a line per step (Python's buffered file object).
+BIG_APPEND = """
+import hashlib, sys, time
+log = open(sys.argv[1] + "/big.log", "wb")
+log.write(bytes(80 << 20))
+for step in range(1, 301):
+    log.write(b"line %d\\n" % step)
+    log.flush()
+    print("step", step, flush=True)
+    time.sleep(0.01)
+log.close()
+print("DONE", hashlib.sha256(open(sys.argv[1] + "/big.log", "rb").read()).hexdigest())
+"""
+
+
+def test_log_over_the_copy_bound_only_appended_to_is_cut_back_in_silence(tmp_path):
+    """A written file with more data than a checkpoint copies, only appended to since the
+    checkpoint, is cut back to its size then, which makes it the checkpoint's file again: no
+    warning (its tail record's last 4 KiB are the same), its modification time given back, and
+    the final file the same as an uninterrupted run's."""
+    result = run_cycles(PYTHON, ["-c", BIG_APPEND, "{work}"], tmp_path)
+    for err in sorted((tmp_path / "logs").glob("*.err")):
+        assert "changed in place" not in err.read_text(), f"{err.name}: {err.read_text()}"
+    for gen in result.gens:
+        assert list((gen / "files").glob("tail-*")), f"no tail record in {gen}: {tree(gen)}"
 
 
 def test_lmdb_writing_through_its_map(tmp_path):

@@ -19,6 +19,7 @@ from crac_py.cli.options import (
     AllowChangedOpt,
     AnyCoordOpt,
     CkptDirOpt,
+    CkptOpenFilesOpt,
     CompressOpt,
     CoordHostOpt,
     CoordPortOpt,
@@ -216,6 +217,7 @@ def launch(
     exit_after: ExitAfterOpt = False,
     verbose: VerboseOpt = False,
     no_fork_writer: NoForkWriterOpt = False,
+    ckpt_open_files: CkptOpenFilesOpt = False,
     compress: CompressOpt = None,
     incremental: IncrementalOpt = False,
     full_every: FullEveryOpt = None,
@@ -244,6 +246,7 @@ def launch(
         _forget_warnings(ckpt.ckpt_dir)
         ckpt.verbose = verbose
         ckpt.no_fork_writer = no_fork_writer
+        ckpt.ckpt_open_files = config.ckpt_open_files_spec(ckpt_open_files)
         ckpt.compress = config.compress_spec(compress)
         ckpt.incremental = config.incremental_spec(incremental, full_every, ckpt.compress)
         loader = str(paths.loader())
@@ -316,6 +319,7 @@ def restart(
     exit_after: ExitAfterOpt = False,
     verbose: VerboseOpt = False,
     no_fork_writer: NoForkWriterOpt = False,
+    ckpt_open_files: CkptOpenFilesOpt = False,
     compress: CompressOpt = None,
     incremental: IncrementalOpt = False,
     full_every: FullEveryOpt = None,
@@ -379,6 +383,7 @@ def restart(
             passthrough += ["--exit-after-checkpoint"] if exit_after else []
             passthrough += ["--verbose"] if verbose else []
             passthrough += ["--no-fork-writer"] if no_fork_writer else []
+            passthrough += ["--ckpt-open-files"] if ckpt_open_files else []
             passthrough += [] if compress is None else ["--compress", compress]
             passthrough += ["--incremental"] if incremental else []
             passthrough += [] if full_every is None else ["--full-every", str(full_every)]
@@ -422,6 +427,9 @@ def restart(
             verbose=verbose,
             no_fork_writer=no_fork_writer,
             compress=config.compress_spec(compress),
+            ckpt_open_files=config.ckpt_open_files_spec(
+                ckpt_open_files, (gen.manifest.get("process") or {}).get("ckpt_open_files") is True
+            ),
         )
         # Incremental images go on as the image was taken, unless the options say otherwise.
         recorded = (gen.manifest.get("incremental") or {}).get("full_every")

@@ -55,6 +55,15 @@ LazyOpt = Annotated[
         "background prefetcher (env CRAC_LAZY_RESTART=1).",
     ),
 ]
+CkptOpenFilesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--ckpt-open-files",
+        help="Keep a copy of every file the program writes in each image, whatever its size "
+        "(env CRAC_/DMTCP_CKPT_OPEN_FILES=1; default: those with up to 64 MiB of data); a "
+        "restart goes on with it.",
+    ),
+]
 IncrementalOpt = Annotated[
     bool,
     typer.Option(

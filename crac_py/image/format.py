@@ -576,6 +576,8 @@ MANIFEST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("process.forked", "boolean", "made by a fork in the job (or the exec or restart of such a "
      "process), not by `crac launch`: the restart script does not wait for one whose parent in "
      "the job is gone (a daemon). Absent (older images): false"),
+    ("process.ckpt_open_files", "boolean", "--ckpt-open-files: every written file's copy kept "
+     "in files/, whatever its size; a restart goes on with it. Absent (older images): false"),
     ("process.vpid", "integer", "its pid as the program knows it (process trees: "
      "crac_py/launch/tree.py)"),
     ("process.vppid", "integer", "its parent's pid as the program knows it (getppid)"),

@@ -249,6 +249,7 @@ _FIELDS: dict[str, tuple[type, tuple[int, int] | None, bool]] = {
     "process.ckpt_signal": (int, (1, 64), True),
     "process.coordinated": (bool, None, False),
     "process.forked": (bool, None, False),
+    "process.ckpt_open_files": (bool, None, False),
     "backend": (dict, None, True),
     "backend.name": (str, None, True),
     "backend.version": (str, None, False),

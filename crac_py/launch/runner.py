@@ -23,6 +23,7 @@ class CheckpointOptions:
     no_fork_writer: bool = False
     compress: str = "none"  # none, lz4, zstd or zstd:LEVEL (config.compress_spec)
     incremental: int = 0  # 0 off, else every Nth generation full (config.incremental_spec)
+    ckpt_open_files: bool = False  # every written file copied (config.ckpt_open_files_spec)
 
     def loader_args(self) -> list[str]:
         args = [] if self.ckpt_dir is None else ["--ckpt-dir", self.ckpt_dir]
@@ -42,6 +43,8 @@ class CheckpointOptions:
             args += ["--compress", self.compress]
         if self.incremental:
             args += ["--incremental", str(self.incremental)]
+        if self.ckpt_open_files:
+            args.append("--ckpt-open-files")
         return args
 
 

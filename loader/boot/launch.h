@@ -22,6 +22,7 @@ struct options {
     int keep, interval, exit_after, no_truncate, verbose;
     int allow_changed_files; /* restart: go on when a file the program reads changed */
     int no_fork_writer;      /* --no-fork-writer (ckpt_writer.c) */
+    int ckpt_open_files;     /* --ckpt-open-files (fd_regular.c) */
     const char *compress;    /* --compress none|lz4|zstd[:LEVEL] (image_compress.c) */
     int incremental;         /* --incremental K: every Kth generation full (ckpt_incr.c) */
     const char *crac_cmd;

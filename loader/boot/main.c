@@ -66,6 +66,7 @@ static void usage(void)
             "                   [--argv0 NAME]\n"
             "                   [--ckpt-signal N] [--ckpt-dir DIR] [--keep N] [--interval S]\n"
             "                   [--exit-after-checkpoint] [--no-fork-writer] [--crac-cmd CMD]\n"
+            "                   [--ckpt-open-files]\n"
             "                   [--child-pid VPID:PID ...] [--parent-pid VPID]\n"
             "                   [--group-id VPGID:PGID] [--session-id VSID:SID]\n"
             "                   [--shared-fd FD:INHERITED_FD ...] [--shared-mem DEV:INO:FD ...]\n"
@@ -132,6 +133,10 @@ static struct options parse_args(int argc, char **argv)
         }
         if (strcmp(a, "--no-fork-writer") == 0) {
             o.no_fork_writer = 1;
+            continue;
+        }
+        if (strcmp(a, "--ckpt-open-files") == 0) {
+            o.ckpt_open_files = 1;
             continue;
         }
         if (strcmp(a, "--no-truncate") == 0) {
@@ -273,6 +278,7 @@ static void fill_ckpt_config(const struct options *o, const struct crac_backend_
     /* CRAC_NO_FORK_WRITER=1 too: a job's processes are launched by scripts crac does not own. */
     c->no_fork_writer = o->no_fork_writer || (getenv("CRAC_NO_FORK_WRITER") &&
                                               strcmp(getenv("CRAC_NO_FORK_WRITER"), "0") != 0);
+    c->ckpt_open_files = o->ckpt_open_files;
     c->ckpt_signal = o->ckpt_signal;
     /* Loaded now: a library that is missing is said at launch, not at the first checkpoint, and
      * the forked writer finds it loaded. */

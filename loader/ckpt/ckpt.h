@@ -20,11 +20,12 @@ struct ckpt_config {
     char backend_name[32];
     char backend_version[32];
     int backend_driver_version;
-    int keep;           /* generations kept */
-    int interval;       /* seconds, 0 = none */
-    int exit_after;     /* exit after the next checkpoint is written */
-    int verbose;        /* --verbose: one line per checkpoint on stderr */
-    int no_fork_writer; /* --no-fork-writer: write with the program paused (ckpt_writer.c) */
+    int keep;            /* generations kept */
+    int interval;        /* seconds, 0 = none */
+    int exit_after;      /* exit after the next checkpoint is written */
+    int verbose;         /* --verbose: one line per checkpoint on stderr */
+    int no_fork_writer;  /* --no-fork-writer: write with the program paused (ckpt_writer.c) */
+    int ckpt_open_files; /* --ckpt-open-files: written files copied whatever their size */
     int ckpt_signal;
     int compress, compress_level; /* --compress: CRAC_CHUNK_* method (RAW: none) and level */
     int argc;

@@ -337,6 +337,8 @@ static int loader_options(struct strv *o, const char *argv0, const char *prog)
         fail |= push(o, "--verbose");
     if (ckpt_cfg.no_fork_writer)
         fail |= push(o, "--no-fork-writer");
+    if (ckpt_cfg.ckpt_open_files)
+        fail |= push(o, "--ckpt-open-files");
     if (dev_sim_version)
         fail |= push(o, "--sim-version") | pushf(o, "%d", dev_sim_version);
     if (dev_cuda_runtime)

@@ -354,9 +354,12 @@ static int write_manifest(const char *dir, int generation, uint32_t header_crc, 
      * otherwise a run of its own, one of possibly several lineages in one directory. */
     /* "forked": made by a fork in the job, not by crac launch (a restart script does not wait
      * for such a process whose parent is gone: loader/ckpt/tree.h). */
-    jraw(&j, "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"forked\": %s, ",
+    /* "ckpt_open_files": --ckpt-open-files, which a restart goes on with. */
+    jraw(&j,
+         "], \"threads\": %d, \"ckpt_signal\": %d, \"coordinated\": %s, \"forked\": %s, "
+         "\"ckpt_open_files\": %s, ",
          n_threads, ckpt_cfg.ckpt_signal, ckpt_run_coordinated ? "true" : "false",
-         tree_forked ? "true" : "false");
+         tree_forked ? "true" : "false", ckpt_cfg.ckpt_open_files ? "true" : "false");
     int32_t foreground = -1;
     int ctty = ctty_fd(&foreground);
     if (ctty >= 0)

@@ -355,6 +355,7 @@ static void check_fields(const struct json *m)
     if (!json_int_in(json_get(proc, "ckpt_signal"), 1, 64, NULL))
         decline("manifest field");
     optional(proc, "coordinated", JSON_BOOL);
+    optional(proc, "ckpt_open_files", JSON_BOOL);
     const struct json *backend = need(m, "backend", JSON_OBJ);
     need(backend, "name", JSON_STR);
     optional(backend, "version", JSON_STR);
@@ -695,6 +696,9 @@ int restart_prepare_main(int argc, char **argv)
         add(&opts, "--verbose");
     if (no_fork)
         add(&opts, "--no-fork-writer");
+    const struct json *open_files = json_get(proc, "ckpt_open_files");
+    if (open_files && open_files->boolean) /* a restart goes on with it, as main.py does */
+        add(&opts, "--ckpt-open-files");
     if (full_every) {
         add(&opts, "--incremental");
         add(&opts, num(full_every));
