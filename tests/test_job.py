@@ -132,6 +132,10 @@ def test_four_processes_bc_kill_restart_twice(counter, tmp_path):
         gens2 = listed_generations(script)
         assert sorted(g.parent for g in gens2) == sorted(g.parent for g in gens1)
         assert all(g.name == "gen-000002" for g in gens2), tree(job.ckptdir)
+        # The job's count goes on from the images, as DMTCP's does (the restart's coordinator
+        # counted from 1 again before).
+        assert request(port, "status")["generation"] == 2
+        assert "after job checkpoint 2 (" in script.read_text().splitlines()[1]
         wait_past(run1.out, TAGS4, after2, 2, run1.proc, extra=run1.report())
         kill_job(port, run1)
         for t, seg in segments_of(run1.out, TAGS4, before2, after2).items():

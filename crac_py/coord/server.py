@@ -417,6 +417,11 @@ class Coordinator:
         self.ever_connected = True
         if peer.restarted:
             self.restarted_joins += 1
+            # The job's count goes on from its images (as DMTCP's computation generation does):
+            # a restarted job's next checkpoint is the one after the generation it came from.
+            image_gen = hello.get("image_gen")
+            if int_in(image_gen, 1, MAX_GENERATION) and image_gen > self.generation:
+                self.generation = image_gen
         self._wake.set()  # a quorum of restarted processes or of MPI ranks may be complete now
         peer.send({"type": "welcome", "id": peer.id, "interval": self.cfg.interval})
         self._join_tree_child(peer)
@@ -856,8 +861,10 @@ class Coordinator:
             if pid in ck.waiting:
                 p.stale += 1  # its answer to this phase is still to come
             p.send({"type": "abort", "reason": reason})
-        if self.generation:
+        if self.generation and self.last_script:
             kept = f"job generation {self.generation} ({self.last_script}) stays valid"
+        elif self.generation:  # restarted from it, not yet checkpointed again
+            kept = f"job generation {self.generation}, the one restarted from, stays valid"
         else:
             kept = "the previous images, if any, stay valid"
         message = f"checkpoint {ck.number} abandoned: {reason}; {kept}"

@@ -456,8 +456,15 @@ int main(int argc, char **argv)
     ckpt_cfg.coord_fd = -1;
     if (opt.coord_host) {
         int vpid = opt.restart_dir ? (int)img.proc.pid : tree_exec_vpid();
+        int image_gen = 0;
+        if (opt.restart_dir) {
+            const char *base = strrchr(opt.restart_dir, '/');
+            if (sscanf(base ? base + 1 : opt.restart_dir, "gen-%d", &image_gen) != 1 ||
+                image_gen < 1)
+                image_gen = 1;
+        }
         int fd = coord_connect(opt.coord_host, opt.coord_port ? opt.coord_port : "7779",
-                               opt.coord_token, opt.restart_dir != NULL, vpid, err, sizeof(err));
+                               opt.coord_token, image_gen, vpid, err, sizeof(err));
         if (fd < 0)
             die("%s", err);
         ckpt_cfg.coord_fd = lower_fd_adopt(fd);

@@ -246,15 +246,17 @@ int coord_connect(const char *host, const char *port, const char *token, int res
     json_string(tok, sizeof(tok), token ? token : "");
     gethostname(hostname, sizeof(hostname) - 1);
     json_string(hostq, sizeof(hostq), hostname);
-    char mpi[80];
+    char mpi[80], gen[40] = "";
     mpi_fields(mpi, sizeof(mpi));
+    if (restarted) /* the generation it restarted from: the job's count goes on from it */
+        snprintf(gen, sizeof(gen), ",\"image_gen\":%d", restarted);
     conn.fd = fd;
     conn.len = 0;
     char line[LINE_MAX_BYTES];
     if (send_line(fd,
                   "{\"type\":\"hello\",\"role\":\"worker\",\"token\":%s,\"pid\":%d,\"vpid\":%d,"
-                  "\"program\":%s,\"host\":%s,\"proc_dir\":%s,\"restarted\":%s%s%s}",
-                  tok, getpid(), vpid, prog, hostq, dir, restarted ? "true" : "false",
+                  "\"program\":%s,\"host\":%s,\"proc_dir\":%s,\"restarted\":%s%s%s%s}",
+                  tok, getpid(), vpid, prog, hostq, dir, restarted ? "true" : "false", gen,
                   coord_tree_child ? ",\"tree_child\":true" : "", mpi) != 0 ||
         recv_line(&conn, line, sizeof(line), HELLO_TIMEOUT_MS) != 1) {
         snprintf(err, errlen, "coordinator at %s:%s did not answer", host, port);

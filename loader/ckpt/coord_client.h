@@ -4,7 +4,8 @@
 
 #include <stddef.h>
 
-/* Connect and say hello; returns the socket, or -1 with a message in err. */
+/* Connect and say hello; returns the socket, or -1 with a message in err. restarted: 0 for a
+ * launched process, else the generation a restarted one's image is (gen-N; 1 when not known). */
 int coord_connect(const char *host, const char *port, const char *token, int restarted, int vpid,
                   char *err, size_t errlen);
 /* The manager's loop while connected: checkpoints when the coordinator says so, forwards the
