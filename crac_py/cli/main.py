@@ -855,6 +855,34 @@ def compact_cmd(
 
 
 @app.command(
+    "gdb",
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+    epilog="Example: crac gdb 4242 -batch -ex 'thread apply all bt'",
+)
+def gdb_cmd(
+    pid: Annotated[int, typer.Argument(help="The process of a program under crac.")],
+    gdb_args: Annotated[
+        list[str] | None, typer.Argument(help="Passed on to gdb.", show_default=False)
+    ] = None,
+) -> None:
+    """Attach gdb to a program under crac with the program's own symbols (`gdb -p PID` finds only
+    crac's loader); crac's SIGSYS traps pass without stopping."""
+    import shutil
+
+    from crac_py.debug import DebugError, gdb_commands
+
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        _error("gdb is not installed (Debian: apt-get install gdb)")
+    try:
+        commands = gdb_commands(pid)
+    except DebugError as exc:
+        _error(str(exc))
+    ex = [arg for cmd in commands for arg in ("-ex", cmd)]
+    os.execv(gdb, [gdb, "-q", "-p", str(pid), *ex, *(gdb_args or [])])
+
+
+@app.command(
     "kernels",
     epilog="Example: crac kernels app.cu -o app.kernels.so   (next to the nvcc-built ./app)",
 )
