@@ -639,16 +639,19 @@ def launch_checkpoint_kill(
     out_dir: Path,
     label: str = "launch",
     at_step: int = 5,
+    after: int = 0,
     opts: Sequence[str] = (),
     cwd: Path | None = None,
 ) -> CracProc:
     """`crac launch OPTS` APP into CKPTDIR (in CWD, as launch), one checkpoint once it printed
-    step AT_STEP, then SIGKILL: the ended process (its output holds the step the checkpoint was
-    taken at)."""
+    step AT_STEP, AFTER more steps, then SIGKILL: the ended process (its output holds the step the
+    checkpoint was taken at)."""
     proc = launch(app, args, ckptdir, out_dir=out_dir, label=label, opts=opts, cwd=cwd)
     try:
         wait_for_step(proc, at_step)
         checkpoint(proc, ckptdir)
+        if after:
+            wait_for_step(proc, proc.last_step() + after)
         kill9(proc)
     except BaseException:
         proc.stop()
@@ -664,9 +667,14 @@ def launch_image(
     out_dir: Path,
     label: str = "launch",
     opts: Sequence[str] = (),
+    at_step: int = 5,
+    after: int = 0,
 ) -> Path:
-    """launch_checkpoint_kill at step 5 into an empty CKPTDIR: the generation it wrote."""
-    launch_checkpoint_kill(app, args, ckptdir, out_dir=out_dir, label=label, opts=opts)
+    """launch_checkpoint_kill (at step 5 unless AT_STEP) into an empty CKPTDIR: the generation it
+    wrote."""
+    launch_checkpoint_kill(
+        app, args, ckptdir, out_dir=out_dir, label=label, opts=opts, at_step=at_step, after=after
+    )
     gen = latest_complete(process_dirs(ckptdir)[0])
     assert gen is not None, tree(ckptdir)
     return gen
