@@ -4,8 +4,13 @@ restart cycles, output identical to an uninterrupted native run."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,7 +32,7 @@ from ckpt_harness import (
     wait_for_step,
 )
 from conftest import APPS_DIR, crac_cmd, describe, native_dir, require_native
-from coord_harness import free_port
+from coord_harness import free_port, wait_until
 from job_harness import end_gate, gated_env
 
 MPI_APPS = APPS_DIR / "mpi"
@@ -459,3 +464,41 @@ def test_mpi_checkpoint_before_every_rank_reached_init(tmp_path: Path, built_wit
         launch_args=[str(gate)],
         at_launch=_checkpoint_before_mpi_init(tmp_path),
     )
+
+
+MPI4PY_RING = APPS_DIR / "py" / "mpi4py_ring.py"
+
+
+def _require_mpi4py() -> None:
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install '.[test]')")
+
+
+def test_mpi4py_job_checkpoint_names_its_own_mpi_library(tmp_path: Path) -> None:
+    """mpi4py's extension links Open MPI's libmpi.so.40 and Python dlopens it: the library runs
+    in the upper half, not behind crac's shim (which lacks most of the ~340 functions mpi4py
+    binds), and its connections to the other ranks and to mpirun cannot be made again. A
+    checkpoint of a rank of a two-rank job says so at once, on stderr and in the manifest's
+    not_saved (before, the restart failed later on a missing PMIx segment under /tmp, both ranks
+    taking the same image; a singleton's restart fails on it too once its orted is gone)."""
+    _require_mpi4py()
+    _, mpirun = _require_openmpi()
+    ckptdir, logs, work = tmp_path / "ckpt", tmp_path / "logs", tmp_path / "work"
+    work.mkdir()
+    argv = [*_mpirun(mpirun, 2), *crac_cmd(), "launch", "-c", str(ckptdir)]
+    argv += [sys.executable, str(MPI4PY_RING), str(work), "100000", "20"]
+    proc = CracProc(argv, out_dir=logs, label="launch", env=base_env(MPI_ENV), cwd=tmp_path)
+    pids: list[int] = []
+    try:
+        wait_for_step(proc, 3)
+        pids = [int((work / f"pid.{r}").read_text()) for r in range(2)]
+        os.kill(pids[1], signal.SIGUSR2)
+        manifest = wait_until(lambda: list(ckptdir.glob("*/gen-000001/MANIFEST.json")), "image")
+        lost = json.loads(manifest[0].read_text())["not_saved"]
+        assert len(lost) == 1 and "libmpi.so.40" in lost[0] and "mpi4py" in lost[0], lost
+        wait_until(lambda: "crac: warning: the program loaded the MPI library" in
+                   proc.stderr_text(), "the warning")  # fmt: skip
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.stop()

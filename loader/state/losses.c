@@ -7,7 +7,7 @@
 #include <string.h>
 
 #define MAX_LOSSES 64
-#define LOSS_LEN 160
+#define LOSS_LEN 384
 
 static char losses[MAX_LOSSES][LOSS_LEN]; /* this checkpoint's */
 static int n_losses;

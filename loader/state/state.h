@@ -90,6 +90,7 @@ int cputime_capture(const struct state_capture *c, void **blob, size_t *len);  /
 int children_capture(const struct state_capture *c, void **blob, size_t *len); /* children.c */
 int cputime_restore(const struct state_restore *r, const void *note, size_t len);
 int start_time_capture(const struct state_capture *c, void **blob, size_t *len); /* start_time.c */
+int upper_mpi_capture(const struct state_capture *c, void **blob, size_t *len);  /* upper_mpi.c */
 int start_time_restore(const struct state_restore *r, const void *note, size_t len);
 /* This host's boot id and boot time into *B (zeros where unreadable); launch, exec and restart. */
 struct crac_boot;
