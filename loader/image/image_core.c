@@ -33,9 +33,6 @@
 
 #define PAGE 4096UL
 #define MAX_REGIONS 65536
-/* The largest file on disk mapped shared whose pages a checkpoint keeps (CRAC_REGION_FILE_KEPT):
- * a JVM's hsperfdata is 32 KiB; a data file is the user's, not the image's. */
-#define KEPT_FILE_MAX (4UL << 20)
 #define PM_PRESENT (1ULL << 63)
 #define PM_SWAPPED (1ULL << 62)
 #define PM_FILE (1ULL << 61)
@@ -325,11 +322,11 @@ static int collect_regions(struct region *rs, int max, int pagemap)
                 fs.f_type == TMPFS_MAGIC)
                 r->rec.flags |= CRAC_REGION_SHMEM_FILE;
             /* A small file on disk the program writes through a shared mapping (the JVM's
-             * hsperfdata, a database's -shm index): its pages are kept, for a restart to make the
-             * file again where it is gone (another JVM removes a dead pid's, another node). */
-            else if (r->rec.kind == CRAC_REGION_FILE_SHARED && (prot & PROT_WRITE) &&
-                     S_ISREG(st.st_mode) && ino == st.st_ino && st.st_size > 0 &&
-                     (uint64_t)st.st_size <= KEPT_FILE_MAX)
+             * hsperfdata, a database's -shm index), any size with --ckpt-open-files: its pages
+             * are kept, for a restart to put the file back as it was, or make it again where it
+             * is gone (another JVM removes a dead pid's, another node). */
+            else if (r->rec.kind == CRAC_REGION_FILE_SHARED &&
+                     mapping_file_kept(&st, ino, prot & PROT_WRITE))
                 r->rec.flags |= CRAC_REGION_FILE_KEPT;
         }
         r->cz.raw =

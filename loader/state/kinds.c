@@ -46,8 +46,8 @@ const struct state_kind state_kinds[] = {
      NULL, thread_sched_restore},
     /* The process's first start time, in the control block (memory); no note. */
     {"start time", 0, 0, 0, STATE_WITH_MEMORY, start_time_capture, NULL, start_time_restore},
-    /* Not saved: an MPI library the program loaded itself, named at checkpoint time; no note. */
-    {"upper mpi", 0, 0, 0, STATE_WITH_MEMORY, upper_mpi_capture, NULL, NULL},
+    /* Not saved: mappings a restart cannot give back, named at checkpoint time; no note. */
+    {"mapped losses", 0, 0, 0, STATE_WITH_MEMORY, mapped_losses_capture, NULL, NULL},
 };
 const int n_state_kinds = (int)(sizeof(state_kinds) / sizeof(state_kinds[0]));
 _Static_assert(sizeof(state_kinds) / sizeof(state_kinds[0]) <= STATE_KINDS_MAX,

@@ -90,7 +90,16 @@ int cputime_capture(const struct state_capture *c, void **blob, size_t *len);  /
 int children_capture(const struct state_capture *c, void **blob, size_t *len); /* children.c */
 int cputime_restore(const struct state_restore *r, const void *note, size_t len);
 int start_time_capture(const struct state_capture *c, void **blob, size_t *len); /* start_time.c */
-int upper_mpi_capture(const struct state_capture *c, void **blob, size_t *len);  /* upper_mpi.c */
+int mapped_losses_capture(const struct state_capture *c, void **blob,
+                          size_t *len); /* mapped_losses.c */
+/* The largest file on disk mapped shared whose pages a checkpoint keeps (CRAC_REGION_FILE_KEPT,
+ * image_core.c): a JVM's hsperfdata is 32 KiB; a data file is the user's, not the image's, unless
+ * --ckpt-open-files. */
+#define KEPT_FILE_MAX (4UL << 20)
+struct stat;
+/* Whether a checkpoint keeps the pages of a shared mapping of the file ST (maps_ino: the inode
+ * /proc/self/maps names; writable: mapped PROT_WRITE), on disk, not tmpfs (mapped_losses.c). */
+int mapping_file_kept(const struct stat *st, unsigned long maps_ino, int writable);
 int start_time_restore(const struct state_restore *r, const void *note, size_t len);
 /* This host's boot id and boot time into *B (zeros where unreadable); launch, exec and restart. */
 struct crac_boot;

@@ -1,7 +1,7 @@
-/* ckpt_mmap DIR [STEPS=100]: per step 200 mmap/munmap/mremap/mprotect operations on 64 slots, every
-   region pattern-checked; a MAP_SHARED mapping of DIR/shared.bin, one page written per step, is
-   checked before each write (it holds what the program last wrote there) and with read() at the
-   end. */
+/* ckpt_mmap DIR [STEPS=100] [FILE_PAGES=16]: per step 200 mmap/munmap/mremap/mprotect operations on
+   64 slots, every region pattern-checked; a MAP_SHARED mapping of DIR/shared.bin (FILE_PAGES
+   pages, the first 16 written, one per step) is checked before each write (it holds what the
+   program last wrote there) and with read() at the end. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #define PROG "ckpt_mmap"
-#define USAGE "DIR [STEPS]"
+#define USAGE "DIR [STEPS] [FILE_PAGES]"
 #include "ckpt_common.h"
 #define SLOTS 64
 #define OPS 200
@@ -155,19 +155,20 @@ static uint64_t shared_word(long step, size_t w)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: " PROG " DIR [STEPS]\n");
+        fprintf(stderr, "usage: " PROG " DIR [STEPS] [FILE_PAGES]\n");
         return 2;
     }
     long steps = arg(argc, argv, 2, 100, SHARED_PAGES, 1000000);
+    size_t file_pages = (size_t)arg(argc, argv, 3, SHARED_PAGES, SHARED_PAGES, 1L << 20);
     PG = (size_t)sysconf(_SC_PAGESIZE);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/shared.bin", argv[1]);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
         fail("open %s: %s", path, strerror(errno));
-    if (ftruncate(fd, (off_t)(SHARED_PAGES * PG)) != 0)
+    if (ftruncate(fd, (off_t)(file_pages * PG)) != 0)
         fail("ftruncate: %s", strerror(errno));
-    uint64_t *shared = mmap(NULL, SHARED_PAGES * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    uint64_t *shared = mmap(NULL, file_pages * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (shared == MAP_FAILED)
         fail("mmap shared: %s", strerror(errno));
     close(fd); /* only the mapping keeps the file */
@@ -203,9 +204,9 @@ int main(int argc, char **argv)
     }
 
     /* The shared mapping reached the file: page p holds the last step s <= STEPS with s % 16 == p. */
-    if (msync(shared, SHARED_PAGES * PG, MS_SYNC) != 0)
+    if (msync(shared, file_pages * PG, MS_SYNC) != 0)
         fail("msync: %s", strerror(errno));
-    if (munmap(shared, SHARED_PAGES * PG) != 0)
+    if (munmap(shared, file_pages * PG) != 0)
         fail("munmap shared: %s", strerror(errno));
     fd = open(path, O_RDONLY);
     if (fd < 0)
