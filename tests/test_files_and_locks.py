@@ -9,6 +9,7 @@ program's own stdio redirection")."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -143,6 +144,8 @@ def test_lmdb_writing_through_its_map(tmp_path):
         copies = [f for f in (gen / "files").glob("fd-*") if f.stat().st_size == 256 << 20]
         assert copies, f"no copy of the map-sized file in {gen}: {tree(gen)}"
         assert all(f.stat().st_blocks * 512 < 16 << 20 for f in copies), tree(gen)
+        # its copy puts the mapped file back: no checkpoint names the mapping as lost
+        assert json.loads((gen / "MANIFEST.json").read_text())["not_saved"] == [], gen
 
 
 def test_locks_of_every_kind_survive(tmp_path):

@@ -258,10 +258,23 @@ int state_next_program_fd(DIR *d, int min)
     return -1;
 }
 
+/* The last capture's entries: fds_copy_saved asks them. */
+static struct fd_entry entries[FDS_MAX];
+static int n_entries;
+
+int fds_copy_saved(uint64_t ino, const char *path)
+{
+    for (int i = 0; i < n_entries; i++)
+        if (entries[i].rec.kind == CRAC_FD_FILE && entries[i].rec.saved &&
+            entries[i].rec.ino == ino && strcmp(entries[i].path, path) == 0)
+            return 1;
+    return 0;
+}
+
 int fds_capture(const struct state_capture *c, void **out, size_t *out_len)
 {
-    static struct fd_entry entries[FDS_MAX];
     int n = 0;
+    n_entries = 0;
     DIR *d = opendir("/proc/self/fd");
     if (!d)
         return -1;
@@ -287,6 +300,7 @@ int fds_capture(const struct state_capture *c, void **out, size_t *out_len)
             return -1;
         }
     }
+    n_entries = n;
     *out = b.data;
     *out_len = b.len;
     return 0;

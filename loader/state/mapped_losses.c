@@ -49,9 +49,11 @@ static void shared_file(const char *path, unsigned long ino, const char *perms)
 {
     struct stat st;
     struct statfs fs;
+    /* Its copy through a written descriptor (fd_regular.c, up to 64 MiB of data: LMDB's sparse
+     * map-sized file) puts it back too. */
     if (perms[1] != 'w' || perms[3] != 's' || stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
         st.st_ino != ino || mapping_file_kept(&st, ino, 1) ||
-        (statfs(path, &fs) == 0 && fs.f_type == TMPFS_MAGIC))
+        (statfs(path, &fs) == 0 && fs.f_type == TMPFS_MAGIC) || fds_copy_saved(ino, path))
         return;
     state_loss("%s (%llu MiB) is mapped shared and written: what the program writes through the "
                "mapping after this checkpoint stays in the file at a restart (a checkpoint keeps "

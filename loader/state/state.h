@@ -105,6 +105,8 @@ int start_time_restore(const struct state_restore *r, const void *note, size_t l
 struct crac_boot;
 void boot_read(struct crac_boot *b);
 int fds_capture(const struct state_capture *c, void **blob, size_t *len); /* fds.c */
+/* Whether the last capture kept a copy of the file (inode, path) through a descriptor. */
+int fds_copy_saved(uint64_t ino, const char *path);
 /* Threads parked, before the job-wide `suspended` barrier: every TCP socket sends what Nagle's
  * algorithm held back, so a peer in another process of the tree has it queued when its image
  * is written (fd_socket.c). */
