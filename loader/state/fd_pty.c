@@ -1,5 +1,5 @@
 /* fd_pty.c — pseudo-terminal pairs the program holds (master, and the slave if ours): a new pair at
- * restart with the slave's termios and window size and the bytes its master had not read. */
+ * restart with the slave's termios and window size and the bytes in flight both ways. */
 #include "fds.h"
 
 #include <errno.h>
@@ -63,10 +63,11 @@ _Static_assert(sizeof(struct winsize) == 8, "crac_pty_rec holds struct winsize")
 
 /* Pseudo-terminals whose master and slave are both ours become a new pair at restart (the old
  * one dies with the process). A slave alone (a terminal of someone else) stays a device reopened
- * by path; a master alone still gets a new pair, its slave unopened. Unread data is not kept. */
+ * by path; a master alone still gets a new pair, its slave unopened. Bytes in flight are kept
+ * (pty_save). */
 static void pty_regroup(struct fd_entry *es, int n)
 {
-    int masters[FDS_MAX], warned = 0;
+    int masters[FDS_MAX];
     for (int i = 0; i < n; i++) {
         struct fd_entry *e = &es[i];
         struct stat st;
@@ -95,13 +96,6 @@ static void pty_regroup(struct fd_entry *es, int n)
         e->rec.kind = is_master ? CRAC_FD_PTY_MASTER : CRAC_FD_PTY_SLAVE;
         e->pty.index = (uint32_t)idx;
         pty_settings(e, is_master);
-        /* What the slave has not read yet (the master's are saved: pty_save). */
-        int unread = 0;
-        if (!is_master && ioctl(e->rec.fd, FIONREAD, &unread) == 0 && unread > 0 && !warned++)
-            fprintf(stderr,
-                    "crac: warning: pseudo-terminal %s holds %d bytes its reader has not read; "
-                    "they are not saved\n",
-                    e->path, unread);
     }
 }
 
@@ -117,10 +111,125 @@ static int output_raw(int slave, struct termios *was)
     return tcsetattr(slave, TCSANOW, &raw);
 }
 
+/* The slave's settings for bytes written into the master as they are (its input put back): no
+ * echo, no signals, no translation, no erase or kill; canonical mode as the program has it, so
+ * lines are lines again. Its settings before in WAS. 0, or -1. */
+static int input_raw(int slave, struct termios *was)
+{
+    struct termios raw;
+    if (tcgetattr(slave, was) != 0)
+        return -1;
+    raw = *was;
+    raw.c_lflag &= ~(tcflag_t)(ECHO | ECHOE | ECHOK | ECHONL | ISIG | IEXTEN);
+    raw.c_iflag &= ~(tcflag_t)(ICRNL | INLCR | IGNCR | ISTRIP | IUCLC | IXON | IXOFF | PARMRK);
+    raw.c_cc[VERASE] = raw.c_cc[VKILL] = _POSIX_VDISABLE;
+    return tcsetattr(slave, TCSANOW, &raw);
+}
+
+/* Bytes written into a master reach the slave's line discipline later, from a kernel worker: its
+ * settings must stay those of input_raw until they have. A poll of the slave that finds no line
+ * to read runs that work at once (n_tty_poll); one that finds a line found the write's bytes
+ * taken in (the slave's queue was empty before it, and one write is taken in at once). */
+static void input_taken(int slave)
+{
+    struct pollfd p = {slave, POLLIN, 0};
+    poll(&p, 1, 0);
+}
+
+/* Up to avail bytes that poll says fd has, read into buf; how many. */
+static int read_ready(int fd, char *buf, int avail)
+{
+    int got = 0;
+    while (got < avail) {
+        struct pollfd p = {fd, POLLIN, 0};
+        ssize_t r = poll(&p, 1, 0) == 1 ? read(fd, buf + got, (size_t)(avail - got)) : -1;
+        if (r <= 0)
+            break;
+        got += (int)r;
+    }
+    return got;
+}
+
+/* BUF (GOT bytes) as files/<prefix>-<index>; whether it is there. */
+static int save_bytes(const char *files_dir, const char *prefix, uint32_t index, const char *buf,
+                      int got)
+{
+    char dst[PATH_MAX], name[48];
+    snprintf(name, sizeof(name), "%s-%u", prefix, index);
+    fd_files_path(dst, sizeof(dst), files_dir, name);
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int ok = out >= 0 && write(out, buf, (size_t)got) == got;
+    if (out >= 0)
+        close(out);
+    return ok;
+}
+
 /* What the slave wrote that the master has not read (a program's output on its way to `script`
- * or pexpect): read from the master at its lowest-numbered fd here, saved as files/pty-<index>,
- * and written back through the slave (this process's, else opened by its path: every process of
- * the job is parked), so the run goes on with the same bytes waiting. */
+ * or pexpect): read from the master, saved as files/pty-<index>, and written back through the
+ * slave, so the run goes on with the same bytes waiting. */
+static void save_output(struct fd_entry *e, int slave, const char *files_dir, const char *path)
+{
+    int avail = 0;
+    if (ioctl(e->rec.fd, FIONREAD, &avail) != 0 || avail <= 0)
+        return;
+    char *buf = malloc((size_t)avail);
+    int got = buf ? read_ready(e->rec.fd, buf, avail) : 0;
+    if (got > 0 && save_bytes(files_dir, "pty", e->pty.index, buf, got))
+        e->rec.saved = 1;
+    struct termios was;
+    int raw = got > 0 ? output_raw(slave, &was) : -1;
+    int back = raw == 0 && write(slave, buf, (size_t)got) == got;
+    if (raw == 0)
+        tcsetattr(slave, TCSANOW, &was);
+    if (got > 0 && !back)
+        state_loss("pseudo-terminal %s: %d bytes its master had not read are lost to the run "
+                   "going on",
+                   path, got);
+    if (got < avail || !e->rec.saved)
+        state_loss("pseudo-terminal %s: the bytes its master had not read cannot be saved", path);
+    free(buf);
+}
+
+/* What was written into the master that the slave's reader has not read (typed input, a line
+ * pexpect sent): read from the slave with canonical mode off for a moment (a line not yet ended
+ * is read too), saved as files/ptyin-<index>, and written back into the master as it was, echo
+ * and signals off, so the run goes on with the same input waiting. */
+static void save_input(struct fd_entry *e, int slave, const char *files_dir, const char *path)
+{
+    struct termios was, all;
+    int avail = 0;
+    if (tcgetattr(slave, &was) != 0)
+        return;
+    all = was;
+    all.c_lflag &= ~(tcflag_t)ICANON;
+    all.c_cc[VMIN] = 0;
+    all.c_cc[VTIME] = 0;
+    if (tcsetattr(slave, TCSANOW, &all) != 0 || ioctl(slave, FIONREAD, &avail) != 0 || avail <= 0) {
+        tcsetattr(slave, TCSANOW, &was);
+        return;
+    }
+    char *buf = malloc((size_t)avail);
+    int got = buf ? read_ready(slave, buf, avail) : 0;
+    tcsetattr(slave, TCSANOW, &was);
+    int saved = got > 0 && save_bytes(files_dir, "ptyin", e->pty.index, buf, got);
+    struct termios plain;
+    int raw = got > 0 ? input_raw(slave, &plain) : -1;
+    int back = raw == 0 && write(e->rec.fd, buf, (size_t)got) == got;
+    if (raw == 0) {
+        input_taken(slave);
+        tcsetattr(slave, TCSANOW, &plain);
+    }
+    if (got > 0 && !back)
+        state_loss("pseudo-terminal %s: %d bytes its reader had not read are lost to the run "
+                   "going on",
+                   path, got);
+    if (got < avail || (got > 0 && !saved))
+        state_loss("pseudo-terminal %s: the bytes its reader had not read cannot be saved", path);
+    free(buf);
+}
+
+/* A pair's bytes in flight, both ways, at its lowest-numbered master fd here, through the slave
+ * (this process's, else opened by its path: every process of the job is parked). */
 static int pty_save(struct fd_entry *e, const struct fd_entry *all, int n, const char *files_dir)
 {
     if (e->rec.kind != CRAC_FD_PTY_MASTER)
@@ -134,53 +243,44 @@ static int pty_save(struct fd_entry *e, const struct fd_entry *all, int n, const
         if (all[k].rec.kind == CRAC_FD_PTY_SLAVE && slave < 0)
             slave = all[k].rec.fd;
     }
-    int avail = 0;
-    if (ioctl(e->rec.fd, FIONREAD, &avail) != 0 || avail <= 0)
-        return 0;
-    /* Where they go back first: bytes read with nowhere to put them would be the run's loss. */
     char path[64];
     snprintf(path, sizeof(path), "/dev/pts/%u", e->pty.index);
     int opened = slave < 0 ? open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC) : -1;
+    int avail = 0;
     if (slave < 0 && opened < 0) {
-        state_loss("pseudo-terminal %s: the bytes its master had not read cannot be saved", path);
+        if (ioctl(e->rec.fd, FIONREAD, &avail) == 0 && avail > 0)
+            state_loss("pseudo-terminal %s: the bytes its master had not read cannot be saved",
+                       path);
         return 0;
     }
-    char *buf = malloc((size_t)avail);
-    int got = 0;
-    while (buf && got < avail) {
-        struct pollfd p = {e->rec.fd, POLLIN, 0};
-        ssize_t r = poll(&p, 1, 0) == 1 ? read(e->rec.fd, buf + got, (size_t)(avail - got)) : -1;
-        if (r <= 0)
-            break;
-        got += (int)r;
-    }
-    char dst[PATH_MAX], name[48];
-    snprintf(name, sizeof(name), "pty-%u", e->pty.index);
-    fd_files_path(dst, sizeof(dst), files_dir, name);
-    int out = got > 0 ? open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
-    if (out >= 0 && write(out, buf, (size_t)got) == got)
-        e->rec.saved = 1;
-    if (out >= 0)
-        close(out);
-    int to = slave >= 0 ? slave : opened;
-    struct termios was;
-    int raw = got > 0 ? output_raw(to, &was) : -1;
-    int back = raw == 0 && write(to, buf, (size_t)got) == got;
-    if (raw == 0)
-        tcsetattr(to, TCSANOW, &was);
-    if (got > 0 && !back)
-        state_loss("pseudo-terminal %s: %d bytes its master had not read are lost to the run "
-                   "going on",
-                   path, got);
-    if (got < avail || !e->rec.saved)
-        state_loss("pseudo-terminal %s: the bytes its master had not read cannot be saved", path);
+    save_output(e, slave >= 0 ? slave : opened, files_dir, path);
+    save_input(e, slave >= 0 ? slave : opened, files_dir, path);
     if (opened >= 0)
         close(opened);
-    free(buf);
     return 0;
 }
 
 /* ---- restart ---- */
+
+/* The input saved from pair INDEX's slave (save_input), waiting for the program to read it:
+ * written into the new master M once the slave S has the program's settings, echo off. */
+static void refill_input(const struct fd_restore *r, uint32_t index, int m, int s)
+{
+    char saved[PATH_MAX + 64];
+    snprintf(saved, sizeof(saved), "%s/files/ptyin-%u", r->gen_dir, index);
+    struct termios was;
+    if (access(saved, F_OK) != 0)
+        return;
+    int raw = input_raw(s, &was);
+    if (raw != 0 || fd_copy_file(saved, m) != 0)
+        fprintf(stderr,
+                "crac: warning: the input saved from pseudo-terminal %u cannot all be put back\n",
+                index);
+    if (raw == 0) {
+        input_taken(s);
+        tcsetattr(s, TCSANOW, &was);
+    }
+}
 
 /* The bytes saved from pair INDEX's master (pty_save), waiting for the new master to read them:
  * written to the new slave S before its settings are the program's. */
@@ -259,6 +359,8 @@ static int pty_reopen(const struct fd_restore *r, const struct fd_view *v)
                     "restored: %s\n",
                     v->path, strerror(errno));
     }
+    if (s >= 0)
+        refill_input(r, v->pty.index, m, s);
     if (s >= 0)
         close(s);
     off = 0;

@@ -76,6 +76,8 @@ int mapped_losses_capture(const struct state_capture *c, void **blob, size_t *le
     if (!maps)
         return 0;
     char line[PATH_MAX + 128], perms[8];
+    unsigned long seen[64]; /* each file once, however many mappings it has */
+    int n_seen = 0;
     while (fgets(line, sizeof(line), maps)) {
         unsigned long start, ino;
         int path_at = 0;
@@ -86,8 +88,16 @@ int mapped_losses_capture(const struct state_capture *c, void **blob, size_t *le
         path[strcspn(path, "\n")] = '\0';
         if (start < CRAC_W_START || start >= CRAC_W_END || path[0] != '/')
             continue;
+        int again = 0;
+        for (int i = 0; i < n_seen && !again; i++)
+            again = seen[i] == ino;
+        if (again || !ino)
+            continue;
         mpi_library(path, shim_dir);
         shared_file(path, ino, perms);
+        /* A file mapped private first and shared and written after: looked at again. */
+        if (n_seen < 64 && (is_mpi_library(path) || (perms[1] == 'w' && perms[3] == 's')))
+            seen[n_seen++] = ino;
     }
     fclose(maps);
     return 0;

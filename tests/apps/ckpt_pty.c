@@ -1,7 +1,10 @@
 /* ckpt_pty [STEPS=60]: a pseudo-terminal pair (posix_openpt, master and slave both held) with
    raw-ish termios and a window size set on the slave; per step a line goes master -> slave and
    one back, and the termios, window size and pairing are checked. A third line, from the slave,
-   waits in the pair from the end of each step to the next one's start. */
+   waits in the pair from the end of each step to the next one's start. A second pair keeps a
+   terminal's default settings (canonical, echo): what is typed into its master at the end of a
+   step, a line and the start of the next, waits for the slave's reader until the next step, and
+   each echo comes back to the master once. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <poll.h>
@@ -29,6 +32,58 @@ static void read_line(int fd, char *buf, size_t size, const char *what, long k)
             fail("step %ld: line too long on the %s", k, what);
     }
     buf[n] = '\0';
+}
+
+/* Exactly the bytes WANT from fd (a master's echo), or fail. */
+static void expect_bytes(int fd, const char *want, const char *what, long k)
+{
+    size_t n = 0, len = strlen(want);
+    char got[256];
+    while (n < len) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 60000) != 1)
+            fail("step %ld: no %s", k, what);
+        ssize_t r = read(fd, got + n, len - n);
+        if (r <= 0)
+            fail("step %ld: read of the %s: %s", k, what, r < 0 ? strerror(errno) : "EOF");
+        n += (size_t)r;
+    }
+    got[n] = '\0';
+    struct pollfd p = {fd, POLLIN, 0};
+    if (memcmp(got, want, len) != 0 || poll(&p, 1, 0) != 0)
+        fail("step %ld: the %s is not \"%s\" alone", k, what, want);
+}
+
+/* The cooked pair at the end of step K: a line and the start of another typed into its master,
+   their echo read back. */
+static void type_ahead(int m2, long k)
+{
+    char typed[64], echo[64];
+    snprintf(typed, sizeof typed, "typed %ld\npart", k);
+    snprintf(echo, sizeof echo, "typed %ld\r\npart", k);
+    if (write(m2, typed, strlen(typed)) != (ssize_t)strlen(typed))
+        fail("step %ld: write to the second master: %s", k, strerror(errno));
+    expect_bytes(m2, echo, "echo of the typed line", k);
+}
+
+/* At the start of step K + 1 the slave reads the typed line; the rest of the second is typed,
+   and it reads that whole line. */
+static void read_typed(int m2, int s2, long k)
+{
+    char want[64], got[128], rest[64], echo[64];
+    snprintf(want, sizeof want, "typed %ld\n", k);
+    read_line(s2, got, sizeof got, "second slave", k + 1);
+    if (strcmp(got, want) != 0)
+        fail("step %ld: the second slave read \"%s\", expected \"%s\"", k + 1, got, want);
+    snprintf(rest, sizeof rest, "ial %ld\n", k);
+    snprintf(echo, sizeof echo, "ial %ld\r\n", k);
+    if (write(m2, rest, strlen(rest)) != (ssize_t)strlen(rest))
+        fail("step %ld: write to the second master: %s", k + 1, strerror(errno));
+    snprintf(want, sizeof want, "partial %ld\n", k);
+    read_line(s2, got, sizeof got, "second slave", k + 1);
+    if (strcmp(got, want) != 0)
+        fail("step %ld: the second slave read \"%s\", expected \"%s\"", k + 1, got, want);
+    expect_bytes(m2, echo, "echo of the rest of the line", k + 1);
 }
 
 /* The line the slave writes at the end of step K (TO_WRITE), read by the master only at the start
@@ -68,14 +123,22 @@ int main(int argc, char **argv)
     cfsetspeed(&want, B9600);
     if (tcsetattr(s, TCSANOW, &want) != 0)
         fail("tcsetattr: %s", strerror(errno));
+    int m2 = posix_openpt(O_RDWR | O_NOCTTY);
+    if (m2 < 0 || grantpt(m2) != 0 || unlockpt(m2) != 0)
+        fail("posix_openpt: %s", strerror(errno));
+    int s2 = open(ptsname(m2), O_RDWR | O_NOCTTY);
+    if (s2 < 0)
+        fail("open %s: %s", ptsname(m2), strerror(errno));
     struct winsize ws = {.ws_row = 33, .ws_col = 111};
     if (ioctl(m, TIOCSWINSZ, &ws) != 0)
         fail("TIOCSWINSZ: %s", strerror(errno));
     unsigned long sum = 0;
     for (long k = 1; k <= steps; k++) {
         char line[128], got[128];
-        if (k > 1)
+        if (k > 1) {
             late(m, k - 1, 0);
+            read_typed(m2, s2, k - 1);
+        }
         snprintf(line, sizeof line, "ping %ld\n", k);
         if (write(m, line, strlen(line)) != (ssize_t)strlen(line))
             fail("step %ld: write to the master: %s", k, strerror(errno));
@@ -89,6 +152,7 @@ int main(int argc, char **argv)
         if (strcmp(got, line) != 0)
             fail("step %ld: the master read \"%s\", expected \"%s\"", k, got, line);
         late(s, k, 1);
+        type_ahead(m2, k);
         struct termios now;
         if (tcgetattr(s, &now) != 0)
             fail("step %ld: tcgetattr: %s", k, strerror(errno));
@@ -112,6 +176,7 @@ int main(int argc, char **argv)
         nanosleep(&req, NULL);
     }
     late(m, steps, 0);
+    read_typed(m2, s2, steps);
     printf("DONE steps=%ld sum=%lu\n", steps, sum);
     return fflush(stdout) == 0 ? 0 : 1;
 }
