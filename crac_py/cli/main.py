@@ -865,8 +865,9 @@ def gdb_cmd(
         list[str] | None, typer.Argument(help="Passed on to gdb.", show_default=False)
     ] = None,
 ) -> None:
-    """Attach gdb to a program under crac with the program's own symbols (`gdb -p PID` finds only
-    crac's loader); crac's SIGSYS traps pass without stopping."""
+    """Attach gdb to a program under crac, with the program's own symbols.
+
+    `gdb -p PID` alone finds only crac's loader; crac's SIGSYS traps pass without stopping."""
     import shutil
 
     from crac_py.debug import DebugError, gdb_commands
