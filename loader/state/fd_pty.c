@@ -262,42 +262,29 @@ static int pty_save(struct fd_entry *e, const struct fd_entry *all, int n, const
 
 /* ---- restart ---- */
 
-/* The input saved from pair INDEX's slave (save_input), waiting for the program to read it:
- * written into the new master M once the slave S has the program's settings, echo off. */
-static void refill_input(const struct fd_restore *r, uint32_t index, int m, int s)
+/* The bytes saved from pair INDEX as files/PREFIX-INDEX, written into DST with the new slave S
+ * set by MAKE_RAW for the while: pty (save_output), the slave's output waiting for the master,
+ * written to the slave with output_raw before its settings are the program's; ptyin
+ * (save_input), input waiting for the program, written into the master with input_raw once they
+ * are. */
+static void refill(const struct fd_restore *r, uint32_t index, const char *prefix, int s, int dst,
+                   int (*make_raw)(int, struct termios *))
 {
     char saved[PATH_MAX + 64];
-    snprintf(saved, sizeof(saved), "%s/files/ptyin-%u", r->gen_dir, index);
+    snprintf(saved, sizeof(saved), "%s/files/%s-%u", r->gen_dir, prefix, index);
     struct termios was;
     if (access(saved, F_OK) != 0)
         return;
-    int raw = input_raw(s, &was);
-    if (raw != 0 || fd_copy_file(saved, m) != 0)
+    int raw = make_raw(s, &was);
+    if (raw != 0 || fd_copy_file(saved, dst) != 0)
         fprintf(stderr,
-                "crac: warning: the input saved from pseudo-terminal %u cannot all be put back\n",
-                index);
+                "crac: warning: the bytes saved from pseudo-terminal %u (%s) cannot all be put "
+                "back\n",
+                index, prefix);
     if (raw == 0) {
         input_taken(s);
         tcsetattr(s, TCSANOW, &was);
     }
-}
-
-/* The bytes saved from pair INDEX's master (pty_save), waiting for the new master to read them:
- * written to the new slave S before its settings are the program's. */
-static void refill(const struct fd_restore *r, uint32_t index, int s)
-{
-    char saved[PATH_MAX + 64];
-    snprintf(saved, sizeof(saved), "%s/files/pty-%u", r->gen_dir, index);
-    struct termios was;
-    if (access(saved, F_OK) != 0)
-        return;
-    int raw = output_raw(s, &was);
-    if (raw != 0 || fd_copy_file(saved, s) != 0)
-        fprintf(stderr,
-                "crac: warning: the bytes saved from pseudo-terminal %u cannot all be put back\n",
-                index);
-    if (raw == 0)
-        tcsetattr(s, TCSANOW, &was);
 }
 
 /* A pseudo-terminal pair: made once, at the lowest-numbered fd of the old pair, with the slave's
@@ -347,7 +334,7 @@ static int pty_reopen(const struct fd_restore *r, const struct fd_view *v)
     }
     int s = open(slave, O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (s >= 0)
-        refill(r, v->pty.index, s);
+        refill(r, v->pty.index, "pty", s, s, output_raw);
     if (s >= 0 && settings) {
         struct termios t;
         struct winsize w;
@@ -360,7 +347,7 @@ static int pty_reopen(const struct fd_restore *r, const struct fd_view *v)
                     v->path, strerror(errno));
     }
     if (s >= 0)
-        refill_input(r, v->pty.index, m, s);
+        refill(r, v->pty.index, "ptyin", s, m, input_raw);
     if (s >= 0)
         close(s);
     off = 0;

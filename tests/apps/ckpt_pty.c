@@ -102,15 +102,23 @@ static void late(int fd, long k, int to_write)
         fail("step %ld: the master read \"%s\", expected \"%s\"", k + 1, got, line);
 }
 
+/* A new pair, both ends held. */
+static void open_pair(int *m, int *s)
+{
+    *m = posix_openpt(O_RDWR | O_NOCTTY);
+    if (*m < 0 || grantpt(*m) != 0 || unlockpt(*m) != 0)
+        fail("posix_openpt: %s", strerror(errno));
+    *s = open(ptsname(*m), O_RDWR | O_NOCTTY);
+    if (*s < 0)
+        fail("open %s: %s", ptsname(*m), strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
     long steps = arg(argc, argv, 1, 60, 1, 999999);
-    int m = posix_openpt(O_RDWR | O_NOCTTY);
-    if (m < 0 || grantpt(m) != 0 || unlockpt(m) != 0)
-        fail("posix_openpt: %s", strerror(errno));
-    int s = open(ptsname(m), O_RDWR | O_NOCTTY);
-    if (s < 0)
-        fail("open %s: %s", ptsname(m), strerror(errno));
+    int m, s, m2, s2;
+    open_pair(&m, &s);
+    open_pair(&m2, &s2);
     struct termios want;
     if (tcgetattr(s, &want) != 0)
         fail("tcgetattr: %s", strerror(errno));
@@ -123,12 +131,6 @@ int main(int argc, char **argv)
     cfsetspeed(&want, B9600);
     if (tcsetattr(s, TCSANOW, &want) != 0)
         fail("tcsetattr: %s", strerror(errno));
-    int m2 = posix_openpt(O_RDWR | O_NOCTTY);
-    if (m2 < 0 || grantpt(m2) != 0 || unlockpt(m2) != 0)
-        fail("posix_openpt: %s", strerror(errno));
-    int s2 = open(ptsname(m2), O_RDWR | O_NOCTTY);
-    if (s2 < 0)
-        fail("open %s: %s", ptsname(m2), strerror(errno));
     struct winsize ws = {.ws_row = 33, .ws_col = 111};
     if (ioctl(m, TIOCSWINSZ, &ws) != 0)
         fail("TIOCSWINSZ: %s", strerror(errno));
