@@ -137,8 +137,8 @@ static int copy_contents(int fd, const char *dst, const char *tail, uint64_t lim
     char src[64];
     snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
     int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return -1;
+    if (in < 0) /* a tail record helps, a copy is needed (a file the user cannot read) */
+        return copy ? -1 : 1;
     int rc = 1;
     if (copy) {
         int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -391,7 +391,8 @@ static int put_back_contents(int fd, const char *saved)
             break;
         /* Saved data here, or a hole in the copy that the file has data in: zeros wanted. */
         off_t end = at == saved_at ? data_end(in, at, size) : saved_at;
-        end = end - at > (off_t)COPY_PIECE ? at + (off_t)COPY_PIECE : end;
+        if (end - at > (off_t)COPY_PIECE || end <= at) /* end <= at: lseek errors, never a stall */
+            end = at + (size - at < (off_t)COPY_PIECE ? size - at : (off_t)COPY_PIECE);
         size_t n = (size_t)(end - at);
         if (at == saved_at ? pread(in, want, n, at) != (ssize_t)n : (memset(want, 0, n), 0)) {
             rc = -1;
