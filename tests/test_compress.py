@@ -179,3 +179,19 @@ def test_dmtcp_gzip() -> None:
     assert config.compress_spec("none", {"DMTCP_GZIP": "1"}) == "none"
     with pytest.raises(config.ConfigError, match="CRAC_COMPRESS"):
         config.compress_spec(None, {"CRAC_COMPRESS": "gzip"})
+
+
+@pytest.mark.parametrize("mode", ["lz4", "zstd:3"])
+def test_exec_keeps_compression(app: Path, tmp_path: Path, mode: str) -> None:
+    """A job script that execs its program (`sh -c 'exec ./app'`): the program's images are
+    compressed as the launch asked (the exec'd loader was given no --compress, and wrote them
+    raw)."""
+    ckptdir = tmp_path / "ckpt"
+    ckptdir.mkdir()
+    argv = ["-c", f'exec "{app}" 400 4 20']
+    gen = launch_image(Path("/bin/sh"), argv, ckptdir, out_dir=tmp_path, opts=["--compress", mode])
+    manifest = json.loads((gen / "MANIFEST.json").read_text())
+    assert manifest["process"]["program"] == str(app), manifest["process"]
+    assert manifest["format_version"] == image_format.CRAC_IMAGE_FORMAT_COMPRESSED, manifest
+    method = image_format.CHUNK_LZ4 if mode == "lz4" else image_format.CHUNK_ZSTD
+    assert method in {h[1] for _, h in chunks(gen)}, gen

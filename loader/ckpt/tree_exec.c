@@ -6,6 +6,7 @@
 #include "confine.h"
 #include "coord_client.h"
 #include "crac_rawsys.h"
+#include "image_compress.h"
 #include "upper_alloc.h"
 
 #include "fds.h"
@@ -339,6 +340,13 @@ static int loader_options(struct strv *o, const char *argv0, const char *prog)
         fail |= push(o, "--no-fork-writer");
     if (ckpt_cfg.ckpt_open_files)
         fail |= push(o, "--ckpt-open-files");
+    /* Each generation is whole in itself, so a compressed one goes on after the exec (a job
+     * script's `exec python train.py` wrote its images uncompressed). --incremental does not:
+     * its next generation would name one of the address space before the exec as its parent. */
+    if (ckpt_cfg.compress == CRAC_CHUNK_ZSTD)
+        fail |= push(o, "--compress") | pushf(o, "zstd:%d", ckpt_cfg.compress_level);
+    else if (ckpt_cfg.compress != CRAC_CHUNK_RAW)
+        fail |= push(o, "--compress") | push(o, compress_name(ckpt_cfg.compress));
     if (dev_sim_version)
         fail |= push(o, "--sim-version") | pushf(o, "%d", dev_sim_version);
     if (dev_cuda_runtime)
