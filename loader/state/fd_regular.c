@@ -5,7 +5,6 @@
 
 #include "ckpt.h"
 #include "make_dirs.h"
-#include "sha256.h"
 #include "tree.h"
 
 #include <errno.h>
@@ -24,9 +23,6 @@
  * data: LMDB's writemap file is its whole map size, mostly holes). */
 #define SAVE_WRITTEN_FILES_MAX (64UL << 20)
 #define COPY_PIECE (1UL << 16)
-/* A larger one's last bytes hashed (files/tail-N): they tell a file only appended to since the
- * checkpoint from one changed in place. */
-#define TAIL_HASHED 4096UL
 
 /* ---- data extents (both ways) ---- */
 
@@ -110,13 +106,12 @@ static int regular_recognise(int fd, const struct fd_entry *e, const struct stat
 static int write_tail(int in, const char *tail)
 {
     struct stat st;
-    char buf[TAIL_HASHED], hex[65];
+    char hex[65];
     if (fstat(in, &st) != 0)
         return -1;
-    size_t n = (uint64_t)st.st_size < TAIL_HASHED ? (size_t)st.st_size : TAIL_HASHED;
-    if (pread(in, buf, n, st.st_size - (off_t)n) != (ssize_t)n)
+    uint64_t n = (uint64_t)st.st_size < TAIL_HASHED ? (uint64_t)st.st_size : TAIL_HASHED;
+    if (hash_fd(in, (uint64_t)st.st_size - n, n, hex) != 0)
         return -1;
-    sha256_buffer(buf, n, hex);
     int out = open(tail, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (out < 0)
         return -1;
@@ -434,7 +429,7 @@ static int64_t say_changed_in_place(int fd, const struct crac_fd_rec *rec, const
         ino_t ino;
     } said[64];
     static int n_said;
-    char tail[PATH_MAX + 64], text[160], want[65], have[65], buf[TAIL_HASHED];
+    char tail[PATH_MAX + 64], text[160], want[65], have[65];
     snprintf(tail, sizeof(tail), "%s/files/tail-%d", gen_dir, rec->fd);
     int in = open(tail, O_RDONLY | O_CLOEXEC);
     ssize_t n = in >= 0 ? read(in, text, sizeof(text) - 1) : -1;
@@ -457,15 +452,12 @@ static int64_t say_changed_in_place(int fd, const struct crac_fd_rec *rec, const
         char self[64];
         snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
         int r = open(self, O_RDONLY | O_CLOEXEC); /* the program's fd may be write-only */
-        size_t k = size < TAIL_HASHED ? (size_t)size : TAIL_HASHED;
-        int same = r >= 0 && pread(r, buf, k, (off_t)(size - k)) == (ssize_t)k;
+        uint64_t k = size < TAIL_HASHED ? size : TAIL_HASHED;
+        int same = r >= 0 && hash_fd(r, size - k, k, have) == 0 && strcmp(have, want) == 0;
         if (r >= 0)
             close(r);
-        if (same) {
-            sha256_buffer(buf, k, have);
-            if (strcmp(have, want) == 0)
-                return mtime;
-        }
+        if (same)
+            return mtime;
     }
     if (n_said < (int)(sizeof(said) / sizeof(said[0])))
         said[n_said].dev = st.st_dev, said[n_said++].ino = st.st_ino;

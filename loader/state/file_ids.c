@@ -22,18 +22,15 @@
 /* crac_file_id_rec.hashed: what its sha256 covers (0: nothing). */
 #define FILE_ID_WHOLE 1 /* the whole file (up to HASH_MAX bytes) */
 #define FILE_ID_TAIL 2  /* its last TAIL_HASHED bytes */
-/* A larger file's last bytes hashed: a page tells a file only appended to from one rewritten,
- * for ~3 us of the pause per file at SHA-NI's ~1.3 GB/s (64 KiB: ~50 us). */
-#define TAIL_HASHED 4096UL
+/* A larger file's last TAIL_HASHED bytes (state.h) hashed: ~3 us of the pause per file at
+ * SHA-NI's ~1.3 GB/s (64 KiB: ~50 us). */
 
 static int64_t mtime_ns(const struct stat *st)
 {
     return (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
 }
 
-/* SHA-256 (hex) of len bytes of fd from byte from, read with pread (the program's offset
- * stays). */
-static int hash_fd(int fd, uint64_t from, uint64_t len, char hex[65])
+int hash_fd(int fd, uint64_t from, uint64_t len, char hex[65])
 {
     unsigned char *buf = malloc(len ? len : 1);
     if (!buf)

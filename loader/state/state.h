@@ -104,6 +104,12 @@ int start_time_restore(const struct state_restore *r, const void *note, size_t l
 /* This host's boot id and boot time into *B (zeros where unreadable); launch, exec and restart. */
 struct crac_boot;
 void boot_read(struct crac_boot *b);
+/* A file's last bytes hashed: they tell a file only appended to since the checkpoint from one
+ * rewritten (file_ids.c for files read, fd_regular.c's tail records for large written ones). */
+#define TAIL_HASHED 4096UL
+/* SHA-256 (hex) of len bytes of fd from byte from, read with pread (no offset moves): 0, or -1
+ * when they cannot all be read (file_ids.c). */
+int hash_fd(int fd, uint64_t from, uint64_t len, char hex[65]);
 int fds_capture(const struct state_capture *c, void **blob, size_t *len); /* fds.c */
 /* Whether the last capture kept a copy of the file (inode, path) through a descriptor. */
 int fds_copy_saved(uint64_t ino, const char *path);
