@@ -418,6 +418,7 @@ def _mpi_shim_target() -> None:
             "build/crac_gen/mpi_predef_gen.c",
             "build/crac_gen/mpi_mpich_gen.c",
             "build/crac_gen/mpi_funcs_gen.c",
+            "build/crac_gen/mpi_refused_gen.c",
         ),
         # Open MPI's headers first (the shim's ABI); MPICH's after, for mpi_mpich_gen.c's
         # <mpi_proto.h> (it names MPICH's mpi.h by path).

@@ -260,7 +260,7 @@ def launch(
             coord_port,
             coord_token,
         )
-        if choice.mode == "none" and not no_coordinator and mpi_launch.is_rank(info.needed):
+        if choice.mode == "none" and not no_coordinator and mpi_launch.is_rank():
             # A rank of an MPI job: the job is checkpointed whole, through one coordinator.
             choice = job.CoordChoice("any", coord_client.endpoint(None, None, None))
         coord_args = job.connect(choice, ckpt.interval, interval is not None)
@@ -275,13 +275,11 @@ def launch(
     dev_opts = runner.DeviceOptions(dev, sim_version, cuda_runtime=runtime)
     argv = [loader, *dev_opts.loader_args(), "--argv0", info.argv0, *ckpt.loader_args()]
     argv += coord_args
-    mpi_args = mpi_launch.shim_args(info.needed)
-    if mpi_args:
-        try:
-            mpi_launch.check_supported(Path(info.path), paths.native_dir() / "shim" / mpi_args[1])
-        except (mpi_launch.MpiUnsupported, OSError) as exc:
-            _error(str(exc))
-    argv += mpi_args
+    try:
+        shim_dir = paths.native_dir() / "shim"
+        argv += mpi_launch.loader_args(Path(info.path), info.needed, shim_dir)
+    except (mpi_launch.MpiUnsupported, OSError) as exc:
+        _error(str(exc))
     argv += cuda12_launch.shim_args(info.needed)
     argv += ["--", info.path, *info.script_args, *(args or [])]
     try:

@@ -20,11 +20,16 @@ RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 RANK_FILE = "mpi_rank"  # in each process directory, written by the shim at MPI_Init
 
 
-def shim_args(needed: Sequence[str]) -> list[str]:
-    """The loader's `--mpi-shim SONAME` when the program links an MPI library crac stands in for."""
+def shim_args(needed: Sequence[str], environ: Mapping[str, str] | None = None) -> list[str]:
+    """The loader's `--mpi-shim SONAME` when the program links an MPI library crac stands in for,
+    or was started by an MPI launcher: a program that loads MPI itself later (Python's mpi4py)
+    must find crac's Open MPI-ABI shim already loaded under the soname it asks for (docs/MPI.md,
+    "mpi4py")."""
     for soname in SHIM_SONAMES:
         if soname in needed:
             return ["--mpi-shim", soname]
+    if launcher_rank(environ) is not None:
+        return ["--mpi-shim", SHIM_SONAMES[0]]
     return []
 
 
@@ -33,6 +38,8 @@ class MpiUnsupported(Exception):
 
 
 def _dynsyms(path: Path, undefined: bool) -> set[str]:
+    """PATH's undefined dynamic symbols, or those it defines strongly: the shim's weak
+    definitions are the functions it refuses (crac_py/codegen/mpi_spec.py, refusals_source)."""
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import SymbolTableSection
 
@@ -43,12 +50,15 @@ def _dynsyms(path: Path, undefined: bool) -> set[str]:
         return {
             s.name
             for s in dynsym.iter_symbols()
-            if s.name and (s["st_shndx"] == "SHN_UNDEF") == undefined
+            if s.name
+            and (s["st_shndx"] == "SHN_UNDEF") == undefined
+            and (undefined or s["st_info"]["bind"] != "STB_WEAK")
         }
 
 
 def check_supported(program: Path, shim: Path) -> None:
-    """MpiUnsupported naming the MPI functions and objects PROGRAM imports that SHIM lacks."""
+    """MpiUnsupported naming the MPI functions and objects PROGRAM imports that SHIM lacks or
+    refuses."""
     wanted = {
         n for n in _dynsyms(program, True) if n.startswith(("MPI_", "PMPI_", "ompi_", "MPIX_"))
     }
@@ -63,6 +73,18 @@ def check_supported(program: Path, shim: Path) -> None:
         )
 
 
+def loader_args(program: Path, needed: Sequence[str], shim_dir: Path) -> list[str]:
+    """shim_args, checked: MpiUnsupported (or OSError) when PROGRAM links an MPI library and uses
+    what the shim lacks or it is not built; none for a program not linking MPI where it is not."""
+    args = shim_args(needed)
+    if not args:
+        return []
+    if not any(soname in needed for soname in SHIM_SONAMES):
+        return args if (shim_dir / args[1]).is_file() else []
+    check_supported(program, shim_dir / args[1])
+    return args
+
+
 def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
     """This process's MPI rank as its launcher gave it, or None outside an MPI launcher."""
     env = os.environ if environ is None else environ
@@ -73,9 +95,10 @@ def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
     return None
 
 
-def is_rank(needed: Sequence[str], environ: Mapping[str, str] | None = None) -> bool:
-    """A program linking an MPI library crac stands in for, started by an MPI launcher."""
-    return bool(shim_args(needed)) and launcher_rank(environ) is not None
+def is_rank(environ: Mapping[str, str] | None = None) -> bool:
+    """A process an MPI launcher started: a rank of the job, whether its program links MPI or
+    loads it later (mpi4py), checkpointed with the others through one coordinator."""
+    return launcher_rank(environ) is not None
 
 
 def recorded_rank(proc_dir: Path) -> int | None:

@@ -36,7 +36,8 @@ static int is_mpi_library(const char *path)
 static void mpi_library(const char *path, const char *shim_dir)
 {
     if (is_mpi_library(path) && strncmp(path, shim_dir, strlen(shim_dir)) != 0)
-        state_loss("the program loaded the MPI library %s itself (mpi4py, or a dlopen), not "
+        state_loss("the program loaded the MPI library %s itself (a dlopen by path, mpi4py's "
+                   "MPICH build), not "
                    "through crac's MPI shim: its connections to the other ranks and to its "
                    "launcher are not made again, and a restart fails (docs/MPI.md \"mpi4py\")",
                    path);

@@ -100,6 +100,8 @@ static void test_finalize_delay(void)
 
 int MPI_Finalize(void)
 {
+    /* As the standard has it, MPI_COMM_SELF's attributes go first (mpi4py's clean-up is one). */
+    mpi_attrs_delete_all(MPI_COMM_SELF, vcomm_self);
     /* Everyone reaches here before the library goes: a barrier that a checkpoint can cut. */
     MPI_Barrier(MPI_COMM_WORLD);
     test_finalize_delay();
@@ -979,6 +981,74 @@ int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, in
                     U(&real));
 }
 
+/* The v collectives (mpi4py's gather, scatter, allgather and alltoall of Python objects are
+ * these): the counts and displacements are the program's arrays, read by the library until the
+ * collective completes, which it does before any checkpoint (the cut lets it through). */
+int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+                const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    return COLL_RUN("MPI_Igatherv", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+                    U(rcounts), U(displs), U(type_real(rtype)), (uint64_t)rank_down(root),
+                    U(c->real), U(&real));
+}
+
+int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
+                 void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    return COLL_RUN("MPI_Iscatterv", U(sbuf), U(scounts), U(displs), U(type_real(stype)),
+                    buf_down(rbuf), (uint64_t)rcount, U(type_real(rtype)),
+                    (uint64_t)rank_down(root), U(c->real), U(&real));
+}
+
+int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                   const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    return COLL_RUN("MPI_Iallgatherv", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)),
+                    U(rbuf), U(rcounts), U(displs), U(type_real(rtype)), U(c->real), U(&real));
+}
+
+int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+                  void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
+                  MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    return COLL_RUN("MPI_Ialltoallv", buf_down(sbuf), U(scounts), U(sdispls), U(type_real(stype)),
+                    U(rbuf), U(rcounts), U(rdispls), U(type_real(rtype)), U(c->real), U(&real));
+}
+
+int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    return COLL_RUN("MPI_Iscan", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+                    U(op_real(op)), U(c->real), U(&real));
+}
+
+int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    return COLL_RUN("MPI_Iexscan", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+                    U(op_real(op)), U(c->real), U(&real));
+}
+
+int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype t, MPI_Op op,
+                             MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    return COLL_RUN("MPI_Ireduce_scatter_block", buf_down(sbuf), U(rbuf), (uint64_t)rcount,
+                    U(type_real(t)), U(op_real(op)), U(c->real), U(&real));
+}
+
+int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype t, MPI_Op op,
+                       MPI_Comm comm)
+{
+    COLL_BEGIN(comm);
+    return COLL_RUN("MPI_Ireduce_scatter", buf_down(sbuf), U(rbuf), U(rcounts), U(type_real(t)),
+                    U(op_real(op)), U(c->real), U(&real));
+}
+
 /* ---- communicators ---- */
 
 /* Creating a communicator is a collective on its parent: counted, and blocking in the lower
@@ -1007,6 +1077,8 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
         rc = mpi_comm_made(real, rc, newcomm);
     cross_gate_leave();
     mpi_leave(c, 1);
+    if (rc == MPI_SUCCESS)
+        rc = mpi_attrs_copy(comm, c, *newcomm);
     return rc;
 }
 
@@ -1015,6 +1087,9 @@ int MPI_Comm_free(MPI_Comm *comm)
     struct vcomm *c = comm_v(*comm);
     if (!c || c == vcomm_world || c == vcomm_self)
         return MPI_ERR_COMM;
+    int attr_rc = mpi_attrs_delete_all(*comm, c);
+    if (attr_rc != MPI_SUCCESS)
+        return attr_rc;
     /* The handle read, freed below and marked freed as one step: under mpi_mu, or the cut's
      * drain probed the communicator the library had just freed ("Invalid communicator"); with
      * the gate held, or a checkpoint between reading and freeing left a handle of the library

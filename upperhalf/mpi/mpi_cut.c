@@ -30,13 +30,6 @@ static volatile int32_t wake_word; /* futex the waiting threads sleep on */
 static volatile int32_t repost;    /* receives cancelled by the drain are to be posted again */
 static int active;                 /* threads inside a communicating section (mpi_mu) */
 
-struct drained {
-    struct vcomm *comm;
-    int source, tag; /* source: rank in comm */
-    int len;
-    unsigned char *data; /* packed (MPI_BYTE) */
-    struct drained *next;
-};
 static struct drained *drained_head, **drained_tail = &drained_head;
 
 static void futex_wait(volatile int32_t *w, int32_t v)
@@ -136,43 +129,92 @@ void mpi_leave(struct vcomm *comm, int coll_done)
 
 /* ---- drained messages ---- */
 
-int mpi_drained_match(struct vreq *r)
+/* D's bytes unpacked into (BUF, COUNT, TYPE) as far as they fit, its envelope in *ST; D freed. */
+void mpi_message_unpack(struct drained *d, void *buf, int count, MPI_Datatype type_up,
+                        MPI_Status *st)
+{
+    int pos = 0;
+    void *type = type_real(type_up);
+    int size = 0;
+    L("MPI_Type_size", U(type), U(&size));
+    int fits = size > 0 ? d->len / size : 0;
+    if (fits > count)
+        fits = count;
+    L("MPI_Unpack", U(d->data), (uint64_t)d->len, U(&pos), U(buf), (uint64_t)fits, U(type),
+      U(d->comm->real));
+    memset(st, 0, sizeof(*st));
+    st->MPI_SOURCE = d->source;
+    st->MPI_TAG = d->tag;
+    st->MPI_ERROR = d->len > count * size ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+    st->_ucount = (size_t)(d->len < count * size ? d->len : count * size);
+    free(d->data);
+    free(d);
+}
+
+static int drained_matches(const struct drained *d, const struct vcomm *c, int source, int tag)
+{
+    return d->comm == c && (source == MPI_ANY_SOURCE || source == d->source) &&
+           (tag == MPI_ANY_TAG || tag == d->tag);
+}
+
+/* The first drained message matching (C, SOURCE, TAG), out of the list; NULL if none. */
+static struct drained *drained_take(const struct vcomm *c, int source, int tag)
 {
     for (struct drained **pp = &drained_head; *pp; pp = &(*pp)->next) {
         struct drained *d = *pp;
-        if (d->comm != r->comm || (r->peer != MPI_ANY_SOURCE && r->peer != d->source) ||
-            (r->tag != MPI_ANY_TAG && r->tag != d->tag))
+        if (!drained_matches(d, c, source, tag))
             continue;
-        int pos = 0;
-        void *type = type_real(r->type);
-        int size = 0;
-        L("MPI_Type_size", U(type), U(&size));
-        int fits = size > 0 ? d->len / size : 0;
-        if (fits > r->count)
-            fits = r->count;
-        L("MPI_Unpack", U(d->data), (uint64_t)d->len, U(&pos), U(r->buf), (uint64_t)fits, U(type),
-          U(r->comm->real));
-        memset(&r->status, 0, sizeof(r->status));
-        r->status.MPI_SOURCE = d->source;
-        r->status.MPI_TAG = d->tag;
-        r->status.MPI_ERROR = d->len > r->count * size ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
-        r->status._ucount = (size_t)(d->len < r->count * size ? d->len : r->count * size);
-        r->state = VR_DONE;
         *pp = d->next;
         if (drained_tail == &d->next)
             drained_tail = pp;
-        free(d->data);
-        free(d);
-        return 1;
+        d->next = NULL;
+        return d;
     }
-    return 0;
+    return NULL;
+}
+
+int mpi_drained_match(struct vreq *r)
+{
+    struct drained *d = drained_take(r->comm, r->peer, r->tag);
+    if (!d)
+        return 0;
+    mpi_message_unpack(d, r->buf, r->count, r->type, &r->status);
+    r->state = VR_DONE;
+    return 1;
+}
+
+struct drained *mpi_message_take(struct vcomm *c, int source, int tag, int *rc)
+{
+    *rc = MPI_SUCCESS;
+    struct drained *d = drained_take(c, source, tag);
+    if (d)
+        return d;
+    int flag = 0, len = 0;
+    void *msg = NULL;
+    lstatus ls;
+    *rc = L("MPI_Improbe", (uint64_t)rank_down(source), (uint64_t)tag, U(c->real), U(&flag),
+            U(&msg), U(&ls));
+    if (*rc != MPI_SUCCESS || !flag)
+        return NULL;
+    MPI_Status st;
+    void *byte = lower_named("ompi_mpi_byte");
+    L("MPI_Get_count", U(&ls), U(byte), U(&len));
+    status_up(&st, &ls);
+    if (!(d = calloc(1, sizeof(*d))) || !(d->data = malloc(len > 0 ? (size_t)len : 1)))
+        mpi_die("out of memory receiving an MPI message");
+    d->comm = c;
+    d->source = st.MPI_SOURCE;
+    d->tag = st.MPI_TAG;
+    d->len = len;
+    *rc = L("MPI_Mrecv", U(d->data), (uint64_t)len, U(byte), U(&msg), U(&ls));
+    mpi_received++;
+    return d;
 }
 
 int mpi_drained_peek(struct vcomm *c, int source, int tag, MPI_Status *st)
 {
     for (struct drained *d = drained_head; d; d = d->next) {
-        if (d->comm != c || (source != MPI_ANY_SOURCE && source != d->source) ||
-            (tag != MPI_ANY_TAG && tag != d->tag))
+        if (!drained_matches(d, c, source, tag))
             continue;
         if (st != MPI_STATUS_IGNORE) {
             memset(st, 0, sizeof(*st));
@@ -440,6 +482,8 @@ static int on_event(enum crac_event ev, void *arg)
         int rc = fin_started ? 1 : cut_collectives();
         if (rc == 0)
             rc = cut_p2p();
+        if (rc == 0)
+            mpi_errh_record();
         pthread_mutex_unlock(&ctl_mu);
         if (rc == 1) {
             /* No PRE_RESUME follows a failed PRE_SUSPEND: let held collectives go now. */

@@ -81,6 +81,7 @@ static inline uint64_t buf_down(const void *p)
 }
 
 /* ---- virtual handles (mpi_objects.c) ---- */
+struct vattr;
 #define VMAGIC 0x4d50495643524143ULL
 
 struct vcomm {
@@ -99,6 +100,8 @@ struct vcomm {
     int ghost, inter;
     int remote_size, *remote_world;
     int local_leader, remote_leader_world, tag;
+    MPI_Errhandler errhandler; /* the library's, as of the last checkpoint (mpi_errh.c) */
+    struct vattr *attrs;       /* the program's attributes (mpi_attr.c) */
 };
 
 enum { VT_CONTIG = 1, VT_VECTOR = 2 };
@@ -174,6 +177,22 @@ void mpi_backoff(unsigned *spins);
  * which is then complete. 1 if one matched. Call under mpi_mu. */
 int mpi_drained_match(struct vreq *r);
 int mpi_post_recv(struct vreq *r); /* drained match, else the real Irecv */
+/* A message received into upper memory: drained by a cut, or taken by a matched probe. */
+struct drained {
+    struct vcomm *comm;
+    int source, tag; /* source: rank in comm */
+    int len;
+    unsigned char *data; /* packed (MPI_BYTE) */
+    struct drained *next;
+};
+/* A matched probe (MPI_Improbe): the first message matching (C, SOURCE, TAG), a drained one or
+ * one the library has, received whole into upper memory at once, so that no message the library
+ * matched outlives the call (a checkpoint never has one to save); NULL if none (*RC the
+ * library's error, if any). Call under mpi_mu, inside a communicating section. */
+struct drained *mpi_message_take(struct vcomm *c, int source, int tag, int *rc);
+/* D's bytes unpacked into (BUF, COUNT, TYPE) as far as they fit, its envelope in *ST; D freed.
+ * Call under mpi_mu. */
+void mpi_message_unpack(struct drained *d, void *buf, int count, MPI_Datatype type, MPI_Status *st);
 /* 1 when a drained message matches (source and tag as the program gives them); its envelope in
  * *st. Call under mpi_mu. */
 int mpi_drained_peek(struct vcomm *c, int source, int tag, MPI_Status *st);
@@ -192,5 +211,16 @@ int mpi_inter_dup(struct vcomm *c, void *real, MPI_Comm *out); /* MPI_Comm_dup's
 struct vcomm *mpi_ghost(uint64_t kind, const int *a, int na, const int *b, int nb, int tag);
 void *mpi_lower_group(const int *w, int n); /* a lower group of those world ranks */
 void mpi_lower_group_free(void *g, int n);
+
+/* ---- error handlers (mpi_errh.c), refused functions (mpi_refused.c) ---- */
+void mpi_errh_record(void);  /* at a checkpoint, after the cut */
+void mpi_errh_rebuild(void); /* at restart, after the communicators */
+int mpi_refused(const char *name);
+
+/* ---- attributes (mpi_attr.c) ---- */
+/* MPI_Comm_dup: the attributes of FROM that their copy callbacks let through, set on TO_COMM. */
+int mpi_attrs_copy(MPI_Comm from_comm, struct vcomm *from, MPI_Comm to_comm);
+/* MPI_Comm_free, and MPI_Finalize for MPI_COMM_SELF: every attribute deleted, newest first. */
+int mpi_attrs_delete_all(MPI_Comm comm, struct vcomm *c);
 
 #endif

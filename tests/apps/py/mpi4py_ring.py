@@ -1,6 +1,12 @@
-"""mpi4py_ring.py — an mpi4py program (PyPI's mpi4py over the system's Open MPI) for the MPI tests:
-each step a value goes round the ring of ranks and the ranks' sums are reduced; rank 0 prints
-`step N` and a deterministic `DONE TOTAL`. Each rank writes its pid to DIR/pid.RANK first.
+"""mpi4py_ring.py — an mpi4py program (PyPI's mpi4py over the system's Open MPI or MPICH) for the
+MPI tests: each step a pickled value goes round the ring of ranks (sendrecv: a matched probe and
+receive), the ranks' sums are reduced as Python objects (allreduce: mpi4py's duplicate of the
+communicator, found through an attribute) and as a numpy buffer (Allreduce), rank 0 broadcasts a
+dict, the two halves of a split sum their ranks, objects are gathered, scattered, exchanged all
+to all and scanned (the v collectives below), numpy buffers of a different length per rank
+gathered (Allgatherv), and a dict sent with isend. Rank 0 prints `step N` and a deterministic
+`DONE TOTAL`. Each rank writes its pid to DIR/pid.RANK first. With TEST_END_GATE set, the ranks
+wait for that file before the end (tests/job_harness.py gated_env).
 
 Usage: python mpi4py_ring.py DIR [STEPS] [MS]
 """
@@ -9,7 +15,14 @@ import os
 import sys
 import time
 
+import numpy as np
 from mpi4py import MPI
+
+
+def wait_end_gate() -> None:
+    gate = os.environ.get("TEST_END_GATE")
+    while gate and not os.path.exists(gate):
+        time.sleep(0.05)
 
 
 def main() -> int:
@@ -17,18 +30,41 @@ def main() -> int:
     ms = int(sys.argv[3]) if len(sys.argv) > 3 else 20
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
+    half = comm.Split(rank % 2, rank)
     with open(f"{sys.argv[1]}/pid.{rank}", "w") as f:
         f.write(str(os.getpid()))
     acc = total = 0
+    vec = np.zeros(4, dtype=np.int64)
     for step in range(1, steps + 1):
         got = comm.sendrecv(acc + rank, dest=(rank + 1) % size, source=(rank - 1) % size)
         acc = (acc + got * 7 + step) % 1000003
         total = comm.allreduce(acc)
+        mine = np.array([acc, step, rank, total % 97], dtype=np.int64)
+        comm.Allreduce(mine, vec, op=MPI.SUM)
+        info = comm.bcast({"step": step, "sum": int(vec.sum())} if rank == 0 else None, root=0)
+        halves = half.allreduce(rank)
+        total = (total + info["sum"] * 3 + halves) % 1000003
+        gathered = comm.gather(acc % 1000, root=0)
+        part = comm.scatter([i * step for i in range(size)] if rank == 0 else None, root=0)
+        everyone = comm.allgather(rank + step)
+        swapped = comm.alltoall([rank * 10 + i for i in range(size)])
+        counts = list(range(1, size + 1))
+        ragged = np.zeros(sum(counts), dtype=np.int64)
+        comm.Allgatherv(np.full(rank + 1, step + rank, dtype=np.int64), [ragged, counts])
+        prefix, before = comm.scan(rank + step), comm.exscan(rank + step) or 0
+        req = comm.isend({"rank": rank, "step": step}, dest=(rank + 1) % size, tag=7)
+        note = comm.recv(source=(rank - 1) % size, tag=7)
+        req.wait()
+        mixed = sum(gathered or []) + part + sum(everyone) + sum(swapped) + int(ragged.sum())
+        total = (total + mixed * 5 + prefix * 11 + before * 13 + note["rank"]) % 1000003
         if rank == 0:
             print(f"step {step}", flush=True)
         time.sleep(ms / 1000)
+    wait_end_gate()
+    comm.Barrier()
     if rank == 0:
         print(f"DONE {total}", flush=True)
+    half.Free()
     return 0
 
 
