@@ -161,6 +161,9 @@ PASS_THROUGH: tuple[str, ...] = (
     "int MPI_Get_address(const void *location, MPI_Aint *address)",
     "int MPI_Op_commutative(MPI_Op op, int *commute)",
     "int MPI_Is_thread_main(int *flag)",
+    "int MPI_Dims_create(int nnodes, int ndims, int *dims)",
+    "int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype datatype, "
+    "MPI_Op op)",
 )
 
 _PROTO = re.compile(r"^int (MPI_\w+)\((.*)\)$")

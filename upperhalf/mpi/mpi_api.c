@@ -158,8 +158,11 @@ static void null_status(MPI_Status *st)
 static int start_send(struct vreq *r)
 {
     void *real = NULL;
-    int rc = L("MPI_Isend", U(r->buf), (uint64_t)r->count, U(type_real(r->type)),
-               (uint64_t)rank_down(r->peer), (uint64_t)r->tag, U(r->comm->real), U(&real));
+    int rc = r->sync
+                 ? L("MPI_Issend", U(r->buf), (uint64_t)r->count, U(type_real(r->type)),
+                     (uint64_t)rank_down(r->peer), (uint64_t)r->tag, U(r->comm->real), U(&real))
+                 : L("MPI_Isend", U(r->buf), (uint64_t)r->count, U(type_real(r->type)),
+                     (uint64_t)rank_down(r->peer), (uint64_t)r->tag, U(r->comm->real), U(&real));
     r->real = real;
     r->state = VR_ACTIVE;
     int w = comm_peer_world(r->comm, r->peer); /* a remote rank on an inter-communicator */
@@ -170,9 +173,10 @@ static int start_send(struct vreq *r)
 
 /* Under mpi_mu, inside a section. */
 static struct vreq *post_send(const void *buf, int count, MPI_Datatype t, int dest, int tag,
-                              struct vcomm *c, int *rc)
+                              struct vcomm *c, int sync, int *rc)
 {
     struct vreq *r = vreq_new();
+    r->sync = sync;
     r->buf = (void *)buf;
     r->count = count;
     r->type = t;
@@ -296,9 +300,9 @@ static struct vreq *vreq_keep(const struct vreq *s)
  * incomplete after the first batch goes into the request list, before mpi_mu is let go, so the
  * cut sees every request that is live in the library. */
 static int p2p_blocking(void *buf, int count, MPI_Datatype t, int peer, int tag, MPI_Comm comm,
-                        int is_recv, MPI_Status *st)
+                        int is_recv, int sync, MPI_Status *st)
 {
-    static struct lcache isend_c, irecv_c;
+    static struct lcache isend_c, issend_c, irecv_c;
     struct vcomm *c = comm_v(comm);
     if (!c)
         return MPI_ERR_COMM;
@@ -315,6 +319,7 @@ static int p2p_blocking(void *buf, int count, MPI_Datatype t, int peer, int tag,
     s.tag = tag;
     s.comm = c;
     s.is_recv = is_recv;
+    s.sync = sync;
     pthread_mutex_lock(&mpi_mu);
     mpi_enter_locked(c, 0);
     if (is_recv && peer == MPI_PROC_NULL) {
@@ -326,8 +331,10 @@ static int p2p_blocking(void *buf, int count, MPI_Datatype t, int peer, int tag,
         lstatus ls;
         uint64_t a[7] = {U(buf),        (uint64_t)count, U(type_real(t)), (uint64_t)rank_down(peer),
                          (uint64_t)tag, U(c->real),      U(&real)};
-        int rc = mpi_lpost_test(is_recv ? &irecv_c : &isend_c, is_recv ? "MPI_Irecv" : "MPI_Isend",
-                                a, 7, &real, &flag, &ls, WAIT_TRIES);
+        int rc =
+            is_recv ? mpi_lpost_test(&irecv_c, "MPI_Irecv", a, 7, &real, &flag, &ls, WAIT_TRIES)
+            : sync  ? mpi_lpost_test(&issend_c, "MPI_Issend", a, 7, &real, &flag, &ls, WAIT_TRIES)
+                    : mpi_lpost_test(&isend_c, "MPI_Isend", a, 7, &real, &flag, &ls, WAIT_TRIES);
         if (rc != MPI_SUCCESS && !flag) {
             mpi_leave_locked(c, 0);
             pthread_mutex_unlock(&mpi_mu);
@@ -360,8 +367,8 @@ static int p2p_blocking(void *buf, int count, MPI_Datatype t, int peer, int tag,
     return vreq_wait(r, st, NULL);
 }
 
-int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
-              MPI_Request *req)
+static int isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+                 int sync, MPI_Request *req)
 {
     struct vcomm *c = comm_v(comm);
     if (!c)
@@ -369,11 +376,28 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI
     int rc;
     mpi_enter(c, 0);
     pthread_mutex_lock(&mpi_mu);
-    struct vreq *r = post_send(buf, count, t, dest, tag, c, &rc);
+    struct vreq *r = post_send(buf, count, t, dest, tag, c, sync, &rc);
     pthread_mutex_unlock(&mpi_mu);
     mpi_leave(c, 0);
     *req = (MPI_Request)(void *)r;
     return rc;
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+              MPI_Request *req)
+{
+    return isend(buf, count, t, dest, tag, comm, 0, req);
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+               MPI_Request *req)
+{
+    return isend(buf, count, t, dest, tag, comm, 1, req);
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm)
+{
+    return p2p_blocking((void *)buf, count, t, dest, tag, comm, 0, 1, MPI_STATUS_IGNORE);
 }
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
@@ -394,12 +418,12 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm c
 
 int MPI_Send(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm)
 {
-    return p2p_blocking((void *)buf, count, t, dest, tag, comm, 0, MPI_STATUS_IGNORE);
+    return p2p_blocking((void *)buf, count, t, dest, tag, comm, 0, 0, MPI_STATUS_IGNORE);
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm, MPI_Status *st)
 {
-    return p2p_blocking(buf, count, t, src, tag, comm, 1, st);
+    return p2p_blocking(buf, count, t, src, tag, comm, 1, 0, st);
 }
 
 /* One section, one hold of mpi_mu and, when both messages complete in the first batch, one
@@ -851,6 +875,69 @@ int MPI_Startall(int n, MPI_Request reqs[])
 
 /* An active request is completed first (the standard lets it finish in the background; here
  * the program waits for it, which only matters for a receive nobody sends to). */
+/* A receive is cancelled at once, in the library and here: its request complete, cancelled or
+ * received, before the call returns, so that no other completion path (nor the cut) ever sees a
+ * cancelled one. One the cut took back (to post after the checkpoint) is simply not posted. */
+int MPI_Cancel(MPI_Request *req)
+{
+    struct vreq *r = req_v(*req);
+    if (!r)
+        return MPI_ERR_REQUEST;
+    if (!r->is_recv)
+        return mpi_refused("MPI_Cancel (of a send)");
+    mpi_enter(NULL, 0);
+    pthread_mutex_lock(&mpi_mu);
+    int rc = MPI_SUCCESS;
+    if (r->state == VR_UNPOSTED) {
+        null_status(&r->status);
+        r->status._cancelled = 1;
+        r->state = VR_DONE;
+    } else if (r->state == VR_ACTIVE) {
+        void *real = r->real;
+        lstatus ls;
+        int cancelled = 0;
+        rc = L("MPI_Cancel", U(&real));
+        if (rc == MPI_SUCCESS)
+            rc = L("MPI_Wait", U(&real), U(&ls));
+        if (rc == MPI_SUCCESS) {
+            L("MPI_Test_cancelled", U(&ls), U(&cancelled));
+            status_up(&r->status, &ls);
+            r->status._cancelled = cancelled != 0;
+            r->real = real;
+            r->state = VR_DONE;
+            if (!cancelled)
+                mpi_received++;
+        }
+    }
+    pthread_mutex_unlock(&mpi_mu);
+    mpi_leave(NULL, 0);
+    return rc;
+}
+
+int MPI_Test_cancelled(const MPI_Status *status, int *flag)
+{
+    *flag = status->_cancelled != 0;
+    return MPI_SUCCESS;
+}
+
+/* Memory the program asks MPI for is the program's: upper memory, saved with it (the library's
+ * would be gone at a restart). */
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr)
+{
+    (void)info;
+    void *p = malloc(size > 0 ? (size_t)size : 1);
+    if (!p)
+        return MPI_ERR_NO_MEM;
+    *(void **)baseptr = p;
+    return MPI_SUCCESS;
+}
+
+int MPI_Free_mem(void *base)
+{
+    free(base);
+    return MPI_SUCCESS;
+}
+
 int MPI_Request_free(MPI_Request *req)
 {
     struct vreq *r = req_v(*req);
@@ -1060,6 +1147,31 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
     COLL_BEGIN(comm);
     cross_gate_enter(); /* to the record made: see mpi_comm_made */
     int rc = L("MPI_Comm_split", U(c->real), (uint64_t)color, (uint64_t)key, U(&real));
+    rc = mpi_comm_made(real, rc, newcomm);
+    cross_gate_leave();
+    mpi_leave(c, 1);
+    return rc;
+}
+
+/* Its members stay its members across a restart (rebuilt from their world ranks, as any
+ * communicator), even where the restart put them on other nodes (docs/MPI.md, "mpi4py"). */
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+    void *info_real = predef_lower(info); /* MPI_Info_create is refused: MPI_INFO_NULL, ENV */
+    if (!info_real)
+        return MPI_ERR_INFO;
+    int lower_type = split_type; /* MPICH's MPI_COMM_TYPE_SHARED is 1; MPI_UNDEFINED the same */
+    if (mpi_abi.mpich && split_type != MPI_UNDEFINED) {
+        if (split_type != MPI_COMM_TYPE_SHARED)
+            return mpi_refused("MPI_Comm_split_type (Open MPI's own split types, under MPICH)");
+        lower_type = 1;
+    }
+    if (comm_v(comm) && comm_v(comm)->inter)
+        return MPI_ERR_COMM;
+    COLL_BEGIN(comm);
+    cross_gate_enter(); /* to the record made: see mpi_comm_made */
+    int rc = L("MPI_Comm_split_type", U(c->real), (uint64_t)lower_type, (uint64_t)key, U(info_real),
+               U(&real));
     rc = mpi_comm_made(real, rc, newcomm);
     cross_gate_leave();
     mpi_leave(c, 1);

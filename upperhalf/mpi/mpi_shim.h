@@ -121,6 +121,7 @@ struct vreq {
     void *real;
     int state, is_recv, is_coll;
     int persistent; /* MPI_Send_init/MPI_Recv_init: kept after completion, started again */
+    int sync;       /* MPI_Ssend/MPI_Issend: complete once the receive has matched it */
     void *buf;
     int count, peer, tag;
     MPI_Datatype type;

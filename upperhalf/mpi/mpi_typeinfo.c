@@ -1,5 +1,6 @@
 /* mpi_typeinfo.c — what a datatype is made of (MPI_Type_get_envelope, MPI_Type_get_contents),
- * answered from its record: the library below may be MPICH, whose combiner values differ. */
+ * answered from its record (the library below may be MPICH, whose combiner values differ); a
+ * status's fields the program sets; what a communicator is besides its members. */
 #include "mpi_shim.h"
 
 static struct vtype *vtype_of(MPI_Datatype t)
@@ -45,5 +46,42 @@ int MPI_Type_get_contents(MPI_Datatype type, int max_integers, int max_addresses
     if (!predef_lower((void *)v->old))
         return mpi_refused("MPI_Type_get_contents (of a type made from a derived type)");
     datatypes[0] = v->old;
+    return MPI_SUCCESS;
+}
+
+/* A status is the program's (Open MPI's layout, whatever library is below). */
+int MPI_Status_set_elements_x(MPI_Status *status, MPI_Datatype type, MPI_Count count)
+{
+    int size = 0;
+    int rc = L("MPI_Type_size", U(type_real(type)), U(&size));
+    if (rc == MPI_SUCCESS)
+        status->_ucount = (size_t)count * (size_t)size;
+    return rc;
+}
+
+int MPI_Status_set_elements(MPI_Status *status, MPI_Datatype type, int count)
+{
+    return MPI_Status_set_elements_x(status, type, count);
+}
+
+int MPI_Status_set_cancelled(MPI_Status *status, int flag)
+{
+    status->_cancelled = flag != 0;
+    return MPI_SUCCESS;
+}
+
+/* No communicator has a topology here (MPI_Cart_create and the others are refused). */
+int MPI_Topo_test(MPI_Comm comm, int *status)
+{
+    if (!comm_v(comm))
+        return MPI_ERR_COMM;
+    *status = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+}
+
+/* No process is spawned here (MPI_Comm_spawn is refused). */
+int MPI_Comm_get_parent(MPI_Comm *parent)
+{
+    *parent = MPI_COMM_NULL;
     return MPI_SUCCESS;
 }
