@@ -1190,6 +1190,8 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
     cross_gate_leave();
     mpi_leave(c, 1);
     if (rc == MPI_SUCCESS)
+        rc = mpi_cart_copy(c, *newcomm);
+    if (rc == MPI_SUCCESS)
         rc = mpi_attrs_copy(comm, c, *newcomm);
     return rc;
 }

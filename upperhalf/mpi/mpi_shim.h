@@ -82,6 +82,7 @@ static inline uint64_t buf_down(const void *p)
 
 /* ---- virtual handles (mpi_objects.c) ---- */
 struct vattr;
+struct vcart;
 #define VMAGIC 0x4d50495643524143ULL
 
 struct vcomm {
@@ -102,6 +103,7 @@ struct vcomm {
     int local_leader, remote_leader_world, tag;
     MPI_Errhandler errhandler; /* the library's, as of the last checkpoint (mpi_errh.c) */
     struct vattr *attrs;       /* the program's attributes (mpi_attr.c) */
+    struct vcart *cart;        /* a Cartesian grid's (mpi_cart.c), or NULL */
 };
 
 enum { VT_CONTIG = 1, VT_VECTOR = 2 };
@@ -223,5 +225,6 @@ int mpi_refused(const char *name);
 int mpi_attrs_copy(MPI_Comm from_comm, struct vcomm *from, MPI_Comm to_comm);
 /* MPI_Comm_free, and MPI_Finalize for MPI_COMM_SELF: every attribute deleted, newest first. */
 int mpi_attrs_delete_all(MPI_Comm comm, struct vcomm *c);
+int mpi_cart_copy(struct vcomm *from, MPI_Comm to); /* MPI_Comm_dup keeps a grid */
 
 #endif

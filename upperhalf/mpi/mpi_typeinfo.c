@@ -70,12 +70,13 @@ int MPI_Status_set_cancelled(MPI_Status *status, int flag)
     return MPI_SUCCESS;
 }
 
-/* No communicator has a topology here (MPI_Cart_create and the others are refused). */
+/* Cartesian grids only (mpi_cart.c): graph topologies are refused. */
 int MPI_Topo_test(MPI_Comm comm, int *status)
 {
-    if (!comm_v(comm))
+    struct vcomm *c = comm_v(comm);
+    if (!c)
         return MPI_ERR_COMM;
-    *status = MPI_UNDEFINED;
+    *status = c->cart ? MPI_CART : MPI_UNDEFINED;
     return MPI_SUCCESS;
 }
 

@@ -4,7 +4,8 @@ receive), the ranks' sums are reduced as Python objects (allreduce: mpi4py's dup
 communicator, found through an attribute) and as a numpy buffer (Allreduce), rank 0 broadcasts a
 dict, the two halves of a split sum their ranks, objects are gathered, scattered, exchanged all
 to all and scanned (the v collectives below), numpy buffers of a different length per rank
-gathered (Allgatherv), and a dict sent with isend. Rank 0 prints `step N` and a deterministic
+gathered (Allgatherv), a dict sent with isend, and values shifted along a periodic Cartesian
+grid. Rank 0 prints `step N` and a deterministic
 `DONE TOTAL`. Each rank writes its pid to DIR/pid.RANK first. With TEST_END_GATE set, the ranks
 wait for that file before the end (tests/job_harness.py gated_env).
 
@@ -31,6 +32,7 @@ def main() -> int:
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     half = comm.Split(rank % 2, rank)
+    grid = comm.Create_cart(MPI.Compute_dims(size, 2), periods=[True, True])
     with open(f"{sys.argv[1]}/pid.{rank}", "w") as f:
         f.write(str(os.getpid()))
     acc = total = 0
@@ -57,6 +59,9 @@ def main() -> int:
         req.wait()
         mixed = sum(gathered or []) + part + sum(everyone) + sum(swapped) + int(ragged.sum())
         total = (total + mixed * 5 + prefix * 11 + before * 13 + note["rank"]) % 1000003
+        for axis in (0, 1):
+            src, dst = grid.Shift(axis, 1)
+            total = (total + grid.sendrecv(total + grid.rank, dest=dst, source=src)) % 1000003
         if rank == 0:
             print(f"step {step}", flush=True)
         time.sleep(ms / 1000)
@@ -65,6 +70,7 @@ def main() -> int:
     if rank == 0:
         print(f"DONE {total}", flush=True)
     half.Free()
+    grid.Free()
     return 0
 
 
