@@ -130,9 +130,47 @@ void mpi_leave(struct vcomm *comm, int coll_done)
 /* ---- drained messages ---- */
 
 /* D's bytes unpacked into (BUF, COUNT, TYPE) as far as they fit, its envelope in *ST; D freed. */
+/* Matched messages (mpi_message_take) the program has not received yet: still the library's. */
+static struct drained *taken_head;
+
+static void taken_unlink(struct drained *d)
+{
+    for (struct drained **pp = &taken_head; *pp; pp = &(*pp)->next)
+        if (*pp == d) {
+            *pp = d->next;
+            return;
+        }
+}
+
+/* At the cut: each matched message the library still holds received into upper memory, as a
+ * drained one is, so that no matched message of the library outlives it. */
+static void keep_taken_messages(void)
+{
+    void *byte = lower_named("ompi_mpi_byte");
+    for (struct drained *d = taken_head; d; d = d->next) {
+        lstatus ls;
+        if (!(d->data = malloc(d->len > 0 ? (size_t)d->len : 1)))
+            mpi_die("out of memory keeping a matched MPI message");
+        L("MPI_Mrecv", U(d->data), (uint64_t)d->len, U(byte), U(&d->real), U(&ls));
+        d->real = NULL;
+    }
+    taken_head = NULL;
+}
+
 void mpi_message_unpack(struct drained *d, void *buf, int count, MPI_Datatype type_up,
                         MPI_Status *st)
 {
+    if (d->real) { /* still the library's: received straight into the program's buffer */
+        lstatus ls;
+        taken_unlink(d);
+        int rc =
+            L("MPI_Mrecv", U(buf), (uint64_t)count, U(type_real(type_up)), U(&d->real), U(&ls));
+        status_up(st, &ls);
+        if (rc != MPI_SUCCESS)
+            st->MPI_ERROR = rc;
+        free(d);
+        return;
+    }
     int pos = 0;
     void *type = type_real(type_up);
     int size = 0;
@@ -197,17 +235,18 @@ struct drained *mpi_message_take(struct vcomm *c, int source, int tag, int *rc)
     if (*rc != MPI_SUCCESS || !flag)
         return NULL;
     MPI_Status st;
-    void *byte = lower_named("ompi_mpi_byte");
-    L("MPI_Get_count", U(&ls), U(byte), U(&len));
+    L("MPI_Get_count", U(&ls), U(lower_named("ompi_mpi_byte")), U(&len));
     status_up(&st, &ls);
-    if (!(d = calloc(1, sizeof(*d))) || !(d->data = malloc(len > 0 ? (size_t)len : 1)))
+    if (!(d = calloc(1, sizeof(*d))))
         mpi_die("out of memory receiving an MPI message");
     d->comm = c;
     d->source = st.MPI_SOURCE;
     d->tag = st.MPI_TAG;
     d->len = len;
-    *rc = L("MPI_Mrecv", U(d->data), (uint64_t)len, U(byte), U(&msg), U(&ls));
-    mpi_received++;
+    d->real = msg;
+    d->next = taken_head;
+    taken_head = d;
+    mpi_received++; /* gone from the library's queue: the cut counts it as received */
     return d;
 }
 
@@ -395,6 +434,7 @@ static int cut_p2p(void)
     }
     /* From here on this thread alone uses the program's requests, and holds mpi_mu to the end:
      * a program thread may still free a completed request (outside any section). */
+    keep_taken_messages();
     size_t n = (size_t)mpi_world_size;
     int64_t *total = calloc(n, sizeof(*total));
     if (!total) {

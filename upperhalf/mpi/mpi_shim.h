@@ -180,21 +180,23 @@ void mpi_backoff(unsigned *spins);
  * which is then complete. 1 if one matched. Call under mpi_mu. */
 int mpi_drained_match(struct vreq *r);
 int mpi_post_recv(struct vreq *r); /* drained match, else the real Irecv */
-/* A message received into upper memory: drained by a cut, or taken by a matched probe. */
+/* A message drained by a cut, or taken by a matched probe: its bytes in upper memory, or (a
+ * matched one, until the next cut) still the library's matched message REAL. */
 struct drained {
     struct vcomm *comm;
     int source, tag; /* source: rank in comm */
     int len;
     unsigned char *data; /* packed (MPI_BYTE) */
+    void *real;          /* the library's MPI_Message, or NULL */
     struct drained *next;
 };
 /* A matched probe (MPI_Improbe): the first message matching (C, SOURCE, TAG), a drained one or
- * one the library has, received whole into upper memory at once, so that no message the library
- * matched outlives the call (a checkpoint never has one to save); NULL if none (*RC the
- * library's error, if any). Call under mpi_mu, inside a communicating section. */
+ * one the library matches now (counted as received: the cut no longer finds it in the library's
+ * queue, and receives it into upper memory if the program has not by then); NULL if none (*RC
+ * the library's error, if any). Call under mpi_mu, inside a communicating section. */
 struct drained *mpi_message_take(struct vcomm *c, int source, int tag, int *rc);
-/* D's bytes unpacked into (BUF, COUNT, TYPE) as far as they fit, its envelope in *ST; D freed.
- * Call under mpi_mu. */
+/* D received into (BUF, COUNT, TYPE): unpacked from its bytes as far as they fit, or by the
+ * library's MPI_Mrecv; its envelope in *ST; D freed. Call under mpi_mu. */
 void mpi_message_unpack(struct drained *d, void *buf, int count, MPI_Datatype type, MPI_Status *st);
 /* 1 when a drained message matches (source and tag as the program gives them); its envelope in
  * *st. Call under mpi_mu. */
