@@ -5,7 +5,8 @@ communicator, found through an attribute) and as a numpy buffer (Allreduce), ran
 dict, the two halves of a split sum their ranks, objects are gathered, scattered, exchanged all
 to all and scanned (the v collectives below), numpy buffers of a different length per rank
 gathered (Allgatherv), a dict sent with isend, and values shifted along a periodic Cartesian
-grid. Rank 0 prints `step N` and a deterministic
+grid. Each step's pause comes between a matched probe and its receive (comm.mprobe, then
+msg.recv()), so checkpoints find a message matched and not yet received. Rank 0 prints `step N` and a deterministic
 `DONE TOTAL`. Each rank writes its pid to DIR/pid.RANK first. With TEST_END_GATE set, the ranks
 wait for that file before the end (tests/job_harness.py gated_env).
 
@@ -64,7 +65,11 @@ def main() -> int:
             total = (total + grid.sendrecv(total + grid.rank, dest=dst, source=src)) % 1000003
         if rank == 0:
             print(f"step {step}", flush=True)
+        held = comm.isend(step * 100 + rank, dest=(rank + 1) % size, tag=9)
+        matched = comm.mprobe(source=(rank - 1) % size, tag=9)
         time.sleep(ms / 1000)
+        total = (total + matched.recv()) % 1000003
+        held.wait()
     wait_end_gate()
     comm.Barrier()
     if rank == 0:
