@@ -400,6 +400,18 @@ int MPI_Ssend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI
     return p2p_blocking((void *)buf, count, t, dest, tag, comm, 0, 1, MPI_STATUS_IGNORE);
 }
 
+/* A ready send is a standard send (the standard allows it: the receive is posted already). */
+int MPI_Rsend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm)
+{
+    return MPI_Send(buf, count, t, dest, tag, comm);
+}
+
+int MPI_Irsend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+               MPI_Request *req)
+{
+    return isend(buf, count, t, dest, tag, comm, 0, req);
+}
+
 int MPI_Irecv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
               MPI_Request *req)
 {
@@ -1219,77 +1231,4 @@ int MPI_Comm_free(MPI_Comm *comm)
     return rc;
 }
 
-/* ---- datatypes ---- */
-
-/* A datatype's record and the library's type are made (or committed) with the checkpoint gate
- * held, as a communicator's are (mpi_comm_made): a checkpoint between the two left a record
- * half described for the restart's rebuild, or a handle of the library before it. */
-int MPI_Type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out)
-{
-    cross_gate_enter();
-    pthread_mutex_lock(&mpi_mu);
-    struct vtype *t = vtype_new();
-    t->ctor = VT_CONTIG;
-    t->count = count;
-    t->old = old;
-    pthread_mutex_unlock(&mpi_mu);
-    int rc = L("MPI_Type_contiguous", (uint64_t)count, U(type_real(old)), U(&t->real));
-    cross_gate_leave();
-    *out = (MPI_Datatype)(void *)t;
-    return rc;
-}
-
-int MPI_Type_vector(int count, int blocklen, int stride, MPI_Datatype old, MPI_Datatype *out)
-{
-    cross_gate_enter();
-    pthread_mutex_lock(&mpi_mu);
-    struct vtype *t = vtype_new();
-    t->ctor = VT_VECTOR;
-    t->count = count;
-    t->blocklen = blocklen;
-    t->stride = stride;
-    t->old = old;
-    pthread_mutex_unlock(&mpi_mu);
-    int rc = L("MPI_Type_vector", (uint64_t)count, (uint64_t)blocklen, (uint64_t)stride,
-               U(type_real(old)), U(&t->real));
-    cross_gate_leave();
-    *out = (MPI_Datatype)(void *)t;
-    return rc;
-}
-
-static struct vtype *type_v(MPI_Datatype t)
-{
-    if (predef_lower((void *)t))
-        return NULL;
-    struct vtype *v = (struct vtype *)(void *)t;
-    return v && v->magic == VMAGIC ? v : NULL;
-}
-
-int MPI_Type_commit(MPI_Datatype *type)
-{
-    struct vtype *t = type_v(*type);
-    if (!t)
-        return MPI_SUCCESS; /* predefined types are committed */
-    cross_gate_enter();
-    int rc = L("MPI_Type_commit", U(&t->real));
-    t->committed = 1;
-    cross_gate_leave();
-    return rc;
-}
-
-int MPI_Type_free(MPI_Datatype *type)
-{
-    struct vtype *t = type_v(*type);
-    if (!t)
-        return MPI_ERR_TYPE;
-    /* One step with the gate held, as MPI_Comm_free. */
-    cross_gate_enter();
-    pthread_mutex_lock(&mpi_mu);
-    void *real = t->real;
-    int rc = L("MPI_Type_free", U(&real));
-    t->freed = 1; /* kept: a live type built on it is rebuilt from it at restart */
-    pthread_mutex_unlock(&mpi_mu);
-    cross_gate_leave();
-    *type = MPI_DATATYPE_NULL;
-    return rc;
-}
+/* ---- datatypes: mpi_types.c ---- */

@@ -453,11 +453,7 @@ int mpi_lower_rebuild(void)
     L("MPI_Group_free", U(&wgroup));
     for (struct vtype *t = vtype_list; t; t = t->next) {
         void *nt = NULL;
-        if (t->ctor == VT_CONTIG)
-            L("MPI_Type_contiguous", (uint64_t)t->count, U(type_real(t->old)), U(&nt));
-        else
-            L("MPI_Type_vector", (uint64_t)t->count, (uint64_t)t->blocklen, (uint64_t)t->stride,
-              U(type_real(t->old)), U(&nt));
+        mpi_type_make(t, &nt);
         if (t->committed)
             L("MPI_Type_commit", U(&nt));
         t->real = nt;

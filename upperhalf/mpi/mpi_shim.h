@@ -106,12 +106,15 @@ struct vcomm {
     struct vcart *cart;        /* a Cartesian grid's (mpi_cart.c), or NULL */
 };
 
-enum { VT_CONTIG = 1, VT_VECTOR = 2 };
+/* A derived datatype (mpi_types.c): its constructor (MPI_COMBINER_*) and arguments, laid out as
+ * MPI_Type_get_contents gives them; TYPES the program's handles. */
 struct vtype {
     uint64_t magic;
     void *real;
-    int ctor, count, blocklen, stride;
-    MPI_Datatype old; /* the program's handle */
+    int combiner, ni, na, nt;
+    int *ints;
+    MPI_Aint *aints;
+    MPI_Datatype *types;
     int committed, freed;
     struct vtype *next;
 };
@@ -155,6 +158,7 @@ struct vreq *vreq_new(void);
 void vreq_free(struct vreq *r);
 void vreq_to_tail(struct vreq *r); /* a started persistent request: posted after the others */
 struct vtype *vtype_new(void);
+int mpi_type_make(struct vtype *t, void **real); /* T made in the library (gate held) */
 
 /* ---- the library's life (mpi_lower.c) ---- */
 extern int mpi_inited, mpi_finalized, mpi_world_rank, mpi_world_size;

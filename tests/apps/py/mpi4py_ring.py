@@ -5,8 +5,10 @@ communicator, found through an attribute) and as a numpy buffer (Allreduce), ran
 dict, the two halves of a split sum their ranks, objects are gathered, scattered, exchanged all
 to all and scanned (the v collectives below), numpy buffers of a different length per rank
 gathered (Allgatherv), a dict sent with isend, and values shifted along a periodic Cartesian
-grid. Each step's pause comes between a matched probe and its receive (comm.mprobe, then
-msg.recv()), so checkpoints find a message matched and not yet received. Rank 0 prints `step N` and a deterministic
+grid, and records (a struct datatype) and a block of a matrix (a subarray datatype), both made
+before the first checkpoint and used after each restart. Each step's pause comes between a
+matched probe and its receive (comm.mprobe, then msg.recv()), so checkpoints find a message
+matched and not yet received. Rank 0 prints `step N` and a deterministic
 `DONE TOTAL`. Each rank writes its pid to DIR/pid.RANK first. With TEST_END_GATE set, the ranks
 wait for that file before the end (tests/job_harness.py gated_env).
 
@@ -34,6 +36,9 @@ def main() -> int:
     rank, size = comm.Get_rank(), comm.Get_size()
     half = comm.Split(rank % 2, rank)
     grid = comm.Create_cart(MPI.Compute_dims(size, 2), periods=[True, True])
+    record = np.dtype([("n", "<i8"), ("x", "<f8")])
+    record_type = MPI.Datatype.Create_struct([1, 1], [0, 8], [MPI.INT64_T, MPI.DOUBLE]).Commit()
+    block_type = MPI.INT64_T.Create_subarray([4, 4], [2, 2], [1, 2]).Commit()
     with open(f"{sys.argv[1]}/pid.{rank}", "w") as f:
         f.write(str(os.getpid()))
     acc = total = 0
@@ -60,6 +65,17 @@ def main() -> int:
         req.wait()
         mixed = sum(gathered or []) + part + sum(everyone) + sum(swapped) + int(ragged.sum())
         total = (total + mixed * 5 + prefix * 11 + before * 13 + note["rank"]) % 1000003
+        mine_r = np.array([(step, rank + 0.5), (total, -1.0)], dtype=record)
+        got_r = np.zeros(2, dtype=record)
+        comm.Sendrecv([mine_r, 2, record_type], (rank + 1) % size, 3,
+                      [got_r, 2, record_type], (rank - 1) % size, 3)  # fmt: skip
+        matrix = np.arange(16, dtype=np.int64).reshape(4, 4) * (step + rank)
+        block = np.zeros((4, 4), dtype=np.int64)
+        comm.Sendrecv([matrix, 1, block_type], (rank + 1) % size, 4,
+                      [block, 1, block_type], (rank - 1) % size, 4)  # fmt: skip
+        total = (
+            total + int(got_r["n"].sum()) + int(got_r["x"].sum() * 2) + int(block.sum())
+        ) % 1000003
         for axis in (0, 1):
             src, dst = grid.Shift(axis, 1)
             total = (total + grid.sendrecv(total + grid.rank, dest=dst, source=src)) % 1000003
@@ -76,6 +92,8 @@ def main() -> int:
         print(f"DONE {total}", flush=True)
     half.Free()
     grid.Free()
+    record_type.Free()
+    block_type.Free()
     return 0
 
 
