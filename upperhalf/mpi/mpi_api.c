@@ -226,8 +226,7 @@ static int vreq_test(struct vreq *r, int tries)
             status_up(&r->status, &ls);
             r->real = real;
             r->state = VR_DONE;
-            if (r->is_recv)
-                mpi_received++;
+            vreq_completed(r);
         }
     }
     return r->state == VR_DONE;
@@ -285,6 +284,7 @@ static struct vreq *vreq_keep(const struct vreq *s)
     r->real = s->real;
     r->state = s->state;
     r->is_recv = s->is_recv;
+    r->sync = s->sync;
     r->buf = s->buf;
     r->count = s->count;
     r->peer = s->peer;
@@ -319,6 +319,7 @@ static int p2p_blocking(void *buf, int count, MPI_Datatype t, int peer, int tag,
     s.tag = tag;
     s.comm = c;
     s.is_recv = is_recv;
+    s.is_coll = 0; /* vreq_completed reads it */
     s.sync = sync;
     pthread_mutex_lock(&mpi_mu);
     mpi_enter_locked(c, 0);
@@ -467,6 +468,7 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int
         v[i].tag = tags[i];
         v[i].comm = c;
         v[i].is_recv = i == 0;
+        v[i].is_coll = 0;
         t[i].real = NULL;
         t[i].flag = 0;
     }
@@ -509,8 +511,7 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int
         if (t[i].flag) {
             status_up(&r->status, &t[i].ls);
             r->state = VR_DONE;
-            if (r->is_recv)
-                mpi_received++;
+            vreq_completed(r);
         }
     }
     struct vreq *live[2] = {NULL, NULL};
@@ -646,8 +647,7 @@ static int test_reqs_locked(int n, MPI_Request reqs[], char *done, int tries)
         status_up(&r->status, &t[k].ls);
         r->real = t[k].real;
         r->state = VR_DONE;
-        if (r->is_recv)
-            mpi_received++;
+        vreq_completed(r);
     }
     for (int i = 0; i < n; i++) {
         struct vreq *r = req_v(reqs[i]);
@@ -1003,6 +1003,40 @@ static int coll_run(struct vcomm *c, struct lcache *lc, const char *name, const 
     return coll_wait(c, *real, rc);
 }
 
+/* A nonblocking collective the program posts (A: its arguments, the last one left for the
+ * library's request): a request in the list, its collective in flight on C until it completes,
+ * wherever that is seen, the program's tests or the cut's (which completes it: by then every
+ * member has posted it, the cut letting those behind through). Entered by COLL_BEGIN. */
+static int icoll_post(struct vcomm *c, struct lcache *lc, const char *name, uint64_t *a, int n,
+                      MPI_Request *req)
+{
+    void *real = NULL;
+    a[n - 1] = U(&real);
+    int rc = (int)mpi_lcall(lc, name, a, n);
+    pthread_mutex_lock(&mpi_mu);
+    if (rc != MPI_SUCCESS) {
+        mpi_leave_locked(c, 1);
+        pthread_mutex_unlock(&mpi_mu);
+        return rc;
+    }
+    struct vreq *r = vreq_new();
+    r->real = real;
+    r->state = VR_ACTIVE;
+    r->is_coll = 1;
+    r->comm = c;
+    mpi_leave_locked(c, 0);
+    pthread_mutex_unlock(&mpi_mu);
+    *req = (MPI_Request)(void *)r;
+    return MPI_SUCCESS;
+}
+
+#define ICOLL_RUN(name, ...)                                                                       \
+    ({                                                                                             \
+        static struct lcache lc_;                                                                  \
+        uint64_t la_[] = {__VA_ARGS__, 0};                                                         \
+        icoll_post(c, &lc_, name, la_, (int)(sizeof(la_) / sizeof(la_[0])), req);                  \
+    })
+
 #define COLL_BEGIN(comm)                                                                           \
     struct vcomm *c = comm_v(comm);                                                                \
     if (!c)                                                                                        \
@@ -1146,6 +1180,95 @@ int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Da
     COLL_BEGIN(comm);
     return COLL_RUN("MPI_Ireduce_scatter", buf_down(sbuf), U(rbuf), U(rcounts), U(type_real(t)),
                     U(op_real(op)), U(c->real), U(&real));
+}
+
+/* ---- nonblocking collectives the program calls (icoll_post) ---- */
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req)
+{
+    COLL_BEGIN(comm);
+    (void)real;
+    return ICOLL_RUN("MPI_Ibarrier", U(c->real));
+}
+
+int MPI_Ibcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm, MPI_Request *req)
+{
+    COLL_BEGIN(comm);
+    (void)real;
+    return ICOLL_RUN("MPI_Ibcast", U(buf), (uint64_t)count, U(type_real(t)),
+                     (uint64_t)rank_down(root), U(c->real));
+}
+
+int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request *req)
+{
+    COLL_BEGIN(comm);
+    (void)real;
+    return ICOLL_RUN("MPI_Ireduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+                     U(op_real(op)), (uint64_t)rank_down(root), U(c->real));
+}
+
+int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *req)
+{
+    COLL_BEGIN(comm);
+    (void)real;
+    return ICOLL_RUN("MPI_Iallreduce", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+                     U(op_real(op)), U(c->real));
+}
+
+int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    COLL_BEGIN(comm);
+    (void)real;
+    return ICOLL_RUN("MPI_Ialltoall", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)),
+                     U(rbuf), (uint64_t)rcount, U(type_real(rtype)), U(c->real));
+}
+
+int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    COLL_BEGIN(comm);
+    (void)real;
+    return ICOLL_RUN("MPI_Iallgather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)),
+                     U(rbuf), (uint64_t)rcount, U(type_real(rtype)), U(c->real));
+}
+
+int MPI_Igather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
+{
+    COLL_BEGIN(comm);
+    (void)real;
+    return ICOLL_RUN("MPI_Igather", buf_down(sbuf), (uint64_t)scount, U(type_real(stype)), U(rbuf),
+                     (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real));
+}
+
+int MPI_Iscatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
+{
+    COLL_BEGIN(comm);
+    (void)real;
+    return ICOLL_RUN("MPI_Iscatter", U(sbuf), (uint64_t)scount, U(type_real(stype)), buf_down(rbuf),
+                     (uint64_t)rcount, U(type_real(rtype)), (uint64_t)rank_down(root), U(c->real));
+}
+
+int MPI_Iscan(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+              MPI_Request *req)
+{
+    COLL_BEGIN(comm);
+    (void)real;
+    return ICOLL_RUN("MPI_Iscan", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+                     U(op_real(op)), U(c->real));
+}
+
+int MPI_Iexscan(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                MPI_Request *req)
+{
+    COLL_BEGIN(comm);
+    (void)real;
+    return ICOLL_RUN("MPI_Iexscan", buf_down(sbuf), U(rbuf), (uint64_t)count, U(type_real(t)),
+                     U(op_real(op)), U(c->real));
 }
 
 /* ---- communicators ---- */

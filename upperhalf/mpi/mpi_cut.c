@@ -304,6 +304,27 @@ static int ctl_allgather(void *mine, int n, void *all)
  * it, and none is inside one. Ranks behind are let through to the highest count; new
  * collectives wait. 1 (refused) when a rank is finalizing: its MPI_Finalize's allgather met
  * this one, and every rank sees that in the same round. */
+/* The program's nonblocking collectives, tested: the cut completes them, since the program may
+ * not wait for one before the cut ends (its thread held at its next collective, say, while this
+ * one is still in flight). */
+static void test_collectives(void)
+{
+    for (struct vreq *r = vreq_list; r; r = r->next) {
+        if (r->state != VR_ACTIVE || !r->is_coll)
+            continue;
+        int flag = 0;
+        void *real = r->real;
+        lstatus ls;
+        L("MPI_Test", U(&real), U(&flag), U(&ls));
+        if (flag) {
+            status_up(&r->status, &ls);
+            r->real = real;
+            r->state = VR_DONE;
+            vreq_completed(r);
+        }
+    }
+}
+
 static int cut_collectives(void)
 {
     pthread_mutex_lock(&mpi_mu);
@@ -321,6 +342,7 @@ static int cut_collectives(void)
         memset(mine, 0, MAX_KEYS * sizeof(*mine));
         int k = 0;
         pthread_mutex_lock(&mpi_mu);
+        test_collectives();
         for (struct vcomm *c = vcomm_list; c && k < MAX_KEYS; c = c->next)
             if (!c->freed) /* size 1 too: a collective there may be in progress */
                 mine[k++] = (struct seq_rec){c->key, c->seq, (uint64_t)c->inflight};

@@ -155,6 +155,16 @@ struct vcomm *vcomm_wrap(void *real);
 int mpi_comm_made(void *real, int rc, MPI_Comm *out);
 int vcomm_describe(struct vcomm *c); /* fills size, rank, world_ranks, key */
 struct vreq *vreq_new(void);
+/* R just completed in the library (VR_DONE): a receive counts for the cut, a nonblocking
+ * collective is no longer in flight on its communicator. Under mpi_mu. */
+static inline void vreq_completed(struct vreq *r)
+{
+    extern int64_t mpi_received;
+    if (r->is_recv)
+        mpi_received++;
+    if (r->is_coll)
+        r->comm->inflight--;
+}
 void vreq_free(struct vreq *r);
 void vreq_to_tail(struct vreq *r); /* a started persistent request: posted after the others */
 struct vtype *vtype_new(void);

@@ -8,7 +8,8 @@ gathered (Allgatherv), a dict sent with isend, and values shifted along a period
 grid, and records (a struct datatype) and a block of a matrix (a subarray datatype), both made
 before the first checkpoint and used after each restart. Each step's pause comes between a
 matched probe and its receive (comm.mprobe, then msg.recv()), so checkpoints find a message
-matched and not yet received. Rank 0 prints `step N` and a deterministic
+matched and not yet received, and a nonblocking allreduce in flight (Iallreduce, waited for
+after the pause and a barrier, where a cut holds the program: the cut completes it). Rank 0 prints `step N` and a deterministic
 `DONE TOTAL`. Each rank writes its pid to DIR/pid.RANK first. With TEST_END_GATE set, the ranks
 wait for that file before the end (tests/job_harness.py gated_env).
 
@@ -81,11 +82,16 @@ def main() -> int:
             total = (total + grid.sendrecv(total + grid.rank, dest=dst, source=src)) % 1000003
         if rank == 0:
             print(f"step {step}", flush=True)
+        summed = np.zeros(2, dtype=np.int64)
+        pending = comm.Iallreduce(np.array([step, rank * step], dtype=np.int64), summed)
         held = comm.isend(step * 100 + rank, dest=(rank + 1) % size, tag=9)
         matched = comm.mprobe(source=(rank - 1) % size, tag=9)
         time.sleep(ms / 1000)
         total = (total + matched.recv()) % 1000003
         held.wait()
+        half.Barrier()  # held there by a cut, with the Iallreduce still not waited for
+        pending.Wait()
+        total = (total + int(summed[0]) * 17 + int(summed[1])) % 1000003
     wait_end_gate()
     comm.Barrier()
     if rank == 0:
