@@ -533,3 +533,14 @@ def test_mpi_library_loaded_by_path_is_named_at_checkpoint(tmp_path: Path) -> No
         wait_until(lambda: "the program loaded the MPI library" in proc.stderr_text(), "warning")
     finally:
         proc.stop()
+
+
+def test_mpi4py_job_execed_by_a_script(tmp_path: Path) -> None:
+    """A job script under mpirun that ends in `exec python app.py`: the shell is the rank crac
+    launched, and the exec under crac keeps crac's MPI shim for the Python it becomes (before,
+    that Python loaded the real library and its checkpoint could not be restarted)."""
+    _require_mpi4py()
+    command = ["/bin/sh", "-c", 'exec "$0" "$@"', sys.executable, str(MPI4PY_RING)]
+    run_mpi_cycles(
+        "mpi4py_ring", [str(tmp_path), "60", "40"], tmp_path, restarts=("mpirun",), command=command
+    )

@@ -323,7 +323,27 @@ __attribute__((format(printf, 2, 3))) static int pushf(struct strv *s, const cha
 
 /* The new loader's options: the job's (checkpoint directory, signal, device, coordinator), and
  * what the process must keep across the exec (its ids, children, signal view, lineage). */
-static int loader_options(struct strv *o, const char *argv0, const char *prog)
+/* An MPI launcher's process (its rank in ENVP, as crac_py/launch/mpi.py reads it) loads crac's
+ * Open MPI-ABI shim whatever it execs: a job script's `exec python train.py` may load MPI later
+ * (mpi4py), and must find the shim there (docs/MPI.md, "mpi4py"). The shim is beside LOADER
+ * when crac was built with Open MPI's headers. */
+static int wants_mpi_shim(char *const *envp, const char *loader)
+{
+    static const char *const rank_vars[] = {
+        "OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "PMI_RANK=", "SLURM_PROCID="};
+    int rank = 0;
+    for (size_t i = 0; envp && envp[i] && !rank; i++)
+        for (size_t k = 0; k < sizeof(rank_vars) / sizeof(rank_vars[0]); k++)
+            rank |= strncmp(envp[i], rank_vars[k], strlen(rank_vars[k])) == 0;
+    char shim[PATH_MAX];
+    const char *slash = strrchr(loader, '/');
+    if (!rank || !slash)
+        return 0;
+    snprintf(shim, sizeof(shim), "%.*s/shim/libmpi.so.40", (int)(slash - loader), loader);
+    return access(shim, R_OK) == 0;
+}
+
+static int loader_options(struct strv *o, const char *argv0, const char *prog, int mpi_shim)
 {
     const struct crac_ctrl *c = crac_ctrl();
     int fail;
@@ -408,6 +428,8 @@ static int loader_options(struct strv *o, const char *argv0, const char *prog)
             pushf(o, "%s", stdio);
     struct crac_registry *r = ckpt_registry;
     fail |= push(o, "--exec-lineage") | pushf(o, "%d:%s", r ? r->generation : 0, ckpt_cfg.proc_dir);
+    if (mpi_shim)
+        fail |= push(o, "--mpi-shim") | push(o, "libmpi.so.40");
     fail |= push(o, "--") | push(o, prog);
     return fail ? -1 : 0;
 }
@@ -562,7 +584,7 @@ long tree_exec_lower(const struct tree_exec_call *x)
     }
     for (size_t i = 1; x->argv && x->argv[0] && x->argv[i]; i++)
         fail |= push(&argv, x->argv[i]);
-    fail |= loader_options(&opts, argv.v ? argv.v[0] : path, prog);
+    fail |= loader_options(&opts, argv.v ? argv.v[0] : path, prog, wants_mpi_shim(x->envp, loader));
     int ofd = fail ? -1 : options_fd(&opts);
     long rc = -ENOMEM;
     if (ofd >= 0) {
