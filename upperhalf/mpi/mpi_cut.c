@@ -129,7 +129,6 @@ void mpi_leave(struct vcomm *comm, int coll_done)
 
 /* ---- drained messages ---- */
 
-/* D's bytes unpacked into (BUF, COUNT, TYPE) as far as they fit, its envelope in *ST; D freed. */
 /* Matched messages (mpi_message_take) the program has not received yet: still the library's. */
 static struct drained *taken_head;
 
@@ -161,13 +160,12 @@ void mpi_message_unpack(struct drained *d, void *buf, int count, MPI_Datatype ty
                         MPI_Status *st)
 {
     if (d->real) { /* still the library's: received straight into the program's buffer */
-        lstatus ls;
+        lstatus ls = {{0}};
         taken_unlink(d);
         int rc =
             L("MPI_Mrecv", U(buf), (uint64_t)count, U(type_real(type_up)), U(&d->real), U(&ls));
         status_up(st, &ls);
-        if (rc != MPI_SUCCESS)
-            st->MPI_ERROR = rc;
+        st->MPI_ERROR = rc; /* MPI_ERR_TRUNCATE, as the unpacking below says it */
         free(d);
         return;
     }
@@ -300,10 +298,6 @@ static int ctl_allgather(void *mine, int n, void *all)
              (uint64_t)n, U(lower_named("ompi_mpi_byte")), U(mpi_ctl_comm));
 }
 
-/* Phase 1: every member of every communicator has started the same number of collectives on
- * it, and none is inside one. Ranks behind are let through to the highest count; new
- * collectives wait. 1 (refused) when a rank is finalizing: its MPI_Finalize's allgather met
- * this one, and every rank sees that in the same round. */
 /* The program's nonblocking collectives, tested: the cut completes them, since the program may
  * not wait for one before the cut ends (its thread held at its next collective, say, while this
  * one is still in flight). */
@@ -325,6 +319,10 @@ static void test_collectives(void)
     }
 }
 
+/* Phase 1: every member of every communicator has started the same number of collectives on
+ * it, and none is inside one. Ranks behind are let through to the highest count; new
+ * collectives wait. 1 (refused) when a rank is finalizing: its MPI_Finalize's allgather met
+ * this one, and every rank sees that in the same round. */
 static int cut_collectives(void)
 {
     pthread_mutex_lock(&mpi_mu);

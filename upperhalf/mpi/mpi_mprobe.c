@@ -1,5 +1,6 @@
 /* mpi_mprobe.c — matched probes and receives (MPI_Improbe, MPI_Mprobe, MPI_Mrecv, MPI_Imrecv):
- * the program's MPI_Message is a message already received into upper memory (mpi_cut.c). */
+ * the program's MPI_Message is a record in upper memory, of the library's matched message or of
+ * one kept by a cut (mpi_cut.c). */
 #include "mpi_shim.h"
 
 #include <string.h>
@@ -80,7 +81,7 @@ int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI
     *message = MPI_MESSAGE_NULL;
     if (status != MPI_STATUS_IGNORE)
         *status = st;
-    return st.MPI_ERROR == MPI_ERR_TRUNCATE ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+    return st.MPI_ERROR;
 }
 
 /* The message is here already: a request complete from the start. */

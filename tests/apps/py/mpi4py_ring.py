@@ -9,9 +9,10 @@ grid, and records (a struct datatype) and a block of a matrix (a subarray dataty
 before the first checkpoint and used after each restart. Each step's pause comes between a
 matched probe and its receive (comm.mprobe, then msg.recv()), so checkpoints find a message
 matched and not yet received, and a nonblocking allreduce in flight (Iallreduce, waited for
-after the pause and a barrier, where a cut holds the program: the cut completes it). Rank 0 prints `step N` and a deterministic
-`DONE TOTAL`. Each rank writes its pid to DIR/pid.RANK first. With TEST_END_GATE set, the ranks
-wait for that file before the end (tests/job_harness.py gated_env).
+after the pause and a barrier, where a cut holds the program: the cut completes it). Rank 0
+prints `step N` and a deterministic `DONE TOTAL`. Each rank writes its pid to DIR/pid.RANK
+first. With TEST_END_GATE set, the ranks wait for that file before the end
+(tests/job_harness.py gated_env).
 
 Usage: python mpi4py_ring.py DIR [STEPS] [MS]
 """
