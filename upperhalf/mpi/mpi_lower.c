@@ -460,6 +460,7 @@ int mpi_lower_rebuild(void)
     }
     mpi_userop_rebuild();
     mpi_errh_rebuild();
+    mpi_names_rebuild();
     /* Freed types were kept only as bases of live ones: free them again now. */
     for (struct vtype *t = vtype_list; t; t = t->next)
         if (t->freed && t->real) {

@@ -101,9 +101,10 @@ struct vcomm {
     int ghost, inter;
     int remote_size, *remote_world;
     int local_leader, remote_leader_world, tag;
-    MPI_Errhandler errhandler; /* the library's, as of the last checkpoint (mpi_errh.c) */
-    struct vattr *attrs;       /* the program's attributes (mpi_attr.c) */
-    struct vcart *cart;        /* a Cartesian grid's (mpi_cart.c), or NULL */
+    MPI_Errhandler errhandler;      /* the library's, as of the last checkpoint (mpi_errh.c) */
+    struct vattr *attrs;            /* the program's attributes (mpi_attr.c) */
+    struct vcart *cart;             /* a Cartesian grid's (mpi_cart.c), or NULL */
+    char name[MPI_MAX_OBJECT_NAME]; /* the program's MPI_Comm_set_name, or empty */
 };
 
 /* A derived datatype (mpi_types.c): its constructor (MPI_COMBINER_*) and arguments, laid out as
@@ -242,5 +243,6 @@ int mpi_attrs_copy(MPI_Comm from_comm, struct vcomm *from, MPI_Comm to_comm);
 /* MPI_Comm_free, and MPI_Finalize for MPI_COMM_SELF: every attribute deleted, newest first. */
 int mpi_attrs_delete_all(MPI_Comm comm, struct vcomm *c);
 int mpi_cart_copy(struct vcomm *from, MPI_Comm to); /* MPI_Comm_dup keeps a grid */
+void mpi_names_rebuild(void); /* at restart: the names the program gave communicators */
 
 #endif

@@ -2,17 +2,16 @@
 MPI tests: each step a pickled value goes round the ring of ranks (sendrecv: a matched probe and
 receive), the ranks' sums are reduced as Python objects (allreduce: mpi4py's duplicate of the
 communicator, found through an attribute) and as a numpy buffer (Allreduce), rank 0 broadcasts a
-dict, the two halves of a split sum their ranks, objects are gathered, scattered, exchanged all
-to all and scanned (the v collectives below), numpy buffers of a different length per rank
-gathered (Allgatherv), a dict sent with isend, and values shifted along a periodic Cartesian
-grid, and records (a struct datatype) and a block of a matrix (a subarray datatype), both made
-before the first checkpoint and used after each restart. Each step's pause comes between a
-matched probe and its receive (comm.mprobe, then msg.recv()), so checkpoints find a message
-matched and not yet received, and a nonblocking allreduce in flight (Iallreduce, waited for
-after the pause and a barrier, where a cut holds the program: the cut completes it). Rank 0
-prints `step N` and a deterministic `DONE TOTAL`. Each rank writes its pid to DIR/pid.RANK
-first. With TEST_END_GATE set, the ranks wait for that file before the end
-(tests/job_harness.py gated_env).
+dict, the two halves of a split (named) sum their ranks, objects are gathered, scattered, exchanged
+all to all and scanned (the v collectives below), numpy buffers of a different length per rank
+gathered (Allgatherv), a dict sent with isend, and values shifted along a periodic Cartesian grid,
+and records (a struct datatype) and a block of a matrix (a subarray datatype), both made before the
+first checkpoint and used after each restart. Each step's pause comes between a matched probe and
+its receive (comm.mprobe, then msg.recv()), so checkpoints find a message matched and not yet
+received, and a nonblocking allreduce in flight (Iallreduce, waited for after the pause and a
+barrier, where a cut holds the program: the cut completes it). Rank 0 prints `step N` and a
+deterministic `DONE TOTAL`. Each rank writes its pid to DIR/pid.RANK first. With TEST_END_GATE set,
+the ranks wait for that file before the end (tests/job_harness.py gated_env).
 
 Usage: python mpi4py_ring.py DIR [STEPS] [MS]
 """
@@ -37,6 +36,7 @@ def main() -> int:
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     half = comm.Split(rank % 2, rank)
+    half.Set_name(f"half-{rank % 2}")  # checked at every step: a restart keeps it
     grid = comm.Create_cart(MPI.Compute_dims(size, 2), periods=[True, True])
     record = np.dtype([("n", "<i8"), ("x", "<f8")])
     record_type = MPI.Datatype.Create_struct([1, 1], [0, 8], [MPI.INT64_T, MPI.DOUBLE]).Commit()
@@ -52,6 +52,8 @@ def main() -> int:
         mine = np.array([acc, step, rank, total % 97], dtype=np.int64)
         comm.Allreduce(mine, vec, op=MPI.SUM)
         info = comm.bcast({"step": step, "sum": int(vec.sum())} if rank == 0 else None, root=0)
+        if half.Get_name() != f"half-{rank % 2}":
+            raise SystemExit(f"rank {rank}: the split's name is {half.Get_name()!r}")
         halves = half.allreduce(rank)
         total = (total + info["sum"] * 3 + halves) % 1000003
         gathered = comm.gather(acc % 1000, root=0)
