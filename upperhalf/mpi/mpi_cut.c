@@ -298,13 +298,14 @@ static int ctl_allgather(void *mine, int n, void *all)
              (uint64_t)n, U(lower_named("ompi_mpi_byte")), U(mpi_ctl_comm));
 }
 
-/* The program's nonblocking collectives, tested: the cut completes them, since the program may
- * not wait for one before the cut ends (its thread held at its next collective, say, while this
- * one is still in flight). */
-static void test_collectives(void)
+/* The program's active requests, nonblocking collectives (COLLS) or the others, tested once;
+ * completed ones keep their status for the program's next Wait/Test. The cut completes the
+ * collectives, since the program may not wait for one before the cut ends (its thread held at
+ * its next collective, say, while this one is still in flight). */
+static void test_requests(int colls)
 {
     for (struct vreq *r = vreq_list; r; r = r->next) {
-        if (r->state != VR_ACTIVE || !r->is_coll)
+        if (r->state != VR_ACTIVE || !r->is_coll != !colls)
             continue;
         int flag = 0;
         void *real = r->real;
@@ -314,7 +315,10 @@ static void test_collectives(void)
             status_up(&r->status, &ls);
             r->real = real;
             r->state = VR_DONE;
-            vreq_completed(r);
+            if (colls)
+                vreq_completed(r);
+            else if (r->is_recv && r->status.MPI_SOURCE != MPI_PROC_NULL)
+                mpi_received++;
         }
     }
 }
@@ -340,7 +344,7 @@ static int cut_collectives(void)
         memset(mine, 0, MAX_KEYS * sizeof(*mine));
         int k = 0;
         pthread_mutex_lock(&mpi_mu);
-        test_collectives();
+        test_requests(1);
         for (struct vcomm *c = vcomm_list; c && k < MAX_KEYS; c = c->next)
             if (!c->freed) /* size 1 too: a collective there may be in progress */
                 mine[k++] = (struct seq_rec){c->key, c->seq, (uint64_t)c->inflight};
@@ -389,26 +393,6 @@ static int64_t pending_sends(void)
         if (r->state == VR_ACTIVE && !r->is_recv)
             n++;
     return n;
-}
-
-/* Completed requests keep their status for the program's next Wait/Test. */
-static void test_all(void)
-{
-    for (struct vreq *r = vreq_list; r; r = r->next) {
-        if (r->state != VR_ACTIVE || r->is_coll)
-            continue;
-        int flag = 0;
-        void *real = r->real;
-        lstatus ls;
-        L("MPI_Test", U(&real), U(&flag), U(&ls));
-        if (flag) {
-            status_up(&r->status, &ls);
-            r->real = real;
-            r->state = VR_DONE;
-            if (r->is_recv && r->status.MPI_SOURCE != MPI_PROC_NULL)
-                mpi_received++;
-        }
-    }
 }
 
 static void drain_one_comm(struct vcomm *c)
@@ -467,7 +451,7 @@ static int cut_p2p(void)
     free(total);
     spins = 0;
     for (;;) {
-        test_all();
+        test_requests(0);
         for (struct vcomm *c = vcomm_list; c; c = c->next)
             if (!c->freed && !c->ghost) /* a ghost is a counter, no communicator */
                 drain_one_comm(c);
