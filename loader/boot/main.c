@@ -1,6 +1,7 @@
 /* main.c — the lower-half executable: reserves W and D, starts the manager and the shadow-TCB
  * pool, loads the device backend, then either launches the program (ld.so mapped into W, the
  * upper half confined, jump) or restarts it from an image (restart.c). docs/ARCHITECTURE.md "Launch", "Restart". */
+#include "native_dir.h"
 #include "ckpt.h"
 #include "coord_client.h"
 #include "confine.h"
@@ -233,15 +234,6 @@ static struct options parse_args(int argc, char **argv)
 }
 
 /* The directory of this executable: the upper runtime and the backends sit next to it. */
-static void native_dir(char *out, size_t outlen)
-{
-    ssize_t n = readlink("/proc/self/exe", out, outlen - 1);
-    if (n <= 0 || (size_t)n > outlen - 64)
-        die("cannot find the loader's own path");
-    out[n] = '\0';
-    *strrchr(out, '/') = '\0';
-}
-
 static void fill_ckpt_config(const struct options *o, const struct crac_backend_info *backend)
 {
     struct ckpt_config *c = &ckpt_cfg;
@@ -410,7 +402,8 @@ int main(int argc, char **argv)
         boot_read(&crac_ctrl()->host_boot); /* a restart reads it again (start_time.c) */
     }
     tree_exec_device(opt.device, opt.sim_version, opt.cuda_runtime);
-    native_dir(opt.native_dir, sizeof(opt.native_dir));
+    if (native_dir(opt.native_dir, sizeof(opt.native_dir)) != 0)
+        die("cannot find the loader's own path");
 
     /* A restart keeps the signal of the image (crac restart passes it; a hand-made command line
      * may not). */

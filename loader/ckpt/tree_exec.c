@@ -11,6 +11,7 @@
 
 #include "fds.h"
 #include "lower_fds.h"
+#include "native_dir.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -325,9 +326,9 @@ __attribute__((format(printf, 2, 3))) static int pushf(struct strv *s, const cha
  * what the process must keep across the exec (its ids, children, signal view, lineage). */
 /* An MPI launcher's process (its rank in ENVP, as crac_py/launch/mpi.py reads it) loads crac's
  * Open MPI-ABI shim whatever it execs: a job script's `exec python train.py` may load MPI later
- * (mpi4py), and must find the shim there (docs/MPI.md, "mpi4py"). The shim is beside LOADER
- * when crac was built with Open MPI's headers. */
-static int wants_mpi_shim(char *const *envp, const char *loader)
+ * (mpi4py), and must find the shim there (docs/MPI.md, "mpi4py"). The shim is there when crac
+ * was built with Open MPI's headers. */
+static int wants_mpi_shim(char *const *envp)
 {
     static const char *const rank_vars[] = {
         "OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "PMI_RANK=", "SLURM_PROCID="};
@@ -336,10 +337,9 @@ static int wants_mpi_shim(char *const *envp, const char *loader)
         for (size_t k = 0; k < sizeof(rank_vars) / sizeof(rank_vars[0]); k++)
             rank |= strncmp(envp[i], rank_vars[k], strlen(rank_vars[k])) == 0;
     char shim[PATH_MAX];
-    const char *slash = strrchr(loader, '/');
-    if (!rank || !slash)
+    if (!rank || native_dir(shim, sizeof(shim)) != 0)
         return 0;
-    snprintf(shim, sizeof(shim), "%.*s/shim/libmpi.so.40", (int)(slash - loader), loader);
+    strcat(shim, "/shim/libmpi.so.40");
     return access(shim, R_OK) == 0;
 }
 
@@ -584,7 +584,7 @@ long tree_exec_lower(const struct tree_exec_call *x)
     }
     for (size_t i = 1; x->argv && x->argv[0] && x->argv[i]; i++)
         fail |= push(&argv, x->argv[i]);
-    fail |= loader_options(&opts, argv.v ? argv.v[0] : path, prog, wants_mpi_shim(x->envp, loader));
+    fail |= loader_options(&opts, argv.v ? argv.v[0] : path, prog, wants_mpi_shim(x->envp));
     int ofd = fail ? -1 : options_fd(&opts);
     long rc = -ENOMEM;
     if (ofd >= 0) {

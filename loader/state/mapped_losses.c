@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "crac_layout.h"
+#include "native_dir.h"
 
 int mapping_file_kept(const struct stat *st, unsigned long maps_ino, int writable)
 {
@@ -68,11 +69,9 @@ int mapped_losses_capture(const struct state_capture *c, void **blob, size_t *le
     *blob = NULL;
     *len = 0;
     char shim_dir[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", shim_dir, sizeof(shim_dir) - 16);
-    if (n <= 0)
+    if (native_dir(shim_dir, sizeof(shim_dir)) != 0)
         return 0;
-    shim_dir[n] = '\0';
-    strcpy(strrchr(shim_dir, '/'), "/shim/"); /* crac's own shims sit beside the loader */
+    strcat(shim_dir, "/shim/"); /* crac's own shims */
     FILE *maps = fopen("/proc/self/maps", "re");
     if (!maps)
         return 0;

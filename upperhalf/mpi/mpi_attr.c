@@ -181,28 +181,35 @@ int MPI_Comm_get_attr(MPI_Comm comm, int keyval, void *value, int *flag)
     return k || a ? MPI_SUCCESS : MPI_ERR_KEYVAL;
 }
 
-/* MPI_Comm_dup: each attribute of FROM its keyval's copy callback lets through, on TO. */
+/* MPI_Comm_dup: each attribute of FROM its keyval's copy callback lets through, on TO. The
+ * callbacks run with no lock held (they may call MPI): FROM's attributes are read first. */
 int mpi_attrs_copy(MPI_Comm from_comm, struct vcomm *from, MPI_Comm to_comm)
 {
-    for (int i = 0; i < KEYVALS_MAX; i++) {
+    pthread_mutex_lock(&attr_mu);
+    int n = 0;
+    for (struct vattr *a = from->attrs; a; a = a->next)
+        n++;
+    struct vattr *snap = malloc(sizeof(*snap) * (size_t)(n ? n : 1));
+    n = 0;
+    for (struct vattr *a = from->attrs; a && snap; a = a->next)
+        snap[n++] = *a;
+    pthread_mutex_unlock(&attr_mu);
+    if (!snap)
+        return MPI_ERR_NO_MEM;
+    int rc = MPI_SUCCESS;
+    for (int i = n - 1; i >= 0 && rc == MPI_SUCCESS; i--) { /* oldest first */
         pthread_mutex_lock(&attr_mu);
-        struct vattr *a = from->attrs;
-        while (a && a->keyval != KEYVAL_BASE + i)
-            a = a->next;
-        struct keyval k = keyvals[i];
-        void *in = a ? a->value : NULL;
+        struct keyval k = keyvals[snap[i].keyval - KEYVAL_BASE];
         pthread_mutex_unlock(&attr_mu);
-        if (!a || !k.copy)
-            continue;
         void *out = NULL;
         int flag = 0;
-        int rc = k.copy(from_comm, KEYVAL_BASE + i, k.extra, in, &out, &flag);
-        if (rc != MPI_SUCCESS)
-            return rc;
-        if (flag && (rc = MPI_Comm_set_attr(to_comm, KEYVAL_BASE + i, out)) != MPI_SUCCESS)
-            return rc;
+        if (k.copy)
+            rc = k.copy(from_comm, snap[i].keyval, k.extra, snap[i].value, &out, &flag);
+        if (rc == MPI_SUCCESS && flag)
+            rc = MPI_Comm_set_attr(to_comm, snap[i].keyval, out);
     }
-    return MPI_SUCCESS;
+    free(snap);
+    return rc;
 }
 
 /* MPI_Comm_free, and MPI_Finalize for MPI_COMM_SELF: every attribute deleted, newest first. */
