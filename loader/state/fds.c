@@ -191,10 +191,24 @@ static size_t under(const char *path, const char *prefix)
     return strncmp(path, prefix, n) == 0 && (path[n] == '/' || path[n] == '\0') ? n : 0;
 }
 
+/* Whether PATH is /proc/self/task/<tid> or below it; then *TID and the length of that head. */
+static size_t task_path_tid(const char *path, int32_t *tid)
+{
+    static const char head[] = "/proc/self/task/";
+    if (strncmp(path, head, sizeof(head) - 1) != 0)
+        return 0;
+    char *end;
+    long id = strtol(path + sizeof(head) - 1, &end, 10);
+    if (end == path + sizeof(head) - 1 || id <= 0 || id > INT32_MAX || (*end && *end != '/'))
+        return 0;
+    *tid = (int32_t)id;
+    return (size_t)(end - path);
+}
+
 /* /proc/<our pid>/... names this process only until the restart gives it another pid: recorded as
- * /proc/self/..., which the restart reopens for the restarted process. The main thread's
- * /proc/self/task/<tid> is recorded with the tid the program knows; the restart maps it to the
- * main thread's new tid (live_path below). */
+ * /proc/self/..., which the restart reopens for the restarted process. A thread's
+ * /proc/self/task/<tid> is recorded with the tid the program knows; the restart maps it to that
+ * thread's new tid once the threads are back (fds_thread_phase_restore below). */
 static void proc_self_path(char *path, size_t size)
 {
     char own[48];
@@ -202,12 +216,11 @@ static void proc_self_path(char *path, size_t size)
     size_t n = under(path, own);
     if (n)
         replace_head(path, size, n, "/proc/self");
-    snprintf(own, sizeof(own), "/proc/self/task/%d", (int)getpid());
-    n = under(path, own);
+    int32_t tid;
+    n = task_path_tid(path, &tid);
     if (n) {
         char virt[48];
-        snprintf(virt, sizeof(virt), "/proc/self/task/%d",
-                 (int)vid_from_real(crac_ctrl(), getpid()));
+        snprintf(virt, sizeof(virt), "/proc/self/task/%d", (int)vid_from_real(crac_ctrl(), tid));
         replace_head(path, size, n, virt);
     }
 }
@@ -308,16 +321,39 @@ int fds_capture(const struct state_capture *c, void **out, size_t *out_len)
 
 /* ---- restart ---- */
 
-/* The main thread's /proc/self/task/<tid> is recorded with the tid the program knows (its pid,
- * proc_self_path above); here that thread's tid is the new pid. Other paths are used as they are. */
-static const char *live_path(const struct restart_image *img, const char *path, char *buf,
+/* A thread's /proc/self/task/<tid> is reopened once the threads are back: it needs the thread's new
+ * tid. Until then its number holds fds_hold's /dev/null. One another process of the tree shares
+ * is put in with the others (fd_shared.c). The file is the kernel's again, read live, with the
+ * kernel's ids: not the program's, which a copy made at the open would give (confine_procview.c)
+ * but frozen, where a program reading the same descriptor again expects new figures. */
+static int with_threads_fds[FDS_MAX], n_with_threads_fds;
+
+static int reopened_with_threads(const struct fd_view *v)
+{
+    int32_t tid;
+    return (v->rec.kind == CRAC_FD_FILE || v->rec.kind == CRAC_FD_DIR) &&
+           task_path_tid(v->path, &tid) && fd_shared_held(v->rec.fd) < 0;
+}
+
+static int deferred_to_threads(int fd)
+{
+    for (int i = 0; i < n_with_threads_fds; i++)
+        if (with_threads_fds[i] == fd)
+            return 1;
+    return 0;
+}
+
+/* A thread's /proc/self/task/<tid> is recorded with the tid the program knows (proc_self_path
+ * above); here that thread's tid is the new one. A thread the image does not have (it had exited)
+ * keeps the path, which cannot be opened (fd_proc_gone). Other paths are used as they are. */
+static const char *live_path(const struct state_restore *r, const char *path, char *buf,
                              size_t size)
 {
-    char old[48];
-    int n = snprintf(old, sizeof(old), "/proc/self/task/%u", img->proc.pid);
-    if (strncmp(path, old, (size_t)n) != 0 || (path[n] != '/' && path[n] != '\0'))
+    int32_t old, now;
+    size_t n = task_path_tid(path, &old);
+    if (!n || !(now = r->map_tid(old)))
         return path;
-    int w = snprintf(buf, size, "/proc/self/task/%d%s", (int)getpid(), path + n);
+    int w = snprintf(buf, size, "/proc/self/task/%d%s", (int)now, path + n);
     return w > 0 && (size_t)w < size ? buf : path;
 }
 
@@ -576,8 +612,10 @@ int fds_restore(const struct state_restore *r, const void *note, size_t len)
     size_t off = 0;
     r->err[0] = '\0';
     while (fd_next(note, len, &off, &v) > 0) {
-        char live[PATH_MAX];
-        v.path = live_path(r->img, v.path, live, sizeof(live));
+        if (reopened_with_threads(&v) && n_with_threads_fds < FDS_MAX) {
+            with_threads_fds[n_with_threads_fds++] = v.rec.fd;
+            continue;
+        }
         /* Shared with another process of the tree: made once by the restart, inherited (a
          * regular file is reopened and checked as ever, then takes the shared one). */
         int inherited = fd_shared_held(v.rec.fd) >= 0 && v.rec.kind != CRAC_FD_FILE;
@@ -609,5 +647,33 @@ int fds_restore(const struct state_restore *r, const void *note, size_t len)
     fd_shared_release();
     stdio_given_release();
     fd_unlinked_release();
+    return 0;
+}
+
+int fds_thread_phase_restore(const struct state_restore *r, const void *unused, size_t unused_len)
+{
+    (void)unused, (void)unused_len;
+    const struct state_note *note = NULL;
+    for (int k = 0; k < n_state_kinds; k++)
+        if (state_kinds[k].note == CRAC_NT_FDS)
+            note = &r->img->notes[k];
+    if (!note || !note->data)
+        return 0;
+    const struct fd_restore fr = {note->data, note->len, r->gen_dir, r->no_truncate,
+                                  r->err,     r->errlen};
+    struct fd_view v;
+    size_t off = 0;
+    while (fd_next(note->data, note->len, &off, &v) > 0) {
+        if (!deferred_to_threads(v.rec.fd))
+            continue;
+        char live[PATH_MAX];
+        v.path = live_path(r, v.path, live, sizeof(live));
+        if (ops_of(v.rec.kind)->reopen(&fr, &v) != 0) {
+            if (!r->err[0])
+                snprintf(r->err, r->errlen, "fd %d (%s): cannot be restored: %s", v.rec.fd, v.path,
+                         strerror(errno));
+            return -1;
+        }
+    }
     return 0;
 }

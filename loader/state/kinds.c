@@ -22,6 +22,9 @@ const struct state_kind state_kinds[] = {
     {"children", 0, 0, 0, STATE_WITH_THREADS, children_capture, NULL, NULL},
     /* Before the lower half starts, fds hold their numbers; reopened once memory is back. */
     {"fds", CRAC_NT_FDS, 0, 1, STATE_WITH_MEMORY, fds_capture, fds_hold, fds_restore},
+    /* Captured with the fds (their note): threads' /proc files, reopened once the threads are
+     * back and before the limits and filters below come back. */
+    {"threads' /proc fds", 0, 0, 0, STATE_WITH_THREADS, NULL, NULL, fds_thread_phase_restore},
     {"signals", CRAC_NT_SIGNALS, 65 * sizeof(struct crac_signal_rec), 1, STATE_WITH_MEMORY,
      signals_capture, NULL, signals_restore},
     {"timers", CRAC_NT_TIMERS, sizeof(struct crac_timers_rec), 1, STATE_WITH_THREADS,
@@ -60,7 +63,7 @@ int state_capture_all(const struct state_capture *c, struct state_note notes[STA
     for (int k = 0; k < n_state_kinds; k++) {
         void *blob = NULL;
         size_t len = 0;
-        if (state_kinds[k].capture(c, &blob, &len) != 0) {
+        if (state_kinds[k].capture && state_kinds[k].capture(c, &blob, &len) != 0) {
             free(blob);
             return -1;
         }

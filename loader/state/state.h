@@ -119,6 +119,8 @@ int fds_copy_saved(uint64_t ino, const char *path);
 void fd_socket_push_all(void);
 int fds_hold(const struct state_restore *r, const void *note, size_t len);
 int fds_restore(const struct state_restore *r, const void *note, size_t len);
+/* The fds fds_restore leaves for the threads' phase (threads' /proc files); the fds note is its own. */
+int fds_thread_phase_restore(const struct state_restore *r, const void *unused, size_t unused_len);
 int signals_capture(const struct state_capture *c, void **blob, size_t *len); /* signals.c */
 int signals_restore(const struct state_restore *r, const void *note, size_t len);
 int timers_capture(const struct state_capture *c, void **blob, size_t *len); /* timers.c */

@@ -5,11 +5,14 @@
    trap). /proc/<pid>/cwd must lead to getcwd(); the pid in /proc/<pid>/stat and the Pid in
    /proc/thread-self/status are getpid() and gettid(); the listings of /proc (readdir) and of
    /proc/self/task (raw getdents64) hold them; "<pid>/stat" opened at a descriptor of /proc
-   (openat, libc and raw) is its own. Prints `step N`, then `DONE checksum=...`. */
+   (openat, libc and raw) is its own. A second thread's /proc/self/task/<its tid>/comm, opened once
+   and held across checkpoints (as psutil holds a thread's stat for a moment), reads that
+   thread's name on each step. Prints `step N`, then `DONE checksum=...`. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
@@ -121,12 +124,57 @@ static void check_once(void)
         fail("%s leads to %s, not to the working directory %s", cwd_link, target, cwd);
 }
 
+#define WORKER_NAME "procpid-worker"
+static pthread_mutex_t worker_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t worker_ready = PTHREAD_COND_INITIALIZER;
+static int worker_comm_fd = -1;
+
+/* Names itself, opens its own comm file by its tid and leaves the descriptor to main. */
+static void *worker(void *unused)
+{
+    (void)unused;
+    if (pthread_setname_np(pthread_self(), WORKER_NAME) != 0)
+        fail("pthread_setname_np");
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", gettid());
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        fail("open %s: %s", path, strerror(errno));
+    pthread_mutex_lock(&worker_lock);
+    worker_comm_fd = fd;
+    pthread_cond_signal(&worker_ready);
+    pthread_mutex_unlock(&worker_lock);
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* The held descriptor still reads the worker's own comm (not another's, not /dev/null's nothing). */
+static void check_worker_fd(void)
+{
+    char name[32];
+    ssize_t n = pread(worker_comm_fd, name, sizeof(name) - 1, 0);
+    if (n < 0)
+        fail("pread of the worker's held comm: %s", strerror(errno));
+    name[n] = '\0';
+    if (strcmp(name, WORKER_NAME "\n") != 0)
+        fail("the worker's held comm reads \"%s\", not " WORKER_NAME, name);
+}
+
 int main(int argc, char **argv)
 {
     long steps = arg(argc, argv, 1, 100, 1, 1000000);
     uint64_t h = CKPT_FNV_BASIS;
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, NULL) != 0)
+        fail("pthread_create");
+    pthread_mutex_lock(&worker_lock);
+    while (worker_comm_fd < 0)
+        pthread_cond_wait(&worker_ready, &worker_lock);
+    pthread_mutex_unlock(&worker_lock);
     for (long k = 1; k <= steps; k++) {
         check_once();
+        check_worker_fd();
         h = ckpt_fnv(h, (uint64_t)k);
         step_line(k);
         ckpt_sleep_ms(20);
