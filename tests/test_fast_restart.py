@@ -65,7 +65,8 @@ def _without_debug(cp: subprocess.CompletedProcess) -> subprocess.CompletedProce
 
 
 def test_restart_runs_without_python(image, tmp_path):
-    """The restart of one process takes the native path, and the program goes on as it would."""
+    """The restart of one process takes the native path, and the program goes on as it would;
+    CRAC_TIMING (the benchmarks' phase timings, read by the loader) keeps it there."""
     app, ckptdir = image
     work = tmp_path / "copy"
     subprocess.run(["cp", "-a", str(ckptdir), str(work)], check=True)
@@ -77,7 +78,7 @@ def test_restart_runs_without_python(image, tmp_path):
         work,
         out_dir=tmp_path,
         label="restart",
-        env=base_env({"CRAC_DEBUG_PATH": "1"}),
+        env=base_env({"CRAC_DEBUG_PATH": "1", "CRAC_TIMING": "1"}),
         opts=["--no-truncate"],
     )
     wait_for_step(proc, 1)
@@ -86,6 +87,7 @@ def test_restart_runs_without_python(image, tmp_path):
     err = (tmp_path / "restart.err").read_text()
     assert NATIVE in err, err
     assert PYTHON not in err, err
+    assert "crac: timing: restart memory:" in err, err
 
 
 def test_python_only_options_take_the_python_path(image, tmp_path):
