@@ -544,3 +544,30 @@ def test_mpi4py_job_execed_by_a_script(tmp_path: Path) -> None:
     run_mpi_cycles(
         "mpi4py_ring", [str(tmp_path), "60", "40"], tmp_path, restarts=("mpirun",), command=command
     )
+
+
+# A program with no MPI in it that tells its rank from the launcher's environment only.
+RANK_STEPS = """
+import os, sys, time
+rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0)
+total = 0
+for step in range(1, int(sys.argv[1]) + 1):
+    total += step * (rank + 1)
+    if rank == 0:
+        print(f"step {step}", flush=True)
+    time.sleep(int(sys.argv[2]) / 1000)
+gate = os.environ.get("TEST_END_GATE")
+while gate and not os.path.exists(gate):
+    time.sleep(0.05)
+if rank == 0:
+    print(f"DONE {total}", flush=True)
+"""
+
+
+def test_job_without_mpi_under_mpirun(tmp_path: Path) -> None:
+    """Processes an MPI launcher starts that never call MPI (a Python script telling its rank from
+    the environment) are the job's ranks all the same: checkpointed through the coordinator,
+    killed, restarted with `mpirun -np 2 crac restart DIR` and with the restart script, each
+    process finding its own image by the launcher's rank."""
+    command = [sys.executable, "-c", RANK_STEPS]
+    run_mpi_cycles("rank_steps", ["90", "40"], tmp_path, command=command)

@@ -3,6 +3,7 @@
  * image is durable). Also the lower-half entries the upper runtime calls to register itself and
  * to ask for a checkpoint. */
 #include "ckpt.h"
+#include "coord_client.h"
 #include "tree.h"
 
 #include "crac_layout.h"
@@ -234,6 +235,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         finish_attempt(r, 1);
         return -1;
     }
+    coord_record_launcher_rank(ckpt_cfg.proc_dir);
     snprintf(tmp, sizeof(tmp), "%s/gen-%06d.tmp", ckpt_cfg.proc_dir, generation);
     snprintf(files, sizeof(files), "%s/files", tmp);
     snprintf(core, sizeof(core), "%s/upper.core", tmp);

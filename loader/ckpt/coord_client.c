@@ -7,6 +7,7 @@
 #include "ckpt.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sched.h>
@@ -209,28 +210,52 @@ int coord_status(int *num_peers, int *running)
     return ok ? 0 : -1;
 }
 
-/* The rank and size of an MPI job's process, from what its launcher put in the environment
- * (Open MPI, then PMI as MPICH's Hydra and Slurm set it): ",\"mpi_rank\":R,\"mpi_size\":S" for
- * the hello, so the coordinator starts no checkpoint while a rank has yet to join; "" outside MPI. */
-static void mpi_fields(char *out, size_t outlen)
+int coord_launcher_rank(long *rank, long *size)
 {
     static const char *const names[][2] = {
         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
         {"PMI_RANK", "PMI_SIZE"},
         {"PMIX_RANK", "PMIX_SIZE"},
     };
-    out[0] = '\0';
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        const char *rank = getenv(names[i][0]), *size = getenv(names[i][1]);
-        if (!rank || !size)
+        const char *r_text = getenv(names[i][0]), *n_text = getenv(names[i][1]);
+        if (!r_text || !n_text)
             continue;
         char *end_r, *end_s;
-        long r = strtol(rank, &end_r, 10), n = strtol(size, &end_s, 10);
-        if (*rank && *size && !*end_r && !*end_s && n >= 1 && n <= (1 << 20) && r >= 0 && r < n) {
-            snprintf(out, outlen, ",\"mpi_rank\":%ld,\"mpi_size\":%ld", r, n);
-            return;
+        long r = strtol(r_text, &end_r, 10), n = strtol(n_text, &end_s, 10);
+        if (*r_text && *n_text && !*end_r && !*end_s && n >= 1 && n <= (1 << 20) && r >= 0 &&
+            r < n) {
+            *rank = r;
+            *size = n;
+            return 0;
         }
     }
+    return -1;
+}
+
+/* ",\"mpi_rank\":R,\"mpi_size\":S" for the hello, so the coordinator starts no checkpoint while a
+ * rank has yet to join; "" outside MPI. */
+static void mpi_fields(char *out, size_t outlen)
+{
+    long r, n;
+    out[0] = '\0';
+    if (coord_launcher_rank(&r, &n) == 0)
+        snprintf(out, outlen, ",\"mpi_rank\":%ld,\"mpi_size\":%ld", r, n);
+}
+
+void coord_record_launcher_rank(const char *proc_dir)
+{
+    long r, n;
+    char path[PATH_MAX + 16];
+    if (tree_forked || coord_launcher_rank(&r, &n) != 0 ||
+        snprintf(path, sizeof(path), "%s/mpi_rank", proc_dir) >= (int)sizeof(path) ||
+        access(path, F_OK) == 0)
+        return;
+    FILE *f = fopen(path, "wxe"); /* the shim's MPI_Init may have written it: that one stays */
+    if (!f)
+        return;
+    fprintf(f, "%ld %ld\n", r, n);
+    fclose(f);
 }
 
 int coord_connect(const char *host, const char *port, const char *token, int restarted, int vpid,

@@ -24,6 +24,14 @@ void coord_restart_failed(const char *host, const char *port, const char *token,
  * dmtcp_get_coordinator_status()). 0, or -1 without a coordinator or an answer. */
 int coord_status(int *num_peers, int *running);
 
+/* The rank and size of an MPI job's process, from what its launcher put in the environment
+ * (Open MPI, then PMI as MPICH's Hydra and Slurm set it). 0, or -1 outside MPI. */
+int coord_launcher_rank(long *rank, long *size);
+/* <proc_dir>/mpi_rank ("R S"), for a process an MPI launcher started (not one forked in the job),
+ * unless the shim's MPI_Init wrote it: `crac restart` under a launcher finds each rank's image by
+ * it, whether or not the program calls MPI (docs/MPI.md). */
+void coord_record_launcher_rank(const char *proc_dir);
+
 /* This process is a forked process of a tree (loader/ckpt/tree_fork.c): its hello says so. */
 extern int coord_tree_child;
 
