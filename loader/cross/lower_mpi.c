@@ -168,6 +168,22 @@ static uint64_t lh_mpi_test_spin(void *fn, const uint64_t *a, uint64_t n)
     return (uint64_t)(int64_t)rc;
 }
 
+/* Up to A[6] MPI_Improbes (FN; A[0..5] its arguments: source, tag, comm, flag *, message *,
+ * status *) in one crossing, until one matches: a blocking matched probe's poll (mpi4py receives
+ * every pickled object this way). Bounded like lh_mpi_test_spin. */
+typedef int (*improbe_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
+static uint64_t lh_mpi_improbe_spin(void *fn, const uint64_t *a, uint64_t n)
+{
+    (void)n;
+    int rc = 0;
+    for (uint64_t i = 0; i < a[6]; i++) {
+        rc = ((improbe_fn)fn)(a[0], a[1], a[2], a[3], a[4], a[5]);
+        if (rc != 0 || *(volatile int *)(uintptr_t)a[3])
+            break;
+    }
+    return (uint64_t)(int64_t)rc;
+}
+
 /* A nonblocking call (FN: MPI_Isend, MPI_Irecv, MPI_Iallreduce...; A[0..9] its arguments, unused
  * ones 0: an x86-64 callee ignores arguments it does not take) and then up to A[14] MPI_Tests of
  * the request it made (A[10] request *, A[11] the test function, A[12] flag *, A[13] status *),
@@ -244,6 +260,7 @@ const struct crac_lh_entry lower_mpi_entries[LOWER_MPI_N_ENTRIES] = {
     {"crac_lh_mpi_callv", (void *)lh_mpi_callv},
     {"crac_lh_mpi_adopt_sockets", (void *)lh_mpi_adopt_sockets},
     {"crac_lh_mpi_test_spin", (void *)lh_mpi_test_spin},
+    {"crac_lh_mpi_improbe_spin", (void *)lh_mpi_improbe_spin},
     {"crac_lh_mpi_post_spin", (void *)lh_mpi_post_spin},
     {"crac_lh_mpi_tests_spin", (void *)lh_mpi_tests_spin},
     {"crac_lh_mpi_posts_spin", (void *)lh_mpi_posts_spin},

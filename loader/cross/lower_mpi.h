@@ -5,7 +5,7 @@
 
 #include "crac_lh_api.h"
 
-#define LOWER_MPI_N_ENTRIES 11
+#define LOWER_MPI_N_ENTRIES 12
 extern const struct crac_lh_entry lower_mpi_entries[LOWER_MPI_N_ENTRIES];
 
 #endif

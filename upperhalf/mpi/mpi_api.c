@@ -208,10 +208,6 @@ static struct vreq *post_recv(void *buf, int count, MPI_Datatype t, int src, int
     return r;
 }
 
-/* Polls of one crossing in the wait loops (mpi_ltest): enough that the crossing is a small part
- * of a poll, few enough that a thread holds the checkpoint gate only briefly. */
-#define WAIT_TRIES 32
-
 /* Under mpi_mu. 1 when R is complete; up to TRIES tests of the library in one crossing. */
 static int vreq_test(struct vreq *r, int tries)
 {
@@ -266,7 +262,7 @@ static int vreq_wait(struct vreq *r, MPI_Status *st, MPI_Request *req)
     for (;;) {
         pthread_mutex_lock(&mpi_mu);
         mpi_enter_locked(NULL, 0);
-        int done = vreq_test(r, WAIT_TRIES);
+        int done = vreq_test(r, MPI_WAIT_TRIES);
         mpi_leave_locked(NULL, 0);
         int rc = done ? vreq_finish_locked(r, req, st) : MPI_SUCCESS;
         pthread_mutex_unlock(&mpi_mu);
@@ -333,9 +329,9 @@ static int p2p_blocking(void *buf, int count, MPI_Datatype t, int peer, int tag,
         uint64_t a[7] = {U(buf),        (uint64_t)count, U(type_real(t)), (uint64_t)rank_down(peer),
                          (uint64_t)tag, U(c->real),      U(&real)};
         int rc =
-            is_recv ? mpi_lpost_test(&irecv_c, "MPI_Irecv", a, 7, &real, &flag, &ls, WAIT_TRIES)
-            : sync  ? mpi_lpost_test(&issend_c, "MPI_Issend", a, 7, &real, &flag, &ls, WAIT_TRIES)
-                    : mpi_lpost_test(&isend_c, "MPI_Isend", a, 7, &real, &flag, &ls, WAIT_TRIES);
+            is_recv ? mpi_lpost_test(&irecv_c, "MPI_Irecv", a, 7, &real, &flag, &ls, MPI_WAIT_TRIES)
+            : sync  ? mpi_lpost_test(&issend_c, "MPI_Issend", a, 7, &real, &flag, &ls, MPI_WAIT_TRIES)
+                    : mpi_lpost_test(&isend_c, "MPI_Isend", a, 7, &real, &flag, &ls, MPI_WAIT_TRIES);
         if (rc != MPI_SUCCESS && !flag) {
             mpi_leave_locked(c, 0);
             pthread_mutex_unlock(&mpi_mu);
@@ -496,7 +492,7 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int
                                r->is_recv ? "MPI_Irecv" : "MPI_Isend", x, 7};
         posted[np++] = r;
     }
-    int rc = np ? mpi_lposts_test(p, t, np, WAIT_TRIES) : MPI_SUCCESS;
+    int rc = np ? mpi_lposts_test(p, t, np, MPI_WAIT_TRIES) : MPI_SUCCESS;
     for (int i = 0; i < np; i++) {
         struct vreq *r = posted[i];
         if (!t[i].flag && !t[i].real)
@@ -684,7 +680,7 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
     for (;;) {
         pthread_mutex_lock(&mpi_mu);
         mpi_enter_locked(NULL, 0);
-        int active = test_reqs_locked(n, reqs, done, WAIT_TRIES), ndone = 0;
+        int active = test_reqs_locked(n, reqs, done, MPI_WAIT_TRIES), ndone = 0;
         mpi_leave_locked(NULL, 0);
         for (int i = 0; i < n; i++)
             ndone += done[i];
@@ -980,7 +976,7 @@ static int coll_wait(struct vcomm *c, void *real, int rc)
         int flag = 0;
         mpi_enter(NULL, 0);
         lstatus ls;
-        mpi_ltest(&real, &flag, &ls, WAIT_TRIES);
+        mpi_ltest(&real, &flag, &ls, MPI_WAIT_TRIES);
         mpi_leave(c, flag);
         if (flag)
             return MPI_SUCCESS;
@@ -995,7 +991,7 @@ static int coll_run(struct vcomm *c, struct lcache *lc, const char *name, const 
 {
     int flag = 0;
     lstatus ls;
-    int rc = mpi_lpost_test(lc, name, a, n, real, &flag, &ls, WAIT_TRIES);
+    int rc = mpi_lpost_test(lc, name, a, n, real, &flag, &ls, MPI_WAIT_TRIES);
     if (flag) {
         mpi_leave(c, 1);
         return MPI_SUCCESS;

@@ -219,22 +219,21 @@ int mpi_drained_match(struct vreq *r)
     return 1;
 }
 
-struct drained *mpi_message_take(struct vcomm *c, int source, int tag, int *rc)
+struct drained *mpi_message_take(struct vcomm *c, int source, int tag, int *rc, int tries)
 {
     *rc = MPI_SUCCESS;
     struct drained *d = drained_take(c, source, tag);
     if (d)
         return d;
-    int flag = 0, len = 0;
+    int flag = 0;
     void *msg = NULL;
     lstatus ls;
-    *rc = L("MPI_Improbe", (uint64_t)rank_down(source), (uint64_t)tag, U(c->real), U(&flag),
-            U(&msg), U(&ls));
+    *rc = mpi_limprobe(rank_down(source), tag, c->real, &flag, &msg, &ls, tries);
     if (*rc != MPI_SUCCESS || !flag)
         return NULL;
     MPI_Status st;
-    L("MPI_Get_count", U(&ls), U(lower_named("ompi_mpi_byte")), U(&len));
-    status_up(&st, &ls);
+    status_up(&st, &ls); /* its byte count, either library's: no MPI_Get_count crossing */
+    int len = st._ucount > INT_MAX ? INT_MAX : (int)st._ucount;
     if (!(d = calloc(1, sizeof(*d))))
         mpi_die("out of memory receiving an MPI message");
     d->comm = c;

@@ -184,6 +184,19 @@ int mpi_ltest(void **real, int *flag, lstatus *ls, int tries)
     return (int)r;
 }
 
+int mpi_limprobe(int source, int tag, void *comm, int *flag, void **msg, lstatus *ls, int tries)
+{
+    static struct lcache spin_c, improbe_c;
+    cross_gate_enter();
+    void *fn = lower_fn_entered(&improbe_c, epoch_now(), "MPI_Improbe");
+    uint64_t a[7] = {(uint64_t)source, (uint64_t)tag, U(comm),      U(flag),
+                     U(msg),           U(ls),        (uint64_t)(tries > 0 ? tries : 1)};
+    uint64_t r =
+        cross_call_entered(loader_entry(&spin_c, "crac_lh_mpi_improbe_spin"), U(fn), U(a), 7);
+    cross_gate_leave();
+    return (int)r;
+}
+
 /* A[0..10) = ARGS[0..N), the rest 0 (an x86-64 callee ignores arguments it does not take). */
 static inline void set_args(uint64_t *a, const uint64_t *args, int n)
 {

@@ -45,8 +45,14 @@ typedef struct {
     uint64_t w[4];
 } lstatus;
 void status_up(MPI_Status *up, const lstatus *low);
+/* Polls of one crossing in the wait loops (mpi_ltest): enough that the crossing is a small part
+ * of a poll, few enough that a thread holds the checkpoint gate only briefly. */
+#define MPI_WAIT_TRIES 32
 /* MPI_Test of *REAL up to TRIES times in one crossing, until *FLAG: the wait loops' poll. */
 int mpi_ltest(void **real, int *flag, lstatus *ls, int tries);
+/* MPI_Improbe (SOURCE already the library's rank, COMM the library's) up to TRIES times in one
+ * crossing, until *FLAG: a blocking matched probe's poll. */
+int mpi_limprobe(int source, int tag, void *comm, int *flag, void **msg, lstatus *ls, int tries);
 /* POST (a nonblocking MPI function) with its N (up to 10) ARGS, the last REAL (the request *),
  * then up to TRIES tests of that request, in one crossing. */
 int mpi_lpost_test(struct lcache *c, const char *post, const uint64_t *args, int n, void **real,
@@ -209,7 +215,7 @@ struct drained {
  * one the library matches now (counted as received: the cut no longer finds it in the library's
  * queue, and receives it into upper memory if the program has not by then); NULL if none (*RC
  * the library's error, if any). Call under mpi_mu, inside a communicating section. */
-struct drained *mpi_message_take(struct vcomm *c, int source, int tag, int *rc);
+struct drained *mpi_message_take(struct vcomm *c, int source, int tag, int *rc, int tries);
 /* D received into (BUF, COUNT, TYPE): unpacked from its bytes as far as they fit, or by the
  * library's MPI_Mrecv; its envelope in *ST; D freed. Call under mpi_mu. */
 void mpi_message_unpack(struct drained *d, void *buf, int count, MPI_Datatype type, MPI_Status *st);
