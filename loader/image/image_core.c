@@ -37,6 +37,7 @@
 #define PM_SWAPPED (1ULL << 62)
 #define PM_FILE (1ULL << 61)
 #define PAGEMAP_BATCH 512
+#define WRITE_RUN_PAGES 64 /* 256 KiB: written, then summed while in the cache (crc_run) */
 
 struct region {
     struct crac_region_rec rec;
@@ -472,6 +473,30 @@ static inline void prefetch_page(const unsigned char *page)
         __builtin_prefetch(page + o, 0, 0);
 }
 
+/* The CRC-32C of a run of saved pages (the region's, chained page by page with each page's index;
+ * with --incremental each page's own too), taken once the run is written: the write brought the
+ * pages into the cache, and a run is short enough to still be there (WRITE_RUN_PAGES). Summed
+ * first, the CRC was the one to read them from memory, and the writer paid ~0.1 s of CPU a GiB
+ * more (docs/PERFORMANCE.md "The checkpoint writer's CPU"). The pages cannot change meanwhile:
+ * the forked writer's copy is its own, and a paused writer's program is stopped. */
+static uint32_t crc_run(struct region *r, uint32_t crc, const unsigned char *p, uint64_t first,
+                        uint64_t n)
+{
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t index = first + k;
+        const unsigned char *page = p + k * PAGE;
+        if (r->page_crcs) { /* the page's own, and the region's from it */
+            uint32_t own = crc32c_update(0, page, PAGE);
+            r->page_crcs[index] = own;
+            crc = page_crc_extend(crc32c_update(crc, &index, 8), own);
+        } else {
+            crc = crc32c_update(crc, &index, 8);
+            crc = crc32c_update(crc, page, PAGE);
+        }
+    }
+    return crc;
+}
+
 /* Says which region failed and why before the caller's generic message (errno kept). */
 static int region_failed(const struct region *r, const char *why)
 {
@@ -511,7 +536,8 @@ static int write_region(struct writer *w, struct region *r)
                 return region_failed(r, "it cannot be read");
             src = w->bounce;
         }
-        /* Write runs of consecutive saved pages with one pwrite each. */
+        /* Write runs of consecutive saved pages with one pwrite each (of at most WRITE_RUN_PAGES
+         * uncompressed: crc_run). */
         uint64_t run_start = 0, run_len = 0;
         for (uint64_t i = 0; i <= n; i++) {
             int save = 0;
@@ -522,27 +548,20 @@ static int write_region(struct writer *w, struct region *r)
                 save = r->rec.kind == CRAC_REGION_FILE_PRIVATE || !page_is_zero(page);
                 if (save) {
                     uint64_t index = (a - r->rec.start) / PAGE + i;
-                    if (r->page_crcs) { /* the page's own, and the region's from it */
-                        uint32_t own = crc32c_update(0, page, PAGE);
-                        r->page_crcs[index] = own;
-                        crc = page_crc_extend(crc32c_update(crc, &index, 8), own);
-                    } else if (!w->cz) { /* compressed: each chunk's CRC-32C, on the workers */
-                        crc = crc32c_update(crc, &index, 8);
-                        crc = crc32c_update(crc, page, PAGE);
-                    }
                     r->rec.saved_pages++;
                     if (r->bitmap && !r->written)
                         r->bitmap[index / 8] |= (unsigned char)(1u << (index % 8));
                 }
             }
-            if (save) {
+            if (save && (w->cz || run_len < WRITE_RUN_PAGES)) {
                 if (!run_len)
                     run_start = i;
                 run_len++;
                 continue;
             }
             if (run_len && w->cz) {
-                /* Chunks of at most CRAC_CHUNK_MAX_PAGES; a bounce buffer is reused by the
+                /* Each page's own CRC for --incremental (the region's: each chunk's, on the
+                 * workers). Chunks of at most CRAC_CHUNK_MAX_PAGES; a bounce buffer is reused by the
                  * next batch, so its pages are copied. */
                 for (uint64_t c = 0; c < run_len; c += CRAC_CHUNK_MAX_PAGES) {
                     uint64_t k =
@@ -552,12 +571,21 @@ static int write_region(struct writer *w, struct region *r)
                                   !readable) != 0)
                         return -1;
                 }
+                if (r->page_crcs)
+                    crc_run(r, 0, src + run_start * PAGE, (a - r->rec.start) / PAGE + run_start,
+                            run_len);
                 run_len = 0;
             } else if (run_len) {
                 off_t off = (off_t)(r->rec.core_offset + (a - r->rec.start) + run_start * PAGE);
-                if (write_run(w, src + run_start * PAGE, run_len * PAGE, off, readable) != 0)
+                const unsigned char *run = src + run_start * PAGE;
+                if (write_run(w, run, run_len * PAGE, off, readable) != 0)
                     return -1;
+                crc = crc_run(r, crc, run, (a - r->rec.start) / PAGE + run_start, run_len);
                 run_len = 0;
+            }
+            if (save) { /* a page past a full run begins the next one */
+                run_start = i;
+                run_len = 1;
             }
         }
         if (w->cz)
