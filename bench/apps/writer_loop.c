@@ -112,7 +112,8 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t len = mib << 20, pages = len / PAGE;
-    unsigned char *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *mem =
+        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
         return perror("mmap"), 1;
     uint64_t x = 88172645463325252ULL;

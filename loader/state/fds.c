@@ -659,8 +659,8 @@ int fds_thread_phase_restore(const struct state_restore *r, const void *unused, 
             note = &r->img->notes[k];
     if (!note || !note->data)
         return 0;
-    const struct fd_restore fr = {note->data, note->len, r->gen_dir, r->no_truncate,
-                                  r->err,     r->errlen};
+    const struct fd_restore fr = {note->data,     note->len, r->gen_dir,
+                                  r->no_truncate, r->err,    r->errlen};
     struct fd_view v;
     size_t off = 0;
     while (fd_next(note->data, note->len, &off, &v) > 0) {
