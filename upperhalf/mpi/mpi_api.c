@@ -328,10 +328,9 @@ static int p2p_blocking(void *buf, int count, MPI_Datatype t, int peer, int tag,
         lstatus ls;
         uint64_t a[7] = {U(buf),        (uint64_t)count, U(type_real(t)), (uint64_t)rank_down(peer),
                          (uint64_t)tag, U(c->real),      U(&real)};
-        int rc =
-            is_recv ? mpi_lpost_test(&irecv_c, "MPI_Irecv", a, 7, &real, &flag, &ls, MPI_WAIT_TRIES)
-            : sync  ? mpi_lpost_test(&issend_c, "MPI_Issend", a, 7, &real, &flag, &ls, MPI_WAIT_TRIES)
-                    : mpi_lpost_test(&isend_c, "MPI_Isend", a, 7, &real, &flag, &ls, MPI_WAIT_TRIES);
+        struct lcache *post_c = is_recv ? &irecv_c : sync ? &issend_c : &isend_c;
+        const char *post = is_recv ? "MPI_Irecv" : sync ? "MPI_Issend" : "MPI_Isend";
+        int rc = mpi_lpost_test(post_c, post, a, 7, &real, &flag, &ls, MPI_WAIT_TRIES);
         if (rc != MPI_SUCCESS && !flag) {
             mpi_leave_locked(c, 0);
             pthread_mutex_unlock(&mpi_mu);

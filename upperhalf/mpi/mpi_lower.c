@@ -189,8 +189,13 @@ int mpi_limprobe(int source, int tag, void *comm, int *flag, void **msg, lstatus
     static struct lcache spin_c, improbe_c;
     cross_gate_enter();
     void *fn = lower_fn_entered(&improbe_c, epoch_now(), "MPI_Improbe");
-    uint64_t a[7] = {(uint64_t)source, (uint64_t)tag, U(comm),      U(flag),
-                     U(msg),           U(ls),        (uint64_t)(tries > 0 ? tries : 1)};
+    uint64_t a[7] = {(uint64_t)source,
+                     (uint64_t)tag,
+                     U(comm),
+                     U(flag),
+                     U(msg),
+                     U(ls),
+                     (uint64_t)(tries > 0 ? tries : 1)};
     uint64_t r =
         cross_call_entered(loader_entry(&spin_c, "crac_lh_mpi_improbe_spin"), U(fn), U(a), 7);
     cross_gate_leave();
