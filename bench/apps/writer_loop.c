@@ -12,6 +12,7 @@
  *   gcc -O2 -Iloader/image -o /tmp/writer_loop bench/apps/writer_loop.c && /tmp/writer_loop 1024 */
 #define _GNU_SOURCE
 #include "crc32c.c"
+#include "page_zero.h" /* crac's zero test, as the writer runs it */
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -48,17 +49,6 @@ static double child_cpu(void)
            (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-static int page_nonzero(const unsigned char *p)
-{
-    const uint64_t *w = (const uint64_t *)p;
-    if (w[0] | w[PAGE / 8 - 1])
-        return 1;
-    uint64_t acc = 0;
-    for (size_t i = 0; i < PAGE / 8; i++)
-        acc |= w[i];
-    return acc != 0;
-}
-
 static uint32_t crc_pages(uint32_t crc, const unsigned char *p, uint64_t first, uint64_t n)
 {
     for (uint64_t k = first; k < first + n; k++) {
@@ -77,7 +67,7 @@ static void walk(const unsigned char *mem, size_t pages, int fd, int v)
     for (uint64_t i = 0; i <= pages; i++) {
         int save = 0;
         if (i < pages) {
-            save = !(parts & PROBE) || page_nonzero(mem + i * PAGE);
+            save = !(parts & PROBE) || !page_is_zero(mem + i * PAGE);
             if (save && (parts & CRC_FIRST))
                 crc = crc_pages(crc, mem, i, 1);
         }
