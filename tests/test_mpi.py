@@ -571,3 +571,17 @@ def test_job_without_mpi_under_mpirun(tmp_path: Path) -> None:
     process finding its own image by the launcher's rank."""
     command = [sys.executable, "-c", RANK_STEPS]
     run_mpi_cycles("rank_steps", ["90", "40"], tmp_path, command=command)
+
+
+MPI4PY_POOL = APPS_DIR / "py" / "mpi4py_pool.py"
+
+
+def test_mpi4py_futures_pool(tmp_path: Path) -> None:
+    """mpi4py.futures' MPIPoolExecutor as `python -m mpi4py.futures` runs it under mpirun (rank 0
+    the script, the others its workers, pickled tasks and results between them), checkpointed
+    while tasks run, killed, restarted with mpirun and with the restart script; the pool's end
+    disconnects its communicators. Before, MPI_Comm_disconnect was refused and every rank raised
+    at the end."""
+    _require_mpi4py()
+    command = [sys.executable, "-m", "mpi4py.futures", str(MPI4PY_POOL)]
+    run_mpi_cycles("mpi4py_pool", ["70", "20"], tmp_path, ranks=3, command=command)

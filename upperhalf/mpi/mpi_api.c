@@ -1349,4 +1349,17 @@ int MPI_Comm_free(MPI_Comm *comm)
     return rc;
 }
 
+/* A collective free once the communication on COMM is done (mpi4py.futures ends its pools with
+ * it): the shim's barrier, which a checkpoint can cut, then the free. The library's own
+ * MPI_Comm_disconnect would wait in one crossing, holding the checkpoint gate, for every process
+ * of COMM to arrive. */
+int MPI_Comm_disconnect(MPI_Comm *comm)
+{
+    struct vcomm *c = comm_v(*comm);
+    if (!c || c == vcomm_world || c == vcomm_self)
+        return MPI_ERR_COMM;
+    int rc = MPI_Barrier(*comm);
+    return rc != MPI_SUCCESS ? rc : MPI_Comm_free(comm);
+}
+
 /* ---- datatypes: mpi_types.c ---- */
