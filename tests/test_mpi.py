@@ -585,3 +585,10 @@ def test_mpi4py_futures_pool(tmp_path: Path) -> None:
     _require_mpi4py()
     command = [sys.executable, "-m", "mpi4py.futures", str(MPI4PY_POOL)]
     run_mpi_cycles("mpi4py_pool", ["70", "20"], tmp_path, ranks=3, command=command)
+
+
+def test_mpi_v_collectives_scans_and_sync_sends(tmp_path: Path) -> None:
+    """v collectives at a moving root, scans, reduce-scatters, synchronous and ready sends,
+    nonblocking collectives across the pause and a named duplicate disconnected at the end, built
+    with Open MPI, 3 ranks: checkpointed twice, killed, restarted with mpirun and the script."""
+    run_mpi_cycles("mpi_vcolls", ["60", "30"], tmp_path, ranks=3)

@@ -168,3 +168,17 @@ def test_mpich_sonames_pick_the_mpich_shim() -> None:
         assert mpi.shim_args(["libc.so.6", soname]) == ["--mpi-shim", soname]
         assert mpi.is_rank({"PMI_RANK": "1"})
     assert mpi.shim_args(["libmpi.so.40"]) == ["--mpi-shim", "libmpi.so.40"]
+
+
+def test_mpich_program_v_collectives_scans_and_sync_sends(tmp_path: Path) -> None:
+    """test_mpi_v_collectives_scans_and_sync_sends's program built with MPICH (the MPICH-ABI
+    shim's translations of each), 3 ranks: two cycles under MPICH. Before, `crac launch`
+    refused it, naming MPI_Gatherv and the others."""
+    run_mpi_cycles(
+        "mpi_vcolls",
+        ["60", "30"],
+        tmp_path,
+        ranks=3,
+        restarts=("mpich", "mpich"),
+        built_with="mpich",
+    )
