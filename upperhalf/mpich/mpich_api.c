@@ -90,10 +90,8 @@ int MPI_Comm_size(MPI_Comm comm, int *size)
 
 /* ---- point to point ---- */
 
-typedef int (*f_post)(const void *, int, oh, int, int, oh, oh *);
-
-static int post(f_post f, const void *buf, int count, MPI_Datatype t, int peer, int tag,
-                MPI_Comm comm, MPI_Request *req)
+int mpich_post(f_post f, const void *buf, int count, MPI_Datatype t, int peer, int tag,
+               MPI_Comm comm, MPI_Request *req)
 {
     oh o = NULL;
     int rc = f(buf, count, type_in(t), rank_in(peer), tag_in(tag), comm_in(comm), &o);
@@ -104,25 +102,25 @@ static int post(f_post f, const void *buf, int count, MPI_Datatype t, int peer, 
 int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
               MPI_Request *req)
 {
-    return post(OFN(f_post, "MPI_Isend"), buf, count, t, dest, tag, comm, req);
+    return mpich_post(OFN(f_post, "MPI_Isend"), buf, count, t, dest, tag, comm, req);
 }
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
               MPI_Request *req)
 {
-    return post(OFN(f_post, "MPI_Irecv"), buf, count, t, src, tag, comm, req);
+    return mpich_post(OFN(f_post, "MPI_Irecv"), buf, count, t, src, tag, comm, req);
 }
 
 int MPI_Send_init(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
                   MPI_Request *req)
 {
-    return post(OFN(f_post, "MPI_Send_init"), buf, count, t, dest, tag, comm, req);
+    return mpich_post(OFN(f_post, "MPI_Send_init"), buf, count, t, dest, tag, comm, req);
 }
 
 int MPI_Recv_init(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
                   MPI_Request *req)
 {
-    return post(OFN(f_post, "MPI_Recv_init"), buf, count, t, src, tag, comm, req);
+    return mpich_post(OFN(f_post, "MPI_Recv_init"), buf, count, t, src, tag, comm, req);
 }
 
 int MPI_Send(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm)
@@ -432,15 +430,26 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
     return err_out(rc);
 }
 
-int MPI_Comm_free(MPI_Comm *comm)
+/* MPI_Comm_free or MPI_Comm_disconnect (FN): the program's handle goes once the shim's did. */
+static int comm_release(int (*fn)(oh *), MPI_Comm *comm)
 {
     oh o = comm_in(*comm);
-    int rc = OFN(int (*)(oh *), "MPI_Comm_free")(&o);
+    int rc = fn(&o);
     if (rc == 0) {
         comm_forget(*comm);
         *comm = MPI_COMM_NULL;
     }
     return err_out(rc);
+}
+
+int MPI_Comm_free(MPI_Comm *comm)
+{
+    return comm_release(OFN(int (*)(oh *), "MPI_Comm_free"), comm);
+}
+
+int MPI_Comm_disconnect(MPI_Comm *comm)
+{
+    return comm_release(OFN(int (*)(oh *), "MPI_Comm_disconnect"), comm);
 }
 
 /* ---- datatypes ---- */

@@ -1,10 +1,10 @@
 /* mpich_colls.c — the MPICH-ABI shim's synchronous and ready sends, v collectives, scans,
- * reduce-scatters, nonblocking collectives and communicator names: translated for the
+ * reduce-scatters, nonblocking collectives and communicator names (disconnect: mpich_api.c,
+ * beside MPI_Comm_free): translated for the
  * libmpi.so.40 shim, whose function of the same name does the work (docs/MPI.md). */
 #include "mpich_shim.h"
 
 typedef int (*f_send)(const void *, int, oh, int, int, oh);
-typedef int (*f_post)(const void *, int, oh, int, int, oh, oh *);
 typedef int (*f_scan)(const void *, void *, int, oh, oh, oh);
 
 /* ---- point to point ---- */
@@ -13,15 +13,6 @@ static int send(f_send f, const void *buf, int count, MPI_Datatype t, int dest, 
                 MPI_Comm comm)
 {
     return err_out(f(buf, count, type_in(t), rank_in(dest), tag_in(tag), comm_in(comm)));
-}
-
-static int post(f_post f, const void *buf, int count, MPI_Datatype t, int dest, int tag,
-                MPI_Comm comm, MPI_Request *req)
-{
-    oh o = NULL;
-    int rc = f(buf, count, type_in(t), rank_in(dest), tag_in(tag), comm_in(comm), &o);
-    *req = rc == 0 ? req_out_new(o) : MPI_REQUEST_NULL;
-    return err_out(rc);
 }
 
 int MPI_Ssend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm)
@@ -37,13 +28,13 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI
 int MPI_Issend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
                MPI_Request *req)
 {
-    return post(OFN(f_post, "MPI_Issend"), buf, count, t, dest, tag, comm, req);
+    return mpich_post(OFN(f_post, "MPI_Issend"), buf, count, t, dest, tag, comm, req);
 }
 
 int MPI_Irsend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
                MPI_Request *req)
 {
-    return post(OFN(f_post, "MPI_Irsend"), buf, count, t, dest, tag, comm, req);
+    return mpich_post(OFN(f_post, "MPI_Irsend"), buf, count, t, dest, tag, comm, req);
 }
 
 /* ---- v collectives: counts and displacements are plain ints in both ABIs ---- */
@@ -148,15 +139,4 @@ int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_
 int MPI_Comm_set_name(MPI_Comm comm, const char *name)
 {
     return err_out(OFN(int (*)(oh, const char *), "MPI_Comm_set_name")(comm_in(comm), name));
-}
-
-int MPI_Comm_disconnect(MPI_Comm *comm)
-{
-    oh o = comm_in(*comm);
-    int rc = OFN(int (*)(oh *), "MPI_Comm_disconnect")(&o);
-    if (rc == 0) {
-        comm_forget(*comm);
-        *comm = MPI_COMM_NULL;
-    }
-    return err_out(rc);
 }

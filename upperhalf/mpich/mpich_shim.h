@@ -50,6 +50,11 @@ MPI_Request req_out_new(oh o);
  * freed it, unchanged otherwise. */
 void req_update(MPI_Request *r, oh o);
 oh o_request_null(void);
+/* A nonblocking send or receive (F: the shim's MPI_Isend, MPI_Irecv, MPI_Issend ...): the
+ * program's request for the shim's (mpich_api.c). */
+typedef int (*f_post)(const void *, int, oh, int, int, oh, oh *);
+int mpich_post(f_post f, const void *buf, int count, MPI_Datatype t, int peer, int tag,
+               MPI_Comm comm, MPI_Request *req);
 
 /* ---- constants and statuses (mpich_handles.c) ---- */
 int rank_in(int r); /* MPI_ANY_SOURCE, MPI_PROC_NULL, MPI_ROOT */
