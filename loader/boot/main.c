@@ -233,7 +233,6 @@ static struct options parse_args(int argc, char **argv)
     return o;
 }
 
-/* The directory of this executable: the upper runtime and the backends sit next to it. */
 static void fill_ckpt_config(const struct options *o, const struct crac_backend_info *backend)
 {
     struct ckpt_config *c = &ckpt_cfg;
