@@ -21,7 +21,10 @@ from coord_harness import (
     free_port,
     run_script,
     status_lines,
+    wait_until,
 )
+
+from crac_py.coord import registry
 
 
 @pytest.fixture
@@ -172,6 +175,43 @@ def test_coordinator_not_found():
     assert cp.returncode == 2 and f"127.0.0.1:{port}" in cp.stderr, describe_text(cp)
 
 
+def test_several_listed_coordinators_are_named_not_guessed(tmp_path):
+    """With no host or port given and none at 7779, `crac command` uses the one coordinator of
+    this user's it finds listed (crac_py/coord/registry.py); of two it takes neither and names
+    both; one with a token is reached with its listed token; a killed one is left out."""
+    if command(None, "s").returncode == 0:
+        pytest.skip("a coordinator answers at the default port 7779 on this host")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    env = {"XDG_RUNTIME_DIR": str(run_dir)}
+    listed = run_dir / "crac"
+    a = Coordinator(tmp_path / "a", env=env, label="a")
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret\n")
+    b = Coordinator(tmp_path / "b", "--token-file", str(secret), env=env, label="b")
+    try:
+        for c in (a, b):
+            wait_until(lambda c=c: (listed / f"coord-{c.port}.json").exists(), "listed")
+        assert stat.S_IMODE(os.stat(listed).st_mode) == 0o700
+        cp = command(None, "s", env=env)
+        assert cp.returncode == 2, describe_text(cp)
+        assert f":{a.port} (pid " in cp.stderr and f":{b.port} (pid " in cp.stderr
+        assert "give one with -p PORT" in cp.stderr
+        cp = command(b.port, "s", env=env)  # the token comes from the list
+        assert cp.returncode == 0 and f"COORD_PORT={b.port}" in cp.stdout, describe_text(cp)
+        b.proc.kill()  # SIGKILL: it cannot take itself off the list
+        b.proc.wait()
+        cp = command(None, "s", env=env)
+        assert cp.returncode == 0 and f"COORD_PORT={a.port}" in cp.stdout, describe_text(cp)
+        assert not (listed / f"coord-{b.port}.json").exists()
+        a.proc.terminate()  # SIGTERM: it ends and takes itself off the list
+        a.proc.wait(timeout=30)
+        assert not (listed / f"coord-{a.port}.json").exists()
+    finally:
+        a.stop()
+        b.stop()
+
+
 @pytest.mark.parametrize("var", ["CRAC_COORD_PORT", "DMTCP_COORD_PORT", "DMTCP_PORT"])
 def test_not_found_names_env_port(var):
     port = free_port()
@@ -293,3 +333,18 @@ def test_dmtcp_style_script(coord, tmp_path):
     assert cp.returncode == 0, describe_text(cp)
     restart = f"RESTART_SCRIPT={ckptdir}/crac_restart_script.sh"
     assert cp.stdout.splitlines() == ["peers: 2", "GENERATION=1", restart, "ok"]
+
+
+def test_registry_ignores_a_directory_others_can_open(tmp_path, monkeypatch):
+    """The list is trusted only in a directory of this user's that nobody else can open: one
+    planted in /tmp by another user (or left group-readable) is neither read nor written."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    shared = tmp_path / "crac"
+    shared.mkdir()
+    shared.chmod(0o755)
+    assert registry.register("127.0.0.1", 1234, "secret") is None
+    assert not list(shared.iterdir())
+    (shared / "coord-1234.json").write_text('{"host": "h", "port": 1, "pid": 1, "token": ""}')
+    assert registry.live() == []
+    shared.chmod(0o700)
+    assert registry.live() != []  # pid 1 lives: listed once the directory is private

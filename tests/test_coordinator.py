@@ -545,8 +545,13 @@ def test_token_required_and_checked(tmp_path):
         assert bad.welcome["type"] == "refused" and "token" in bad.welcome["reason"]
         good = FakeWorker(coord.port, tmp_path / "p", pid=6, token="s3cret")
         assert good.welcome["type"] == "welcome"
-        cp = command(coord.port, "s")
+        # A command that cannot read the coordinator's listing (another user's, or another
+        # host's, has no access to it: crac_py/coord/registry.py) must bring the token itself.
+        unlisted = {"XDG_RUNTIME_DIR": str(tmp_path / "elsewhere")}
+        cp = command(coord.port, "s", env=unlisted)
         assert cp.returncode == 2 and "wrong token" in cp.stderr, describe_text(cp)
+        cp = command(coord.port, "s")  # this user's, on this host: its listed token
+        assert cp.returncode == 0 and "NUM_PEERS=1" in cp.stdout, describe_text(cp)
         cp = command(coord.port, "--token", "nope", "s")
         assert cp.returncode == 2 and "wrong token" in cp.stderr, describe_text(cp)
         kv = status_lines(command(coord.port, "s", env={"CRAC_COORD_TOKEN": "s3cret"}))

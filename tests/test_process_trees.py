@@ -39,7 +39,7 @@ from ckpt_harness import (
     wait_for_step,
 )
 from conftest import APPS_DIR, crac_cmd, require_native
-from coord_harness import Coordinator, free_port, wait_until
+from coord_harness import Coordinator, command, free_port, wait_until
 from job_harness import (
     Output,
     ScriptRun,
@@ -53,6 +53,8 @@ from job_harness import (
     wait_steps,
 )
 
+from crac_py.coord import client as coord_client
+from crac_py.coord.client import Endpoint
 from crac_py.coord.restart_script import listed_generations
 
 STEPS = 300
@@ -244,6 +246,66 @@ def test_checkpoint_asked_for_at_the_first_fork_covers_the_job(tmp_path):
         for t, seg in segments_of(run.out, tags, None, None).items():
             chains[t].append(seg)
         check_chain(chains, 120)
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), tree(ckptdir), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        kill_tree(ckptdir, b"first_fork")
+        root.stop()
+
+
+def test_command_without_a_port_finds_the_coordinator_the_job_started(tmp_path):
+    """A job launched without a coordinator starts one at its first fork, on a free port and
+    with a random token: `crac command` given no host or port finds it among this user's
+    coordinators (crac_py/coord/registry.py), checkpoints the job (bc) and kills it (k), and the
+    restart script brings it back as an uninterrupted run ends. Before, `crac command` looked at
+    localhost:7779 only and said "coordinator not found"."""
+    if coord_client.answers(Endpoint("localhost", 7779)):
+        pytest.skip("a coordinator answers at the default port 7779 on this host")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    env = base_env({"XDG_RUNTIME_DIR": str(run_dir)})
+    ckptdir, tags = tmp_path / "ckpt", ["F.r", "F.a", "F.b"]
+    require_native()
+    app = [sys.executable, str(APPS_DIR / "py" / "first_fork.py"), "F", "150", "30"]
+    root = CracProc(
+        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", *app],
+        out_dir=tmp_path / "logs",
+        label="launch",
+        env=env,
+    )
+    out = Output(root.out_path, "launch")
+    runs: list[ScriptRun] = []
+    try:
+        listed = run_dir / "crac"
+        wait_until(lambda: any(listed.glob("coord-*.json")), "the job's coordinator listed")
+        wait_until(
+            lambda: "NUM_PEERS=3" in command(None, "s", env=env).stdout, "the job's three processes"
+        )
+        wait_steps(out, tags, 5, root)
+        bc = command(None, "bc", env=env, timeout=RUN_TIMEOUT)
+        assert bc.returncode == 0, bc.stderr
+        script = ckptdir / "crac_restart_script.sh"
+        assert script.exists(), tree(ckptdir)
+        after = {t: out.last_step(t) for t in tags}
+        wait_past(out, tags, after, 2, root)
+        k = command(None, "k", env=env)
+        assert k.returncode == 0, k.stderr
+        wait_exit(root, WAIT_TIMEOUT)
+        # The coordinator exits with its last process, and takes itself off the list.
+        wait_until(lambda: not any(listed.glob("coord-*.json")), "the coordinator unlisted")
+        gone = command(None, "s", env=env)
+        assert gone.returncode == 2 and "coordinator not found at localhost:7779" in gone.stderr
+        chains = {t: [s] for t, s in segments_of(out, tags, dict.fromkeys(tags, 0), after).items()}
+        run = ScriptRun(script, tmp_path / "logs", "restart", "-p", str(free_port()))
+        runs.append(run)
+        assert run.wait() == 0, run.report()
+        wait_every_done(run, tags)
+        for t, seg in segments_of(run.out, tags, None, None).items():
+            chains[t].append(seg)
+        check_chain(chains, 150)
     except BaseException:
         print(root.report(), *(r.report() for r in runs), tree(ckptdir), sep="\n")
         raise

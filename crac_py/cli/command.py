@@ -17,6 +17,7 @@ from typing import Any
 
 from crac_py import config
 from crac_py.coord import client as coord_client
+from crac_py.coord import registry
 from crac_py.coord.client import CoordError, Endpoint
 from crac_py.coord.proto import LONG_REPLY_VERBS, OLD_VERBS, normalize_verb
 
@@ -26,7 +27,9 @@ USAGE = """\
 usage: crac command [-h HOST] [-p PORT] [--token-file F] [--json] VERB [N]
 
 Sends VERB to the job's coordinator (host and port: -h/-p, else CRAC_COORD_HOST/PORT,
-DMTCP_COORD_HOST/PORT, else localhost:7779). Leading dashes are optional, as in dmtcp_command:
+DMTCP_COORD_HOST/PORT, else localhost:7779, else the one coordinator of this user's running on
+this host, such as the one a job started for itself). Leading dashes are optional, as in
+dmtcp_command:
 
   s,  status        NUM_PEERS=n, RUNNING=yes|no, CKPT_INTERVAL=n (then COORD_HOST=, COORD_PORT=,
                     GENERATION=)
@@ -189,6 +192,30 @@ def _send(req: Request, ep: Endpoint) -> dict[str, Any]:
                 watcher.join(timeout=3)
 
 
+def _this_users_coordinator(req: Request, ep: Endpoint) -> Endpoint:
+    """EP, or the coordinator of this user's that the registry lists (crac_py/coord/registry.py)
+    when no host or port was given and none answers at the default one; its token when none was
+    given. CoordError when several are listed: the user must choose."""
+    unnamed = (
+        config.resolve("coord_host", req.host).source == "default"
+        and config.resolve("coord_port", req.port).source == "default"
+    )
+    listed = registry.live()
+    if unnamed and listed and not coord_client.answers(ep):
+        if len(listed) > 1:
+            which = ", ".join(f"{e.host}:{e.port} (pid {e.pid})" for e in listed)
+            raise CoordError(
+                f"coordinator not found at {ep}; this user's coordinators on this host: {which}; "
+                "give one with -p PORT"
+            )
+        ep = Endpoint(listed[0].host, listed[0].port, ep.token)
+    if not ep.token and coord_client.is_local(ep.host):
+        for e in listed:
+            if e.port == ep.port and e.token:
+                return Endpoint(ep.host, ep.port, e.token)
+    return ep
+
+
 def run(args: list[str]) -> int:
     if "--help" in args:
         print(USAGE, end="")
@@ -206,6 +233,7 @@ def run(args: list[str]) -> int:
         return EXIT_USAGE
     assert ep is not None
     try:
+        ep = _this_users_coordinator(req, ep)
         reply = _send(req, ep)
     except CoordError as exc:
         reply = {"ok": False, "error": str(exc)}

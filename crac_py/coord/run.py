@@ -27,6 +27,7 @@ from pathlib import Path
 
 from crac_py import config
 from crac_py.coord import client as coord_client
+from crac_py.coord import registry
 from crac_py.coord.server import CoordConfig, Coordinator
 from crac_py.launch import runner
 
@@ -296,8 +297,12 @@ def _serve_here(sock: socket.socket, cfg: CoordConfig, opts: RunOptions) -> int:
             return 2
     coordinator = Coordinator(cfg)
     coordinator.log(f"listening on {opts.host}:{cfg.port} (pid {os.getpid()})", always=True)
+    listed = registry.register(opts.host, cfg.port, cfg.token)
     _ready()
-    reason = asyncio.run(_serve(coordinator, sock))
+    try:
+        reason = asyncio.run(_serve(coordinator, sock))
+    finally:
+        registry.unregister(listed)
     if opts.status_file is not None:
         try:
             flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -1,0 +1,128 @@
+"""This user's coordinators on this host, so that `crac command` finds one it was not told of.
+
+A job launched without a coordinator gets one on a free port with a random token at its first
+fork (loader/ckpt/tree_coord.c), and `crac launch --new-coordinator -p 0` likewise: nothing the
+user typed names them. Each coordinator writes `coord-<port>.json` (host, port, pid, token) into
+a directory only its user can open, and removes it when it stops; `crac command` given no host or
+port, with nobody at the default port, takes the one live coordinator listed there
+(docs/CLI.md "crac command").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Entry:
+    host: str
+    port: int
+    pid: int
+    token: str
+    path: Path
+
+
+def directory() -> Path:
+    """$XDG_RUNTIME_DIR/crac when that is set, else /tmp/crac-<uid>."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isabs(runtime):
+        return Path(runtime) / "crac"
+    return Path("/tmp") / f"crac-{os.getuid()}"
+
+
+def _private_dir(create: bool) -> Path | None:
+    """The directory, made 0700 when CREATE; None when it is missing, or not this user's alone
+    (a directory another user planted in /tmp is never trusted, nor written into)."""
+    path = directory()
+    if create:
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700, parents=False)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return path
+
+
+def connect_host(bound: str) -> str:
+    """Where a client on this host reaches a coordinator bound to BOUND."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bound, bound)
+
+
+def register(host: str, port: int, token: str | None) -> Path | None:
+    """Lists this process as the coordinator at HOST:PORT; the entry's path (None when the
+    directory cannot be used: the coordinator serves anyway, unlisted)."""
+    try:
+        d = _private_dir(create=True)
+    except OSError:
+        return None
+    if d is None:
+        return None
+    entry = {"host": connect_host(host), "port": port, "pid": os.getpid(), "token": token or ""}
+    path = d / f"coord-{port}.json"
+    tmp = d / f".coord-{port}.{secrets.token_hex(6)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(entry, fh)
+        os.rename(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return None
+    return path
+
+
+def unregister(path: Path | None) -> None:
+    """Removes PATH if it still lists this process (another coordinator may have the port now)."""
+    if path is None:
+        return
+    entry = _read(path)
+    if entry is not None and entry.pid == os.getpid():
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _read(path: Path) -> Entry | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd) as fh:
+            raw = json.loads(fh.read(4096))
+        return Entry(str(raw["host"]), int(raw["port"]), int(raw["pid"]), str(raw["token"]), path)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def live() -> list[Entry]:
+    """The listed coordinators whose process is alive, by port; a dead one's entry is removed
+    (a coordinator killed with SIGKILL could not)."""
+    d = _private_dir(create=False)
+    if d is None:
+        return []
+    found = []
+    for path in sorted(d.glob("coord-*.json")):
+        entry = _read(path)
+        if entry is not None and _alive(entry.pid):
+            found.append(entry)
+        elif entry is not None:
+            with contextlib.suppress(OSError):
+                path.unlink()
+    return sorted(found, key=lambda e: e.port)
