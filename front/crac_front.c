@@ -133,7 +133,8 @@ static const char *fast_restart_blocker(int argc, char **argv)
         "DMTCP_SIGCKPT=",
         "CRAC_DEVICE=",
         "CRAC_DEBUG_PATH=",
-        "CRAC_TIMING=", /* the loader's phase timings: bench/peers.py restarts with it */
+        "CRAC_TIMING=",       /* the loader's phase timings: bench/peers.py restarts with it */
+        "CRAC_DIRECT_WRITE=", /* the loader's writer, at the program's next checkpoints */
         "CRAC_NATIVE_DIR=",
         "CRAC_LAZY_PREFETCH_DELAY_MS=", /* the loader's test knob (restart_lazy.c) */
         "CRAC_LAZY_PREFETCH_THREADS=" /* its number of prefetch threads (restart_lazy.c) */};

@@ -66,7 +66,8 @@ def _without_debug(cp: subprocess.CompletedProcess) -> subprocess.CompletedProce
 
 def test_restart_runs_without_python(image, tmp_path):
     """The restart of one process takes the native path, and the program goes on as it would;
-    CRAC_TIMING (the benchmarks' phase timings, read by the loader) keeps it there."""
+    CRAC_TIMING (the benchmarks' phase timings, read by the loader) and CRAC_DIRECT_WRITE (the
+    loader's writer at later checkpoints) keep it there."""
     app, ckptdir = image
     work = tmp_path / "copy"
     subprocess.run(["cp", "-a", str(ckptdir), str(work)], check=True)
@@ -78,7 +79,7 @@ def test_restart_runs_without_python(image, tmp_path):
         work,
         out_dir=tmp_path,
         label="restart",
-        env=base_env({"CRAC_DEBUG_PATH": "1", "CRAC_TIMING": "1"}),
+        env=base_env({"CRAC_DEBUG_PATH": "1", "CRAC_TIMING": "1", "CRAC_DIRECT_WRITE": "1"}),
         opts=["--no-truncate"],
     )
     wait_for_step(proc, 1)
