@@ -2,7 +2,7 @@
 miniature) against a userfaultfd write-protect snapshot, beside dd and O_DIRECT of the same bytes.
 
     python bench/snapshot_floor.py [--sizes 256,2048] [--reps 3] [--dir /var/tmp] [--verify]
-                                   [--no-prime]
+                                   [--no-prime] [--cases dd,direct,fork,fork_splice]
 
 Builds bench/apps/snapshot_floor.c into a temporary directory and runs it once per case, size and
 repetition (a fresh process each; cases rotated each repetition; the image file in DIR deleted
@@ -36,8 +36,8 @@ from _common import REPO, BenchError, markdown_table, prefault_and_free, run_hea
 
 SRC = REPO / "bench" / "apps" / "snapshot_floor.c"
 CFLAGS = ["-O2", "-std=c11", "-msse4.2", "-Wall", "-Wextra", "-Werror", "-pthread"]
-CASES = ["dd", "direct", "fork", "fork_direct", "uffd_wp", "uffd_wp_buffered"]
-SNAPSHOTS = {"fork", "fork_direct", "uffd_wp", "uffd_wp_buffered"}
+CASES = ["dd", "direct", "fork", "fork_direct", "fork_splice", "uffd_wp", "uffd_wp_buffered"]
+SNAPSHOTS = {"fork", "fork_direct", "fork_splice", "uffd_wp", "uffd_wp_buffered"}
 UFFD = {"uffd_wp", "uffd_wp_buffered"}
 
 Result = dict[str, str]
@@ -238,7 +238,15 @@ def main() -> int:
     ap.add_argument("--dir", default="/var/tmp", help="where the image files go (a real disk)")
     ap.add_argument("--verify", action="store_true", help="check the images instead of timing")
     ap.add_argument("--no-prime", action="store_true", help="no prefault_and_free before runs")
+    ap.add_argument(
+        "--cases", default=",".join(CASES), help="comma-separated; dd and direct always run"
+    )
     opts = ap.parse_args()
+    chosen = [c for c in opts.cases.split(",") if c]
+    if not set(chosen) <= set(CASES):
+        print(f"snapshot_floor.py: --cases takes {', '.join(CASES)}", file=sys.stderr)
+        return 2
+    CASES[:] = [c for c in CASES if c in {"dd", "direct", *chosen}]
     try:
         sizes = [int(s) for s in opts.sizes.split(",") if s]
     except ValueError:

@@ -2,7 +2,7 @@
    forked writer vs by a userfaultfd write-protect snapshot, beside dd and O_DIRECT of the bytes. */
 
 /* snapshot_floor CASE MIB FILE [verify] [kwrite] [umo]
-     CASE  dd | direct | fork | fork_direct | uffd_wp | uffd_wp_buffered
+     CASE  dd | direct | fork | fork_direct | fork_splice | uffd_wp | uffd_wp_buffered
    MIB MiB of 4 KiB anonymous pages full of xorshift bytes are written to FILE, then made durable.
    Prints one line of key=value results. `verify` keeps a copy of the memory as it was at the
    snapshot and compares the file with it afterwards (untimed; exit 3 on a mismatch). `kwrite`
@@ -301,13 +301,45 @@ static int run_plain(const char *path, int direct, int verify)
     return bad ? 3 : 0;
 }
 
-/* --- fork, fork_direct: the current design in miniature. */
+/* --- fork, fork_direct, fork_splice: the forked writer in miniature, writing through the page
+   cache, O_DIRECT from its memory, and O_DIRECT by reference (vmsplice, then splice). */
 
 struct shared {
     _Atomic int done;
     uint64_t durable_ns, crc_ns;
     uint32_t crc;
 };
+
+static int spipe[2] = {-1, -1};
+
+/* The child's pages into a pipe by reference (vmsplice: no copy, and a reference is not a pin,
+   so a copy-on-write page is not unshared), then from the pipe into the O_DIRECT file. */
+static void splice_chunk(int fd, char *p, size_t off)
+{
+    if (spipe[0] < 0) {
+        if (pipe(spipe) != 0)
+            die("pipe");
+        if (fcntl(spipe[1], F_SETPIPE_SZ, (int)CHUNK) < (int)CHUNK)
+            die("F_SETPIPE_SZ");
+    }
+    size_t left = CHUNK;
+    while (left > 0) {
+        struct iovec iov = {p, left};
+        ssize_t in = vmsplice(spipe[1], &iov, 1, 0);
+        if (in <= 0)
+            die("vmsplice");
+        p += in;
+        left -= (size_t)in;
+        while (in > 0) {
+            loff_t o = (loff_t)off;
+            ssize_t out = splice(spipe[0], NULL, fd, &o, (size_t)in, SPLICE_F_MOVE);
+            if (out <= 0)
+                die("splice");
+            in -= out;
+            off += (size_t)out;
+        }
+    }
+}
 
 static void child_write(int fd, int direct, struct shared *sh)
 {
@@ -318,7 +350,10 @@ static void child_write(int fd, int direct, struct shared *sh)
         uint64_t t = thread_cpu_ns();
         crc = crc32c(crc, p, CHUNK);
         crc_ns += thread_cpu_ns() - t;
-        pwrite_all(fd, p, CHUNK, c * CHUNK);
+        if (direct == 2)
+            splice_chunk(fd, p, c * CHUNK);
+        else
+            pwrite_all(fd, p, CHUNK, c * CHUNK);
         if (!direct && sync_file_range(fd, (off_t)(c * CHUNK), CHUNK, SYNC_FILE_RANGE_WRITE) != 0)
             die("sync_file_range");
         /* Drops the child's reference, so the parent's next write to the page reuses it
@@ -336,7 +371,7 @@ static void child_write(int fd, int direct, struct shared *sh)
 
 static int run_fork(const char *path, int direct, int verify)
 {
-    int fd = open_image(path, direct);
+    int fd = open_image(path, direct != 0);
     struct shared *sh = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED)
         die("mmap shared");
@@ -645,7 +680,7 @@ static int run_uffd(const char *path, int direct, int verify, int kwrite, int um
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: snapshot_floor dd|direct|fork|fork_direct|uffd_wp|"
+        fprintf(stderr, "usage: snapshot_floor dd|direct|fork|fork_direct|fork_splice|uffd_wp|"
                         "uffd_wp_buffered MIB FILE [verify] [kwrite] [umo]\n");
         return 2;
     }
@@ -681,6 +716,8 @@ int main(int argc, char **argv)
         return run_fork(path, 0, verify);
     if (strcmp(cas, "fork_direct") == 0)
         return run_fork(path, 1, verify);
+    if (strcmp(cas, "fork_splice") == 0)
+        return run_fork(path, 2, verify);
     if (strcmp(cas, "uffd_wp") == 0)
         return run_uffd(path, 1, verify, kwrite, umo);
     if (strcmp(cas, "uffd_wp_buffered") == 0)
