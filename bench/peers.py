@@ -3,7 +3,7 @@
     python bench/peers.py [--sizes 256,2048] [--data random,text,threads8] [--reps 3]
                           [--tools crac,criu,dmtcp] [--criu PATH] [--dmtcp DIR]
                           [--build-peers DIR] [--dir DIR] [--tick-ms 10] [--cold] [--json FILE]
-                          [--hog N] [--crac-direct] [--baseline-crac NATIVE_DIR] [--no-restart]
+                          [--hog N] [--crac-buffered] [--baseline-crac NATIVE_DIR] [--no-restart]
 
 The program is bench/apps/peer_data.c (built here with gcc): it fills SIZE MiB with random or
 text data (`threads8`: random data filled by 8 threads, which then stay alive), then appends
@@ -17,7 +17,8 @@ measure every tool the same way:
   so its sync finds nothing left to write);
 * pause: the longest gap between two ticks around the checkpoint, less TICK_MS;
 * restart: from starting the restore command to the first tick the restored program writes
-  (warm page cache; `--cold` adds a run after dropping caches where /proc/sys/vm/drop_caches is
+  (warm page cache: the image is read once first, as a writer past the page cache leaves it on
+  disk only; `--cold` adds a run after dropping caches where /proc/sys/vm/drop_caches is
   writable);
 * CPU: user+system seconds of the program (with its children, reaped or not: crac's forked
   writer) and of the tool's commands
@@ -32,9 +33,10 @@ measure every tool the same way:
 * ticks during/before: the program's tick rate from the request to durable over its rate in as
   long a span before (1 = the program ran undisturbed).
 
-Variants and load: `--crac-direct` adds crac with CRAC_DIRECT_WRITE=1 (O_DIRECT + AIO writer),
-`--baseline-crac NATIVE_DIR` crac with another build's loader (CRAC_NATIVE_DIR, e.g. main's
-`crac_py/_native`; with `--crac-direct` also that build with CRAC_DIRECT_WRITE=1), `--hog N`
+Variants and load: `--crac-buffered` adds crac with CRAC_DIRECT_WRITE=0 (its writer through the
+page cache instead of O_DIRECT by reference), `--baseline-crac NATIVE_DIR` crac with another
+build's loader (CRAC_NATIVE_DIR, e.g. main's `crac_py/_native`; with `--crac-buffered` also that
+build with CRAC_DIRECT_WRITE=0), `--hog N`
 runs N `yes` processes beside everything, `--no-restart` measures checkpoints only.
 
 Floors measured in the same repetition: `dd` of SIZE MiB of the same data (the program writes
@@ -289,7 +291,7 @@ def popen(argv: list[str], work: Path, log: str, env: dict[str, str] | None = No
 
 
 class Crac(Tool):
-    """crac; NAME and ENV_EXTRA make variants side by side: CRAC_DIRECT_WRITE=1 (--crac-direct),
+    """crac; NAME and ENV_EXTRA make variants side by side: CRAC_DIRECT_WRITE=0 (--crac-buffered),
     another build's loader via CRAC_NATIVE_DIR (--baseline-crac)."""
 
     def __init__(self, name: str = "crac", env_extra: dict[str, str] | None = None):
@@ -507,6 +509,7 @@ def cycle(tool: Tool, exe: Path, size: int, kind: str, opts, base: Path, s: Samp
                 continue
             if not cold:
                 prefault_and_free(2 * size * MIB + PREFAULT_EXTRA)
+                read_tree(tool.images(work))  # warm: whatever way the tool wrote its image
             t3 = time.time_ns()
             restored = tool.restore(work)
             first = wait_tick_after(tickfile, t3, 600, f"{tool.name}: restart", restored.alive)
@@ -679,7 +682,9 @@ def main() -> int:
     ap.add_argument("--cold", action="store_true", help="also restart after dropping caches")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--hog", type=int, default=0, metavar="N", help="N `yes` CPU hogs beside")
-    ap.add_argument("--crac-direct", action="store_true", help="also crac with CRAC_DIRECT_WRITE=1")
+    ap.add_argument(
+        "--crac-buffered", action="store_true", help="also crac with CRAC_DIRECT_WRITE=0"
+    )
     ap.add_argument(
         "--baseline-crac",
         metavar="DIR",
@@ -711,13 +716,13 @@ def main() -> int:
         if opts.baseline_crac:
             native = str(Path(opts.baseline_crac).resolve())
             tools.append(Crac("crac base", {"CRAC_NATIVE_DIR": native}))
-            if opts.crac_direct:  # another build's direct writer beside this one's
-                direct = {"CRAC_NATIVE_DIR": native, "CRAC_DIRECT_WRITE": "1"}
-                tools.append(Crac("crac base direct", direct))
+            if opts.crac_buffered:  # another build's page-cache writer beside this one's
+                buffered = {"CRAC_NATIVE_DIR": native, "CRAC_DIRECT_WRITE": "0"}
+                tools.append(Crac("crac base buffered", buffered))
         if "crac" in wanted:
             tools.append(Crac())
-        if opts.crac_direct:
-            tools.append(Crac("crac direct", {"CRAC_DIRECT_WRITE": "1"}))
+        if opts.crac_buffered:
+            tools.append(Crac("crac buffered", {"CRAC_DIRECT_WRITE": "0"}))
         if "criu" in wanted:
             tools.append(Criu(find_criu(opts)))
         if "dmtcp" in wanted:

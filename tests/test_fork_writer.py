@@ -14,9 +14,10 @@ the generation becomes `latest` only once the image is on disk.
   --no-fork-writer; `-kc` exits after it, written paused.
 * The fallback: --no-fork-writer, and a refused fork (tests/apps/deny_cow_fork.c), with one
   warning line.
-* CRAC_DIRECT_WRITE=1 (O_DIRECT + AIO, loader/image/image_direct.c): two cycles with the
-  program's stores racing the writer, each image written direct; and where O_DIRECT is refused
-  (tests/apps/deny_odirect.c) each image is written through the page cache and restarts.
+* Direct writes (O_DIRECT by reference, loader/image/image_direct.c, the default) and
+  CRAC_DIRECT_WRITE=0 (the page cache): two cycles each with the program's stores racing the
+  writer; where O_DIRECT is refused (tests/apps/deny_odirect.c) each image is written through
+  the page cache and restarts.
 
 Which writer wrote a checkpoint is read from the CRAC_TIMING=1 line. No timing is asserted.
 """
@@ -194,16 +195,28 @@ def catch_writer(pid: int, start: Callable[[], None], done: Callable[[], bool]) 
     pytest.fail("five checkpoints ended without a forked writer being seen")
 
 
-def test_cow_two_cycles(apps, tmp_path):
+@pytest.mark.parametrize(
+    ("value", "io"), [(None, "direct"), ("0", "buffered")], ids=["direct", "page-cache"]
+)
+def test_cow_two_cycles(apps, tmp_path, monkeypatch, value, io):
     """The program rewrites every page of 64 MiB at each step while its image is written: two
     cycles restart at the checkpointed step with intact memory (the program checks every page
-    against its step) and end as the uninterrupted run; each checkpoint used the forked writer."""
+    against its step) and end as the uninterrupted run; each checkpoint used the forked writer,
+    which wrote its page runs O_DIRECT by reference (vmsplice, splice: image_direct.c) by
+    default, through the page cache with CRAC_DIRECT_WRITE=0."""
+    if io == "direct" and not direct_io_possible(tmp_path):
+        pytest.skip(f"{tmp_path}'s filesystem refuses O_DIRECT")
+    if value is None:
+        monkeypatch.delenv("CRAC_DIRECT_WRITE", raising=False)
+    else:
+        monkeypatch.setenv("CRAC_DIRECT_WRITE", value)
     run_cycles(apps["ckpt_cowrite"], COWRITE_ARGS, tmp_path)
     # (A line may be lost: the harness kills the process right after `latest` switched.)
-    found = [
-        w for label in ("launch", "restart1") for w in writers(tmp_path / "logs" / f"{label}.err")
-    ]
+    logs = [tmp_path / "logs" / f"{label}.err" for label in ("launch", "restart1")]
+    found = [w for log in logs for w in writers(log)]
     assert found and set(found) == {"forked"}, found
+    ios_found = [x for log in logs for x in ios(log)]
+    assert ios_found and set(ios_found) == {io}, ios_found
 
 
 def test_writer_stopped_then_program_killed(apps, tmp_path):
@@ -442,26 +455,11 @@ def direct_io_possible(where: Path) -> bool:
     return True
 
 
-def test_direct_two_cycles(apps, tmp_path, monkeypatch):
-    """CRAC_DIRECT_WRITE=1: the program rewrites its 64 MiB at each step while the forked writer
-    queues its pages O_DIRECT; two cycles restart at the checkpointed step with intact memory
-    and end as the uninterrupted run, and every checkpoint says its pages went direct."""
-    if not direct_io_possible(tmp_path):
-        pytest.skip(f"{tmp_path}'s filesystem refuses O_DIRECT")
-    monkeypatch.setenv("CRAC_DIRECT_WRITE", "1")
-    run_cycles(apps["ckpt_cowrite"], COWRITE_ARGS, tmp_path)
-    logs = [tmp_path / "logs" / f"{label}.err" for label in ("launch", "restart1")]
-    found = [w for log in logs for w in writers(log)]
-    assert found and set(found) == {"forked"}, found
-    io = [x for log in logs for x in ios(log)]
-    assert io and set(io) == {"direct"}, io
-
-
 def test_direct_refused_falls_back(apps, tmp_path, monkeypatch):
-    """CRAC_DIRECT_WRITE=1 where every O_DIRECT open is refused (EINVAL, tests/apps/
-    deny_odirect.c): each checkpoint is still written by the forked writer, through the page
-    cache, and the image restarts to the uninterrupted run's end."""
-    monkeypatch.setenv("CRAC_DIRECT_WRITE", "1")
+    """Where every O_DIRECT open is refused (EINVAL, tests/apps/deny_odirect.c): each checkpoint
+    is still written by the forked writer, through the page cache, and the image restarts to the
+    uninterrupted run's end."""
+    monkeypatch.delenv("CRAC_DIRECT_WRITE", raising=False)
     ref, ckptdir, logs, proc, found = two_checkpoints_under(
         apps["deny_odirect"], apps["ckpt_cowrite"], ["3000", "16", "2"], tmp_path
     )

@@ -38,6 +38,9 @@
 #define PM_FILE (1ULL << 61)
 #define PAGEMAP_BATCH 512
 #define WRITE_RUN_PAGES 64 /* 256 KiB: written, then summed while in the cache (crc_run) */
+/* Direct writes bring nothing into the cache: runs as long as the splicer's pipe, so each
+ * O_DIRECT write is ~1 MiB (image_direct.c). */
+#define DIRECT_RUN_PAGES 256
 
 struct region {
     struct crac_region_rec rec;
@@ -474,11 +477,12 @@ static inline void prefetch_page(const unsigned char *page)
 }
 
 /* The CRC-32C of a run of saved pages (the region's, chained page by page with each page's index;
- * with --incremental each page's own too), taken once the run is written: the write brought the
- * pages into the cache, and a run is short enough to still be there (WRITE_RUN_PAGES). Summed
- * first, the CRC was the one to read them from memory, and the writer paid ~0.1 s of CPU a GiB
- * more (docs/PERFORMANCE.md "The checkpoint writer's CPU"). The pages cannot change meanwhile:
- * the forked writer's copy is its own, and a paused writer's program is stopped. */
+ * with --incremental each page's own too), taken once the run is written: a write through the
+ * page cache brought the pages into the CPU's cache, and a run is short enough to still be there
+ * (WRITE_RUN_PAGES). Summed first, the CRC was the one to read them from memory, and the writer
+ * paid ~0.1 s of CPU a GiB more (docs/PERFORMANCE.md "The checkpoint writer's CPU"). A direct
+ * write reads nothing with the CPU, so there the CRC is the one read. The pages cannot change
+ * meanwhile: the forked writer's copy is its own, and a paused writer's program is stopped. */
 static uint32_t crc_run(struct region *r, uint32_t crc, const unsigned char *p, uint64_t first,
                         uint64_t n)
 {
@@ -553,7 +557,7 @@ static int write_region(struct writer *w, struct region *r)
                         r->bitmap[index / 8] |= (unsigned char)(1u << (index % 8));
                 }
             }
-            if (save && (w->cz || run_len < WRITE_RUN_PAGES)) {
+            if (save && (w->cz || run_len < (w->direct ? DIRECT_RUN_PAGES : WRITE_RUN_PAGES))) {
                 if (!run_len)
                     run_start = i;
                 run_len++;

@@ -1,5 +1,5 @@
-/* image_direct.h — upper.core's page runs written with O_DIRECT and Linux AIO, past the page cache
- * (CRAC_DIRECT_WRITE=1, forked writer only; docs/DECISIONS.md "Direct writes stay opt-in"). */
+/* image_direct.h — upper.core's page runs written O_DIRECT by reference (vmsplice, splice), past
+ * the page cache (forked writer only; CRAC_DIRECT_WRITE=0 turns it off; docs/DECISIONS.md). */
 #ifndef CRAC_IMAGE_DIRECT_H
 #define CRAC_IMAGE_DIRECT_H
 
@@ -8,14 +8,15 @@
 
 struct direct_io;
 
-/* Whether CRAC_DIRECT_WRITE asks for direct writes (read once). */
+/* Whether direct writes are wanted: unless CRAC_DIRECT_WRITE=0 (read once). */
 int direct_write_requested(void);
-/* A second descriptor of PATH (already created, at its final size) opened O_DIRECT, and an AIO
- * context; NULL with errno set where the filesystem or the kernel refuses either. */
+/* A second descriptor of PATH (already created, at its final size) opened O_DIRECT, and a pipe;
+ * NULL with errno set where the filesystem or the kernel refuses either. */
 struct direct_io *direct_open(const char *path);
-/* Queues a write of LEN bytes from SRC at OFF (all three multiples of the page size). SRC must
- * stay allocated until direct_finish; it may be unmapped (MADV_DONTNEED) meanwhile: the kernel
- * holds the pages it writes. -1 with errno on a failed submission or an earlier failed write. */
+/* Queues a write of LEN bytes from SRC at OFF (all three multiples of the page size; the first
+ * is written before it returns, so a filesystem that refuses O_DIRECT writes fails it with
+ * EINVAL). SRC may be unmapped (MADV_DONTNEED) as soon as it returns: the pipe holds the pages.
+ * -1 with errno on a failed queueing or an earlier failed write. */
 int direct_write(struct direct_io *d, const void *src, size_t len, uint64_t off);
 /* Waits for every write, frees D; -1 with errno if any failed or came back short. */
 int direct_finish(struct direct_io *d);
