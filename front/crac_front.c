@@ -1,5 +1,6 @@
 /* crac_front.c — the `crac` command: blocks the checkpoint signal at its very first instruction
  * (before the C library and long before Python start), then execs the Python CLI. */
+#include "crac_launcher.h"
 #include "crac_rawsys.h"
 
 #include <limits.h>
@@ -138,14 +139,11 @@ static const char *fast_restart_blocker(int argc, char **argv)
         "CRAC_NATIVE_DIR=",
         "CRAC_LAZY_PREFETCH_DELAY_MS=", /* the loader's test knob (restart_lazy.c) */
         "CRAC_LAZY_PREFETCH_THREADS=" /* its number of prefetch threads (restart_lazy.c) */};
-    static const char *const ranks[] = {
-        "OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "PMI_RANK=", "SLURM_PROCID="};
     for (char **e = environ; *e; e++) {
         int ok = strncmp(*e, "CRAC_", 5) != 0 && strncmp(*e, "DMTCP_", 6) != 0;
         for (size_t h = 0; !ok && h < sizeof(harmless) / sizeof(harmless[0]); h++)
             ok = strncmp(*e, harmless[h], strlen(harmless[h])) == 0;
-        for (size_t r = 0; ok && r < sizeof(ranks) / sizeof(ranks[0]); r++)
-            ok = strncmp(*e, ranks[r], strlen(ranks[r])) != 0;
+        ok = ok && !crac_launcher_rank_entry(*e);
         if (!ok)
             return "the environment names crac or MPI settings";
     }

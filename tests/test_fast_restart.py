@@ -93,17 +93,26 @@ def test_restart_runs_without_python(image, tmp_path):
 
 def test_python_only_options_take_the_python_path(image, tmp_path):
     """An option the native path does not handle (--keep) goes to the Python CLI; so does a
-    setting in the environment (a coordinator's port)."""
+    setting in the environment (a coordinator's port, an MPI launcher's rank of each kind:
+    include/crac_launcher.h), but not a variable that merely begins like one."""
     _, ckptdir = image
     cp = _run([*crac_cmd()], tmp_path / "missing", "--keep", "3")
     assert any(PYTHON in ln and "option" in ln for ln in _debug_lines(cp)), cp.stderr
+    for var in ("CRAC_COORD_PORT", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"):
+        cp = subprocess.run(
+            [*crac_cmd(), "restart", str(tmp_path / "missing")],
+            capture_output=True,
+            env=base_env({"CRAC_DEBUG_PATH": "1", var: "1"}),
+            timeout=120,
+        )
+        assert any(PYTHON in ln and "environment" in ln for ln in _debug_lines(cp)), (var, cp)
     cp = subprocess.run(
         [*crac_cmd(), "restart", str(tmp_path / "missing")],
         capture_output=True,
-        env=base_env({"CRAC_DEBUG_PATH": "1", "CRAC_COORD_PORT": "1"}),
+        env=base_env({"CRAC_DEBUG_PATH": "1", "PMI_RANKING": "1"}),
         timeout=120,
     )
-    assert any(PYTHON in ln and "environment" in ln for ln in _debug_lines(cp)), cp.stderr
+    assert not any("environment" in ln for ln in _debug_lines(cp)), cp.stderr
 
 
 def _copy(ckptdir: Path, dest: Path) -> Path:

@@ -144,3 +144,17 @@ def test_cwd_preserved(tmp_path: Path):
     assert native.returncode == 0, describe(native)
     assert native.stdout.decode().strip() == os.path.realpath(tmp_path)
     assert_same(native, crac)
+
+
+def test_launcher_rank_variables_agree_with_the_native_side():
+    """The launcher rank variables the Python CLI reads (crac_py/launch/mpi.py) are those the
+    front and the loader's exec read (include/crac_launcher.h): a name in one list only sent
+    that rank's restart, or its exec'd program, another way."""
+    import re
+
+    from crac_py.launch import mpi
+
+    header = (Path(__file__).resolve().parent.parent / "include" / "crac_launcher.h").read_text()
+    line = re.search(r"#define CRAC_LAUNCHER_RANK_VARS (.*)", header)
+    assert line is not None
+    assert tuple(re.findall(r'"([A-Z_]+)"', line.group(1))) == mpi.RANK_VARS

@@ -14,7 +14,8 @@ from crac_py.image import generation as image
 # a translation layer over Open MPI's (docs/MPI.md, "Programs built against MPICH").
 SHIM_SONAMES = ("libmpi.so.40", "libmpich.so.12", "libmpi.so.12")
 
-# Where launchers put a process's rank in MPI_COMM_WORLD (Open MPI, MPICH/Hydra, PMIx, Slurm).
+# Where launchers put a process's rank in MPI_COMM_WORLD (Open MPI, MPICH/Hydra, PMIx, Slurm); the
+# front and the loader read the same (include/crac_launcher.h).
 RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 
 RANK_FILE = "mpi_rank"  # in each process directory, written by the shim at MPI_Init

@@ -5,6 +5,7 @@
 #include "ckpt.h"
 #include "confine.h"
 #include "coord_client.h"
+#include "crac_launcher.h"
 #include "crac_rawsys.h"
 #include "image_compress.h"
 #include "upper_alloc.h"
@@ -330,12 +331,9 @@ __attribute__((format(printf, 2, 3))) static int pushf(struct strv *s, const cha
  * was built with Open MPI's headers. */
 static int wants_mpi_shim(char *const *envp)
 {
-    static const char *const rank_vars[] = {
-        "OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "PMI_RANK=", "SLURM_PROCID="};
     int rank = 0;
     for (size_t i = 0; envp && envp[i] && !rank; i++)
-        for (size_t k = 0; k < sizeof(rank_vars) / sizeof(rank_vars[0]); k++)
-            rank |= strncmp(envp[i], rank_vars[k], strlen(rank_vars[k])) == 0;
+        rank = crac_launcher_rank_entry(envp[i]);
     char shim[PATH_MAX];
     if (!rank || native_dir(shim, sizeof(shim)) != 0)
         return 0;
