@@ -305,6 +305,7 @@ TARGETS: dict[str, Target] = {
             "loader/confine/upper_alloc.c",
             "loader/confine/vdso_stubs.c",
             "loader/cross/shadow_borrow.c",
+            "loader/image/image_splicer.c",
         ),
     ),
     "libcrac-upper.so": Target(

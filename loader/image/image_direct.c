@@ -1,36 +1,29 @@
-/* image_direct.c — the forked writer's page runs written O_DIRECT by reference (vmsplice into a
- * pipe, splice to the file: no copy), unless CRAC_DIRECT_WRITE=0 (docs/DECISIONS.md). */
+/* image_direct.c — the forked writer's page runs O_DIRECT by reference: vmspliced into a pipe
+ * image_splicer.c's thread splices to the file; CRAC_DIRECT_WRITE=0 off (docs/DECISIONS.md). */
 #include "image_direct.h"
+
+#include "image_splicer.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* Runs described ahead of the splicer, and the pipe's size: the writer goes on checking and
- * summing the next pages while the disk takes up to a pipe's worth (the most an unprivileged
- * process may ask for, fs.pipe-max-size, is 1 MiB by default). */
-#define DIRECT_QUEUE 128
+/* The pipe's size: the writer goes on checking and summing the next pages while the disk takes
+ * up to a pipe's worth (the most an unprivileged process may ask for, fs.pipe-max-size, is 1 MiB
+ * by default). */
 #define DIRECT_PIPE_BYTES (1 << 20)
-
-struct run {
-    uint64_t off, len;
-};
+#define SPLICER_STACK (64UL << 10)
 
 struct direct_io {
-    int fd, pipe_r, pipe_w;
+    int pipe_w;
     size_t pipe_bytes; /* the pipe's capacity: what one inline step may put into it */
     int proven;        /* a run went O_DIRECT: the filesystem takes them */
-    pthread_mutex_t lock;
-    pthread_cond_t changed;
-    struct run queue[DIRECT_QUEUE];
-    unsigned head, tail; /* under lock: runs queued so far, runs taken by the splicer */
-    int threaded, ending;
-    pthread_t splicer;
-    int failed; /* first error (an errno value), 0 while every write went well */
+    void *stack;       /* the splicer's, once started */
+    struct splicer s;
 };
 
 int direct_write_used;
@@ -51,77 +44,21 @@ struct direct_io *direct_open(const char *path)
     if (!d)
         return NULL;
     int fds[2];
-    d->fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
-    if (d->fd < 0 || pipe2(fds, O_CLOEXEC) != 0) {
+    d->s.fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (d->s.fd < 0 || pipe2(fds, O_CLOEXEC) != 0) {
         int saved = errno;
-        if (d->fd >= 0)
-            close(d->fd);
+        if (d->s.fd >= 0)
+            close(d->s.fd);
         free(d);
         errno = saved;
         return NULL;
     }
-    d->pipe_r = fds[0];
+    d->s.pipe_r = fds[0];
     d->pipe_w = fds[1];
     fcntl(d->pipe_w, F_SETPIPE_SZ, DIRECT_PIPE_BYTES); /* refused: the default size works */
     int size = fcntl(d->pipe_w, F_GETPIPE_SZ);
     d->pipe_bytes = size > 0 ? (size_t)size : 4096;
-    pthread_mutex_init(&d->lock, NULL);
-    pthread_cond_init(&d->changed, NULL);
     return d;
-}
-
-/* LEN bytes from the pipe into the file at OFF. After a failure the bytes are still taken out
- * of the pipe (into nothing), so a writer blocked in vmsplice is never left waiting. */
-static int splice_out(struct direct_io *d, uint64_t off, uint64_t len, int *failed)
-{
-    while (len) {
-        ssize_t n;
-        if (!*failed) {
-            loff_t at = (loff_t)off;
-            n = splice(d->pipe_r, NULL, d->fd, &at, len, SPLICE_F_MOVE);
-            if (n == 0)
-                errno = ENOSPC;
-        } else {
-            static char sink[65536];
-            n = read(d->pipe_r, sink, len < sizeof(sink) ? len : sizeof(sink));
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            if (*failed)
-                return -1; /* the pipe itself broke: nothing more comes out of it */
-            *failed = errno;
-            continue;
-        }
-        off += (uint64_t)n;
-        len -= (uint64_t)n;
-    }
-    return 0;
-}
-
-static void *splicer_main(void *arg)
-{
-    struct direct_io *d = arg;
-    pthread_mutex_lock(&d->lock);
-    for (;;) {
-        while (d->tail == d->head && !d->ending)
-            pthread_cond_wait(&d->changed, &d->lock);
-        if (d->tail == d->head)
-            break;
-        struct run r = d->queue[d->tail % DIRECT_QUEUE];
-        int failed = d->failed;
-        pthread_mutex_unlock(&d->lock);
-        int broken = splice_out(d, r.off, r.len, &failed);
-        pthread_mutex_lock(&d->lock);
-        if (failed && !d->failed)
-            d->failed = failed;
-        d->tail++;
-        pthread_cond_broadcast(&d->changed);
-        if (broken)
-            break;
-    }
-    pthread_mutex_unlock(&d->lock);
-    return NULL;
 }
 
 /* The pages of SRC into the pipe, by reference: a reference is not a pin, so a page the writer
@@ -143,47 +80,58 @@ static int vmsplice_all(int pipe_w, const void *src, size_t len)
     return 0;
 }
 
-int direct_write(struct direct_io *d, const void *src, size_t len, uint64_t off)
+/* The first run inline, a pipe's worth at a time: a filesystem that refuses O_DIRECT writes says
+ * so here (EINVAL), while the caller can still write every run through the page cache. */
+static int write_inline(struct direct_io *d, const void *src, size_t len, uint64_t off)
 {
-    if (!d->proven) {
-        /* The first run inline, a pipe's worth at a time: a filesystem that refuses O_DIRECT
-         * writes says so here (EINVAL), while the caller can still write every run through the
-         * page cache. */
-        int failed = 0;
-        for (size_t done = 0; done < len && !failed;) {
-            size_t step = len - done < d->pipe_bytes ? len - done : d->pipe_bytes;
-            if (vmsplice_all(d->pipe_w, (const char *)src + done, step) != 0 ||
-                splice_out(d, off + done, step, &failed) != 0)
-                return -1;
-            done += step;
-        }
-        if (failed) {
-            errno = failed;
+    volatile int32_t failed = 0;
+    for (size_t done = 0; done < len && !failed;) {
+        size_t step = len - done < d->pipe_bytes ? len - done : d->pipe_bytes;
+        if (vmsplice_all(d->pipe_w, (const char *)src + done, step) != 0 ||
+            splicer_move(d->s.pipe_r, d->s.fd, off + done, step, &failed) != 0)
             return -1;
-        }
-        d->proven = direct_write_used = 1;
-        return 0;
+        done += step;
     }
-    pthread_mutex_lock(&d->lock);
-    if (!d->threaded && !d->failed) {
-        if (pthread_create(&d->splicer, NULL, splicer_main, d) != 0)
-            d->failed = EAGAIN;
-        else
-            d->threaded = 1;
-    }
-    while (d->head - d->tail == DIRECT_QUEUE && !d->failed)
-        pthread_cond_wait(&d->changed, &d->lock);
-    int failed = d->failed;
-    if (!failed) {
-        d->queue[d->head % DIRECT_QUEUE] = (struct run){off, len};
-        d->head++;
-        pthread_cond_broadcast(&d->changed);
-    }
-    pthread_mutex_unlock(&d->lock);
     if (failed) {
         errno = failed;
         return -1;
     }
+    return 0;
+}
+
+int direct_write(struct direct_io *d, const void *src, size_t len, uint64_t off)
+{
+    if (!d->proven) {
+        if (write_inline(d, src, len, off) != 0)
+            return -1;
+        d->proven = direct_write_used = 1;
+        return 0;
+    }
+    if (!d->stack) { /* the splicer, from the second run on */
+        void *stack = mmap(NULL, SPLICER_STACK, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (stack == MAP_FAILED)
+            return -1;
+        int r = splicer_start(&d->s, stack, SPLICER_STACK);
+        if (r < 0) {
+            munmap(stack, SPLICER_STACK);
+            errno = -r;
+            return -1;
+        }
+        d->stack = stack;
+    }
+    int32_t head = d->s.head, tail;
+    while (head - (tail = __atomic_load_n(&d->s.tail, __ATOMIC_ACQUIRE)) == SPLICER_QUEUE &&
+           !__atomic_load_n(&d->s.failed, __ATOMIC_ACQUIRE))
+        splicer_wait(&d->s.tail, tail);
+    int32_t failed = __atomic_load_n(&d->s.failed, __ATOMIC_ACQUIRE);
+    if (failed) {
+        errno = failed;
+        return -1;
+    }
+    d->s.queue[(uint32_t)head % SPLICER_QUEUE] = (struct splicer_run){off, len};
+    __atomic_store_n(&d->s.head, head + 1, __ATOMIC_RELEASE);
+    splicer_wake(&d->s.head);
     /* Queued before its bytes: the splicer, taking it, waits in splice for them. */
     return vmsplice_all(d->pipe_w, src, len);
 }
@@ -192,26 +140,23 @@ int direct_finish(struct direct_io *d)
 {
     if (!d)
         return 0;
-    if (d->threaded) {
-        pthread_mutex_lock(&d->lock);
-        d->ending = 1;
-        pthread_cond_broadcast(&d->changed);
-        pthread_mutex_unlock(&d->lock);
+    if (d->stack) {
+        __atomic_store_n(&d->s.ending, 1, __ATOMIC_RELEASE);
+        splicer_wake(&d->s.head);
         /* A writer that failed in vmsplice queued bytes it never sent: closing the pipe's write
          * end ends the splicer's wait for them. */
         close(d->pipe_w);
         d->pipe_w = -1;
-        pthread_join(d->splicer, NULL);
+        splicer_join(&d->s);
+        munmap(d->stack, SPLICER_STACK);
     }
-    int failed = d->failed;
-    if (!failed && d->head != d->tail)
+    int failed = d->s.failed;
+    if (!failed && d->s.head != d->s.tail)
         failed = EIO;
     if (d->pipe_w >= 0)
         close(d->pipe_w);
-    close(d->pipe_r);
-    close(d->fd);
-    pthread_mutex_destroy(&d->lock);
-    pthread_cond_destroy(&d->changed);
+    close(d->s.pipe_r);
+    close(d->s.fd);
     free(d);
     if (failed) {
         errno = failed;

@@ -1,0 +1,37 @@
+/* image_splicer.h — the direct writer's splicer: a raw thread of the forked writer that moves the
+ * queued page runs from the pipe to the O_DIRECT image (image_direct.c feeds it). */
+#ifndef CRAC_IMAGE_SPLICER_H
+#define CRAC_IMAGE_SPLICER_H
+
+#include <stdint.h>
+
+#define SPLICER_QUEUE 128
+
+struct splicer_run {
+    uint64_t off, len;
+};
+
+/* Shared by the writer and the splicer; the counters are futex words. */
+struct splicer {
+    int pipe_r, fd;
+    struct splicer_run queue[SPLICER_QUEUE];
+    volatile int32_t head, tail; /* runs queued by the writer, runs done by the splicer */
+    volatile int32_t ending;     /* the writer queues no more */
+    volatile int32_t failed;     /* the first failure's errno, 0 while every write went well */
+    volatile int32_t tid;        /* the splicer's; the kernel clears it when the thread exits */
+};
+
+/* Starts the splicer on STACK (SIZE bytes, the caller's until splicer_join returned); 0, or a
+ * negative errno. */
+int splicer_start(struct splicer *s, void *stack, unsigned long size);
+/* Waits for the splicer to end (once `ending` is set, or its pipe's write end is closed). */
+void splicer_join(struct splicer *s);
+/* Wakes whoever waits on WORD (a futex word of S). */
+void splicer_wake(volatile int32_t *word);
+/* Waits while *WORD is SEEN. */
+void splicer_wait(volatile int32_t *word, int32_t seen);
+/* LEN bytes from the pipe into the file at OFF; after a failure (*FAILED, a positive errno)
+ * the bytes are read out of the pipe into nothing. -1 when the pipe itself broke. */
+int splicer_move(int pipe_r, int fd, uint64_t off, uint64_t len, volatile int32_t *failed);
+
+#endif
