@@ -13,6 +13,7 @@
 #include "crac_rawsys.h"
 #include "fork_advice.h"
 #include "image_direct.h"
+#include "lower_threads.h"
 #include "state.h"
 
 #include <errno.h>
@@ -114,8 +115,11 @@ int ckpt_writer_start(const struct ckpt_write_job *job, pid_t *pid)
         return (int)lifted;
     }
     fflush(NULL); /* nothing buffered is written twice */
-    /* Flags 0: a new process (no CLONE_VM: copy-on-write), exit signal 0, same stack (a copy). */
+    /* Flags 0: a new process (no CLONE_VM: copy-on-write), exit signal 0, same stack (a copy).
+     * Not while a lower thread is in pthread_create: the copy would keep the lock it held. */
+    lower_spawn_hold();
     long r = raw_syscall6(SYS_clone, 0, 0, 0, 0, 0, 0);
+    lower_spawn_release(); /* in the child too: its own threads may be created */
     if (r == 0)
         child_main(job, parent);
     long given_back = advice_apply(c);

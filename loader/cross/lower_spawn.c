@@ -5,6 +5,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <linux/futex.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -46,6 +48,52 @@ static void *trampoline(void *p)
  * suspend signal a checkpoint may send before the thread registered stays pending (the checkpoint
  * stops waiting for a thread once it is registered, loader/ckpt/ckpt_suspend.c). A library that
  * sets its thread's mask itself afterwards is trusted to know what it does. */
+/* Threads inside libc's pthread_create, and whether the checkpoint writer's fork is being made:
+ * libc's pthread_create holds the dynamic linker's TLS lock for a moment, and a fork made then
+ * leaves that lock held forever in the child, whose own threads (the compression workers) then
+ * never start. So no creation runs across that fork (lower_spawn_hold). */
+static volatile int32_t creating, held;
+
+static void futex_wait_while(volatile int32_t *word, int32_t seen)
+{
+    while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == seen)
+        syscall(SYS_futex, word, FUTEX_WAIT, seen, NULL, NULL, 0);
+}
+
+void lower_spawn_hold(void)
+{
+    __atomic_store_n(&held, 1, __ATOMIC_SEQ_CST);
+    int32_t n;
+    while ((n = __atomic_load_n(&creating, __ATOMIC_SEQ_CST)) != 0)
+        futex_wait_while(&creating, n);
+}
+
+void lower_spawn_release(void)
+{
+    __atomic_store_n(&held, 0, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, &held, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+static void creation_end(void);
+
+static void creation_begin(void)
+{
+    for (;;) {
+        futex_wait_while(&held, 1);
+        __atomic_add_fetch(&creating, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&held, __ATOMIC_SEQ_CST))
+            return;
+        creation_end(); /* the fork began meanwhile: wait for it */
+    }
+}
+
+static void creation_end(void)
+{
+    if (__atomic_sub_fetch(&creating, 1, __ATOMIC_SEQ_CST) == 0 &&
+        __atomic_load_n(&held, __ATOMIC_SEQ_CST))
+        syscall(SYS_futex, &creating, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
 __attribute__((visibility("default"))) int
 pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
@@ -65,7 +113,9 @@ pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *
     for (unsigned i = 0; i < sizeof(synchronous) / sizeof(synchronous[0]); i++)
         sigdelset(&all, synchronous[i]);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    creation_begin();
     int r = libc_create(thread, attr, trampoline, s);
+    creation_end();
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r != 0)
         free(s);

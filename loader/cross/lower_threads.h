@@ -9,5 +9,8 @@ void lower_threads_unregister(pid_t tid);
 int lower_threads_contains(pid_t tid);
 /* In a forked child: none of the recorded threads exist there. */
 void lower_threads_reset(void);
+/* No lower thread is being created between these two (lower_spawn.c): around the writer's fork. */
+void lower_spawn_hold(void);
+void lower_spawn_release(void);
 
 #endif
