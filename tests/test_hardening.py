@@ -361,7 +361,10 @@ def test_token_file_and_environment(tmp_path):
         assert cp.returncode == 0, cp.stderr
         cp = command(coord.port, "s", env={"CRAC_COORD_TOKEN_FILE": str(secret)})
         assert cp.returncode == 0, cp.stderr
-        cp = command(coord.port, "s")
+        # Without the coordinator's listing (another user's, another host's command), no
+        # token: refused. This user's command on this host takes the listed one
+        # (crac_py/coord/registry.py, tests/test_command.py).
+        cp = command(coord.port, "s", env={"XDG_RUNTIME_DIR": str(tmp_path / "elsewhere")})
         assert cp.returncode == 2 and "wrong token" in cp.stderr, cp.stderr
         cp = command(coord.port, "--token-file", str(tmp_path / "none"), "s")
         assert cp.returncode != 0 and cp.stderr.startswith("crac: error: cannot read the token")
