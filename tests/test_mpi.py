@@ -592,3 +592,12 @@ def test_mpi_v_collectives_scans_and_sync_sends(tmp_path: Path) -> None:
     nonblocking collectives across the pause and a named duplicate disconnected at the end, built
     with Open MPI, 3 ranks: checkpointed twice, killed, restarted with mpirun and the script."""
     run_mpi_cycles("mpi_vcolls", ["60", "30"], tmp_path, ranks=3)
+
+
+def test_mpi_cartesian_grid_types_and_error_handlers(tmp_path: Path) -> None:
+    """A 2-D Cartesian grid (shifts off its open edges, a row sub-grid), MPI_Topo_test,
+    MPI_Comm_split_type, MPI_ERRORS_RETURN kept across the restarts (a send to no rank returns an
+    error each step), struct/subarray/indexed/hvector types, a cancelled receive, MPI_Alloc_mem
+    and seven nonblocking collectives across the pause (tests/apps/mpi/mpi_grid.c), built with
+    Open MPI, 4 ranks: checkpointed twice, killed, restarted with mpirun and the script."""
+    run_mpi_cycles("mpi_grid", ["60", "30"], tmp_path, ranks=4)

@@ -26,8 +26,14 @@ def test_mpich_program_ring_two_cycles(tmp_path: Path) -> None:
 # datatypes and MPI_Comm_split; mpi_vcolls (tests/test_mpi.py's, built with MPICH here: the
 # MPICH-ABI shim's translations of each), v collectives, scans, reduce-scatters, synchronous and
 # ready sends, nonblocking collectives, a named duplicate disconnected (refused at launch before
-# upperhalf/mpich/mpich_colls.c).
-_SEVERAL_RANKS = {"mpi_jacobi": (["120", "20"], 4), "mpi_vcolls": (["60", "30"], 3)}
+# upperhalf/mpich/mpich_colls.c); mpi_grid (tests/test_mpi.py's too), Cartesian grids, error
+# handlers, more datatypes and nonblocking collectives, a cancel (refused at launch before
+# upperhalf/mpich/mpich_topo.c and mpich_types.c).
+_SEVERAL_RANKS = {
+    "mpi_jacobi": (["120", "20"], 4),
+    "mpi_vcolls": (["60", "30"], 3),
+    "mpi_grid": (["60", "30"], 4),
+}
 
 
 @pytest.mark.parametrize("name", list(_SEVERAL_RANKS))

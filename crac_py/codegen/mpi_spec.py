@@ -372,6 +372,12 @@ MPICH_CONSTS: tuple[str, ...] = (
     "MPI_CONGRUENT",
     "MPI_SIMILAR",
     "MPI_UNEQUAL",
+    "MPI_GRAPH",
+    "MPI_CART",
+    "MPI_DIST_GRAPH",
+    "MPI_COMM_TYPE_SHARED",
+    "MPI_ORDER_C",
+    "MPI_ORDER_FORTRAN",
 )
 _ERR_DEF = re.compile(r"^#\s*define\s+(MPI_SUCCESS|MPI_ERR_\w+)\s+\(?(\d+)\)?", re.M)
 

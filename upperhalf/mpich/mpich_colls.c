@@ -1,7 +1,5 @@
-/* mpich_colls.c — the MPICH-ABI shim's synchronous and ready sends, v collectives, scans,
- * reduce-scatters, nonblocking collectives and communicator names (disconnect: mpich_api.c,
- * beside MPI_Comm_free): translated for the
- * libmpi.so.40 shim, whose function of the same name does the work (docs/MPI.md). */
+/* mpich_colls.c — the MPICH-ABI shim's synchronous and ready sends, v and nonblocking collectives,
+ * scans, reduce-scatters, cancels and names: translated for the libmpi.so.40 shim (docs/MPI.md). */
 #include "mpich_shim.h"
 
 typedef int (*f_send)(const void *, int, oh, int, int, oh);
@@ -132,6 +130,96 @@ int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_
     int rc = OFN(int (*)(const void *, void *, int, oh, oh, oh, oh *), "MPI_Iallreduce")(
         buf_in(sbuf), rbuf, count, type_in(t), op_in(op), comm_in(comm), &o);
     return started(rc, o, req);
+}
+
+typedef int (*f_igather)(const void *, int, oh, void *, int, oh, int, oh, oh *);
+typedef int (*f_iall)(const void *, int, oh, void *, int, oh, oh, oh *);
+typedef int (*f_iscan)(const void *, void *, int, oh, oh, oh, oh *);
+
+static int igather(f_igather f, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                   int rcount, MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
+{
+    oh o = NULL;
+    int rc = f(buf_in(sbuf), scount, type_in(stype), (void *)buf_in(rbuf), rcount, type_in(rtype),
+               rank_in(root), comm_in(comm), &o);
+    return started(rc, o, req);
+}
+
+int MPI_Igather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
+{
+    return igather(OFN(f_igather, "MPI_Igather"), sbuf, scount, stype, rbuf, rcount, rtype, root,
+                   comm, req);
+}
+
+int MPI_Iscatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
+{
+    return igather(OFN(f_igather, "MPI_Iscatter"), sbuf, scount, stype, rbuf, rcount, rtype, root,
+                   comm, req);
+}
+
+static int iall(f_iall f, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    oh o = NULL;
+    int rc =
+        f(buf_in(sbuf), scount, type_in(stype), rbuf, rcount, type_in(rtype), comm_in(comm), &o);
+    return started(rc, o, req);
+}
+
+int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    return iall(OFN(f_iall, "MPI_Iallgather"), sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    return iall(OFN(f_iall, "MPI_Ialltoall"), sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request *req)
+{
+    oh o = NULL;
+    int rc = OFN(int (*)(const void *, void *, int, oh, oh, int, oh, oh *), "MPI_Ireduce")(
+        buf_in(sbuf), rbuf, count, type_in(t), op_in(op), rank_in(root), comm_in(comm), &o);
+    return started(rc, o, req);
+}
+
+int MPI_Iscan(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+              MPI_Request *req)
+{
+    oh o = NULL;
+    int rc = OFN(f_iscan, "MPI_Iscan")(buf_in(sbuf), rbuf, count, type_in(t), op_in(op),
+                                       comm_in(comm), &o);
+    return started(rc, o, req);
+}
+
+int MPI_Iexscan(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                MPI_Request *req)
+{
+    oh o = NULL;
+    int rc = OFN(f_iscan, "MPI_Iexscan")(buf_in(sbuf), rbuf, count, type_in(t), op_in(op),
+                                         comm_in(comm), &o);
+    return started(rc, o, req);
+}
+
+/* ---- cancelling a request ---- */
+
+int MPI_Cancel(MPI_Request *req)
+{
+    oh o = req_in(*req);
+    return err_out(OFN(int (*)(oh *), "MPI_Cancel")(&o));
+}
+
+int MPI_Test_cancelled(const MPI_Status *st, int *flag)
+{
+    struct ostatus os;
+    return err_out(OFN(int (*)(const struct ostatus *, int *),
+                       "MPI_Test_cancelled")(status_in(&os, st), flag));
 }
 
 /* ---- communicators ---- */

@@ -198,6 +198,17 @@ static int handle_out_new(struct htab *t, oh o)
     return predef_out(o, &v) ? (int)v : h_new(t, o);
 }
 
+oh predef_handle_in(int h) { return predef_in(h); }
+
+int predef_handle_out(oh o, int *h)
+{
+    int64_t v;
+    if (!predef_out(o, &v))
+        return 0;
+    *h = (int)v;
+    return 1;
+}
+
 oh comm_in(MPI_Comm c) { return handle_in(&comms, c); }
 MPI_Comm comm_out(oh o) { return handle_out_new(&comms, o); }
 void comm_forget(MPI_Comm c) { h_free(&comms, c); }

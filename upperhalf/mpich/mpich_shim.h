@@ -31,9 +31,11 @@ void *o_fn(const char *name);
 #define OC(name) crac_ompi_consts[OC_##name]
 
 /* ---- handles (mpich_handles.c): predefined ones by MPI name, created ones in tables ---- */
-oh comm_in(MPI_Comm c);       /* NULL for an unknown handle: the shim answers MPI_ERR_COMM */
-MPI_Comm comm_out(oh o);      /* a new handle for a new communicator, or a predefined one */
-void comm_forget(MPI_Comm c); /* freed by the program */
+oh predef_handle_in(int h);          /* any kind's predefined object (errhandlers, MPI_INFO_NULL) */
+int predef_handle_out(oh o, int *h); /* 1 and *H when O is predefined in MPICH too */
+oh comm_in(MPI_Comm c);              /* NULL for an unknown handle: the shim answers MPI_ERR_COMM */
+MPI_Comm comm_out(oh o);             /* a new handle for a new communicator, or a predefined one */
+void comm_forget(MPI_Comm c);        /* freed by the program */
 oh type_in(MPI_Datatype t);
 MPI_Datatype type_out_new(oh o);
 MPI_Datatype type_out(oh o); /* an existing type's handle (a user operation's argument) */
