@@ -13,6 +13,7 @@ that is itself a split process of the same job, checkpointed with it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -216,6 +217,35 @@ def test_daemon_that_outlived_its_parent_is_not_waited_for(tmp_path):
         root.stop()
 
 
+@contextlib.contextmanager
+def _first_fork_cleanup(root, runs, ckptdir):
+    """Reports the first_fork job on a failure; kills its restarts and processes in any case."""
+    try:
+        yield
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), tree(ckptdir), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        kill_tree(ckptdir, b"first_fork")
+        root.stop()
+
+
+def _restarted_by_script(tmp_path, script, out, tags, after, runs, steps):
+    """The job's restart script run after its kill: each process's output up to AFTER, then the
+    restart's, is its uninterrupted run of STEPS (RUNS gets the restart, for the caller's
+    cleanup)."""
+    chains = {t: [s] for t, s in segments_of(out, tags, dict.fromkeys(tags, 0), after).items()}
+    run = ScriptRun(script, tmp_path / "logs", "restart", "-p", str(free_port()))
+    runs.append(run)
+    assert run.wait() == 0, run.report()
+    wait_every_done(run, tags)
+    for t, seg in segments_of(run.out, tags, None, None).items():
+        chains[t].append(seg)
+    check_chain(chains, steps)
+
+
 def test_checkpoint_asked_for_at_the_first_fork_covers_the_job(tmp_path):
     """The checkpoint signal sent as the root forks for the first time
     (tests/apps/py/first_fork.py), while that fork starts the job's coordinator: the request
@@ -226,7 +256,7 @@ def test_checkpoint_asked_for_at_the_first_fork_covers_the_job(tmp_path):
     ckptdir, tags = tmp_path / "ckpt", ["F.r", "F.a", "F.b"]
     root, out = _launch_py(tmp_path, "first_fork.py", "F", "120", "30")
     runs: list[ScriptRun] = []
-    try:
+    with _first_fork_cleanup(root, runs, ckptdir):
         deadline = time.monotonic() + WAIT_TIMEOUT
         while "F forking" not in out.text():
             assert root.poll() is None and time.monotonic() < deadline, root.report()
@@ -238,22 +268,7 @@ def test_checkpoint_asked_for_at_the_first_fork_covers_the_job(tmp_path):
         wait_past(out, tags, after, 2, root)
         kill_tree(ckptdir, b"first_fork")
         kill9_if_running(root)
-        chains = {t: [s] for t, s in segments_of(out, tags, dict.fromkeys(tags, 0), after).items()}
-        run = ScriptRun(script, tmp_path / "logs", "restart", "-p", str(free_port()))
-        runs.append(run)
-        assert run.wait() == 0, run.report()
-        wait_every_done(run, tags)
-        for t, seg in segments_of(run.out, tags, None, None).items():
-            chains[t].append(seg)
-        check_chain(chains, 120)
-    except BaseException:
-        print(root.report(), *(r.report() for r in runs), tree(ckptdir), sep="\n")
-        raise
-    finally:
-        for r in runs:
-            r.kill()
-        kill_tree(ckptdir, b"first_fork")
-        root.stop()
+        _restarted_by_script(tmp_path, script, out, tags, after, runs, 120)
 
 
 def test_command_without_a_port_finds_the_coordinator_the_job_started(tmp_path):
@@ -278,7 +293,7 @@ def test_command_without_a_port_finds_the_coordinator_the_job_started(tmp_path):
     )
     out = Output(root.out_path, "launch")
     runs: list[ScriptRun] = []
-    try:
+    with _first_fork_cleanup(root, runs, ckptdir):
         listed = run_dir / "crac"
         wait_until(lambda: any(listed.glob("coord-*.json")), "the job's coordinator listed")
         wait_until(
@@ -298,22 +313,7 @@ def test_command_without_a_port_finds_the_coordinator_the_job_started(tmp_path):
         wait_until(lambda: not any(listed.glob("coord-*.json")), "the coordinator unlisted")
         gone = command(None, "s", env=env)
         assert gone.returncode == 2 and "coordinator not found at localhost:7779" in gone.stderr
-        chains = {t: [s] for t, s in segments_of(out, tags, dict.fromkeys(tags, 0), after).items()}
-        run = ScriptRun(script, tmp_path / "logs", "restart", "-p", str(free_port()))
-        runs.append(run)
-        assert run.wait() == 0, run.report()
-        wait_every_done(run, tags)
-        for t, seg in segments_of(run.out, tags, None, None).items():
-            chains[t].append(seg)
-        check_chain(chains, 150)
-    except BaseException:
-        print(root.report(), *(r.report() for r in runs), tree(ckptdir), sep="\n")
-        raise
-    finally:
-        for r in runs:
-            r.kill()
-        kill_tree(ckptdir, b"first_fork")
-        root.stop()
+        _restarted_by_script(tmp_path, script, out, tags, after, runs, 150)
 
 
 NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")

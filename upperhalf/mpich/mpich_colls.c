@@ -189,22 +189,24 @@ int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op 
     return started(rc, o, req);
 }
 
+static int iscan(f_iscan f, const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op,
+                 MPI_Comm comm, MPI_Request *req)
+{
+    oh o = NULL;
+    int rc = f(buf_in(sbuf), rbuf, count, type_in(t), op_in(op), comm_in(comm), &o);
+    return started(rc, o, req);
+}
+
 int MPI_Iscan(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
               MPI_Request *req)
 {
-    oh o = NULL;
-    int rc = OFN(f_iscan, "MPI_Iscan")(buf_in(sbuf), rbuf, count, type_in(t), op_in(op),
-                                       comm_in(comm), &o);
-    return started(rc, o, req);
+    return iscan(OFN(f_iscan, "MPI_Iscan"), sbuf, rbuf, count, t, op, comm, req);
 }
 
 int MPI_Iexscan(const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
                 MPI_Request *req)
 {
-    oh o = NULL;
-    int rc = OFN(f_iscan, "MPI_Iexscan")(buf_in(sbuf), rbuf, count, type_in(t), op_in(op),
-                                         comm_in(comm), &o);
-    return started(rc, o, req);
+    return iscan(OFN(f_iscan, "MPI_Iexscan"), sbuf, rbuf, count, t, op, comm, req);
 }
 
 /* ---- cancelling a request ---- */
