@@ -107,6 +107,7 @@ static void child_restart_lower_half(void)
     tree_forked = 1;
     lower_fds_drop_strays();
     lower_threads_reset();
+    lower_spawn_reset(); /* a parent's thread inside pthread_create, or its writer's fork */
     /* Threads the parent had inside a crossing (its hook thread, say) do not exist here: a
      * checkpoint would wait for them to leave forever. */
     __atomic_store_n(lh_gate_inside(), 0, __ATOMIC_SEQ_CST);

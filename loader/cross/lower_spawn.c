@@ -74,6 +74,12 @@ void lower_spawn_release(void)
     syscall(SYS_futex, &held, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
+void lower_spawn_reset(void)
+{
+    __atomic_store_n(&creating, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&held, 0, __ATOMIC_SEQ_CST);
+}
+
 static void creation_end(void);
 
 static void creation_begin(void)

@@ -12,5 +12,7 @@ void lower_threads_reset(void);
 /* No lower thread is being created between these two (lower_spawn.c): around the writer's fork. */
 void lower_spawn_hold(void);
 void lower_spawn_release(void);
+/* In a forked child: no creation of the parent's is in progress here. */
+void lower_spawn_reset(void);
 
 #endif
