@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,28 +56,21 @@ def connect_host(bound: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bound, bound)
 
 
-def register(host: str, port: int, token: str | None) -> Path | None:
-    """Lists this process as the coordinator at HOST:PORT; the entry's path (None when the
-    directory cannot be used: the coordinator serves anyway, unlisted)."""
+def entry_path(port: int) -> Path | None:
+    """Where the coordinator at PORT lists itself (coord/run.py writes it, atomically, with
+    entry_text); None when the directory cannot be used: the coordinator serves anyway,
+    unlisted."""
     try:
         d = _private_dir(create=True)
     except OSError:
         return None
-    if d is None:
-        return None
+    return None if d is None else d / f"coord-{port}.json"
+
+
+def entry_text(host: str, port: int, token: str | None) -> str:
+    """This process's entry as the coordinator bound to HOST:PORT."""
     entry = {"host": connect_host(host), "port": port, "pid": os.getpid(), "token": token or ""}
-    path = d / f"coord-{port}.json"
-    tmp = d / f".coord-{port}.{secrets.token_hex(6)}"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(entry, fh)
-        os.rename(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        return None
-    return path
+    return json.dumps(entry)
 
 
 def unregister(path: Path | None) -> None:

@@ -297,7 +297,12 @@ def _serve_here(sock: socket.socket, cfg: CoordConfig, opts: RunOptions) -> int:
             return 2
     coordinator = Coordinator(cfg)
     coordinator.log(f"listening on {opts.host}:{cfg.port} (pid {os.getpid()})", always=True)
-    listed = registry.register(opts.host, cfg.port, cfg.token)
+    listed = registry.entry_path(cfg.port)
+    if listed is not None:
+        try:
+            _write_atomic(listed, registry.entry_text(opts.host, cfg.port, cfg.token))
+        except OSError:
+            listed = None  # served all the same, unlisted
     _ready()
     try:
         reason = asyncio.run(_serve(coordinator, sock))
