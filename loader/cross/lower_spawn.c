@@ -2,10 +2,10 @@
  * loader exports pthread_create, so libraries a backend loads (NVIDIA's runtime and driver start
  * their own threads) are registered without knowing about crac (docs/CUDA.md "Threads"). */
 #include "lower_threads.h"
+#include "shadow_pool_int.h" /* its futex wait and wake */
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <linux/futex.h>
 #include <stdint.h>
 #include <pthread.h>
 #include <signal.h>
@@ -57,7 +57,7 @@ static volatile int32_t creating, held;
 static void futex_wait_while(volatile int32_t *word, int32_t seen)
 {
     while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == seen)
-        syscall(SYS_futex, word, FUTEX_WAIT, seen, NULL, NULL, 0);
+        shadow_futex_wait(word, seen);
 }
 
 void lower_spawn_hold(void)
@@ -71,7 +71,7 @@ void lower_spawn_hold(void)
 void lower_spawn_release(void)
 {
     __atomic_store_n(&held, 0, __ATOMIC_SEQ_CST);
-    syscall(SYS_futex, &held, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+    shadow_futex_wake_all(&held);
 }
 
 void lower_spawn_reset(void)
@@ -97,7 +97,7 @@ static void creation_end(void)
 {
     if (__atomic_sub_fetch(&creating, 1, __ATOMIC_SEQ_CST) == 0 &&
         __atomic_load_n(&held, __ATOMIC_SEQ_CST))
-        syscall(SYS_futex, &creating, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+        shadow_futex_wake_all(&creating);
 }
 
 __attribute__((visibility("default"))) int
