@@ -24,12 +24,13 @@ from crac_py.coord.proto import LONG_REPLY_VERBS, OLD_VERBS, normalize_verb
 EXIT_OK, EXIT_USAGE, EXIT_ERROR = 0, 1, 2
 
 USAGE = """\
-usage: crac command [-h HOST] [-p PORT] [--token-file F] [--json] VERB [N]
+usage: crac command [-h HOST] [-p PORT] [--token-file F] [--exact] [--json] VERB [N]
 
 Sends VERB to the job's coordinator (host and port: -h/-p, else CRAC_COORD_HOST/PORT,
 DMTCP_COORD_HOST/PORT, else localhost:7779, else the one coordinator of this user's running on
-this host, such as the one a job started for itself). Leading dashes are optional, as in
-dmtcp_command:
+this host, such as the one a job started for itself; --exact: only the host, port and token
+given, as a script that then joins with those same values needs). Leading dashes are optional,
+as in dmtcp_command:
 
   s,  status        NUM_PEERS=n, RUNNING=yes|no, CKPT_INTERVAL=n (then COORD_HOST=, COORD_PORT=,
                     GENERATION=)
@@ -58,6 +59,7 @@ class Request:
     token: str | None
     as_json: bool
     token_file: str | None = None
+    exact: bool = False
 
 
 def _take(args: list[str], i: int, flag: str) -> str:
@@ -68,7 +70,7 @@ def _take(args: list[str], i: int, flag: str) -> str:
 
 def parse(args: list[str]) -> Request:
     host = port = token = token_file = None
-    as_json = False
+    as_json = exact = False
     verb: str | None = None
     value: int | None = None
     i = 0
@@ -99,6 +101,8 @@ def parse(args: list[str]) -> Request:
             token_file = inline
         elif a == "--json":
             as_json = True
+        elif a == "--exact":
+            exact = True
         elif verb is None:
             if m := re.fullmatch(r"-{0,2}i(?:nterval)?=?(\d+)", a):
                 verb, value = "interval", int(m.group(1))
@@ -119,7 +123,7 @@ def parse(args: list[str]) -> Request:
         raise UsageError("no command given")
     if verb in ("interval", "expect") and value is None:
         raise UsageError(f"{verb} needs a number")
-    return Request(verb, value, host, port, token, as_json, token_file)
+    return Request(verb, value, host, port, token, as_json, token_file, exact)
 
 
 def _status_lines(reply: dict[str, Any], ep: Endpoint) -> list[str]:
@@ -195,7 +199,9 @@ def _send(req: Request, ep: Endpoint) -> dict[str, Any]:
 def _this_users_coordinator(req: Request, ep: Endpoint) -> Endpoint:
     """EP, or the coordinator of this user's that the registry lists (crac_py/coord/registry.py)
     when no host or port was given and none answers at the default one; its token when none was
-    given. CoordError when several are listed: the user must choose."""
+    given. CoordError when several are listed: the user must choose. With --exact, EP as given."""
+    if req.exact:
+        return ep
     unnamed = (
         config.resolve("coord_host", req.host).source == "default"
         and config.resolve("coord_port", req.port).source == "default"

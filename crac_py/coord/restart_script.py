@@ -117,18 +117,26 @@ def render(job: ScriptJob) -> str:
         "done",
         *_PART_LINES,
         'if [ -n "$part" ]; then',
-        '  crac_cmd command -h "$host" -p "$port" status >/dev/null 2>&1 || {',
+        '  crac_cmd command --exact -h "$host" -p "$port" status >/dev/null 2>&1 || {',
         '    echo "crac_restart_script.sh: no coordinator answers on $host:$port; with --part," \\',
         '      "start it first (crac coordinator --daemon ...)" >&2; exit 2; }',
         'elif [ "$port" = 0 ] ||',
-        '   ! crac_cmd command -h "$host" -p "$port" status >/dev/null 2>&1; then',
+        '   ! crac_cmd command --exact -h "$host" -p "$port" status >/dev/null 2>&1; then',
         "  portfile=$(mktemp) || exit 2",
-        '  crac_cmd coordinator --daemon --exit-on-last --stale-timeout 600 -q -p "$port" \\',
-        '    -i "$interval" \\',
-        '    --port-file "$portfile" || { rm -f "$portfile"; exit 2; }',
-        '  port=$(cat "$portfile"); rm -f "$portfile"; started=1',
+        # The job's own coordinator may still be ending (the job was just killed): its port
+        # comes free within moments, so a port in use is tried again for a while.
+        "  tries=0",
+        '  until crac_cmd coordinator --daemon --exit-on-last --stale-timeout 600 -q -p "$port" \\',
+        '      -i "$interval" --port-file "$portfile" 2>"$portfile.err"; do',
+        "    tries=$((tries + 1))",
+        '    if [ "$tries" -ge 20 ] || ! grep -q "already in use" "$portfile.err"; then',
+        '      cat "$portfile.err" >&2; rm -f "$portfile" "$portfile.err"; exit 2',
+        "    fi",
+        "    sleep 0.5",
+        "  done",
+        '  port=$(cat "$portfile"); rm -f "$portfile" "$portfile.err"; started=1',
         "fi",
-        f'crac_cmd command -h "$host" -p "$port" expect {n} >/dev/null 2>&1',
+        f'crac_cmd command --exact -h "$host" -p "$port" expect {n} >/dev/null 2>&1',
     ]
     if mpi_ranks(job.gen_dirs):
         return "\n".join(lines + _mpi_lines(job, n)) + "\n"
@@ -155,9 +163,9 @@ def render(job: ScriptJob) -> str:
     lines.append('for p in $pids; do wait "$p"; s=$?; [ "$rc" -eq 0 ] && rc=$s; done')
     # A coordinator started here that no process joined (every restart failed) goes too.
     lines.append('if [ -n "$started" ] &&')
-    lines.append('   crac_cmd command -h "$host" -p "$port" status 2>/dev/null |')
+    lines.append('   crac_cmd command --exact -h "$host" -p "$port" status 2>/dev/null |')
     lines.append('   grep -q "^NUM_PEERS=0$"')
-    lines.append('then crac_cmd command -h "$host" -p "$port" quit >/dev/null 2>&1; fi')
+    lines.append('then crac_cmd command --exact -h "$host" -p "$port" quit >/dev/null 2>&1; fi')
     lines.append('exit "$rc"')
     return "\n".join(lines) + "\n"
 
@@ -211,7 +219,7 @@ def _mpi_lines(job: ScriptJob, n: int) -> list[str]:
         '  --join-coordinator --coord-host "$host" --coord-port "$port" "$@" "$dir"',
         "rc=$?",
         'if [ -n "$started" ]; then',
-        '  crac_cmd command -h "$host" -p "$port" quit >/dev/null 2>&1',
+        '  crac_cmd command --exact -h "$host" -p "$port" quit >/dev/null 2>&1',
         "fi",
         'exit "$rc"',
     ]

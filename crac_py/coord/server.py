@@ -229,6 +229,9 @@ class Coordinator:
             self._spawn(self._stale_loop())
         try:
             await self._stop.wait()
+            # No new client from here: one probing the port now must find it free, not a
+            # coordinator about to go (the restart script starts its own on the same port).
+            server.close()
             await asyncio.sleep(0.05)  # let the last replies (quit's) and kill messages go out
         finally:
             server.close()
