@@ -131,7 +131,7 @@ int direct_write(struct direct_io *d, const void *src, size_t len, uint64_t off)
     }
     d->s.queue[(uint32_t)head % SPLICER_QUEUE] = (struct splicer_run){off, len};
     __atomic_store_n(&d->s.head, head + 1, __ATOMIC_RELEASE);
-    splicer_wake(&d->s.head);
+    splicer_kick(&d->s);
     /* Queued before its bytes: the splicer, taking it, waits in splice for them. */
     return vmsplice_all(d->pipe_w, src, len);
 }
@@ -142,7 +142,7 @@ int direct_finish(struct direct_io *d)
         return 0;
     if (d->stack) {
         __atomic_store_n(&d->s.ending, 1, __ATOMIC_RELEASE);
-        splicer_wake(&d->s.head);
+        splicer_kick(&d->s);
         /* A writer that failed in vmsplice queued bytes it never sent: closing the pipe's write
          * end ends the splicer's wait for them. */
         close(d->pipe_w);

@@ -17,6 +17,12 @@ void splicer_wake(volatile int32_t *word)
     raw_syscall6(SYS_futex, (long)word, FUTEX_WAKE_, 0x7fffffff, 0, 0, 0);
 }
 
+void splicer_kick(struct splicer *s)
+{
+    __atomic_add_fetch(&s->kick, 1, __ATOMIC_RELEASE);
+    splicer_wake(&s->kick);
+}
+
 void splicer_wait(volatile int32_t *word, int32_t seen)
 {
     while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == seen)
@@ -53,12 +59,13 @@ int splicer_move(int pipe_r, int fd, uint64_t off, uint64_t len, volatile int32_
 static void splicer_main(struct splicer *s)
 {
     for (;;) {
+        int32_t kick = __atomic_load_n(&s->kick, __ATOMIC_ACQUIRE); /* before what it guards */
         int32_t head = __atomic_load_n(&s->head, __ATOMIC_ACQUIRE);
         int32_t tail = __atomic_load_n(&s->tail, __ATOMIC_RELAXED);
         if (tail == head) {
             if (__atomic_load_n(&s->ending, __ATOMIC_ACQUIRE))
                 return;
-            splicer_wait(&s->head, head);
+            splicer_wait(&s->kick, kick);
             continue;
         }
         struct splicer_run r = s->queue[(uint32_t)tail % SPLICER_QUEUE];

@@ -17,6 +17,9 @@ struct splicer {
     struct splicer_run queue[SPLICER_QUEUE];
     volatile int32_t head, tail; /* runs queued by the writer, runs done by the splicer */
     volatile int32_t ending;     /* the writer queues no more */
+    /* What the idle splicer waits on: bumped after each run queued and after `ending` (a wait on
+     * `head` alone would miss the end: it does not change head). */
+    volatile int32_t kick;
     volatile int32_t failed;     /* the first failure's errno, 0 while every write went well */
     volatile int32_t tid;        /* the splicer's; the kernel clears it when the thread exits */
 };
@@ -28,6 +31,8 @@ int splicer_start(struct splicer *s, void *stack, unsigned long size);
 void splicer_join(struct splicer *s);
 /* Wakes whoever waits on WORD (a futex word of S). */
 void splicer_wake(volatile int32_t *word);
+/* Tells the splicer a run was queued or `ending` set (after the store it is to see). */
+void splicer_kick(struct splicer *s);
 /* Waits while *WORD is SEEN. */
 void splicer_wait(volatile int32_t *word, int32_t seen);
 /* LEN bytes from the pipe into the file at OFF; after a failure (*FAILED, a positive errno)
