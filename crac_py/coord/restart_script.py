@@ -122,7 +122,7 @@ def render(job: ScriptJob) -> str:
         '      "start it first (crac coordinator --daemon ...)" >&2; exit 2; }',
         'elif [ "$port" = 0 ] ||',
         '   ! crac_cmd command --exact -h "$host" -p "$port" status >/dev/null 2>&1; then',
-        '  portfile=$(mktemp) && errfile=$(mktemp) || exit 2',
+        "  portfile=$(mktemp) && errfile=$(mktemp) || exit 2",
         # The job's own coordinator may still be ending (the job was just killed): its port
         # comes free within moments, so a port in use is tried again for a while.
         "  tries=0",
