@@ -56,7 +56,7 @@ def chunks(gen: Path) -> list[tuple[int, tuple]]:
             if h[3] == 0:
                 break
             found.append((pos, h))
-            pos += CHUNK.size + (h[4] + 7) // 8 * 8
+            pos += CHUNK.size + h[6] + (h[4] + 7) // 8 * 8
     return found
 
 
@@ -86,6 +86,12 @@ def test_two_cycles(app: Path, tmp_path: Path, mode: str) -> None:
         # Text and mostly-zero pages compress; the random pages are stored raw after the trial.
         assert method in methods and image_format.CHUNK_RAW in methods, (gen, methods)
         assert methods <= {method, image_format.CHUNK_RAW}
+        # The long raw chunks went O_DIRECT (the default forked writer): a gap puts their bytes
+        # on a page; no other chunk has one.
+        direct = [(p, h) for p, h in found if h[1] == image_format.CHUNK_RAW and h[3] >= 64]
+        assert direct, (gen, "no raw chunk of 64 pages or more")
+        assert all((p + CHUNK.size + h[6]) % 4096 == 0 for p, h in direct), gen
+        assert all(h[6] == 0 for p, h in found if (p, h) not in direct), gen
         # 32 MiB of data, a quarter of it random: far less than the pages it holds.
         assert (gen / "upper.core").stat().st_size < 16 << 20, gen
 

@@ -513,15 +513,16 @@ RECORDS: tuple[Record, ...] = (
         F("index_crc", "u32", "CRC-32C of this header (index_crc 0), the records and padding"),
         F("pad", "u32"),
     )),
-    Record("crac_chunk_hdr", 32, "upper.core, a compressed region's data: one chunk, then its "
-           "stored bytes padded to 8; a chunk of n_pages 0 ends the region", (
+    Record("crac_chunk_hdr", 32, "upper.core, a compressed region's data: one chunk, gap zero "
+           "bytes, then its stored bytes padded to 8; a chunk of n_pages 0 ends the region", (
         F("magic", "u32", "CRAC_CHUNK_MAGIC"),
         F("method", "u32", "CRAC_CHUNK_RAW, CRAC_CHUNK_LZ4 or CRAC_CHUNK_ZSTD"),
         F("first_page", "u64", "index in the region of the chunk's first page"),
         F("n_pages", "u32", "consecutive saved pages (0: the region's last chunk, nothing stored)"),
         F("stored_len", "u32", "bytes stored after the header (n_pages * 4096 when raw)"),
         F("crc32c", "u32", "CRC-32C of the chunk's n_pages * 4096 raw (decompressed) bytes"),
-        F("pad", "u32"),
+        F("gap", "u32", "zero bytes between this header and the stored bytes (< 4096; a RAW "
+          "chunk written O_DIRECT starts on a page)"),
     )),
     Record("crac_parent_rec", 24, "PARENT note: the generation an incremental generation's "
            "CRAC_REGION_INCREMENTAL regions take their other pages from, in the same process "

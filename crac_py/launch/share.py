@@ -598,12 +598,13 @@ def _region_bytes(gen: Path, r: dict[str, Any]) -> bytes:
             head = core.read(_CHUNK.size)
             if len(head) < _CHUNK.size:
                 raise ShareError(f"image corrupted: {gen / CORE} ends inside a region's chunks")
-            magic, method, first, n, stored, _, _ = _CHUNK.unpack(head)
-            if magic != fmt.CHUNK_MAGIC or (n and method != fmt.CHUNK_RAW):
+            magic, method, first, n, stored, _, gap = _CHUNK.unpack(head)
+            if magic != fmt.CHUNK_MAGIC or (n and method != fmt.CHUNK_RAW) or gap >= _PAGE:
                 raise ShareError(f"image corrupted: a shared region's chunk in {gen / CORE}")
             if not n:
                 return bytes(out)
             at = first * _PAGE
+            core.seek(gap, os.SEEK_CUR)
             data = core.read(stored)
             if stored != n * _PAGE or len(data) != stored or at + stored > length:
                 raise ShareError(f"image corrupted: a shared region's chunk in {gen / CORE}")

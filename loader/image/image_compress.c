@@ -2,6 +2,7 @@
  * (libzstd.so.1, liblz4.so.1; no -dev package at build time), and the chunk pipeline: worker
  * threads compress chunks while the calling thread writes them in order (docs/IMAGE.md). */
 #include "image_compress.h"
+#include "image_direct.h"
 #include "image_read.h"
 
 #include "crc32c.h"
@@ -24,6 +25,9 @@
 #define SAMPLE (64UL << 10)
 #define WRITEBACK_STEP (32UL << 20)
 #define MAX_WORKERS 8
+/* A RAW chunk of the program's memory at least this long goes O_DIRECT by reference after a gap
+ * that puts its bytes on a page: the gap (up to a page less its header) costs at most 1.6 %. */
+#define DIRECT_MIN_PAGES 64
 
 /* Our own prototypes of the few functions used (the libraries' stable ABI). */
 static struct {
@@ -223,15 +227,16 @@ int cz_read_next(struct cz_reader *rd, struct crac_chunk_hdr *h)
         h->method > CRAC_CHUNK_ZSTD || h->n_pages > CRAC_CHUNK_MAX_PAGES)
         return -1;
     if (!h->n_pages)
-        return h->stored_len ? -1 : 0;
+        return h->stored_len || h->gap ? -1 : 0;
     uint64_t len = (uint64_t)h->n_pages * PAGE;
     if (h->first_page < rd->next || h->first_page + h->n_pages > rd->n_pages ||
-        h->stored_len > len || (h->method == CRAC_CHUNK_RAW) != (h->stored_len == len))
+        h->stored_len > len || (h->method == CRAC_CHUNK_RAW) != (h->stored_len == len) ||
+        h->gap >= PAGE)
         return -1;
     for (uint64_t i = h->first_page; rd->bitmap && i < h->first_page + h->n_pages; i++)
         if (!((rd->bitmap[i / 8] >> (i % 8)) & 1))
             return -1;
-    rd->data_at = rd->pos + sizeof(*h);
+    rd->data_at = rd->pos + sizeof(*h) + h->gap;
     rd->next = h->first_page + h->n_pages;
     rd->pos = rd->data_at + ((h->stored_len + 7) & ~7UL);
     return 1;
@@ -286,6 +291,7 @@ struct slot {
     uint64_t first;
     uint32_t n;
     const unsigned char *src;
+    int from_memory;    /* src is the program's memory itself, not a copy in `in` */
     unsigned char *in;  /* CHUNK_BYTES, for a copied chunk (made on first use) */
     unsigned char *out; /* the bound of CHUNK_BYTES */
     uint32_t method, stored, crc;
@@ -295,6 +301,7 @@ struct cz_pipe {
     pthread_mutex_t mu;
     pthread_cond_t work, done;
     int method, level, fd, n_workers, stop, failed;
+    struct direct_io *direct; /* RAW chunks of memory go O_DIRECT through it (NULL: none) */
     uint64_t at, kicked;
     size_t out_cap;
     struct slot *slots;
@@ -377,14 +384,38 @@ static int write_fully(int fd, struct iovec *iov, int n, uint64_t off)
     return 0;
 }
 
-/* Chunks written with one pwritev at most (three buffers each: header, bytes, padding). */
+/* Chunks written with one pwritev at most (three buffers each: header, bytes or gap, padding). */
 #define WRITE_BATCH 64
 
+/* Where a chunk's bytes go O_DIRECT: the long RAW chunks of the program's memory, while the
+ * pipeline has a direct descriptor. */
+static int goes_direct(const struct cz_pipe *p, const struct slot *s)
+{
+    return p->direct && s->method == CRAC_CHUNK_RAW && s->from_memory && s->n >= DIRECT_MIN_PAGES;
+}
+
+/* A chunk's bytes O_DIRECT at OFF; a filesystem that refuses the first such write (EINVAL) gets
+ * these and every later chunk's through the page cache (image_direct.h). */
+static int write_direct(struct cz_pipe *p, const struct slot *s, uint64_t off)
+{
+    if (p->direct) {
+        if (direct_write(p->direct, s->src, s->stored, off) == 0)
+            return 0;
+        if (errno != EINVAL || direct_write_used)
+            return -1;
+        direct_finish(p->direct);
+        p->direct = NULL;
+    }
+    struct iovec iov = {(void *)s->src, s->stored};
+    return write_fully(p->fd, &iov, 1, off);
+}
+
 /* Write the oldest slot (waiting for its worker), and with it the ones after it that are done
- * (up to WRITE_BATCH), in one call; called by the caller's thread only. */
+ * (up to WRITE_BATCH): headers and the other chunks' bytes in one call, the direct chunks'
+ * bytes queued on the direct descriptor; called by the caller's thread only. */
 static int write_head(struct cz_pipe *p)
 {
-    static const unsigned char zeros[8];
+    static const unsigned char zeros[PAGE];
     struct crac_chunk_hdr h[WRITE_BATCH];
     struct iovec iov[3 * WRITE_BATCH];
     pthread_mutex_lock(&p->mu);
@@ -396,24 +427,41 @@ static int write_head(struct cz_pipe *p)
         k++;
     pthread_mutex_unlock(&p->mu);
     uint64_t from = p->at;
+    int n_iov = 0;
     for (uint64_t i = 0; i < k; i++) {
         struct slot *s = &p->slots[(p->head + i) % p->n_slots];
+        int direct = goes_direct(p, s);
+        uint32_t gap = direct ? (uint32_t)((PAGE - (p->at + sizeof(h[i])) % PAGE) % PAGE) : 0;
+        uint32_t pad = (8 - s->stored % 8) % 8;
         h[i] = (struct crac_chunk_hdr){CRAC_CHUNK_MAGIC, s->method, s->first, s->n,
-                                       s->stored,        s->crc,    0};
-        iov[3 * i] = (struct iovec){&h[i], sizeof(h[i])};
-        iov[3 * i + 1] =
-            (struct iovec){(void *)(s->method == CRAC_CHUNK_RAW ? s->src : s->out), s->stored};
-        iov[3 * i + 2] = (struct iovec){(void *)zeros, (8 - s->stored % 8) % 8};
+                                       s->stored,        s->crc,    gap};
         struct cz_region *r = s->region;
         if (!r->core_offset)
             r->core_offset = p->at;
-        p->at += sizeof(h[i]) + s->stored + iov[3 * i + 2].iov_len;
+        iov[n_iov++] = (struct iovec){&h[i], sizeof(h[i])};
+        if (direct) { /* this write stops at the page the chunk's bytes start on */
+            iov[n_iov++] = (struct iovec){(void *)zeros, gap};
+        } else {
+            iov[n_iov++] =
+                (struct iovec){(void *)(s->method == CRAC_CHUNK_RAW ? s->src : s->out), s->stored};
+            iov[n_iov++] = (struct iovec){(void *)zeros, pad};
+        }
+        uint64_t bytes_at = p->at + sizeof(h[i]) + gap;
+        p->at = bytes_at + s->stored + pad;
         if (s->n) {
             r->crc32c = crc32c_update(r->crc32c, &s->crc, 4);
             r->pages += s->n;
         }
+        if (direct) { /* the bytes so far, then the chunk's O_DIRECT; the next ones after it */
+            if (!p->failed && write_fully(p->fd, iov, n_iov, from) != 0)
+                p->failed = errno;
+            if (!p->failed && write_direct(p, s, bytes_at) != 0)
+                p->failed = errno;
+            from = p->at;
+            n_iov = 0;
+        }
     }
-    if (!p->failed && write_fully(p->fd, iov, (int)(3 * k), from) != 0)
+    if (!p->failed && n_iov && write_fully(p->fd, iov, n_iov, from) != 0)
         p->failed = errno;
     if (!p->failed && p->at >= p->kicked + WRITEBACK_STEP) {
         sync_file_range(p->fd, (off_t)p->kicked, (off_t)(p->at - p->kicked), SYNC_FILE_RANGE_WRITE);
@@ -434,11 +482,14 @@ static int workers_wanted(void)
     return n < 1 ? 1 : n > MAX_WORKERS ? MAX_WORKERS : n;
 }
 
-struct cz_pipe *cz_start(int method, int level, int fd, uint64_t at)
+struct cz_pipe *cz_start(int method, int level, int fd, uint64_t at, struct direct_io *direct)
 {
     struct cz_pipe *p = calloc(1, sizeof(*p));
-    if (!p)
+    if (!p) {
+        direct_finish(direct);
         return NULL;
+    }
+    p->direct = direct;
     p->method = method;
     p->level = level;
     p->fd = fd;
@@ -470,6 +521,7 @@ fail:
         for (uint64_t i = 0; i < p->n_slots; i++)
             free(p->slots[i].out);
     free(p->slots);
+    direct_finish(p->direct);
     free(p);
     errno = ENOMEM;
     return NULL;
@@ -507,6 +559,7 @@ int cz_submit(struct cz_pipe *p, struct cz_region *r, uint64_t first_page, uint3
     s->first = first_page;
     s->n = n;
     s->src = src;
+    s->from_memory = !copy;
     if (!p->n_workers) { /* RAW: done here */
         compress_slot(p, s, NULL);
         publish(p, s, SLOT_DONE);
@@ -539,6 +592,10 @@ int cz_finish(struct cz_pipe *p, uint64_t *end)
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_workers; i++)
         pthread_join(p->workers[i], NULL);
+    /* The queued O_DIRECT writes on disk before the caller writes the header and fsyncs. */
+    if (direct_finish(p->direct) != 0 && !p->failed)
+        p->failed = errno;
+    p->direct = NULL;
     for (uint64_t i = 0; i < p->n_slots; i++) {
         free(p->slots[i].in);
         free(p->slots[i].out);

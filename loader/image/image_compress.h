@@ -67,9 +67,12 @@ struct cz_region {
 };
 
 struct cz_pipe;
+struct direct_io;
 
-/* Start workers compressing with method/level and writing to fd from offset `at`. */
-struct cz_pipe *cz_start(int method, int level, int fd, uint64_t at);
+/* Start workers compressing with method/level and writing to fd from offset `at`. With DIRECT
+ * (the pipeline owns it from here, even when this fails), the long RAW chunks of the program's
+ * memory go O_DIRECT by reference, each after a gap that puts its bytes on a page. */
+struct cz_pipe *cz_start(int method, int level, int fd, uint64_t at, struct direct_io *direct);
 /* Queue n (<= CRAC_CHUNK_MAX_PAGES) consecutive saved pages of r, the first being page
  * first_page of the region. src must stay as it is until cz_finish unless copy is set. */
 int cz_submit(struct cz_pipe *p, struct cz_region *r, uint64_t first_page, uint32_t n,

@@ -853,12 +853,18 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
      * --compress workers are the chunk pipeline's, joined before it returns). */
     if (digest)
         w.digest = page_digest_start(path, base, offset > base ? offset : base);
-    /* Compressed or packed: the regions' chunk streams follow each other from base, in region
-     * order. */
-    if ((ckpt_cfg.compress != CRAC_CHUNK_RAW || packed) &&
-        !(w.cz = cz_start(ckpt_cfg.compress, ckpt_cfg.compress_level, w.core, base)))
-        goto out;
-    if (!w.cz && core_in_forked_copy && direct_write_requested() && open_direct(&w, path, offset))
+    int direct = core_in_forked_copy && direct_write_requested();
+    if (ckpt_cfg.compress != CRAC_CHUNK_RAW || packed) {
+        /* Compressed or packed: the regions' chunk streams follow each other from base, in
+         * region order, within the uncompressed layout's size plus the direct chunks' gaps (at
+         * most a page in 64: the size is set again at the end). */
+        if (direct && open_direct(&w, path, offset + offset / 32))
+            goto out;
+        w.cz = cz_start(ckpt_cfg.compress, ckpt_cfg.compress_level, w.core, base, w.direct);
+        w.direct = NULL; /* the pipeline's now */
+        if (!w.cz)
+            goto out;
+    } else if (direct && open_direct(&w, path, offset))
         goto out;
     for (int i = 0; i < nr; i++)
         if (rs[i].rec.core_offset && write_region(&w, &rs[i]) != 0)
