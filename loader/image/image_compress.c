@@ -4,6 +4,7 @@
 #include "image_compress.h"
 #include "image_direct.h"
 #include "image_read.h"
+#include "image_splicer.h"
 
 #include "crc32c.h"
 
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -23,11 +25,27 @@
 /* A chunk is compressed whole only if its first SAMPLE bytes compress; either must save at least
  * a tenth, or the chunk is stored raw (random data costs one small trial, docs/DECISIONS.md). */
 #define SAMPLE (64UL << 10)
+/* After RAW_STREAK chunks in a row stayed raw, only every TRY_EVERY-th chunk is tried; the others
+ * are stored raw at once, on the caller's thread (random data cost a trial and two thread
+ * hand-offs a chunk: +20 % at 2 GiB against an uncompressed image). A chunk that compresses ends
+ * the streak. */
+#define RAW_STREAK 4
+#define TRY_EVERY 8
 #define WRITEBACK_STEP (32UL << 20)
 #define MAX_WORKERS 8
 /* A RAW chunk of the program's memory at least this long goes O_DIRECT by reference after a gap
  * that puts its bytes on a page: the gap (up to a page less its header) costs at most 1.6 %. */
 #define DIRECT_MIN_PAGES 64
+/* While chunks go O_DIRECT the other bytes (headers, compressed chunks) wait here: a write through
+ * the page cache takes the file's lock, which the direct write in flight holds, so each header
+ * written between two direct chunks waited for the disk (0.5 s of a 2 GiB checkpoint). */
+#define STAGE_BYTES (4UL << 20)
+#define STAGE_SEGS 4096
+/* A direct chunk that starts on a page (the one before it was direct too) has its header and gap
+ * written O_DIRECT with its bytes, from a page of this ring: no hole between two such chunks, no
+ * small write per chunk at the fsync. A page is written again only SPLICER_QUEUE direct writes
+ * later, when its last write is on disk (image_direct.h). */
+#define HEAD_RING (SPLICER_QUEUE + 1)
 
 /* Our own prototypes of the few functions used (the libraries' stable ABI). */
 static struct {
@@ -291,10 +309,11 @@ struct slot {
     uint64_t first;
     uint32_t n;
     const unsigned char *src;
-    int from_memory;    /* src is the program's memory itself, not a copy in `in` */
+    int use;            /* CZ_KEEP, CZ_COPY (src is then `in`) or CZ_DROP */
     unsigned char *in;  /* CHUNK_BYTES, for a copied chunk (made on first use) */
     unsigned char *out; /* the bound of CHUNK_BYTES */
     uint32_t method, stored, crc;
+    int tried; /* compress_slot tried to compress it */
 };
 
 struct cz_pipe {
@@ -302,7 +321,16 @@ struct cz_pipe {
     pthread_cond_t work, done;
     int method, level, fd, n_workers, stop, failed;
     struct direct_io *direct; /* RAW chunks of memory go O_DIRECT through it (NULL: none) */
+    /* With `direct`: the bytes staged, and where each run of them goes in the file. */
+    unsigned char *stage;
+    size_t stage_len, n_segs;
+    struct stage_seg {
+        uint64_t off, len;
+    } *segs;
+    unsigned char *head_pages; /* HEAD_RING pages, zero but for the header in each */
+    uint64_t n_direct;         /* direct writes so far: the next one's page of the ring */
     uint64_t at, kicked;
+    uint64_t raw_streak, n_submitted; /* chunks tried that stayed raw, in a row; chunks queued */
     size_t out_cap;
     struct slot *slots;
     uint64_t n_slots, head, tail, take; /* head: next to write; take: next for a worker */
@@ -312,11 +340,12 @@ struct cz_pipe {
 static void compress_slot(struct cz_pipe *p, struct slot *s, void *zctx)
 {
     size_t len = (size_t)s->n * PAGE;
-    s->crc = crc32c_update(0, s->src, len);
     s->method = CRAC_CHUNK_RAW;
     s->stored = (uint32_t)len;
+    s->tried = 0;
     if (p->method == CRAC_CHUNK_RAW || (p->method == CRAC_CHUNK_ZSTD && !zctx) || s->region->raw)
         return;
+    s->tried = 1;
     if (len >= 4 * SAMPLE) {
         size_t t = compress(p->method, p->level, zctx, s->out, p->out_cap, s->src, SAMPLE);
         if (!t || t > SAMPLE - SAMPLE / 10)
@@ -384,86 +413,141 @@ static int write_fully(int fd, struct iovec *iov, int n, uint64_t off)
     return 0;
 }
 
-/* Chunks written with one pwritev at most (three buffers each: header, bytes or gap, padding). */
+/* Chunks written with one pwritev at most (three buffers each: header, bytes, padding). */
 #define WRITE_BATCH 64
 
 /* Where a chunk's bytes go O_DIRECT: the long RAW chunks of the program's memory, while the
  * pipeline has a direct descriptor. */
 static int goes_direct(const struct cz_pipe *p, const struct slot *s)
 {
-    return p->direct && s->method == CRAC_CHUNK_RAW && s->from_memory && s->n >= DIRECT_MIN_PAGES;
+    return p->direct && s->method == CRAC_CHUNK_RAW && s->use != CZ_COPY &&
+           s->n >= DIRECT_MIN_PAGES;
 }
 
-/* A chunk's bytes O_DIRECT at OFF; a filesystem that refuses the first such write (EINVAL) gets
- * these and every later chunk's through the page cache (image_direct.h). */
-static int write_direct(struct cz_pipe *p, const struct slot *s, uint64_t off)
+/* A slot's pages once its bytes are written, staged or in the direct writer's pipe (which
+ * holds its own reference to each page). */
+static void drop_written(const struct slot *s)
 {
-    if (p->direct) {
-        if (direct_write(p->direct, s->src, s->stored, off) == 0)
-            return 0;
-        if (errno != EINVAL || direct_write_used)
-            return -1;
-        direct_finish(p->direct);
-        p->direct = NULL;
-    }
-    struct iovec iov = {(void *)s->src, s->stored};
-    return write_fully(p->fd, &iov, 1, off);
+    if (s->use == CZ_DROP && s->n)
+        madvise((void *)s->src, (size_t)s->n * PAGE, MADV_DONTNEED);
 }
 
-/* Write the oldest slot (waiting for its worker), and with it the ones after it that are done
- * (up to WRITE_BATCH): headers and the other chunks' bytes in one call, the direct chunks'
- * bytes queued on the direct descriptor; called by the caller's thread only. */
+/* The staged bytes into the file, a write per run of them. */
+static int stage_flush(struct cz_pipe *p)
+{
+    const unsigned char *at = p->stage;
+    for (size_t i = 0; i < p->n_segs; i++) {
+        struct iovec iov = {(void *)at, p->segs[i].len};
+        if (write_fully(p->fd, &iov, 1, p->segs[i].off) != 0)
+            return -1;
+        at += p->segs[i].len;
+    }
+    p->stage_len = p->n_segs = 0;
+    return 0;
+}
+
+/* LEN bytes for OFF into the staging buffer (written out first when they do not fit). */
+static int stage_put(struct cz_pipe *p, const void *src, size_t len, uint64_t off)
+{
+    if (!len)
+        return 0;
+    if ((p->stage_len + len > STAGE_BYTES || p->n_segs == STAGE_SEGS) && stage_flush(p) != 0)
+        return -1;
+    struct stage_seg *last = p->n_segs ? &p->segs[p->n_segs - 1] : NULL;
+    if (last && last->off + last->len == off)
+        last->len += len;
+    else
+        p->segs[p->n_segs++] = (struct stage_seg){off, len};
+    memcpy(p->stage + p->stage_len, src, len);
+    p->stage_len += len;
+    return 0;
+}
+
+/* A chunk's bytes O_DIRECT at OFF, with its header H in a page of their own before them when
+ * HEADED; a filesystem that refuses the first such write (EINVAL) gets them, the staged bytes and
+ * every later chunk's through the page cache (image_direct.h). */
+static int write_direct(struct cz_pipe *p, const struct slot *s, const struct crac_chunk_hdr *h,
+                        int headed, uint64_t off)
+{
+    struct iovec iov[2];
+    int n = 0;
+    if (headed) {
+        unsigned char *page = p->head_pages + p->n_direct % HEAD_RING * PAGE;
+        memcpy(page, h, sizeof(*h));
+        iov[n++] = (struct iovec){page, PAGE};
+        off -= PAGE;
+    }
+    iov[n++] = (struct iovec){(void *)s->src, s->stored};
+    p->n_direct++;
+    if (direct_writev(p->direct, iov, n, off) == 0)
+        return 0;
+    if (errno != EINVAL || direct_write_used)
+        return -1;
+    direct_finish(p->direct);
+    p->direct = NULL;
+    return stage_flush(p) == 0 && write_fully(p->fd, iov, n, off) == 0 ? 0 : -1;
+}
+
+/* The oldest slot's chunk (waiting for its worker) and those after it that are done (up to
+ * WRITE_BATCH): with a direct descriptor the long raw chunks' bytes go O_DIRECT after a gap
+ * (a hole: the file is sparse until then) and the rest is staged; without, all of it goes in
+ * one pwritev. Called by the caller's thread only. */
 static int write_head(struct cz_pipe *p)
 {
-    static const unsigned char zeros[PAGE];
+    static const unsigned char zeros[8];
     struct crac_chunk_hdr h[WRITE_BATCH];
     struct iovec iov[3 * WRITE_BATCH];
     pthread_mutex_lock(&p->mu);
     while (p->slots[p->head % p->n_slots].state != SLOT_DONE)
         pthread_cond_wait(&p->done, &p->mu);
     uint64_t k = 1;
-    while (k < WRITE_BATCH && p->head + k < p->tail &&
+    while (k < WRITE_BATCH && !p->direct && p->head + k < p->tail &&
            p->slots[(p->head + k) % p->n_slots].state == SLOT_DONE)
         k++;
     pthread_mutex_unlock(&p->mu);
     uint64_t from = p->at;
     int n_iov = 0;
-    for (uint64_t i = 0; i < k; i++) {
+    for (uint64_t i = 0; i < k && !p->failed; i++) {
         struct slot *s = &p->slots[(p->head + i) % p->n_slots];
         int direct = goes_direct(p, s);
         uint32_t gap = direct ? (uint32_t)((PAGE - (p->at + sizeof(h[i])) % PAGE) % PAGE) : 0;
         uint32_t pad = (8 - s->stored % 8) % 8;
+        const unsigned char *bytes = s->method == CRAC_CHUNK_RAW ? s->src : s->out;
         h[i] = (struct crac_chunk_hdr){CRAC_CHUNK_MAGIC, s->method, s->first, s->n,
                                        s->stored,        s->crc,    gap};
         struct cz_region *r = s->region;
         if (!r->core_offset)
             r->core_offset = p->at;
-        iov[n_iov++] = (struct iovec){&h[i], sizeof(h[i])};
-        if (direct) { /* this write stops at the page the chunk's bytes start on */
-            iov[n_iov++] = (struct iovec){(void *)zeros, gap};
+        uint64_t bytes_at = p->at + sizeof(h[i]) + gap;
+        int headed = direct && p->at % PAGE == 0;
+        if (p->direct) {
+            if ((!headed && stage_put(p, &h[i], sizeof(h[i]), p->at) != 0) ||
+                (direct ? write_direct(p, s, &h[i], headed, bytes_at)
+                        : stage_put(p, bytes, s->stored, bytes_at) != 0 ||
+                              stage_put(p, zeros, pad, bytes_at + s->stored) != 0))
+                p->failed = errno;
+            else
+                drop_written(s);
         } else {
-            iov[n_iov++] =
-                (struct iovec){(void *)(s->method == CRAC_CHUNK_RAW ? s->src : s->out), s->stored};
+            if (!n_iov)
+                from = p->at;
+            iov[n_iov++] = (struct iovec){&h[i], sizeof(h[i])};
+            iov[n_iov++] = (struct iovec){(void *)bytes, s->stored};
             iov[n_iov++] = (struct iovec){(void *)zeros, pad};
         }
-        uint64_t bytes_at = p->at + sizeof(h[i]) + gap;
         p->at = bytes_at + s->stored + pad;
         if (s->n) {
             r->crc32c = crc32c_update(r->crc32c, &s->crc, 4);
             r->pages += s->n;
         }
-        if (direct) { /* the bytes so far, then the chunk's O_DIRECT; the next ones after it */
-            if (!p->failed && write_fully(p->fd, iov, n_iov, from) != 0)
-                p->failed = errno;
-            if (!p->failed && write_direct(p, s, bytes_at) != 0)
-                p->failed = errno;
-            from = p->at;
-            n_iov = 0;
-        }
+        if (s->tried)
+            p->raw_streak = s->method == CRAC_CHUNK_RAW ? p->raw_streak + 1 : 0;
     }
     if (!p->failed && n_iov && write_fully(p->fd, iov, n_iov, from) != 0)
         p->failed = errno;
-    if (!p->failed && p->at >= p->kicked + WRITEBACK_STEP) {
+    for (uint64_t i = 0; n_iov && !p->failed && i < k; i++)
+        drop_written(&p->slots[(p->head + i) % p->n_slots]);
+    if (!p->failed && !p->direct && p->at >= p->kicked + WRITEBACK_STEP) {
         sync_file_range(p->fd, (off_t)p->kicked, (off_t)(p->at - p->kicked), SYNC_FILE_RANGE_WRITE);
         p->kicked = p->at;
     }
@@ -490,6 +574,14 @@ struct cz_pipe *cz_start(int method, int level, int fd, uint64_t at, struct dire
         return NULL;
     }
     p->direct = direct;
+    if (direct &&
+        (!(p->stage = malloc(STAGE_BYTES)) || !(p->segs = malloc(STAGE_SEGS * sizeof(*p->segs))) ||
+         !(p->head_pages = aligned_alloc(PAGE, HEAD_RING * PAGE)))) {
+        direct_finish(direct); /* no staging: everything through the page cache, as before */
+        p->direct = NULL;
+    }
+    if (p->head_pages)
+        memset(p->head_pages, 0, HEAD_RING * PAGE);
     p->method = method;
     p->level = level;
     p->fd = fd;
@@ -522,9 +614,17 @@ fail:
             free(p->slots[i].out);
     free(p->slots);
     direct_finish(p->direct);
+    free(p->stage);
+    free(p->segs);
+    free(p->head_pages);
     free(p);
     errno = ENOMEM;
     return NULL;
+}
+
+uint64_t cz_chunk_pages(const struct cz_pipe *p)
+{
+    return p->direct ? CRAC_CHUNK_MAX_PAGES - 1 : CRAC_CHUNK_MAX_PAGES;
 }
 
 static struct slot *next_slot(struct cz_pipe *p)
@@ -544,12 +644,12 @@ static void publish(struct cz_pipe *p, struct slot *s, int state)
 }
 
 int cz_submit(struct cz_pipe *p, struct cz_region *r, uint64_t first_page, uint32_t n,
-              const unsigned char *src, int copy)
+              const unsigned char *src, int use)
 {
     struct slot *s = next_slot(p);
     if (!s)
         return -1;
-    if (copy) {
+    if (use == CZ_COPY) {
         if (!s->in && !(s->in = malloc(CHUNK_BYTES)))
             return -1;
         memcpy(s->in, src, (size_t)n * PAGE);
@@ -559,9 +659,19 @@ int cz_submit(struct cz_pipe *p, struct cz_region *r, uint64_t first_page, uint3
     s->first = first_page;
     s->n = n;
     s->src = src;
-    s->from_memory = !copy;
+    s->use = use;
+    /* Summed here, while the caller's zero test has just brought the pages into the cache: a
+     * worker would read each page from memory once more. */
+    s->crc = crc32c_update(0, src, (size_t)n * PAGE);
     if (!p->n_workers) { /* RAW: done here */
         compress_slot(p, s, NULL);
+        publish(p, s, SLOT_DONE);
+        return 0;
+    }
+    if (p->raw_streak >= RAW_STREAK && p->n_submitted++ % TRY_EVERY != 0) { /* not worth a try */
+        s->method = CRAC_CHUNK_RAW;
+        s->stored = n * (uint32_t)PAGE;
+        s->tried = 0;
         publish(p, s, SLOT_DONE);
         return 0;
     }
@@ -592,10 +702,16 @@ int cz_finish(struct cz_pipe *p, uint64_t *end)
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_workers; i++)
         pthread_join(p->workers[i], NULL);
-    /* The queued O_DIRECT writes on disk before the caller writes the header and fsyncs. */
+    /* The queued O_DIRECT writes on disk before the caller writes the header and fsyncs; the
+     * staged bytes after them, with no direct write in flight to wait for. */
     if (direct_finish(p->direct) != 0 && !p->failed)
         p->failed = errno;
     p->direct = NULL;
+    if (stage_flush(p) != 0 && !p->failed)
+        p->failed = errno;
+    free(p->stage);
+    free(p->segs);
+    free(p->head_pages);
     for (uint64_t i = 0; i < p->n_slots; i++) {
         free(p->slots[i].in);
         free(p->slots[i].out);

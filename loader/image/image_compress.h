@@ -73,10 +73,17 @@ struct direct_io;
  * (the pipeline owns it from here, even when this fails), the long RAW chunks of the program's
  * memory go O_DIRECT by reference, each after a gap that puts its bytes on a page. */
 struct cz_pipe *cz_start(int method, int level, int fd, uint64_t at, struct direct_io *direct);
-/* Queue n (<= CRAC_CHUNK_MAX_PAGES) consecutive saved pages of r, the first being page
- * first_page of the region. src must stay as it is until cz_finish unless copy is set. */
+/* The most pages a chunk should hold: CRAC_CHUNK_MAX_PAGES, or one less while chunks go O_DIRECT
+ * (a chunk and its header's page are then one pipe's worth, 1 MiB: one write). */
+uint64_t cz_chunk_pages(const struct cz_pipe *p);
+/* How cz_submit may treat src: copied first (a bounce buffer, reused), or dropped with
+ * MADV_DONTNEED once written (the forked writer's copy-on-write view of private memory: the
+ * program's next store to it is then no copy, as image_core.c does for uncompressed runs). */
+enum { CZ_KEEP, CZ_COPY, CZ_DROP };
+/* Queue n (<= cz_chunk_pages) consecutive saved pages of r, the first being page
+ * first_page of the region. src must stay as it is until cz_finish unless use is CZ_COPY. */
 int cz_submit(struct cz_pipe *p, struct cz_region *r, uint64_t first_page, uint32_t n,
-              const unsigned char *src, int copy);
+              const unsigned char *src, int use);
 /* Queue the chunk that ends r's stream. */
 int cz_end_region(struct cz_pipe *p, struct cz_region *r);
 /* Write what is queued, stop the workers; the file's end in *end. 0, or -1 (errno set). */

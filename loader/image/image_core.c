@@ -511,6 +511,17 @@ static int region_failed(const struct region *r, const char *why)
     return -1;
 }
 
+/* The forked writer is done with a run of R's pages once they are written: dropping its copy
+ * (MADV_DONTNEED) means the program's next store to each is no copy-on-write copy (the page is
+ * the program's alone again), and the writer's memory does not grow with what the program
+ * rewrites meanwhile. Only in the forked copy (core_in_forked_copy), only private memory of W;
+ * an error (a locked or special mapping) just keeps the pages. */
+static int writer_may_drop(const struct region *r)
+{
+    return core_in_forked_copy && !(r->rec.flags & CRAC_REGION_OUTSIDE_W) &&
+           (r->rec.kind == CRAC_REGION_ANON || r->rec.kind == CRAC_REGION_FILE_PRIVATE);
+}
+
 static int write_region(struct writer *w, struct region *r)
 {
     uint64_t pm[PAGEMAP_BATCH];
@@ -565,14 +576,18 @@ static int write_region(struct writer *w, struct region *r)
             }
             if (run_len && w->cz) {
                 /* Each page's own CRC for --incremental (the region's: each chunk's, on the
-                 * workers). Chunks of at most CRAC_CHUNK_MAX_PAGES; a bounce buffer is reused by the
-                 * next batch, so its pages are copied. */
-                for (uint64_t c = 0; c < run_len; c += CRAC_CHUNK_MAX_PAGES) {
-                    uint64_t k =
-                        run_len - c < CRAC_CHUNK_MAX_PAGES ? run_len - c : CRAC_CHUNK_MAX_PAGES;
+                 * workers). Chunks of at most cz_chunk_pages; a bounce buffer is reused by the
+                 * next batch, so its pages are copied; the pipeline drops the writer's copy of
+                 * the others once written (not pages whose own CRCs are taken below). */
+                int use = !readable                             ? CZ_COPY
+                          : writer_may_drop(r) && !r->page_crcs ? CZ_DROP
+                                                                : CZ_KEEP;
+                uint64_t most = cz_chunk_pages(w->cz);
+                for (uint64_t c = 0; c < run_len; c += most) {
+                    uint64_t k = run_len - c < most ? run_len - c : most;
                     uint64_t first = (a - r->rec.start) / PAGE + run_start + c;
                     if (cz_submit(w->cz, &r->cz, first, (uint32_t)k, src + (run_start + c) * PAGE,
-                                  !readable) != 0)
+                                  use) != 0)
                         return -1;
                 }
                 if (r->page_crcs)
@@ -594,13 +609,7 @@ static int write_region(struct writer *w, struct region *r)
         }
         if (w->cz)
             continue;
-        /* The forked writer is done with these pages: dropping its copy means the program's
-         * next store to each is no copy-on-write copy (the page is the program's alone again),
-         * and the writer's memory does not grow with what the program rewrites meanwhile.
-         * Only in the forked copy (core_in_forked_copy), only private memory of W; an error
-         * (a locked or special mapping) just keeps the pages. */
-        if (core_in_forked_copy && !(r->rec.flags & CRAC_REGION_OUTSIDE_W) &&
-            (r->rec.kind == CRAC_REGION_ANON || r->rec.kind == CRAC_REGION_FILE_PRIVATE))
+        if (writer_may_drop(r)) /* written: the writer's copy goes */
             madvise((void *)a, n * PAGE, MADV_DONTNEED);
         uint64_t below = r->rec.core_offset + (a - r->rec.start) + n * PAGE;
         page_digest_progress(w->digest, below);

@@ -18,6 +18,12 @@ struct direct_io *direct_open(const char *path);
  * EINVAL). SRC may be unmapped (MADV_DONTNEED) as soon as it returns: the pipe holds the pages.
  * -1 with errno on a failed queueing or an earlier failed write. */
 int direct_write(struct direct_io *d, const void *src, size_t len, uint64_t off);
+/* As direct_write, for the N buffers of IOV one after another (each of whole pages). The
+ * splicer may still read them after it returns: none may change before direct_finish, or
+ * before the SPLICER_QUEUE-th call after this one (to either) has returned, which waits for
+ * this one's bytes to be written (image_splicer.h). */
+struct iovec;
+int direct_writev(struct direct_io *d, const struct iovec *iov, int n, uint64_t off);
 /* Waits for every write, frees D; -1 with errno if any failed or came back short. */
 int direct_finish(struct direct_io *d);
 
