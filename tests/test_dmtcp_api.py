@@ -64,6 +64,29 @@ def test_checkpoint_waits_for_the_section(app: Path, tmp_path: Path) -> None:
     assert (proc / "gen-000001" / "upper.core").is_file()
 
 
+def test_program_ending_after_the_section_waits_for_the_checkpoint(
+    app: Path, tmp_path: Path
+) -> None:
+    """A checkpoint waits for the program's section; the program leaves it and ends at once: the
+    end waits for the checkpoint, whose generation is published (it was left as gen-000001.tmp
+    when the end came before the threads were parked). Its restart ends as the program did."""
+    require_native()
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    log = tmp_path / "api.log"
+    run = [*crac_cmd(), "launch", "-c", str(ckpt), "--", str(app), "exit", str(log)]
+    opts = {"capture_output": True, "text": True, "timeout": DEFAULT_TIMEOUT, "cwd": tmp_path}
+    cp = subprocess.run(run, env=base_env(), **opts)
+    assert cp.returncode == 0, cp.stderr
+    assert log.read_text() == "leaving the section at generation 0\n"
+    (proc,) = ckpt.glob("ckpt_dmtcp_api_*")
+    assert sorted(g.name for g in proc.iterdir() if g.name.startswith("gen-")) == ["gen-000001"]
+    assert (proc / "gen-000001" / "MANIFEST.json").is_file()
+    again = subprocess.run([*crac_cmd(), "restart", str(proc)], env=base_env(), **opts)
+    assert again.returncode == 0, again.stderr
+    assert log.read_text() == "leaving the section at generation 0\n"
+
+
 def test_coordinator_status_counts_the_job(app: Path, tmp_path: Path) -> None:
     require_native()
     coord = Coordinator(tmp_path / "coord")

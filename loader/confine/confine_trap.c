@@ -1292,9 +1292,20 @@ static long emu_id_args(ucontext_t *uc, long nr, long a1, long a2, long a3, long
     return raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
 }
 
-/* The program ends while its last checkpoint is being published: let that finish first. */
+/* The program ends while a checkpoint is under way: it finishes first. One about to hold the
+ * threads (the program's dmtcp_disable_ckpt() sections all closed) parks this thread too: the
+ * call is issued again once released, and then waits for the publishing. A checkpoint still
+ * waiting for a section does not hold the exit: a program may end inside its section, which that
+ * checkpoint would wait for forever. */
 static long emu_exit_group(long status)
 {
+    struct crac_registry *r = ckpt_registry;
+    if (r && __atomic_load_n(&r->holding, __ATOMIC_SEQ_CST) &&
+        __atomic_load_n(&r->sections, __ATOMIC_SEQ_CST) <= 0) {
+        struct timespec t = {0, 1000000L}; /* not a busy loop of traps until the park signal */
+        raw_syscall6(SYS_futex, (long)&r->holding, 128 /* FUTEX_WAIT_PRIVATE */, 1, (long)&t, 0, 0);
+        return EMU_AGAIN;
+    }
     int32_t busy;
     while ((busy = __atomic_load_n(&ckpt_publishing, __ATOMIC_ACQUIRE)) != 0)
         raw_syscall6(SYS_futex, (long)&ckpt_publishing, 128, busy, 0, 0, 0);

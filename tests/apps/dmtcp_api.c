@@ -2,6 +2,8 @@
    weak, as that header declares them), checking every answer; it appends what it saw to LOG.
    MODE cycles: `step N` lines for the checkpoint harness, the whole API checked at every step.
    MODE defer: a checkpoint asked for inside dmtcp_disable_ckpt() waits for dmtcp_enable_ckpt().
+   MODE exit: the same, but the program ends right after dmtcp_enable_ckpt(): the checkpoint is
+   taken (and published) before it ends.
    MODE coord (under a coordinator): waits until dmtcp_get_coordinator_status() counts STEPS
    peers. */
 #define _GNU_SOURCE
@@ -15,7 +17,7 @@
 #include <sys/types.h>
 
 #define PROG "dmtcp_api"
-#define USAGE "cycles|defer|coord LOG [STEPS]"
+#define USAGE "cycles|defer|exit|coord LOG [STEPS]"
 #include "ckpt_common.h"
 
 #define DMTCP_AFTER_CHECKPOINT 1
@@ -374,6 +376,20 @@ static void defer(void)
     logf_("after the section: generation %u", dmtcp_get_generation());
 }
 
+/* A checkpoint waiting for the section, and the program's end at once after it: the end waits
+   for the checkpoint. */
+static void exit_after_section(void)
+{
+    if (dmtcp_disable_ckpt() != 1)
+        fail("dmtcp_disable_ckpt");
+    if (kill(getpid(), dmtcp_get_ckpt_signal()) != 0)
+        fail("kill: %s", strerror(errno));
+    wait_until(is_pending, 0, "the checkpoint asked for is pending");
+    logf_("leaving the section at generation %u", dmtcp_get_generation());
+    if (dmtcp_enable_ckpt() != 1)
+        fail("dmtcp_enable_ckpt");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -414,6 +430,11 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "defer") == 0) {
         if (present)
             defer();
+        return 0;
+    }
+    if (strcmp(argv[1], "exit") == 0) {
+        if (present)
+            exit_after_section();
         return 0;
     }
     for (long k = 1; k <= steps; k++) {
