@@ -4,7 +4,6 @@
 #include "image_compress.h"
 #include "image_direct.h"
 #include "image_read.h"
-#include "image_splicer.h"
 
 #include "crc32c.h"
 
@@ -36,16 +35,15 @@
 /* A RAW chunk of the program's memory at least this long goes O_DIRECT by reference after a gap
  * that puts its bytes on a page: the gap (up to a page less its header) costs at most 1.6 %. */
 #define DIRECT_MIN_PAGES 64
-/* While chunks go O_DIRECT the other bytes (headers, compressed chunks) wait here: a write through
- * the page cache takes the file's lock, which the direct write in flight holds, so each header
- * written between two direct chunks waited for the disk (0.5 s of a 2 GiB checkpoint). */
-#define STAGE_BYTES (4UL << 20)
-#define STAGE_SEGS 4096
-/* A direct chunk that starts on a page (the one before it was direct too) has its header and gap
- * written O_DIRECT with its bytes, from a page of this ring: no hole between two such chunks, no
- * small write per chunk at the fsync. A page is written again only SPLICER_QUEUE direct writes
- * later, when its last write is on disk (image_direct.h). */
-#define HEAD_RING (SPLICER_QUEUE + 1)
+/* While chunks go O_DIRECT, the bytes between their bytes (headers, gaps, compressed and short
+ * chunks, padding) collect in a buffer, in file order from a page boundary, and go out direct too,
+ * ahead of the next direct chunk's bytes and in the same write: the file is written front to back
+ * with no hole and nothing through the page cache. A write through the page cache takes the
+ * file's lock, which the direct write in flight holds (each header written between two direct
+ * chunks waited for the disk: 0.5 s of a 2 GiB checkpoint), and small ones left to the fsync
+ * cost it about a millisecond each. Two buffers: one may still be in the pipe while the other
+ * fills. */
+#define SBUF_BYTES (4UL << 20)
 
 /* Our own prototypes of the few functions used (the libraries' stable ABI). */
 static struct {
@@ -321,14 +319,12 @@ struct cz_pipe {
     pthread_cond_t work, done;
     int method, level, fd, n_workers, stop, failed;
     struct direct_io *direct; /* RAW chunks of memory go O_DIRECT through it (NULL: none) */
-    /* With `direct`: the bytes staged, and where each run of them goes in the file. */
-    unsigned char *stage;
-    size_t stage_len, n_segs;
-    struct stage_seg {
-        uint64_t off, len;
-    } *segs;
-    unsigned char *head_pages; /* HEAD_RING pages, zero but for the header in each */
-    uint64_t n_direct;         /* direct writes so far: the next one's page of the ring */
+    /* With `direct`: the file's bytes [s_off, s_off + s_len) in sbuf[cur] (s_off on a page);
+     * sent[i]: the direct write that last took sbuf[i] (its buffers change once it is done). */
+    unsigned char *sbuf[2];
+    uint64_t sent[2];
+    int cur;
+    uint64_t s_off, s_len;
     uint64_t at, kicked;
     uint64_t raw_streak, n_submitted; /* chunks tried that stayed raw, in a row; chunks queued */
     size_t out_cap;
@@ -424,7 +420,7 @@ static int goes_direct(const struct cz_pipe *p, const struct slot *s)
            s->n >= DIRECT_MIN_PAGES;
 }
 
-/* A slot's pages once its bytes are written, staged or in the direct writer's pipe (which
+/* A slot's pages once its bytes are written, collected or in the direct writer's pipe (which
  * holds its own reference to each page). */
 static void drop_written(const struct slot *s)
 {
@@ -432,69 +428,77 @@ static void drop_written(const struct slot *s)
         madvise((void *)s->src, (size_t)s->n * PAGE, MADV_DONTNEED);
 }
 
-/* The staged bytes into the file, a write per run of them. */
-static int stage_flush(struct cz_pipe *p)
-{
-    const unsigned char *at = p->stage;
-    for (size_t i = 0; i < p->n_segs; i++) {
-        struct iovec iov = {(void *)at, p->segs[i].len};
-        if (write_fully(p->fd, &iov, 1, p->segs[i].off) != 0)
-            return -1;
-        at += p->segs[i].len;
-    }
-    p->stage_len = p->n_segs = 0;
-    return 0;
-}
-
-/* LEN bytes for OFF into the staging buffer (written out first when they do not fit). */
-static int stage_put(struct cz_pipe *p, const void *src, size_t len, uint64_t off)
-{
-    if (!len)
-        return 0;
-    if ((p->stage_len + len > STAGE_BYTES || p->n_segs == STAGE_SEGS) && stage_flush(p) != 0)
-        return -1;
-    struct stage_seg *last = p->n_segs ? &p->segs[p->n_segs - 1] : NULL;
-    if (last && last->off + last->len == off)
-        last->len += len;
-    else
-        p->segs[p->n_segs++] = (struct stage_seg){off, len};
-    memcpy(p->stage + p->stage_len, src, len);
-    p->stage_len += len;
-    return 0;
-}
-
-/* A chunk's bytes O_DIRECT at OFF, with its header H in a page of their own before them when
- * HEADED; a filesystem that refuses the first such write (EINVAL) gets them, the staged bytes and
- * every later chunk's through the page cache (image_direct.h). */
-static int write_direct(struct cz_pipe *p, const struct slot *s, const struct crac_chunk_hdr *h,
-                        int headed, uint64_t off)
+/* The collected bytes, and DATA (the bytes of a direct chunk, or none), in one direct write from
+ * s_off. The collected bytes must end on a page: they are the gap before DATA or, at the end,
+ * padded to one. A filesystem that refuses the first direct write (EINVAL) gets this one and
+ * every later chunk through the page cache (image_direct.h). */
+static int sbuf_send(struct cz_pipe *p, const void *data, size_t len)
 {
     struct iovec iov[2];
     int n = 0;
-    if (headed) {
-        unsigned char *page = p->head_pages + p->n_direct % HEAD_RING * PAGE;
-        memcpy(page, h, sizeof(*h));
-        iov[n++] = (struct iovec){page, PAGE};
-        off -= PAGE;
-    }
-    iov[n++] = (struct iovec){(void *)s->src, s->stored};
-    p->n_direct++;
-    if (direct_writev(p->direct, iov, n, off) == 0)
+    if (p->s_len)
+        iov[n++] = (struct iovec){p->sbuf[p->cur], p->s_len};
+    if (len)
+        iov[n++] = (struct iovec){(void *)data, len};
+    uint64_t off = p->s_off, number = direct_count(p->direct);
+    p->s_off += p->s_len + len;
+    if (!n)
         return 0;
-    if (errno != EINVAL || direct_write_used)
-        return -1;
-    direct_finish(p->direct);
-    p->direct = NULL;
-    return stage_flush(p) == 0 && write_fully(p->fd, iov, n, off) == 0 ? 0 : -1;
+    if (direct_writev(p->direct, iov, n, off) != 0) {
+        if (errno != EINVAL || direct_write_used)
+            return -1;
+        direct_finish(p->direct);
+        p->direct = NULL;
+        p->s_len = 0;
+        return write_fully(p->fd, iov, n, off);
+    }
+    if (!p->s_len)
+        return 0;
+    p->sent[p->cur] = number;
+    p->cur ^= 1;
+    p->s_len = 0;
+    return direct_wait(p->direct, p->sent[p->cur]); /* the other buffer: out of the pipe long ago */
 }
 
+/* LEN bytes of the stream into the collecting buffer; when it is full, its whole pages go out
+ * first and the rest of its last page moves to the other buffer. */
+static int sbuf_put(struct cz_pipe *p, const void *src, size_t len)
+{
+    if (!len)
+        return 0;
+    if (!p->direct) { /* refused on the way: through the page cache, in place */
+        struct iovec iov = {(void *)src, len};
+        p->s_off += len;
+        return write_fully(p->fd, &iov, 1, p->s_off - len);
+    }
+    if (p->s_len + len > SBUF_BYTES) {
+        uint64_t whole = p->s_len & ~(PAGE - 1), rest = p->s_len - whole;
+        unsigned char tail[PAGE];
+        memcpy(tail, p->sbuf[p->cur] + whole, rest);
+        p->s_len = whole;
+        if (sbuf_send(p, NULL, 0) != 0)
+            return -1;
+        if (!p->direct) {
+            struct iovec iov[2] = {{tail, rest}, {(void *)src, len}};
+            p->s_off += rest + len;
+            return write_fully(p->fd, iov, 2, p->s_off - rest - len);
+        }
+        memcpy(p->sbuf[p->cur], tail, rest);
+        p->s_len = rest;
+    }
+    memcpy(p->sbuf[p->cur] + p->s_len, src, len);
+    p->s_len += len;
+    return 0;
+}
+
+static const unsigned char zeros[PAGE];
+
 /* The oldest slot's chunk (waiting for its worker) and those after it that are done (up to
- * WRITE_BATCH): with a direct descriptor the long raw chunks' bytes go O_DIRECT after a gap
- * (a hole: the file is sparse until then) and the rest is staged; without, all of it goes in
- * one pwritev. Called by the caller's thread only. */
+ * WRITE_BATCH): with a direct descriptor, a long raw chunk's bytes go O_DIRECT after a gap that
+ * puts them on a page, the rest collected before them (sbuf_put); without, all of it goes in one
+ * pwritev. Called by the caller's thread only. */
 static int write_head(struct cz_pipe *p)
 {
-    static const unsigned char zeros[8];
     struct crac_chunk_hdr h[WRITE_BATCH];
     struct iovec iov[3 * WRITE_BATCH];
     pthread_mutex_lock(&p->mu);
@@ -519,12 +523,10 @@ static int write_head(struct cz_pipe *p)
         if (!r->core_offset)
             r->core_offset = p->at;
         uint64_t bytes_at = p->at + sizeof(h[i]) + gap;
-        int headed = direct && p->at % PAGE == 0;
         if (p->direct) {
-            if ((!headed && stage_put(p, &h[i], sizeof(h[i]), p->at) != 0) ||
-                (direct ? write_direct(p, s, &h[i], headed, bytes_at)
-                        : stage_put(p, bytes, s->stored, bytes_at) != 0 ||
-                              stage_put(p, zeros, pad, bytes_at + s->stored) != 0))
+            if (sbuf_put(p, &h[i], sizeof(h[i])) != 0 ||
+                (direct ? sbuf_put(p, zeros, gap) != 0 || sbuf_send(p, s->src, s->stored) != 0
+                        : sbuf_put(p, bytes, s->stored) != 0 || sbuf_put(p, zeros, pad) != 0))
                 p->failed = errno;
             else
                 drop_written(s);
@@ -574,14 +576,12 @@ struct cz_pipe *cz_start(int method, int level, int fd, uint64_t at, struct dire
         return NULL;
     }
     p->direct = direct;
-    if (direct &&
-        (!(p->stage = malloc(STAGE_BYTES)) || !(p->segs = malloc(STAGE_SEGS * sizeof(*p->segs))) ||
-         !(p->head_pages = aligned_alloc(PAGE, HEAD_RING * PAGE)))) {
-        direct_finish(direct); /* no staging: everything through the page cache, as before */
+    if (direct && (at % PAGE || !(p->sbuf[0] = aligned_alloc(PAGE, SBUF_BYTES)) ||
+                   !(p->sbuf[1] = aligned_alloc(PAGE, SBUF_BYTES)))) {
+        direct_finish(direct); /* everything through the page cache, as before */
         p->direct = NULL;
     }
-    if (p->head_pages)
-        memset(p->head_pages, 0, HEAD_RING * PAGE);
+    p->s_off = at;
     p->method = method;
     p->level = level;
     p->fd = fd;
@@ -614,9 +614,8 @@ fail:
             free(p->slots[i].out);
     free(p->slots);
     direct_finish(p->direct);
-    free(p->stage);
-    free(p->segs);
-    free(p->head_pages);
+    free(p->sbuf[0]);
+    free(p->sbuf[1]);
     free(p);
     errno = ENOMEM;
     return NULL;
@@ -702,16 +701,16 @@ int cz_finish(struct cz_pipe *p, uint64_t *end)
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_workers; i++)
         pthread_join(p->workers[i], NULL);
-    /* The queued O_DIRECT writes on disk before the caller writes the header and fsyncs; the
-     * staged bytes after them, with no direct write in flight to wait for. */
+    /* The bytes collected last, padded to a page (the caller sets the file's size to its end),
+     * then every direct write on disk before the caller writes the header and fsyncs. */
+    if (p->direct && p->s_len && !p->failed &&
+        (sbuf_put(p, zeros, (PAGE - p->s_len % PAGE) % PAGE) != 0 || sbuf_send(p, NULL, 0) != 0))
+        p->failed = errno;
     if (direct_finish(p->direct) != 0 && !p->failed)
         p->failed = errno;
     p->direct = NULL;
-    if (stage_flush(p) != 0 && !p->failed)
-        p->failed = errno;
-    free(p->stage);
-    free(p->segs);
-    free(p->head_pages);
+    free(p->sbuf[0]);
+    free(p->sbuf[1]);
     for (uint64_t i = 0; i < p->n_slots; i++) {
         free(p->slots[i].in);
         free(p->slots[i].out);

@@ -22,6 +22,7 @@ struct direct_io {
     int pipe_w;
     size_t pipe_bytes; /* the pipe's capacity: what one inline step may put into it */
     int proven;        /* a run went O_DIRECT: the filesystem takes them */
+    uint64_t count;    /* writes taken: the first inline, write k > 0 the splicer's run k - 1 */
     void *stack;       /* the splicer's, once started */
     struct splicer s;
 };
@@ -143,6 +144,7 @@ int direct_writev(struct direct_io *d, const struct iovec *iov, int n, uint64_t 
         if (write_inline(d, iov, n, off) != 0)
             return -1;
         d->proven = direct_write_used = 1;
+        d->count = 1;
         return 0;
     }
     size_t len = 0;
@@ -172,9 +174,27 @@ int direct_writev(struct direct_io *d, const struct iovec *iov, int n, uint64_t 
     }
     d->s.queue[(uint32_t)head % SPLICER_QUEUE] = (struct splicer_run){off, len};
     __atomic_store_n(&d->s.head, head + 1, __ATOMIC_RELEASE);
+    d->count++;
     splicer_kick(&d->s);
     /* Queued before its bytes: the splicer, taking it, waits in splice for them. */
     return vmsplice_iov(d->pipe_w, iov, n);
+}
+
+uint64_t direct_count(const struct direct_io *d) { return d->count; }
+
+int direct_wait(struct direct_io *d, uint64_t n)
+{
+    int32_t tail;
+    /* Write n > 0 is run n - 1, done once the splicer's tail passed it. */
+    while (n > 0 && (uint64_t)(tail = __atomic_load_n(&d->s.tail, __ATOMIC_ACQUIRE)) < n &&
+           !__atomic_load_n(&d->s.failed, __ATOMIC_ACQUIRE))
+        splicer_wait(&d->s.tail, tail);
+    int32_t failed = __atomic_load_n(&d->s.failed, __ATOMIC_ACQUIRE);
+    if (failed) {
+        errno = failed;
+        return -1;
+    }
+    return 0;
 }
 
 int direct_finish(struct direct_io *d)

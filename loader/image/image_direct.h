@@ -24,6 +24,11 @@ int direct_write(struct direct_io *d, const void *src, size_t len, uint64_t off)
  * this one's bytes to be written (image_splicer.h). */
 struct iovec;
 int direct_writev(struct direct_io *d, const struct iovec *iov, int n, uint64_t off);
+/* The writes D took so far: the number the next one will have (from 0). */
+uint64_t direct_count(const struct direct_io *d);
+/* Waits until write number N is on disk: its buffers may change then. -1 (errno) when a write
+ * failed. */
+int direct_wait(struct direct_io *d, uint64_t n);
 /* Waits for every write, frees D; -1 with errno if any failed or came back short. */
 int direct_finish(struct direct_io *d);
 
