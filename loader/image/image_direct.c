@@ -132,6 +132,23 @@ static int write_inline(struct direct_io *d, const struct iovec *iov, int n, uin
     return 0;
 }
 
+uint64_t direct_count(const struct direct_io *d) { return d->count; }
+
+int direct_wait(struct direct_io *d, uint64_t n)
+{
+    int32_t tail;
+    /* Write n > 0 is run n - 1, done once the splicer's tail passed it. */
+    while (n > 0 && (uint64_t)(tail = __atomic_load_n(&d->s.tail, __ATOMIC_ACQUIRE)) < n &&
+           !__atomic_load_n(&d->s.failed, __ATOMIC_ACQUIRE))
+        splicer_wait(&d->s.tail, tail);
+    int32_t failed = __atomic_load_n(&d->s.failed, __ATOMIC_ACQUIRE);
+    if (failed) {
+        errno = failed;
+        return -1;
+    }
+    return 0;
+}
+
 int direct_write(struct direct_io *d, const void *src, size_t len, uint64_t off)
 {
     struct iovec iov = {(void *)src, len};
@@ -163,38 +180,16 @@ int direct_writev(struct direct_io *d, const struct iovec *iov, int n, uint64_t 
         }
         d->stack = stack;
     }
-    int32_t head = d->s.head, tail;
-    while (head - (tail = __atomic_load_n(&d->s.tail, __ATOMIC_ACQUIRE)) == SPLICER_QUEUE &&
-           !__atomic_load_n(&d->s.failed, __ATOMIC_ACQUIRE))
-        splicer_wait(&d->s.tail, tail);
-    int32_t failed = __atomic_load_n(&d->s.failed, __ATOMIC_ACQUIRE);
-    if (failed) {
-        errno = failed;
+    /* A place in the queue: the run SPLICER_QUEUE before this one done (and no write failed). */
+    int32_t head = d->s.head;
+    if (direct_wait(d, head >= SPLICER_QUEUE ? (uint64_t)(head - SPLICER_QUEUE + 1) : 0) != 0)
         return -1;
-    }
     d->s.queue[(uint32_t)head % SPLICER_QUEUE] = (struct splicer_run){off, len};
     __atomic_store_n(&d->s.head, head + 1, __ATOMIC_RELEASE);
     d->count++;
     splicer_kick(&d->s);
     /* Queued before its bytes: the splicer, taking it, waits in splice for them. */
     return vmsplice_iov(d->pipe_w, iov, n);
-}
-
-uint64_t direct_count(const struct direct_io *d) { return d->count; }
-
-int direct_wait(struct direct_io *d, uint64_t n)
-{
-    int32_t tail;
-    /* Write n > 0 is run n - 1, done once the splicer's tail passed it. */
-    while (n > 0 && (uint64_t)(tail = __atomic_load_n(&d->s.tail, __ATOMIC_ACQUIRE)) < n &&
-           !__atomic_load_n(&d->s.failed, __ATOMIC_ACQUIRE))
-        splicer_wait(&d->s.tail, tail);
-    int32_t failed = __atomic_load_n(&d->s.failed, __ATOMIC_ACQUIRE);
-    if (failed) {
-        errno = failed;
-        return -1;
-    }
-    return 0;
 }
 
 int direct_finish(struct direct_io *d)
