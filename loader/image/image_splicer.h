@@ -20,8 +20,8 @@ struct splicer {
     /* What the idle splicer waits on: bumped after each run queued and after `ending` (a wait on
      * `head` alone would miss the end: it does not change head). */
     volatile int32_t kick;
-    volatile int32_t failed;     /* the first failure's errno, 0 while every write went well */
-    volatile int32_t tid;        /* the splicer's; the kernel clears it when the thread exits */
+    volatile int32_t failed; /* the first failure's errno, 0 while every write went well */
+    volatile int32_t tid;    /* the splicer's; the kernel clears it when the thread exits */
 };
 
 /* Starts the splicer on STACK (SIZE bytes, the caller's until splicer_join returned); 0, or a
