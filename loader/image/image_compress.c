@@ -319,12 +319,12 @@ struct cz_pipe {
     pthread_cond_t work, done;
     int method, level, fd, n_workers, stop, failed;
     struct direct_io *direct; /* RAW chunks of memory go O_DIRECT through it (NULL: none) */
-    /* With `direct`: the file's bytes [s_off, s_off + s_len) in sbuf[cur] (s_off on a page);
-     * sent[i]: the direct write that last took sbuf[i] (its buffers change once it is done). */
+    /* With `direct`: the file's bytes [s_off, s_off + s_len) at sbuf[cur] + s_base (both on a
+     * page); sent[i]: the direct write that last took bytes of sbuf[i]. */
     unsigned char *sbuf[2];
     uint64_t sent[2];
     int cur;
-    uint64_t s_off, s_len;
+    uint64_t s_off, s_len, s_base;
     uint64_t at, kicked;
     uint64_t raw_streak, n_submitted; /* chunks tried that stayed raw, in a row; chunks queued */
     size_t out_cap;
@@ -430,14 +430,16 @@ static void drop_written(const struct slot *s)
 
 /* The collected bytes, and DATA (the bytes of a direct chunk, or none), in one direct write from
  * s_off. The collected bytes must end on a page: they are the gap before DATA or, at the end,
- * padded to one. A filesystem that refuses the first direct write (EINVAL) gets this one and
- * every later chunk through the page cache (image_direct.h). */
+ * padded to one. The next bytes collect after them in the same buffer (its pages in the pipe are
+ * not touched again before the other buffer has been filled in turn). A filesystem that refuses
+ * the first direct write (EINVAL) gets this one and every later chunk through the page cache
+ * (image_direct.h). */
 static int sbuf_send(struct cz_pipe *p, const void *data, size_t len)
 {
     struct iovec iov[2];
     int n = 0;
     if (p->s_len)
-        iov[n++] = (struct iovec){p->sbuf[p->cur], p->s_len};
+        iov[n++] = (struct iovec){p->sbuf[p->cur] + p->s_base, p->s_len};
     if (len)
         iov[n++] = (struct iovec){(void *)data, len};
     uint64_t off = p->s_off, number = direct_count(p->direct);
@@ -452,16 +454,16 @@ static int sbuf_send(struct cz_pipe *p, const void *data, size_t len)
         p->s_len = 0;
         return write_fully(p->fd, iov, n, off);
     }
-    if (!p->s_len)
-        return 0;
-    p->sent[p->cur] = number;
-    p->cur ^= 1;
+    if (p->s_len)
+        p->sent[p->cur] = number;
+    p->s_base += p->s_len;
     p->s_len = 0;
-    return direct_wait(p->direct, p->sent[p->cur]); /* the other buffer: out of the pipe long ago */
+    return 0;
 }
 
-/* LEN bytes of the stream into the collecting buffer; when it is full, its whole pages go out
- * first and the rest of its last page moves to the other buffer. */
+/* LEN bytes of the stream into the collecting buffer. When they do not fit, the whole pages
+ * collected go out first, and the rest of the last page moves to the start of the other buffer,
+ * once the last write that took that one is done (a buffer's worth of writes ago). */
 static int sbuf_put(struct cz_pipe *p, const void *src, size_t len)
 {
     if (!len)
@@ -471,10 +473,10 @@ static int sbuf_put(struct cz_pipe *p, const void *src, size_t len)
         p->s_off += len;
         return write_fully(p->fd, &iov, 1, p->s_off - len);
     }
-    if (p->s_len + len > SBUF_BYTES) {
+    if (p->s_base + p->s_len + len > SBUF_BYTES) {
         uint64_t whole = p->s_len & ~(PAGE - 1), rest = p->s_len - whole;
         unsigned char tail[PAGE];
-        memcpy(tail, p->sbuf[p->cur] + whole, rest);
+        memcpy(tail, p->sbuf[p->cur] + p->s_base + whole, rest);
         p->s_len = whole;
         if (sbuf_send(p, NULL, 0) != 0)
             return -1;
@@ -483,10 +485,14 @@ static int sbuf_put(struct cz_pipe *p, const void *src, size_t len)
             p->s_off += rest + len;
             return write_fully(p->fd, iov, 2, p->s_off - rest - len);
         }
+        p->cur ^= 1;
+        p->s_base = 0;
+        if (direct_wait(p->direct, p->sent[p->cur]) != 0)
+            return -1;
         memcpy(p->sbuf[p->cur], tail, rest);
         p->s_len = rest;
     }
-    memcpy(p->sbuf[p->cur] + p->s_len, src, len);
+    memcpy(p->sbuf[p->cur] + p->s_base + p->s_len, src, len);
     p->s_len += len;
     return 0;
 }
