@@ -4,6 +4,7 @@
 #include "image_compress.h"
 #include "image_direct.h"
 #include "image_read.h"
+#include "iov_step.h"
 
 #include "crc32c.h"
 
@@ -396,15 +397,7 @@ static int write_fully(int fd, struct iovec *iov, int n, uint64_t off)
             return -1;
         }
         off += (uint64_t)w;
-        while (n && (size_t)w >= iov->iov_len) {
-            w -= (ssize_t)iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n) {
-            iov->iov_base = (char *)iov->iov_base + w;
-            iov->iov_len -= (size_t)w;
-        }
+        iov_step(&iov, &n, (size_t)w);
     }
     return 0;
 }

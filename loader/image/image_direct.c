@@ -1,6 +1,7 @@
 /* image_direct.c — the forked writer's page runs O_DIRECT by reference: vmspliced into a pipe
  * image_splicer.c's thread splices to the file; CRAC_DIRECT_WRITE=0 off (docs/DECISIONS.md). */
 #include "image_direct.h"
+#include "iov_step.h"
 
 #include "image_splicer.h"
 
@@ -96,15 +97,7 @@ static int vmsplice_iov(int pipe_w, const struct iovec *iov, int n)
             continue;
         if (w <= 0)
             return -1;
-        while (n && (size_t)w >= at->iov_len) {
-            w -= (ssize_t)at->iov_len;
-            at++;
-            n--;
-        }
-        if (n) {
-            at->iov_base = (char *)at->iov_base + w;
-            at->iov_len -= (size_t)w;
-        }
+        iov_step(&at, &n, (size_t)w);
     }
     return 0;
 }

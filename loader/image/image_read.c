@@ -1,6 +1,7 @@
 /* image_read.c — pread of an exact byte count, shared by every reader of an image file
  * (restart, crac verify's checks, lazy fill, compressed chunks, incremental chains). */
 #include "image_read.h"
+#include "iov_step.h"
 
 #include <errno.h>
 #include <sys/uio.h>
@@ -37,15 +38,7 @@ int image_preadv_full(int fd, struct iovec *iov, int n, uint64_t off)
             return -1;
         }
         off += (uint64_t)got;
-        while (n && (size_t)got >= iov->iov_len) {
-            got -= (ssize_t)iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n) {
-            iov->iov_base = (char *)iov->iov_base + got;
-            iov->iov_len -= (size_t)got;
-        }
+        iov_step(&iov, &n, (size_t)got);
     }
     return 0;
 }
