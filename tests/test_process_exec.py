@@ -255,9 +255,12 @@ def test_exec_tree_same_as_native(apps, tmp_path, mode):
 # and made again once by the tree's restart (crac_py/launch/share.py).
 @pytest.mark.parametrize("mode", ["chain", "system", "popen", "spawn", "vfork"])
 def test_exec_tree_two_cycles(apps, tmp_path, mode):
-    steps = 40
-    root = Tree([str(apps["tree_exec_spawn"]), mode, "X", str(steps), "60"], tmp_path)
-    _two_cycles(root, tmp_path, "X", steps, 8)
+    """(The end gate: a loaded machine once took the first restart's `-bc` past the program's
+    last step, and the steps after it never came.)"""
+    steps, gate = 40, tmp_path / "gate"
+    argv = [str(apps["tree_exec_spawn"]), mode, "X", str(steps), "60"]
+    root = Tree(argv, tmp_path, gated_env(base_env(), gate))
+    _two_cycles(root, tmp_path, "X", steps, 8, gate)
     # every process of the first checkpoint was under crac: the tree's images are complete
     assert len(complete_generations(tmp_path / "ckpt")) >= 1
 

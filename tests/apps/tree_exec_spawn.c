@@ -177,6 +177,7 @@ int main(int argc, char **argv)
         printf("%s step %ld\n", tag, k);
         fflush(stdout);
     }
+    end_gate();
     printf("%s DONE checksum=%016llx steps=%ld\n", tag, (unsigned long long)h, steps);
     return fflush(stdout) == 0 ? 0 : 1;
 }
