@@ -427,13 +427,12 @@ static void drop_written(const struct slot *s)
  * not touched again before the other buffer has been filled in turn). A filesystem that refuses
  * the first direct write (EINVAL) gets this one and every later chunk through the page cache
  * (image_direct.h). */
+static int sbuf_put(struct cz_pipe *p, const void *src, size_t len);
+
 static int sbuf_send(struct cz_pipe *p, const void *data, size_t len)
 {
-    if (!p->direct) { /* refused on the way (sbuf_put): through the page cache, in place */
-        struct iovec v = {(void *)data, len};
-        p->s_off += len;
-        return len ? write_fully(p->fd, &v, 1, p->s_off - len) : 0;
-    }
+    if (!p->direct) /* refused on the way (sbuf_put): through the page cache, in place */
+        return sbuf_put(p, data, len);
     struct iovec iov[2];
     int n = 0;
     if (p->s_len)
@@ -478,11 +477,8 @@ static int sbuf_put(struct cz_pipe *p, const void *src, size_t len)
         p->s_len = whole;
         if (sbuf_send(p, NULL, 0) != 0)
             return -1;
-        if (!p->direct) {
-            struct iovec iov[2] = {{tail, rest}, {(void *)src, len}};
-            p->s_off += rest + len;
-            return write_fully(p->fd, iov, 2, p->s_off - rest - len);
-        }
+        if (!p->direct) /* refused: both through the page cache (the branch above) */
+            return sbuf_put(p, tail, rest) == 0 && sbuf_put(p, src, len) == 0 ? 0 : -1;
         p->cur ^= 1;
         p->s_base = 0;
         if (direct_wait(p->direct, p->sent[p->cur]) != 0)
