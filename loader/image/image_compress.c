@@ -623,7 +623,11 @@ fail:
 
 uint64_t cz_chunk_pages(const struct cz_pipe *p)
 {
-    return p->direct ? CRAC_CHUNK_MAX_PAGES - 1 : CRAC_CHUNK_MAX_PAGES;
+    /* Direct, a chunk and the page of its header and gap are one write (image_direct.h). */
+    if (!p->direct)
+        return CRAC_CHUNK_MAX_PAGES;
+    uint64_t most = direct_run_pages(p->direct) - 1;
+    return most < CRAC_CHUNK_MAX_PAGES ? most : CRAC_CHUNK_MAX_PAGES;
 }
 
 static struct slot *next_slot(struct cz_pipe *p)

@@ -73,8 +73,8 @@ struct direct_io;
  * (the pipeline owns it from here, even when this fails), the long RAW chunks of the program's
  * memory go O_DIRECT by reference, each after a gap that puts its bytes on a page. */
 struct cz_pipe *cz_start(int method, int level, int fd, uint64_t at, struct direct_io *direct);
-/* The most pages a chunk should hold: CRAC_CHUNK_MAX_PAGES, or one less while chunks go O_DIRECT
- * (a chunk and its header's page are then one pipe's worth, 1 MiB: one write). */
+/* The most pages a chunk should hold: CRAC_CHUNK_MAX_PAGES, or while chunks go O_DIRECT one less
+ * than a direct write's pages (a chunk and its header's page are one write: direct_run_pages). */
 uint64_t cz_chunk_pages(const struct cz_pipe *p);
 /* How cz_submit may treat src: copied first (a bounce buffer, reused), or dropped with
  * MADV_DONTNEED once written (the forked writer's copy-on-write view of private memory: the

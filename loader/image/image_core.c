@@ -38,9 +38,6 @@
 #define PM_FILE (1ULL << 61)
 #define PAGEMAP_BATCH 512
 #define WRITE_RUN_PAGES 64 /* 256 KiB: written, then summed while in the cache (crc_run) */
-/* Direct writes bring nothing into the cache: runs as long as the splicer's pipe, so each
- * O_DIRECT write is ~1 MiB (image_direct.c). */
-#define DIRECT_RUN_PAGES 256
 
 struct region {
     struct crac_region_rec rec;
@@ -570,7 +567,8 @@ static int write_region(struct writer *w, struct region *r)
                         r->bitmap[index / 8] |= (unsigned char)(1u << (index % 8));
                 }
             }
-            if (save && (w->cz || run_len < (w->direct ? DIRECT_RUN_PAGES : WRITE_RUN_PAGES))) {
+            if (save &&
+                (w->cz || run_len < (w->direct ? direct_run_pages(w->direct) : WRITE_RUN_PAGES))) {
                 if (!run_len)
                     run_start = i;
                 run_len++;

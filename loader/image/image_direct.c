@@ -7,9 +7,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -18,10 +21,13 @@
  * by default). */
 #define DIRECT_PIPE_BYTES (1 << 20)
 #define SPLICER_STACK (64UL << 10)
+#define PAGE_BYTES 4096UL
+#define RUN_PAGES_MIN 16 /* a queue limit below this is not believed */
 
 struct direct_io {
     int pipe_w;
     size_t pipe_bytes; /* the pipe's capacity: what one inline step may put into it */
+    size_t run_pages;  /* the most pages a write should carry (direct_run_pages) */
     int proven;        /* a run went O_DIRECT: the filesystem takes them */
     uint64_t count;    /* writes taken: the first inline, write k > 0 the splicer's run k - 1 */
     void *stack;       /* the splicer's, once started */
@@ -39,6 +45,48 @@ int direct_write_requested(void)
     }
     return requested;
 }
+
+/* A number from the disk's queue (NAME under /sys/dev/block/MAJ:MIN/queue, or its parent's for
+ * a partition); 0 where there is none (a filesystem without a block device of its own). */
+static unsigned long queue_limit(dev_t dev, const char *name)
+{
+    static const char *const dirs[] = {"queue", "../queue"};
+    for (int i = 0; i < 2; i++) {
+        char path[96];
+        snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/%s/%s", major(dev), minor(dev), dirs[i],
+                 name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        unsigned long v = 0;
+        int ok = fscanf(f, "%lu", &v) == 1;
+        fclose(f);
+        if (ok)
+            return v;
+    }
+    return 0;
+}
+
+/* The pages of one write that its disk takes as one request: each page of the forked copy is a
+ * segment of its own (they are seldom neighbours in physical memory), and a write of more
+ * segments than the queue's max_segments, or of more than max_sectors_kb, is split. A virtio
+ * disk's 254 segments made each 1 MiB write two requests, 254 pages and 2 (docs/DECISIONS.md
+ * "Direct writes by reference, the default"). */
+static size_t request_pages(int fd, size_t most)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || major(st.st_dev) == 0)
+        return most;
+    unsigned long segments = queue_limit(st.st_dev, "max_segments");
+    unsigned long kib = queue_limit(st.st_dev, "max_sectors_kb");
+    if (segments >= RUN_PAGES_MIN && segments < most)
+        most = segments;
+    if (kib / 4 >= RUN_PAGES_MIN && kib / 4 < most)
+        most = kib / 4;
+    return most;
+}
+
+size_t direct_run_pages(const struct direct_io *d) { return d->run_pages; }
 
 struct direct_io *direct_open(const char *path)
 {
@@ -59,7 +107,8 @@ struct direct_io *direct_open(const char *path)
     d->pipe_w = fds[1];
     fcntl(d->pipe_w, F_SETPIPE_SZ, DIRECT_PIPE_BYTES); /* refused: the default size works */
     int size = fcntl(d->pipe_w, F_GETPIPE_SZ);
-    d->pipe_bytes = size > 0 ? (size_t)size : 4096;
+    d->pipe_bytes = size > 0 ? (size_t)size : PAGE_BYTES;
+    d->run_pages = request_pages(d->s.fd, d->pipe_bytes / PAGE_BYTES);
     return d;
 }
 
