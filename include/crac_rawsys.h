@@ -3,6 +3,7 @@
 #ifndef CRAC_RAWSYS_H
 #define CRAC_RAWSYS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 static inline long raw_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
@@ -27,6 +28,40 @@ static inline long raw_syscall6(long nr, long a1, long a2, long a3, long a4, lon
 
 static inline int raw_is_err(long r) { return (unsigned long)r > (unsigned long)-4096L; }
 
+/* Futex waits and wakes: private (the loader's threads share one address space) unless
+ * `_shared`, for a word the kernel wakes without the private flag (CLONE_CHILD_CLEARTID) or that
+ * code outside the loader waits on. A wait returns at once if *WORD is no longer SEEN, and may
+ * return early (a signal): callers wait in a loop that looks at the word again. */
+#define RAW_WAKE_ALL 0x7fffffff
+struct timespec;
+
+static inline long raw_futex(volatile int32_t *word, int op, int32_t val,
+                             const struct timespec *timeout)
+{
+    return raw_syscall6(202 /* futex */, (long)word, op, val, (long)timeout, 0, 0);
+}
+
+static inline long raw_futex_wait(volatile int32_t *word, int32_t seen,
+                                  const struct timespec *timeout)
+{
+    return raw_futex(word, 128 /* FUTEX_WAIT_PRIVATE */, seen, timeout);
+}
+
+static inline long raw_futex_wake(volatile int32_t *word, int32_t n)
+{
+    return raw_futex(word, 129 /* FUTEX_WAKE_PRIVATE */, n, NULL);
+}
+
+static inline long raw_futex_wait_shared(volatile int32_t *word, int32_t seen)
+{
+    return raw_futex(word, 0 /* FUTEX_WAIT */, seen, NULL);
+}
+
+static inline long raw_futex_wake_shared(volatile int32_t *word, int32_t n)
+{
+    return raw_futex(word, 1 /* FUTEX_WAKE */, n, NULL);
+}
+
 /* A futex mutex (0 free, 1 locked, 2 contended). Held only around bookkeeping, never across a
  * blocking syscall: a spinlock was measured 20x slower with 8 threads. */
 static inline void raw_lock(volatile int32_t *word)
@@ -37,7 +72,7 @@ static inline void raw_lock(volatile int32_t *word)
     if (c != 2)
         c = __atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE);
     while (c != 0) {
-        raw_syscall6(202 /* futex */, (long)word, 0 /* FUTEX_WAIT */, 2, 0, 0, 0);
+        raw_futex_wait_shared(word, 2);
         c = __atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE);
     }
 }
@@ -45,7 +80,7 @@ static inline void raw_lock(volatile int32_t *word)
 static inline void raw_unlock(volatile int32_t *word)
 {
     if (__atomic_exchange_n(word, 0, __ATOMIC_RELEASE) != 1)
-        raw_syscall6(202, (long)word, 1 /* FUTEX_WAKE */, 1, 0, 0, 0);
+        raw_futex_wake_shared(word, 1);
 }
 
 /* rep movsb rather than a loop: GCC would turn a loop into a call to libc's memcpy. */

@@ -151,7 +151,7 @@ static void finish_attempt(struct crac_registry *r, int failed)
     if (failed)
         __atomic_add_fetch(&r->failures, 1, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&r->attempts, 1, __ATOMIC_SEQ_CST);
-    raw_syscall6(SYS_futex, (long)&r->attempts, 129, 0x7fffffff, 0, 0, 0);
+    raw_futex_wake(&r->attempts, RAW_WAKE_ALL);
 }
 
 /* Upper hooks (include/crac_hooks.h): the TCB they run with once threads are parked, 0 before
@@ -425,7 +425,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
     /* Only now may the program end (emu_exit_group waits): a process of a job that ended before
      * its `published` left the coordinator thinking it died mid-checkpoint. */
     __atomic_store_n(&ckpt_publishing, 0, __ATOMIC_SEQ_CST);
-    raw_syscall6(SYS_futex, (long)&ckpt_publishing, 129, 0x7fffffff, 0, 0, 0);
+    raw_futex_wake(&ckpt_publishing, RAW_WAKE_ALL);
     finish_attempt(r, rc != 0);
     return rc;
 }

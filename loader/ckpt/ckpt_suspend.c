@@ -132,7 +132,7 @@ static int wait_parked(struct parked_thread *ts, int *n)
             return -1;
         }
         struct timespec t = {0, 10 * 1000000L};
-        raw_syscall6(SYS_futex, (long)&r->parked, 128, parked, (long)&t, 0, 0);
+        raw_futex_wait(&r->parked, parked, &t);
         /* Threads that exited before they could park are dropped, and so are threads a lower-
          * half library was starting when they were signalled (loader/cross/lower_spawn.c). */
         for (int i = 0; i < *n; i++)
@@ -212,8 +212,7 @@ static void wait_sections(struct crac_registry *r)
             noted = 1;
         }
         struct timespec t = {0, 100 * 1000000L};
-        raw_syscall6(SYS_futex, (long)&r->sections, 128 /* FUTEX_WAIT_PRIVATE */, open, (long)&t, 0,
-                     0);
+        raw_futex_wait(&r->sections, open, &t);
     }
 }
 
@@ -241,10 +240,9 @@ static void unquiesce(void)
     volatile int32_t *pending = lh_gate_pending();
     struct crac_registry *r = ckpt_registry;
     __atomic_store_n(&r->holding, 0, __ATOMIC_SEQ_CST);
-    raw_syscall6(SYS_futex, (long)&r->holding, 129 /* FUTEX_WAKE_PRIVATE */, 0x7fffffff, 0, 0, 0);
+    raw_futex_wake(&r->holding, RAW_WAKE_ALL);
     __atomic_store_n(pending, 0, __ATOMIC_SEQ_CST);
-    raw_syscall6(SYS_futex, (long)pending, 1 /* FUTEX_WAKE, shared: the gate uses plain */,
-                 0x7fffffff, 0, 0, 0);
+    raw_futex_wake_shared(pending, RAW_WAKE_ALL); /* the gate waits with plain futex */
 }
 
 int ckpt_suspend_all(struct parked_thread *ts, int max, int *count)
@@ -310,6 +308,6 @@ void ckpt_release_all(void)
 {
     struct crac_registry *r = ckpt_registry;
     __atomic_add_fetch(&r->release_gen, 1, __ATOMIC_SEQ_CST);
-    raw_syscall6(SYS_futex, (long)&r->release_gen, 129, 0x7fffffff, 0, 0, 0);
+    raw_futex_wake(&r->release_gen, RAW_WAKE_ALL);
     unquiesce();
 }

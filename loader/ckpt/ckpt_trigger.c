@@ -50,7 +50,7 @@ static void on_checkpoint_signal(int sig)
 {
     (void)sig;
     __atomic_store_n(&requested, 1, __ATOMIC_SEQ_CST);
-    raw_syscall6(SYS_futex, (long)&requested, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
+    raw_futex_wake(&requested, 1);
     if (wake_fd >= 0) {
         __atomic_store_n(&unsent, 1, __ATOMIC_SEQ_CST);
         uint64_t one = 1;
@@ -71,7 +71,7 @@ void ckpt_config_done(void)
             on_checkpoint_signal(0);
     }
     __atomic_store_n(&config_ready, 1, __ATOMIC_RELEASE);
-    raw_syscall6(SYS_futex, (long)&config_ready, 129, 0x7fffffff, 0, 0, 0);
+    raw_futex_wake(&config_ready, RAW_WAKE_ALL);
 }
 
 void ckpt_trigger_after_fork(void)
@@ -101,7 +101,7 @@ void ckpt_solo_gate_wait_free(void)
 {
     int32_t v;
     while ((v = __atomic_load_n(&solo_gate, __ATOMIC_SEQ_CST)) != CKPT_GATE_FREE)
-        raw_syscall6(SYS_futex, (long)&solo_gate, 128 /* FUTEX_WAIT_PRIVATE */, v, 0, 0, 0);
+        raw_futex_wait(&solo_gate, v, NULL);
 }
 
 void ckpt_solo_gate_wait_free_ms(int ms)
@@ -109,7 +109,7 @@ void ckpt_solo_gate_wait_free_ms(int ms)
     int32_t v = __atomic_load_n(&solo_gate, __ATOMIC_SEQ_CST);
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
     if (v != CKPT_GATE_FREE)
-        raw_syscall6(SYS_futex, (long)&solo_gate, 128 /* FUTEX_WAIT_PRIVATE */, v, (long)&t, 0, 0);
+        raw_futex_wait(&solo_gate, v, &t);
 }
 
 void ckpt_solo_gate_leave(enum ckpt_solo_gate who)
@@ -117,19 +117,15 @@ void ckpt_solo_gate_leave(enum ckpt_solo_gate who)
     int32_t held = (int32_t)who;
     if (__atomic_compare_exchange_n(&solo_gate, &held, CKPT_GATE_FREE, 0, __ATOMIC_SEQ_CST,
                                     __ATOMIC_SEQ_CST))
-        raw_syscall6(SYS_futex, (long)&solo_gate, 129 /* FUTEX_WAKE_PRIVATE */, 0x7fffffff, 0, 0,
-                     0);
+        raw_futex_wake(&solo_gate, RAW_WAKE_ALL);
 }
 
-void ckpt_manager_wake(void)
-{
-    raw_syscall6(SYS_futex, (long)&requested, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
-}
+void ckpt_manager_wake(void) { raw_futex_wake(&requested, 1); }
 
 void ckpt_set_ready(void)
 {
     __atomic_store_n(&program_ready, 1, __ATOMIC_RELEASE);
-    raw_syscall6(SYS_futex, (long)&program_ready, 129, 0x7fffffff, 0, 0, 0);
+    raw_futex_wake(&program_ready, RAW_WAKE_ALL);
 }
 
 int ckpt_wait_ready(int timeout_ms)
@@ -144,7 +140,7 @@ int ckpt_wait_ready(int timeout_ms)
         if (left_ms <= 0)
             return 0;
         struct timespec t = {left_ms / 1000, (left_ms % 1000) * 1000000L};
-        raw_syscall6(SYS_futex, (long)&program_ready, 128, 0, (long)&t, 0, 0);
+        raw_futex_wait(&program_ready, 0, &t);
     }
     return 1;
 }
@@ -163,14 +159,14 @@ static void take_state_enter(int32_t to)
         if (__atomic_compare_exchange_n(&take_state, &idle, to, 0, __ATOMIC_SEQ_CST,
                                         __ATOMIC_SEQ_CST))
             return;
-        raw_syscall6(SYS_futex, (long)&take_state, 128 /* FUTEX_WAIT_PRIVATE */, idle, 0, 0, 0);
+        raw_futex_wait(&take_state, idle, NULL);
     }
 }
 
 static void take_state_leave(void)
 {
     __atomic_store_n(&take_state, TAKE_IDLE, __ATOMIC_SEQ_CST);
-    raw_syscall6(SYS_futex, (long)&take_state, 129 /* FUTEX_WAKE_PRIVATE */, 0x7fffffff, 0, 0, 0);
+    raw_futex_wake(&take_state, RAW_WAKE_ALL);
 }
 
 /* A signalfd for SET among the lower half's descriptors (lower_fds.h), or -1. Made while the
@@ -321,7 +317,7 @@ int ckpt_install_trigger(int signo)
 void ckpt_serve(void)
 {
     while (!__atomic_load_n(&config_ready, __ATOMIC_ACQUIRE))
-        raw_syscall6(SYS_futex, (long)&config_ready, 128, 0, 0, 0, 0);
+        raw_futex_wait(&config_ready, 0, NULL);
     for (;;) {
         if (ckpt_cfg.coord_fd >= 0 && wake_fd >= 0) {
             coord_serve(ckpt_cfg.coord_fd, wake_fd);
@@ -330,8 +326,7 @@ void ckpt_serve(void)
         }
         if (!__atomic_load_n(&requested, __ATOMIC_SEQ_CST)) {
             struct timespec t = {ckpt_cfg.interval, 0};
-            long r = raw_syscall6(SYS_futex, (long)&requested, 128 /* FUTEX_WAIT_PRIVATE */, 0,
-                                  ckpt_cfg.interval > 0 ? (long)&t : 0, 0, 0);
+            long r = raw_futex_wait(&requested, 0, ckpt_cfg.interval > 0 ? &t : NULL);
             if (r == -ETIMEDOUT && ckpt_cfg.interval > 0)
                 __atomic_store_n(&requested, 1, __ATOMIC_SEQ_CST);
             continue;

@@ -67,14 +67,13 @@ int upper_hooks_pre_suspend(struct crac_registry *r)
     if (!ctl)
         return 0;
     int32_t want = __atomic_add_fetch(&ctl->req, 1, __ATOMIC_SEQ_CST);
-    raw_syscall6(SYS_futex, (long)&ctl->req, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
+    raw_futex_wake(&ctl->req, 1);
     for (int waited = 0; waited < PRE_SUSPEND_TIMEOUT_MS; waited += 50) {
         int32_t done = __atomic_load_n(&ctl->done, __ATOMIC_ACQUIRE);
         if (done == want)
             return __atomic_load_n(&ctl->rc, __ATOMIC_ACQUIRE);
         struct timespec t = {0, 50 * 1000000L};
-        raw_syscall6(SYS_futex, (long)&ctl->done, 128 /* FUTEX_WAIT_PRIVATE */, done, (long)&t, 0,
-                     0);
+        raw_futex_wait(&ctl->done, done, &t);
     }
     fprintf(stderr, "crac: error: the PRE_SUSPEND hooks did not finish within %d s\n",
             PRE_SUSPEND_TIMEOUT_MS / 1000);

@@ -193,12 +193,10 @@ static void closer_enter(void)
         if (__atomic_load_n(&lower_fd_busy, __ATOMIC_SEQ_CST) == 0)
             return;
         if (__atomic_sub_fetch(&lower_fd_closers, 1, __ATOMIC_SEQ_CST) == 0)
-            raw_syscall6(SYS_futex, (long)&lower_fd_closers, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0,
-                         0);
+            raw_futex_wake(&lower_fd_closers, 1);
         int32_t busy = __atomic_load_n(&lower_fd_busy, __ATOMIC_SEQ_CST);
         if (busy)
-            raw_syscall6(SYS_futex, (long)&lower_fd_busy, 128 /* FUTEX_WAIT_PRIVATE */, busy, 0, 0,
-                         0);
+            raw_futex_wait(&lower_fd_busy, busy, NULL);
     }
 }
 
@@ -206,7 +204,7 @@ static void closer_leave(void)
 {
     if (__atomic_sub_fetch(&lower_fd_closers, 1, __ATOMIC_SEQ_CST) == 0 &&
         __atomic_load_n(&lower_fd_busy, __ATOMIC_SEQ_CST))
-        raw_syscall6(SYS_futex, (long)&lower_fd_closers, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0);
+        raw_futex_wake(&lower_fd_closers, 1);
 }
 
 /* lower_fd_is_ours for this TLS-free file (lower_fds.c is outside the group). */

@@ -112,7 +112,7 @@ void seccomp_thread_resume(int32_t tid)
     /* The filters all threads share are installed first, with TSYNC, by the main thread once
      * crac's own restore work is done (seccomp_state.c); a thread's own ones go on top. */
     while (!__atomic_load_n(&seccomp_gate, __ATOMIC_ACQUIRE))
-        raw_syscall6(SYS_futex, (long)&seccomp_gate, 128 /* WAIT_PRIVATE */, 0, 0, 0, 0);
+        raw_futex_wait(&seccomp_gate, 0, NULL);
     for (int p = 0; p < seccomp_n_plans; p++) {
         const struct seccomp_resume_plan *plan = &seccomp_plans[p];
         if (plan->tid != tid)

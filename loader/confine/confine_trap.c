@@ -1303,12 +1303,12 @@ static long emu_exit_group(long status)
     if (r && __atomic_load_n(&r->holding, __ATOMIC_SEQ_CST) &&
         __atomic_load_n(&r->sections, __ATOMIC_SEQ_CST) <= 0) {
         struct timespec t = {0, 1000000L}; /* not a busy loop of traps until the park signal */
-        raw_syscall6(SYS_futex, (long)&r->holding, 128 /* FUTEX_WAIT_PRIVATE */, 1, (long)&t, 0, 0);
+        raw_futex_wait(&r->holding, 1, &t);
         return EMU_AGAIN;
     }
     int32_t busy;
     while ((busy = __atomic_load_n(&ckpt_publishing, __ATOMIC_ACQUIRE)) != 0)
-        raw_syscall6(SYS_futex, (long)&ckpt_publishing, 128, busy, 0, 0, 0);
+        raw_futex_wait(&ckpt_publishing, busy, NULL);
     return raw_syscall1(SYS_exit_group, status);
 }
 

@@ -57,7 +57,7 @@ static volatile int32_t creating, held;
 static void futex_wait_while(volatile int32_t *word, int32_t seen)
 {
     while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == seen)
-        shadow_futex_wait(word, seen);
+        raw_futex_wait(word, seen, NULL);
 }
 
 void lower_spawn_hold(void)
@@ -71,7 +71,7 @@ void lower_spawn_hold(void)
 void lower_spawn_release(void)
 {
     __atomic_store_n(&held, 0, __ATOMIC_SEQ_CST);
-    shadow_futex_wake_all(&held);
+    raw_futex_wake(&held, RAW_WAKE_ALL);
 }
 
 void lower_spawn_reset(void)
@@ -97,7 +97,7 @@ static void creation_end(void)
 {
     if (__atomic_sub_fetch(&creating, 1, __ATOMIC_SEQ_CST) == 0 &&
         __atomic_load_n(&held, __ATOMIC_SEQ_CST))
-        shadow_futex_wake_all(&creating);
+        raw_futex_wake(&creating, RAW_WAKE_ALL);
 }
 
 __attribute__((visibility("default"))) int

@@ -32,13 +32,13 @@ uint64_t shadow_pool_borrow(void)
         if (free_left < 2 &&
             born < SHADOW_POOL_MAX) { /* ask the manager to grow before we run dry */
             __atomic_add_fetch(&shadow_growth_wanted, 1, __ATOMIC_RELEASE);
-            shadow_futex_wake_all(&shadow_growth_wanted);
+            raw_futex_wake(&shadow_growth_wanted, RAW_WAKE_ALL);
         }
         if (got)
             return got;
         if (born >= SHADOW_POOL_MAX)
             return 0;
-        shadow_futex_wait(&shadow_generation, gen);
+        raw_futex_wait(&shadow_generation, gen, NULL);
     }
 }
 

@@ -30,7 +30,7 @@ static void *shadow_main(void *arg)
     lower_threads_register(gettid());
     __atomic_store_n(&s->state, SLOT_FREE, __ATOMIC_RELEASE);
     for (;;)
-        shadow_futex_wait(&park_forever, 0);
+        raw_futex_wait(&park_forever, 0, NULL);
     return NULL;
 }
 
@@ -59,7 +59,7 @@ static int spawn_shadows(int n)
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     __atomic_add_fetch(&shadow_generation, 1, __ATOMIC_RELEASE);
-    shadow_futex_wake_all(&shadow_generation);
+    raw_futex_wake(&shadow_generation, RAW_WAKE_ALL);
     return -err;
 }
 
@@ -92,6 +92,6 @@ void shadow_pool_serve_growth(void)
             spawn_shadows(GROW_STEP);
             continue;
         }
-        shadow_futex_wait(&shadow_growth_wanted, 0);
+        raw_futex_wait(&shadow_growth_wanted, 0, NULL);
     }
 }

@@ -6,7 +6,6 @@
 #include "crac_rawsys.h"
 
 #include <stdint.h>
-#include <sys/syscall.h>
 
 #define SHADOW_POOL_MAX 1024
 
@@ -23,15 +22,5 @@ extern struct shadow_slot shadow_slots[SHADOW_POOL_MAX];
 extern volatile int32_t shadow_born;          /* slots [0, shadow_born) hold a live thread */
 extern volatile int32_t shadow_generation;    /* futex: bumped each time threads are added */
 extern volatile int32_t shadow_growth_wanted; /* futex: the manager waits on it */
-
-static inline void shadow_futex_wait(volatile int32_t *w, int32_t val)
-{
-    raw_syscall6(SYS_futex, (long)w, 128 /* FUTEX_WAIT_PRIVATE */, val, 0, 0, 0);
-}
-
-static inline void shadow_futex_wake_all(volatile int32_t *w)
-{
-    raw_syscall6(SYS_futex, (long)w, 129 /* FUTEX_WAKE_PRIVATE */, 0x7fffffff, 0, 0, 0);
-}
 
 #endif

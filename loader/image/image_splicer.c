@@ -9,13 +9,7 @@
 #include <sched.h>
 #include <sys/syscall.h>
 
-#define FUTEX_WAIT_ 0
-#define FUTEX_WAKE_ 1
-
-void splicer_wake(volatile int32_t *word)
-{
-    raw_syscall6(SYS_futex, (long)word, FUTEX_WAKE_, 0x7fffffff, 0, 0, 0);
-}
+void splicer_wake(volatile int32_t *word) { raw_futex_wake_shared(word, RAW_WAKE_ALL); }
 
 void splicer_kick(struct splicer *s)
 {
@@ -26,7 +20,7 @@ void splicer_kick(struct splicer *s)
 void splicer_wait(volatile int32_t *word, int32_t seen)
 {
     while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == seen)
-        raw_syscall6(SYS_futex, (long)word, FUTEX_WAIT_, seen, 0, 0, 0);
+        raw_futex_wait_shared(word, seen);
 }
 
 int splicer_move(int pipe_r, int fd, uint64_t off, uint64_t len, volatile int32_t *failed)
@@ -120,5 +114,5 @@ void splicer_join(struct splicer *s)
 {
     int32_t tid;
     while ((tid = __atomic_load_n(&s->tid, __ATOMIC_ACQUIRE)) != 0)
-        raw_syscall6(SYS_futex, (long)&s->tid, FUTEX_WAIT_, tid, 0, 0, 0);
+        raw_futex_wait_shared(&s->tid, tid); /* the kernel's wake at its exit is shared */
 }

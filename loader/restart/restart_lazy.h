@@ -30,8 +30,7 @@ static inline void restart_lazy_wait(void)
 {
     int32_t v;
     while ((v = __atomic_load_n(&restart_lazy_pending, __ATOMIC_ACQUIRE)) != 0)
-        raw_syscall6(SYS_futex, (long)&restart_lazy_pending, 128 /* FUTEX_WAIT_PRIVATE */, v, 0, 0,
-                     0);
+        raw_futex_wait(&restart_lazy_pending, v, NULL);
 }
 
 #endif

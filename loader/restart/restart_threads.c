@@ -106,7 +106,7 @@ static void *releaser(void *arg)
     for (int32_t parked;
          (parked = __atomic_load_n(&r->parked, __ATOMIC_ACQUIRE)) < expected_threads;) {
         struct timespec t = {0, 50 * 1000000L};
-        raw_syscall6(SYS_futex, (long)&r->parked, 128, parked, (long)&t, 0, 0);
+        raw_futex_wait(&r->parked, parked, &t);
     }
     /* The upper runtime brings the device objects back (streams, events, modules) on the new
      * backend before any thread runs, with the main thread's TCB (it is parked). */
@@ -115,7 +115,7 @@ static void *releaser(void *arg)
         raw_syscall1(SYS_exit_group, 2);
     }
     __atomic_add_fetch(&r->attempts, 1, __ATOMIC_SEQ_CST);
-    raw_syscall6(SYS_futex, (long)&r->attempts, 129, 0x7fffffff, 0, 0, 0);
+    raw_futex_wake(&r->attempts, RAW_WAKE_ALL);
     /* In a job or tree, the others are back too before any thread runs: one that goes on at
      * once could connect to a listener another process has yet to make (Python's Manager). */
     coord_restored();
