@@ -29,6 +29,7 @@ static void *shadow_main(void *arg)
     s->fs = (uint64_t)pthread_self();
     lower_threads_register(gettid());
     __atomic_store_n(&s->state, SLOT_FREE, __ATOMIC_RELEASE);
+    raw_futex_wake(&s->state, RAW_WAKE_ALL); /* spawn_shadows may be waiting for it */
     for (;;)
         raw_futex_wait(&park_forever, 0, NULL);
     return NULL;
@@ -45,17 +46,23 @@ static int spawn_shadows(int n)
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, SHADOW_STACK);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int err = 0;
-    for (int i = 0; i < n && shadow_born < SHADOW_POOL_MAX; i++) {
+    int err = 0, first = shadow_born, made = 0;
+    for (; made < n && first + made < SHADOW_POOL_MAX; made++) {
         pthread_t t;
-        struct shadow_slot *s = &shadow_slots[shadow_born];
-        err = pthread_create(&t, &attr, shadow_main, s);
+        err = pthread_create(&t, &attr, shadow_main, &shadow_slots[first + made]);
         if (err)
             break;
-        while (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != SLOT_FREE)
-            sched_yield();
-        __atomic_add_fetch(&shadow_born, 1, __ATOMIC_RELEASE);
     }
+    /* All started, then each waited for on a futex: a sched_yield loop per thread gave the CPU
+     * away for a whole time slice on a busy machine (~8 ms a thread beside two CPU hogs, a
+     * restart's first 50 ms). Borrowers see a slot only once it is ready (shadow_born). */
+    for (int i = 0; i < made; i++) {
+        struct shadow_slot *s = &shadow_slots[first + i];
+        int32_t v;
+        while ((v = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE)) != SLOT_FREE)
+            raw_futex_wait(&s->state, v, NULL);
+    }
+    __atomic_add_fetch(&shadow_born, made, __ATOMIC_RELEASE);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     __atomic_add_fetch(&shadow_generation, 1, __ATOMIC_RELEASE);
