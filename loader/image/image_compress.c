@@ -439,7 +439,7 @@ static int sbuf_send(struct cz_pipe *p, const void *data, size_t len)
         iov[n++] = (struct iovec){p->sbuf[p->cur] + p->s_base, p->s_len};
     if (len)
         iov[n++] = (struct iovec){(void *)data, len};
-    uint64_t off = p->s_off, number = direct_count(p->direct);
+    uint64_t off = p->s_off;
     p->s_off += p->s_len + len;
     if (!n)
         return 0;
@@ -451,8 +451,8 @@ static int sbuf_send(struct cz_pipe *p, const void *data, size_t len)
         p->s_len = 0;
         return write_fully(p->fd, iov, n, off);
     }
-    if (p->s_len)
-        p->sent[p->cur] = number;
+    if (p->s_len) /* the last write that took its bytes */
+        p->sent[p->cur] = direct_count(p->direct) - 1;
     p->s_base += p->s_len;
     p->s_len = 0;
     return 0;

@@ -525,9 +525,14 @@ static int write_region(struct writer *w, struct region *r)
     unsigned char want[PAGEMAP_BATCH];
     uint32_t crc = 0;
     int readable = (r->rec.prot & PROT_READ) != 0;
-    /* A batch ends a run of pages: compressed, a batch of two whole chunks (a direct one holds
-     * 255 pages; 512 made a chunk of two pages after each two, a small write of its own). */
-    uint64_t batch = w->cz ? 2 * cz_chunk_pages(w->cz) : PAGEMAP_BATCH;
+    /* A batch ends a run of pages, so it holds whole runs: compressed, two whole chunks (a
+     * direct one holds 253 pages here; 512 made a chunk of two pages after each two, a small
+     * write of its own); direct, whole direct runs (254 pages here: 512 made a third write of 4
+     * pages in each batch). */
+    uint64_t batch = w->cz ? 2 * cz_chunk_pages(w->cz)
+                     : w->direct
+                         ? PAGEMAP_BATCH / direct_run_pages(w->direct) * direct_run_pages(w->direct)
+                         : PAGEMAP_BATCH;
     for (uint64_t a = r->rec.start; a < r->rec.end; a += batch * PAGE) {
         uint64_t n = (r->rec.end - a) / PAGE < batch ? (r->rec.end - a) / PAGE : batch;
         if (image_pread_full(w->pagemap, (unsigned char *)pm, n * 8, a / PAGE * 8) != 0)

@@ -1,4 +1,4 @@
-/* image_direct.c — the forked writer's page runs O_DIRECT by reference: vmspliced into a pipe
+/* image_direct.c — the forked writer's page runs O_DIRECT by reference: vmspliced into two pipes
  * image_splicer.c's thread splices to the file; CRAC_DIRECT_WRITE=0 off (docs/DECISIONS.md). */
 #include "image_direct.h"
 #include "iov_step.h"
@@ -16,21 +16,19 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* The pipe's size: the writer goes on checking and summing the next pages while the disk takes
- * up to a pipe's worth (the most an unprivileged process may ask for, fs.pipe-max-size, is 1 MiB
- * by default). */
+/* Each pipe's size: a whole write waits in one while the disk takes the one in the other (the
+ * most an unprivileged process may ask for, fs.pipe-max-size, is 1 MiB by default). */
 #define DIRECT_PIPE_BYTES (1 << 20)
 #define SPLICER_STACK (64UL << 10)
 #define PAGE_BYTES 4096UL
 #define RUN_PAGES_MIN 16 /* a queue limit below this is not believed */
 
 struct direct_io {
-    int pipe_w;
-    size_t pipe_bytes; /* the pipe's capacity: what one inline step may put into it */
-    size_t run_pages;  /* the most pages a write should carry (direct_run_pages) */
-    int proven;        /* a run went O_DIRECT: the filesystem takes them */
-    uint64_t count;    /* writes taken: the first inline, write k > 0 the splicer's run k - 1 */
-    void *stack;       /* the splicer's, once started */
+    int pipe_w[2];    /* write k > 0 goes through pipe (k - 1) % 2, write 0 through pipe 0 */
+    size_t run_pages; /* the most pages a write should carry (direct_run_pages) */
+    int proven;       /* a run went O_DIRECT: the filesystem takes them */
+    uint64_t count;   /* writes taken: the first inline, write k > 0 the splicer's run k - 1 */
+    void *stack;      /* the splicer's, once started */
     struct splicer s;
 };
 
@@ -93,79 +91,72 @@ struct direct_io *direct_open(const char *path)
     struct direct_io *d = calloc(1, sizeof(*d));
     if (!d)
         return NULL;
-    int fds[2];
+    int fds[2][2] = {{-1, -1}, {-1, -1}};
     d->s.fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
-    if (d->s.fd < 0 || pipe2(fds, O_CLOEXEC) != 0) {
+    if (d->s.fd < 0 || pipe2(fds[0], O_CLOEXEC) != 0 || pipe2(fds[1], O_CLOEXEC) != 0) {
         int saved = errno;
+        for (int i = 0; i < 4; i++)
+            if (fds[i / 2][i % 2] >= 0)
+                close(fds[i / 2][i % 2]);
         if (d->s.fd >= 0)
             close(d->s.fd);
         free(d);
         errno = saved;
         return NULL;
     }
-    d->s.pipe_r = fds[0];
-    d->pipe_w = fds[1];
-    fcntl(d->pipe_w, F_SETPIPE_SZ, DIRECT_PIPE_BYTES); /* refused: the default size works */
-    int size = fcntl(d->pipe_w, F_GETPIPE_SZ);
-    d->pipe_bytes = size > 0 ? (size_t)size : PAGE_BYTES;
-    d->run_pages = request_pages(d->s.fd, d->pipe_bytes / PAGE_BYTES);
+    size_t pipe_bytes = DIRECT_PIPE_BYTES;
+    for (int i = 0; i < 2; i++) {
+        d->s.pipe_r[i] = fds[i][0];
+        d->pipe_w[i] = fds[i][1];
+        fcntl(d->pipe_w[i], F_SETPIPE_SZ, DIRECT_PIPE_BYTES); /* refused: the default size works */
+        int size = fcntl(d->pipe_w[i], F_GETPIPE_SZ);
+        if (size < (int)PAGE_BYTES)
+            size = (int)PAGE_BYTES;
+        if ((size_t)size < pipe_bytes)
+            pipe_bytes = (size_t)size;
+    }
+    d->run_pages = request_pages(d->s.fd, pipe_bytes / PAGE_BYTES);
     return d;
 }
 
-/* The pages of SRC into the pipe, by reference: a reference is not a pin, so a page the writer
- * shares copy-on-write with the program is not copied (an O_DIRECT write from the writer's
- * memory pins each page, and the pin copies it: docs/DECISIONS.md). */
-static int vmsplice_all(int pipe_w, const void *src, size_t len)
+/* The next LEN bytes of *IOV (*N buffers) into PIPE_W by reference, *IOV moved past them. A
+ * reference is not a pin, so a page the writer shares copy-on-write with the program is not
+ * copied (an O_DIRECT write from the writer's memory pins each page, and the pin copies it:
+ * docs/DECISIONS.md). */
+static int vmsplice_take(int pipe_w, struct iovec **iov, int *n, size_t len)
 {
-    const char *p = src;
     while (len) {
-        struct iovec iov = {(void *)p, len};
-        ssize_t n = vmsplice(pipe_w, &iov, 1, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* All of IOV's buffers in one call where the pipe has room: the splicer, waiting in splice,
- * would otherwise take the first buffer alone, one small synchronous write more. */
-static int vmsplice_iov(int pipe_w, const struct iovec *iov, int n)
-{
-    struct iovec v[4];
-    if (n > 4)
-        n = 4; /* callers give one or two */
-    memcpy(v, iov, (size_t)n * sizeof(*v));
-    struct iovec *at = v;
-    while (n) {
-        ssize_t w = vmsplice(pipe_w, at, (unsigned long)n, 0);
+        struct iovec v[DIRECT_IOV_MAX];
+        int k = 0;
+        for (size_t in = 0; k < *n && in < len; k++) {
+            v[k] = (*iov)[k];
+            if (v[k].iov_len > len - in)
+                v[k].iov_len = len - in;
+            in += v[k].iov_len;
+        }
+        ssize_t w = vmsplice(pipe_w, v, (unsigned long)k, 0);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
             return -1;
-        iov_step(&at, &n, (size_t)w);
+        iov_step(iov, n, (size_t)w);
+        len -= (size_t)w;
     }
     return 0;
 }
 
-/* The first run inline, a pipe's worth at a time: a filesystem that refuses O_DIRECT writes says
- * so here (EINVAL), while the caller can still write every run through the page cache. */
-static int write_inline(struct direct_io *d, const struct iovec *iov, int n, uint64_t off)
+/* The first write inline, a write's worth at a time: a filesystem that refuses O_DIRECT writes
+ * says so here (EINVAL), while the caller can still write every run through the page cache. */
+static int write_inline(struct direct_io *d, struct iovec *iov, int n, uint64_t off, size_t len)
 {
     volatile int32_t failed = 0;
-    for (int i = 0; i < n; i++) {
-        size_t len = iov[i].iov_len;
-        for (size_t done = 0; done < len && !failed;) {
-            size_t step = len - done < d->pipe_bytes ? len - done : d->pipe_bytes;
-            if (vmsplice_all(d->pipe_w, (const char *)iov[i].iov_base + done, step) != 0 ||
-                splicer_move(d->s.pipe_r, d->s.fd, off + done, step, &failed) != 0)
-                return -1;
-            done += step;
-        }
-        off += len;
+    while (len && !failed) {
+        size_t step = len < d->run_pages * PAGE_BYTES ? len : d->run_pages * PAGE_BYTES;
+        if (vmsplice_take(d->pipe_w[0], &iov, &n, step) != 0 ||
+            splicer_move(d->s.pipe_r[0], d->s.fd, off, step, &failed) != 0)
+            return -1;
+        off += step;
+        len -= step;
     }
     if (failed) {
         errno = failed;
@@ -199,17 +190,23 @@ int direct_write(struct direct_io *d, const void *src, size_t len, uint64_t off)
 
 int direct_writev(struct direct_io *d, const struct iovec *iov, int n, uint64_t off)
 {
+    struct iovec v[DIRECT_IOV_MAX], *at = v;
+    size_t len = 0;
+    if (n > DIRECT_IOV_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    memcpy(v, iov, (size_t)n * sizeof(*v));
+    for (int i = 0; i < n; i++)
+        len += iov[i].iov_len;
     if (!d->proven) {
-        if (write_inline(d, iov, n, off) != 0)
+        if (write_inline(d, at, n, off, len) != 0)
             return -1;
         d->proven = direct_write_used = 1;
         d->count = 1;
         return 0;
     }
-    size_t len = 0;
-    for (int i = 0; i < n; i++)
-        len += iov[i].iov_len;
-    if (!d->stack) { /* the splicer, from the second run on */
+    if (!d->stack) { /* the splicer, from the second write on */
         void *stack = mmap(NULL, SPLICER_STACK, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
         if (stack == MAP_FAILED)
@@ -222,16 +219,26 @@ int direct_writev(struct direct_io *d, const struct iovec *iov, int n, uint64_t 
         }
         d->stack = stack;
     }
-    /* A place in the queue: the run SPLICER_QUEUE before this one done (and no write failed). */
-    int32_t head = d->s.head;
-    if (direct_wait(d, head >= SPLICER_QUEUE ? (uint64_t)(head - SPLICER_QUEUE + 1) : 0) != 0)
-        return -1;
-    d->s.queue[(uint32_t)head % SPLICER_QUEUE] = (struct splicer_run){off, len};
-    __atomic_store_n(&d->s.head, head + 1, __ATOMIC_RELEASE);
-    d->count++;
-    splicer_kick(&d->s);
-    /* Queued before its bytes: the splicer, taking it, waits in splice for them. */
-    return vmsplice_iov(d->pipe_w, iov, n);
+    while (len) {
+        size_t step = len < d->run_pages * PAGE_BYTES ? len : d->run_pages * PAGE_BYTES;
+        /* A place in the queue: the run SPLICER_QUEUE before this one done (and no write
+         * failed). */
+        int32_t head = d->s.head;
+        if (direct_wait(d, head >= SPLICER_QUEUE ? (uint64_t)(head - SPLICER_QUEUE + 1) : 0) != 0)
+            return -1;
+        /* Queued once all its bytes are in its pipe: a splicer that found part of a write
+         * there wrote it as two requests (docs/DECISIONS.md). The pipe's run before (head - 2)
+         * leaves it when its write ends; vmsplice waits for that. */
+        if (vmsplice_take(d->pipe_w[(uint32_t)head % 2], &at, &n, step) != 0)
+            return -1;
+        d->s.queue[(uint32_t)head % SPLICER_QUEUE] = (struct splicer_run){off, step};
+        __atomic_store_n(&d->s.head, head + 1, __ATOMIC_RELEASE);
+        d->count++;
+        splicer_kick(&d->s);
+        off += step;
+        len -= step;
+    }
+    return 0;
 }
 
 int direct_finish(struct direct_io *d)
@@ -241,19 +248,17 @@ int direct_finish(struct direct_io *d)
     if (d->stack) {
         __atomic_store_n(&d->s.ending, 1, __ATOMIC_RELEASE);
         splicer_kick(&d->s);
-        /* A writer that failed in vmsplice queued bytes it never sent: closing the pipe's write
-         * end ends the splicer's wait for them. */
-        close(d->pipe_w);
-        d->pipe_w = -1;
+        /* A splicer still in a write has all its bytes: the join waits for it alone. */
         splicer_join(&d->s);
         munmap(d->stack, SPLICER_STACK);
     }
     int failed = d->s.failed;
     if (!failed && d->s.head != d->s.tail)
         failed = EIO;
-    if (d->pipe_w >= 0)
-        close(d->pipe_w);
-    close(d->s.pipe_r);
+    for (int i = 0; i < 2; i++) {
+        close(d->pipe_w[i]);
+        close(d->s.pipe_r[i]);
+    }
     close(d->s.fd);
     free(d);
     if (failed) {

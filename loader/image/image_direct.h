@@ -21,10 +21,11 @@ size_t direct_run_pages(const struct direct_io *d);
  * EINVAL). SRC may be unmapped (MADV_DONTNEED) as soon as it returns: the pipe holds the pages.
  * -1 with errno on a failed queueing or an earlier failed write. */
 int direct_write(struct direct_io *d, const void *src, size_t len, uint64_t off);
-/* As direct_write, for the N buffers of IOV one after another (each of whole pages). The
- * splicer may still read them after it returns: none may change before direct_finish, or
- * before the SPLICER_QUEUE-th call after this one (to either) has returned, which waits for
- * this one's bytes to be written (image_splicer.h). */
+/* As direct_write, for the N (at most DIRECT_IOV_MAX) buffers of IOV one after another (each of
+ * whole pages), as one or more writes of at most direct_run_pages. The splicer may still read
+ * them after it returns: none may change before direct_finish, or before direct_wait has seen
+ * the last of its writes done (direct_count - 1 after it). */
+#define DIRECT_IOV_MAX 4
 struct iovec;
 int direct_writev(struct direct_io *d, const struct iovec *iov, int n, uint64_t off);
 /* The writes D took so far: the number the next one will have (from 0). */

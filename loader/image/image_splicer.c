@@ -64,7 +64,7 @@ static void splicer_main(struct splicer *s)
         }
         struct splicer_run r = s->queue[(uint32_t)tail % SPLICER_QUEUE];
         int32_t failed = __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE);
-        int broken = splicer_move(s->pipe_r, s->fd, r.off, r.len, &failed);
+        int broken = splicer_move(s->pipe_r[(uint32_t)tail % 2], s->fd, r.off, r.len, &failed);
         if (failed && !__atomic_load_n(&s->failed, __ATOMIC_ACQUIRE))
             __atomic_store_n(&s->failed, failed, __ATOMIC_RELEASE);
         __atomic_store_n(&s->tail, tail + 1, __ATOMIC_RELEASE);

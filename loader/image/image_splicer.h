@@ -1,5 +1,5 @@
 /* image_splicer.h — the direct writer's splicer: a raw thread of the forked writer that moves the
- * queued page runs from the pipe to the O_DIRECT image (image_direct.c feeds it). */
+ * queued page runs from the pipes to the O_DIRECT image (image_direct.c feeds it). */
 #ifndef CRAC_IMAGE_SPLICER_H
 #define CRAC_IMAGE_SPLICER_H
 
@@ -13,7 +13,7 @@ struct splicer_run {
 
 /* Shared by the writer and the splicer; the counters are futex words. */
 struct splicer {
-    int pipe_r, fd;
+    int pipe_r[2], fd; /* run k is in pipe k % 2, whole before it is queued */
     struct splicer_run queue[SPLICER_QUEUE];
     volatile int32_t head, tail; /* runs queued by the writer, runs done by the splicer */
     volatile int32_t ending;     /* the writer queues no more */
@@ -27,7 +27,7 @@ struct splicer {
 /* Starts the splicer on STACK (SIZE bytes, the caller's until splicer_join returned); 0, or a
  * negative errno. */
 int splicer_start(struct splicer *s, void *stack, unsigned long size);
-/* Waits for the splicer to end (once `ending` is set, or its pipe's write end is closed). */
+/* Waits for the splicer to end (once `ending` is set and the queue is done). */
 void splicer_join(struct splicer *s);
 /* Wakes whoever waits on WORD (a futex word of S). */
 void splicer_wake(volatile int32_t *word);
