@@ -604,6 +604,8 @@ static int write_region(struct writer *w, struct region *r)
                 const unsigned char *run = src + run_start * PAGE;
                 if (write_run(w, run, run_len * PAGE, off, readable) != 0)
                     return -1;
+                if (w->direct && readable && direct_overlap_sum(w->direct) != 0)
+                    return -1;
                 crc = crc_run(r, crc, run, (a - r->rec.start) / PAGE + run_start, run_len);
                 run_len = 0;
             }

@@ -182,6 +182,11 @@ int direct_wait(struct direct_io *d, uint64_t n)
     return 0;
 }
 
+int direct_overlap_sum(struct direct_io *d)
+{
+    return d->count >= 2 ? direct_wait(d, d->count - 2) : 0;
+}
+
 int direct_write(struct direct_io *d, const void *src, size_t len, uint64_t off)
 {
     struct iovec iov = {(void *)src, len};

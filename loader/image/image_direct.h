@@ -33,6 +33,9 @@ uint64_t direct_count(const struct direct_io *d);
 /* Waits until write number N is on disk: its buffers may change then. -1 (errno) when a write
  * failed. */
 int direct_wait(struct direct_io *d, uint64_t n);
+/* Waits until the write before the last has ended, so that the disk is reading the last one's
+ * pages: the caller sums them then, while they are read from memory anyway. */
+int direct_overlap_sum(struct direct_io *d);
 /* Waits for every write, frees D; -1 with errno if any failed or came back short. */
 int direct_finish(struct direct_io *d);
 
