@@ -12,12 +12,12 @@
    gcc -O2 -Iloader/image -o /tmp/splice_runs bench/apps/splice_runs.c */
 #define _GNU_SOURCE
 #include "crc32c.c"
+#include "random_pages.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -116,15 +116,9 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t bytes = mib << 20;
-    unsigned char *mem =
-        mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED)
+    unsigned char *mem = random_pages(bytes, 0);
+    if (!mem)
         return perror("mmap"), 1;
-    uint64_t x = 88172645463325252ULL;
-    for (size_t i = 0; i < bytes / 8; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        ((uint64_t *)mem)[i] = x;
-    }
     int fd = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0)
         return perror(argv[3]), 1;

@@ -15,12 +15,12 @@
 #define _GNU_SOURCE
 #include "crc32c.c"
 #include "page_zero.h" /* crac's zero test, as the writer runs it */
+#include "random_pages.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -142,15 +142,9 @@ int main(int argc, char **argv)
     }
     size_t len = mib << 20, pages = len / PAGE;
     crc32c_update(0, "", 0); /* chooses the path and builds crc_page_or's lane constants */
-    unsigned char *mem =
-        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED)
+    unsigned char *mem = random_pages(len, 1); /* never a zero page */
+    if (!mem)
         return perror("mmap"), 1;
-    uint64_t x = 88172645463325252ULL;
-    for (size_t i = 0; i < len / 8; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        ((uint64_t *)mem)[i] = x | 1; /* never a zero page */
-    }
     char path[] = "/var/tmp/writer_loop.XXXXXX";
     int fd = mkstemp(path);
     if (fd < 0)
