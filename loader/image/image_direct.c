@@ -65,23 +65,26 @@ static unsigned long queue_limit(dev_t dev, const char *name)
     return 0;
 }
 
-/* The pages of one write that its disk takes as one request: each page of the forked copy is a
- * segment of its own (they are seldom neighbours in physical memory), and a write of more
- * segments than the queue's max_segments, or of more than max_sectors_kb, is split. A virtio
- * disk's 254 segments made each 1 MiB write two requests, 254 pages and 2 (docs/DECISIONS.md
+/* The pages of one write, so that the disk gets it as whole requests: each page of the forked
+ * copy is a segment of its own (they are seldom neighbours in physical memory), and a write of
+ * more segments than the queue's max_segments, or of more than max_sectors_kb, is split. A
+ * virtio disk's 254 segments made each 1 MiB write two requests, 254 pages and 2; a write is now
+ * as many whole requests as fit in MOST pages (254 there; 254 for 127 segments, 231 for 33),
+ * each splice still one write whose requests go to the disk together (docs/DECISIONS.md
  * "Direct writes by reference, the default"). */
 static size_t request_pages(int fd, size_t most)
 {
     struct stat st;
     if (fstat(fd, &st) != 0 || major(st.st_dev) == 0)
         return most;
+    size_t request = most;
     unsigned long segments = queue_limit(st.st_dev, "max_segments");
     unsigned long kib = queue_limit(st.st_dev, "max_sectors_kb");
-    if (segments >= RUN_PAGES_MIN && segments < most)
-        most = segments;
-    if (kib / 4 >= RUN_PAGES_MIN && kib / 4 < most)
-        most = kib / 4;
-    return most;
+    if (segments >= RUN_PAGES_MIN && segments < request)
+        request = segments;
+    if (kib / 4 >= RUN_PAGES_MIN && kib / 4 < request)
+        request = kib / 4;
+    return most / request * request;
 }
 
 size_t direct_run_pages(const struct direct_io *d) { return d->run_pages; }

@@ -13,8 +13,8 @@ int direct_write_requested(void);
 /* A second descriptor of PATH (already created, at its final size) opened O_DIRECT, and a pipe;
  * NULL with errno set where the filesystem or the kernel refuses either. */
 struct direct_io *direct_open(const char *path);
-/* The most pages a write to D should carry: the pipe's and the disk's one request (its queue's
- * max_segments and max_sectors_kb), so that a write is one request. */
+/* The most pages a write to D should carry: the most whole requests of its disk (its queue's
+ * max_segments and max_sectors_kb) that fit in the pipe. */
 size_t direct_run_pages(const struct direct_io *d);
 /* Queues a write of LEN bytes from SRC at OFF (all three multiples of the page size; the first
  * is written before it returns, so a filesystem that refuses O_DIRECT writes fails it with
