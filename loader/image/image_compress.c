@@ -623,14 +623,13 @@ fail:
 
 uint64_t cz_chunk_pages(const struct cz_pipe *p)
 {
-    /* Direct, a chunk and the page of its header and gap are one write (image_direct.h); a
-     * write too short for a direct chunk (DIRECT_MIN_PAGES) is not worth keeping chunks to. */
+    /* Direct, a chunk and the page of its header and gap are one write (image_direct.h; a write
+     * is at most a pipe's 256 pages); a write too short for a direct chunk (DIRECT_MIN_PAGES) is
+     * not worth keeping chunks to. */
     if (!p->direct)
         return CRAC_CHUNK_MAX_PAGES;
     uint64_t most = direct_run_pages(p->direct) - 1;
-    if (most < DIRECT_MIN_PAGES)
-        most = CRAC_CHUNK_MAX_PAGES - 1;
-    return most < CRAC_CHUNK_MAX_PAGES ? most : CRAC_CHUNK_MAX_PAGES;
+    return most < DIRECT_MIN_PAGES ? CRAC_CHUNK_MAX_PAGES - 1 : most;
 }
 
 static struct slot *next_slot(struct cz_pipe *p)

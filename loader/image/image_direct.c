@@ -148,13 +148,19 @@ static int vmsplice_take(int pipe_w, struct iovec **iov, int *n, size_t len)
     return 0;
 }
 
+/* The bytes of the next write of a LEN-byte direct_writev: at most direct_run_pages. */
+static size_t write_step(const struct direct_io *d, size_t len)
+{
+    return len < d->run_pages * PAGE_BYTES ? len : d->run_pages * PAGE_BYTES;
+}
+
 /* The first write inline, a write's worth at a time: a filesystem that refuses O_DIRECT writes
  * says so here (EINVAL), while the caller can still write every run through the page cache. */
 static int write_inline(struct direct_io *d, struct iovec *iov, int n, uint64_t off, size_t len)
 {
     volatile int32_t failed = 0;
     while (len && !failed) {
-        size_t step = len < d->run_pages * PAGE_BYTES ? len : d->run_pages * PAGE_BYTES;
+        size_t step = write_step(d, len);
         if (vmsplice_take(d->pipe_w[0], &iov, &n, step) != 0 ||
             splicer_move(d->s.pipe_r[0], d->s.fd, off, step, &failed) != 0)
             return -1;
@@ -228,7 +234,7 @@ int direct_writev(struct direct_io *d, const struct iovec *iov, int n, uint64_t 
         d->stack = stack;
     }
     while (len) {
-        size_t step = len < d->run_pages * PAGE_BYTES ? len : d->run_pages * PAGE_BYTES;
+        size_t step = write_step(d, len);
         /* A place in the queue: the run SPLICER_QUEUE before this one done (and no write
          * failed). */
         int32_t head = d->s.head;

@@ -14,7 +14,7 @@ int direct_write_requested(void);
  * NULL with errno set where the filesystem or the kernel refuses either. */
 struct direct_io *direct_open(const char *path);
 /* The most pages a write to D should carry: the most whole requests of its disk (its queue's
- * max_segments and max_sectors_kb) that fit in the pipe. */
+ * max_segments and max_sectors_kb) that fit in the pipe, so never more than 256 (1 MiB). */
 size_t direct_run_pages(const struct direct_io *d);
 /* Queues a write of LEN bytes from SRC at OFF (all three multiples of the page size; the first
  * is written before it returns, so a filesystem that refuses O_DIRECT writes fails it with
