@@ -6,6 +6,7 @@ itself and runs through two checkpoint -> SIGKILL -> restart cycles (tests/ckpt_
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import termios
@@ -21,6 +22,8 @@ from ckpt_harness import (
     counter_lines,
     crac_launch_argv,
     kill9,
+    launch,
+    restart,
     run_cycles,
     wait_for_step,
 )
@@ -45,6 +48,48 @@ def test_noreserve_64gib(tmp_path, tmp_path_factory):
     """A 64 GiB private writable MAP_NORESERVE mapping (more than this machine's memory) with a
     few pages touched is mapped back the way the program had it."""
     run_cycles(build("ckpt_noreserve", tmp_path_factory), ["64"], tmp_path, cycles=2)
+
+
+def excluded_bytes(gen: Path) -> int:
+    cp = subprocess.run(
+        [*crac_cmd(), "inspect", "--json", str(gen)],
+        capture_output=True,
+        text=True,
+        env=base_env(),
+        timeout=120,
+    )
+    assert cp.returncode == 0, cp.stderr
+    return int(json.loads(cp.stdout)["excluded_bytes"])
+
+
+def test_kernel_excluded_ring_stays_excluded(tmp_path, tmp_path_factory):
+    """A perf event's ring buffer is excluded from dumps by the kernel (VM_DONTDUMP), not by the
+    program: the checkpoint leaves it out, the restart maps it back as plain memory still
+    excluded, and the restarted process's checkpoint leaves it out too (its VmFlags are read
+    before the write there as well: the program never asked MADV_DONTDUMP)."""
+    app = build("ckpt_perfbuf", tmp_path_factory)
+    native = subprocess.run([str(app), "16", "1"], capture_output=True, text=True, timeout=60)
+    if native.returncode != 0:
+        pytest.skip(f"no perf ring on this machine: {native.stderr.strip()}")
+    ring = int(native.stdout.split()[1])
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    proc = launch(app, ["16", "400"], ckptdir, out_dir=logs)
+    try:
+        wait_for_step(proc, 3)
+        first = checkpoint(proc, ckptdir)
+        kill9(proc)
+    finally:
+        proc.stop()
+    assert excluded_bytes(first) >= ring
+    proc = restart(ckptdir, out_dir=logs, label="restart")
+    try:
+        wait_for_step(proc, proc.last_step() + 2)
+        second = checkpoint(proc, ckptdir)
+        kill9(proc)
+    finally:
+        proc.stop()
+    assert second != first
+    assert excluded_bytes(second) >= ring
 
 
 def test_removed_directory(tmp_path, tmp_path_factory):

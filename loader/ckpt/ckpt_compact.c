@@ -255,6 +255,7 @@ int compact_main(int argc, char **argv)
     img.keep_files = 1;
     if (restart_map_regions(&img, err, sizeof(err)) != 0)
         return refuse("%s", err);
+    restart_note_excluded(&img);
     double t1 = now_ms();
     struct crac_registry *r = (struct crac_registry *)img.proc.registry;
     if (!restart_addr_ok(&img, img.proc.registry, sizeof(*r), PROT_READ) ||

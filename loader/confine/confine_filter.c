@@ -234,11 +234,12 @@ int confine_install_filter(int virtual_ids)
     load(&a, ARG_LO(0));
     jump(&a, BPF_JSET, 0x80000000u, L_ALLOW, NEXT);
     jump(&a, BPF_JGE, (uint32_t)close_from, L_TRAP_IF_W, L_ALLOW);
-    /* madvise only for fork advice (fork_advice.c): the others (MADV_DONTNEED of every free)
-     * stay untrapped. */
-    static const uint32_t fork_advice[] = {MADV_DONTFORK, MADV_DOFORK, MADV_WIPEONFORK,
-                                           MADV_KEEPONFORK};
-    trap_if_arg_is(&a, L_MADVISE, 2, fork_advice, COUNT(fork_advice));
+    /* madvise only for fork advice (fork_advice.c) and MADV_DONTDUMP (the checkpoint's cue to
+     * read VmFlags first: image_core.c): the others (MADV_DONTNEED of every free) stay
+     * untrapped. */
+    static const uint32_t recorded_advice[] = {MADV_DONTFORK, MADV_DOFORK, MADV_WIPEONFORK,
+                                               MADV_KEEPONFORK, MADV_DONTDUMP};
+    trap_if_arg_is(&a, L_MADVISE, 2, recorded_advice, COUNT(recorded_advice));
     /* openat, but the upper runtime's own (CRAC_OPEN_UNTRAPPED in its unused sixth argument):
      * the loader checks its path after the call. */
     here(&a, L_OPENAT);

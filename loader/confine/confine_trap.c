@@ -434,10 +434,14 @@ static long emu_shmdt(uint64_t addr)
     return r;
 }
 
-/* madvise is trapped only for fork advice (confine_filter.c): the table follows what the kernel
- * did. A range partly unmapped (ENOMEM: the rest got the advice) is not recorded. */
+/* madvise is trapped only for fork advice and MADV_DONTDUMP (confine_filter.c): the table follows
+ * what the kernel did. A range partly unmapped (ENOMEM: the rest got the advice) is not recorded.
+ * MADV_DONTDUMP only marks the process, tried or not: from now on its checkpoints read which
+ * mappings are excluded before writing (image_core.c). */
 static long emu_madvise(uint64_t addr, uint64_t len, long advice)
 {
+    if (advice == MADV_DONTDUMP)
+        __atomic_store_n(&crac_ctrl()->dump_advised, 1, __ATOMIC_RELEASE);
     long r = raw_syscall3(SYS_madvise, addr, len, advice);
     if (r == 0 && len) {
         struct crac_ctrl *c = crac_ctrl();

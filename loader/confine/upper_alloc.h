@@ -91,6 +91,9 @@ struct crac_ctrl {
     /* 1 once the program was told its handler for ckpt_sig gets only some of them (kept across
      * forks and restarts: said once per job lineage, not by each restarted process's children). */
     int32_t ckpt_handler_warned;
+    /* 1 once the program gave MADV_DONTDUMP (or a restart gave a region back its exclusion): a
+     * checkpoint reads every mapping's VmFlags before it writes (image_core.c vmflags_first). */
+    int32_t dump_advised;
     uint32_t n_extras;
     struct crac_range extras[CRAC_MAX_EXTRAS]; /* MAP_FIXED mappings the program made outside W */
     uint32_t n_shm;

@@ -221,36 +221,90 @@ static int vmflags_has(const char *line, const char *flag)
     return 0;
 }
 
-/* The regions of /proc/self/smaps that belong to the upper half. smaps rather than maps: only its
- * VmFlags line says whether a mapping was made with MAP_NORESERVE, which the restart must repeat
- * (a 64 GiB private writable mapping is refused without it on a smaller machine). */
-static int collect_regions(struct region *rs, int max, int pagemap)
+/* Whether the kernel may have excluded a mapping from dumps ("dd") without the program asking,
+ * so that VmFlags must be read before its pages are: a device's (remap_pfn_range), an anonymous
+ * inode's (a perf buffer), a deleted file that is no shared memory (memfd_secret), a special
+ * mapping ([vvar]). Plain: anonymous memory, a regular file, shared memory. */
+static int dump_flag_unsure(const char *path, int anon_inode, int deleted, int regular_file)
+{
+    if (anon_inode)
+        return 1;
+    if (deleted) {
+        static const char *const shmem[] = {"/dev/zero (deleted)", "/SYSV", "/memfd:", "/dev/shm/"};
+        for (size_t k = 0; k < sizeof(shmem) / sizeof(shmem[0]); k++)
+            if (strncmp(path, shmem[k], strlen(shmem[k])) == 0)
+                return 0;
+        return 1;
+    }
+    if (path[0] == '\0' || strcmp(path, "[heap]") == 0 || strcmp(path, "[stack]") == 0 ||
+        strncmp(path, "[anon:", 6) == 0 || strncmp(path, "[anon_shmem:", 12) == 0)
+        return 0;
+    return !regular_file;
+}
+
+/* 1 when this checkpoint reads VmFlags before writing (collect_regions). */
+static int vmflags_first;
+
+/* The VmFlags of /proc/self/smaps, onto the regions inside each mapping: "nr" always, "dd" when
+ * WITH_DONTDUMP. smaps accounts every page it walks (70 ms of CPU for 2 GiB here), so unless
+ * the program asked MADV_DONTDUMP or a mapping is one the kernel may exclude itself
+ * (dump_flag_unsure), it is read after the writer dropped the pages it wrote, for "nr" alone
+ * (docs/DECISIONS.md "VmFlags after the write"). */
+static int read_vmflags(struct region *rs, int n, int with_dontdump)
 {
     FILE *f = fopen("/proc/self/smaps", "re");
     if (!f)
         return -1;
     char line[PATH_MAX + 256];
-    int n = 0;
-    struct region *last = NULL; /* the region the following smaps detail lines describe */
+    unsigned long start = 0, end = 0;
+    int k = 0; /* the first region not below the mapping being read */
     while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "VmFlags:", 8) == 0) {
-            if (last && vmflags_has(line, "nr"))
-                last->rec.flags |= CRAC_REGION_NORESERVE;
-            /* Excluded by the program (crac_py.api.exclude, MADV_DONTDUMP): as a core dump
-             * does, its contents are left out; the restart maps it back empty. */
-            if (last && vmflags_has(line, "dd"))
-                last->rec.flags |= CRAC_REGION_DONTDUMP;
-            last = NULL;
+        unsigned long s, e, off, ino;
+        unsigned int dmaj, dmin;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &s, &e, perms, &off, &dmaj, &dmin, &ino) ==
+            7) {
+            start = s;
+            end = e;
             continue;
         }
+        if (strncmp(line, "VmFlags:", 8) != 0)
+            continue; /* a detail line */
+        while (k < n && rs[k].rec.start < start)
+            k++;
+        for (int i = k; i < n && rs[i].rec.start < end; i++) {
+            if (vmflags_has(line, "nr"))
+                rs[i].rec.flags |= CRAC_REGION_NORESERVE;
+            /* Excluded by the program (crac_py.api.exclude, MADV_DONTDUMP): as a core dump
+             * does, its contents are left out; the restart maps it back empty. */
+            if (with_dontdump && vmflags_has(line, "dd"))
+                rs[i].rec.flags |= CRAC_REGION_DONTDUMP;
+        }
+    }
+    fclose(f);
+    return 0;
+}
+
+/* The regions of /proc/self/maps that belong to the upper half; their VmFlags come from smaps
+ * (read_vmflags): whether a mapping was made with MAP_NORESERVE, which the restart must repeat
+ * (a 64 GiB private writable mapping is refused without it on a smaller machine), and whether
+ * it is excluded from dumps. */
+static int collect_regions(struct region *rs, int max, int pagemap)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return -1;
+    char line[PATH_MAX + 256];
+    int n = 0;
+    vmflags_first = __atomic_load_n(&crac_ctrl()->dump_advised, __ATOMIC_ACQUIRE);
+    while (fgets(line, sizeof(line), f)) {
         unsigned long start, end, off, ino;
         unsigned int dmaj, dmin;
         char perms[8];
         int consumed = 0;
         if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &off, &dmaj, &dmin,
                    &ino, &consumed) < 7)
-            continue; /* a detail line of smaps */
-        last = NULL;
+            continue;
         if (!wanted(start, end))
             continue;
         char *path = line + consumed;
@@ -283,7 +337,6 @@ static int collect_regions(struct region *rs, int max, int pagemap)
             return -1;
         }
         struct region *r = &rs[n++];
-        last = r;
         memset(&r->rec, 0, sizeof(r->rec));
         r->bitmap = NULL;
         r->written = NULL;
@@ -307,9 +360,11 @@ static int collect_regions(struct region *rs, int max, int pagemap)
             r->rec.dev = makedev(dmaj, dmin);
             r->rec.ino = ino;
         }
+        int regular_file = 0; /* the mapped file itself: its inode, not one at its name now */
         if (r->rec.kind == CRAC_REGION_FILE_PRIVATE || r->rec.kind == CRAC_REGION_FILE_SHARED) {
             struct stat st = {0};
             if (stat(path, &st) == 0) {
+                regular_file = S_ISREG(st.st_mode) && st.st_ino == ino;
                 r->rec.dev = st.st_dev;
                 r->rec.ino = st.st_ino;
                 r->rec.file_size = (uint64_t)st.st_size;
@@ -330,6 +385,7 @@ static int collect_regions(struct region *rs, int max, int pagemap)
                      mapping_file_kept(&st, ino, prot & PROT_WRITE))
                 r->rec.flags |= CRAC_REGION_FILE_KEPT;
         }
+        vmflags_first |= dump_flag_unsure(path, anon_inode, deleted, regular_file);
         r->cz.raw =
             r->rec.kind == CRAC_REGION_ANON_SHARED || r->rec.kind == CRAC_REGION_FILE_SHARED;
         if (r->rec.kind == CRAC_REGION_FILE_PRIVATE) {
@@ -808,7 +864,7 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     if (w.pagemap < 0 || w.mem < 0 || !w.bounce)
         goto out;
     nr = collect_regions(rs, MAX_REGIONS, w.pagemap);
-    if (nr < 0)
+    if (nr < 0 || (vmflags_first && read_vmflags(rs, nr, 1) != 0))
         goto out;
     mark_aliases(rs, nr);
     /* Incremental: the regions tracked since the parent keep only their written pages; the
@@ -911,6 +967,8 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
             r->rec.flags |= CRAC_REGION_COMPRESSED;
         }
     }
+    if (!vmflags_first && read_vmflags(rs, nr, 0) != 0)
+        goto out;
     /* Now the REGIONS note with the final checksums and bitmaps, over the one the layout was
      * sized with. The other notes are not built again: the forked writer has released the
      * pages it wrote (write_region), the threads' records among them. */

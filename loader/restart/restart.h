@@ -83,6 +83,9 @@ int kept_file_name(int fd, const struct crac_region_rec *r, const char *path, ch
 
 /* restart_memory.c */
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen);
+/* Once the control block is back (a lazy restart's fault server running): a region given back
+ * its MADV_DONTDUMP marks the process as advised (upper_alloc.h dump_advised). */
+void restart_note_excluded(const struct restart_image *img);
 /* `--shared-mem DEV:INO:FD`: the shared object DEV:INO (ANON_SHARED regions) is the inherited
  * FD, made and filled once for the whole tree. 0, or -1 when malformed. */
 int restart_shared_mem_add(const char *spec);

@@ -12,6 +12,7 @@
 #include "region_walk.h"
 #include "restart_lazy.h"
 #include "restart_stage.h"
+#include "upper_alloc.h"
 
 #include <errno.h>
 #include <linux/userfaultfd.h>
@@ -691,4 +692,16 @@ int restart_map_regions(const struct restart_image *img, char *err, size_t errle
     restart_chain_done();
     report_timing(img, wall0, cpu0);
     return 0;
+}
+
+/* A region excluded from dumps may be one the kernel excluded, not the program (a perf buffer's):
+ * given back as plain anonymous memory, only the flag makes the next checkpoints read VmFlags
+ * before writing and keep it out (image_core.c vmflags_first). */
+void restart_note_excluded(const struct restart_image *img)
+{
+    struct region_walk walk = region_walk_start(img->regions, img->regions_len);
+    struct crac_region_rec r;
+    while (region_walk_next(&walk, &r, NULL, NULL) > 0)
+        if (r.flags & CRAC_REGION_DONTDUMP)
+            crac_ctrl()->dump_advised = 1;
 }
