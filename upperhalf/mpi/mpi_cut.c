@@ -87,14 +87,17 @@ void mpi_enter_locked(struct vcomm *comm, int is_coll)
 {
     for (;;) {
         int32_t w = __atomic_load_n(&wake_word, __ATOMIC_SEQ_CST);
-        int hold = __atomic_load_n(&stop_p2p, __ATOMIC_SEQ_CST) ||
-                   (is_coll && comm && __atomic_load_n(&stop_coll, __ATOMIC_SEQ_CST) &&
-                    comm->seq >= comm->target);
-        if (!hold)
+        int at_target = is_coll && comm && __atomic_load_n(&stop_coll, __ATOMIC_SEQ_CST) &&
+                        comm->seq >= comm->target;
+        if (!at_target && !__atomic_load_n(&stop_p2p, __ATOMIC_SEQ_CST))
             break;
+        if (at_target) /* the cut lets it through if this rank is behind elsewhere */
+            comm->held++;
         pthread_mutex_unlock(&mpi_mu);
         futex_wait(&wake_word, w);
         pthread_mutex_lock(&mpi_mu);
+        if (at_target)
+            comm->held--;
     }
     /* Only once not held: receives posted while a cut holds the threads would be live in the
      * library the image is cut from, and stale after a restart. */
@@ -279,7 +282,7 @@ int mpi_post_recv(struct vreq *r)
 
 #define MAX_KEYS 128
 struct seq_rec {
-    uint64_t key, seq, inflight;
+    uint64_t key, seq, inflight, held;
 };
 /* A rank's first record in the cut's allgather when its MPI_Finalize, not its cut, made the call
  * (docs/MPI.md, "Finalize"). Communicator keys are hashes, never this. */
@@ -322,6 +325,30 @@ static void test_requests(int colls)
     }
 }
 
+/* A rank behind on a communicator (another member started more collectives there) whose
+ * thread waits at another one's target must first do that one's next collective: the
+ * collectives it still owes come after it in its program (MPI_Iscatter on a grid's row, then
+ * MPI_Iallgather on the grid: the ranks ahead wait for the held ones' Iallgather, and without
+ * this the cut waited for ever). So that one's count is raised by one in ALL (then the target
+ * on every member, who all do that collective), decided from the table alone like the rest. */
+static void let_through(struct seq_rec *all, size_t n)
+{
+    char *behind = calloc(n, 1);
+    if (!behind)
+        return; /* the next round tries again */
+    for (size_t r = 0; r < n; r++) {
+        const struct seq_rec *mine = all + r * MAX_KEYS;
+        for (size_t i = 0; i < MAX_KEYS && mine[i].key && !behind[r]; i++)
+            for (size_t j = 0; j < MAX_KEYS * n && !behind[r]; j++)
+                behind[r] = all[j].key == mine[i].key && all[j].seq > mine[i].seq;
+    }
+    for (size_t r = 0; r < n; r++)
+        for (size_t i = 0; behind[r] && i < MAX_KEYS && all[r * MAX_KEYS + i].key; i++)
+            if (all[r * MAX_KEYS + i].held) /* only to raise the target: not sent again */
+                all[r * MAX_KEYS + i].seq++;
+    free(behind);
+}
+
 /* Phase 1: every member of every communicator has started the same number of collectives on
  * it, and none is inside one. Ranks behind are let through to the highest count; new
  * collectives wait. 1 (refused) when a rank is finalizing: its MPI_Finalize's allgather met
@@ -346,7 +373,8 @@ static int cut_collectives(void)
         test_requests(1);
         for (struct vcomm *c = vcomm_list; c && k < MAX_KEYS; c = c->next)
             if (!c->freed) /* size 1 too: a collective there may be in progress */
-                mine[k++] = (struct seq_rec){c->key, c->seq, (uint64_t)c->inflight};
+                mine[k++] =
+                    (struct seq_rec){c->key, c->seq, (uint64_t)c->inflight, (uint64_t)c->held};
         pthread_mutex_unlock(&mpi_mu);
         ctl_allgather(mine, MAX_KEYS * (int)sizeof(*mine), all);
         int finalizing = 0;
@@ -368,6 +396,7 @@ static int cut_collectives(void)
                 if (all[j].key == all[i].key && all[j].seq != all[i].seq)
                     settled = 0;
         }
+        let_through(all, n);
         pthread_mutex_lock(&mpi_mu);
         for (size_t i = 0; i < MAX_KEYS * n; i++)
             for (struct vcomm *c = vcomm_list; c && all[i].key; c = c->next)
@@ -569,7 +598,7 @@ void mpi_finalize_agree(void)
     struct seq_rec *all = calloc(MAX_KEYS * n, sizeof(*all));
     if (!mine || !all)
         mpi_die("out of memory in the MPI shim");
-    mine[0] = (struct seq_rec){FIN_KEY, UINT64_MAX, 0};
+    mine[0] = (struct seq_rec){FIN_KEY, UINT64_MAX, 0, 0};
     for (int done = 0; !done;) {
         ctl_allgather(mine, MAX_KEYS * (int)sizeof(*mine), all);
         done = 1;

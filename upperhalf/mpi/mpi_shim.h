@@ -100,6 +100,7 @@ struct vcomm {
     int freed;
     uint64_t seq, target; /* collectives started here; where the cut stops them */
     int inflight;         /* collectives started, not yet completed */
+    int held;             /* program threads waiting at its target (mpi_enter_locked) */
     struct vcomm *next;   /* creation order */
     /* mpi_groups.c, mpi_intercomm.c: a counter only (no communicator: the cut counts a
      * creation whose participants share no communicator on it), or an inter-communicator
