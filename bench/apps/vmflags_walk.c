@@ -5,8 +5,10 @@
 
    vmflags_walk MIB [REPS]
 
-   gcc -O2 -o /tmp/vmflags_walk bench/apps/vmflags_walk.c && /tmp/vmflags_walk 2048 3 */
+   gcc -O2 -Iinclude -o /tmp/vmflags_walk bench/apps/vmflags_walk.c && /tmp/vmflags_walk 2048 3 */
 #define _GNU_SOURCE
+#include "crac_pagemap_scan.h"
+
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,17 +18,6 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* Debian 12's headers predate PAGEMAP_SCAN (Linux 6.7). */
-struct page_region_ {
-    uint64_t start, end, categories;
-};
-struct pm_scan_arg_ {
-    uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages, category_inverted,
-        category_mask, category_anyof_mask, return_mask;
-};
-#define PAGEMAP_SCAN_ _IOWR('f', 16, struct pm_scan_arg_)
-#define PAGE_IS_PRESENT_ (1ULL << 3)
 
 static double cpu_s(void)
 {

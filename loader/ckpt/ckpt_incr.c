@@ -11,6 +11,7 @@
 
 #include "ckpt.h"
 #include "crac_layout.h"
+#include "crac_pagemap_scan.h"
 #include "lower_fds.h"
 
 #include <errno.h>
@@ -23,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The uapi of kernels 6.7 and later (linux/userfaultfd.h, linux/fs.h); the build host's headers
- * may be older. */
+/* The uapi of kernels 6.7 and later (linux/userfaultfd.h; PAGEMAP_SCAN: crac_pagemap_scan.h);
+ * the build host's headers may be older. */
 #define UFFD_API_ 0xAAULL
 #define UFFD_FEATURE_WP_ASYNC_ (1ULL << 15)
 #define UFFD_USER_MODE_ONLY_ 1
@@ -47,18 +48,6 @@ struct uffdio_writeprotect_ {
 #define UFFDIO_WRITEPROTECT_ _IOWR(0xAA, 0x06, struct uffdio_writeprotect_)
 #define UFFDIO_REGISTER_MODE_WP_ 2ULL
 #define UFFDIO_WRITEPROTECT_MODE_WP_ 1ULL
-
-struct page_region_ {
-    uint64_t start, end, categories;
-};
-struct pm_scan_arg_ {
-    uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages, category_inverted,
-        category_mask, category_anyof_mask, return_mask;
-};
-#define PAGEMAP_SCAN_ _IOWR('f', 16, struct pm_scan_arg_)
-#define PAGE_IS_WRITTEN_ (1ULL << 1)
-#define PM_SCAN_WP_MATCHING_ 1ULL
-#define PM_SCAN_CHECK_WPASYNC_ 2ULL
 
 #define PAGE 4096UL
 #define MAX_TRACKED 8192
