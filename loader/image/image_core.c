@@ -246,7 +246,7 @@ static int dump_flag_unsure(const char *path, int anon_inode, int deleted, int r
 static int vmflags_first;
 
 /* The VmFlags of /proc/self/smaps, onto the regions inside each mapping: "nr" always, "dd" when
- * WITH_DONTDUMP. smaps accounts every page it walks (70 ms of CPU for 2 GiB here), so unless
+ * WITH_DONTDUMP. smaps accounts every page it walks (20-70 ms of CPU for 2 GiB here), so unless
  * the program asked MADV_DONTDUMP or a mapping is one the kernel may exclude itself
  * (dump_flag_unsure), it is read after the writer dropped the pages it wrote, for "nr" alone
  * (docs/DECISIONS.md "VmFlags after the write"). */
