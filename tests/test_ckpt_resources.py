@@ -6,7 +6,6 @@ itself and runs through two checkpoint -> SIGKILL -> restart cycles (tests/ckpt_
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import subprocess
 import termios
@@ -18,6 +17,7 @@ from ckpt_harness import (
     Segment,
     base_env,
     check_finished,
+    check_inspect,
     checkpoint,
     counter_lines,
     crac_launch_argv,
@@ -50,18 +50,6 @@ def test_noreserve_64gib(tmp_path, tmp_path_factory):
     run_cycles(build("ckpt_noreserve", tmp_path_factory), ["64"], tmp_path, cycles=2)
 
 
-def excluded_bytes(gen: Path) -> int:
-    cp = subprocess.run(
-        [*crac_cmd(), "inspect", "--json", str(gen)],
-        capture_output=True,
-        text=True,
-        env=base_env(),
-        timeout=120,
-    )
-    assert cp.returncode == 0, cp.stderr
-    return int(json.loads(cp.stdout)["excluded_bytes"])
-
-
 def test_kernel_excluded_ring_stays_excluded(tmp_path, tmp_path_factory):
     """A perf event's ring buffer is excluded from dumps by the kernel (VM_DONTDUMP), not by the
     program: the checkpoint leaves it out, the restart maps it back as plain memory still
@@ -80,7 +68,7 @@ def test_kernel_excluded_ring_stays_excluded(tmp_path, tmp_path_factory):
         kill9(proc)
     finally:
         proc.stop()
-    assert excluded_bytes(first) >= ring
+    assert check_inspect(first)["excluded_bytes"] >= ring
     proc = restart(ckptdir, out_dir=logs, label="restart")
     try:
         wait_for_step(proc, proc.last_step() + 2)
@@ -89,7 +77,7 @@ def test_kernel_excluded_ring_stays_excluded(tmp_path, tmp_path_factory):
     finally:
         proc.stop()
     assert second != first
-    assert excluded_bytes(second) >= ring
+    assert check_inspect(second)["excluded_bytes"] >= ring
 
 
 def test_removed_directory(tmp_path, tmp_path_factory):
