@@ -92,7 +92,7 @@ struct crac_ctrl {
      * forks and restarts: said once per job lineage, not by each restarted process's children). */
     int32_t ckpt_handler_warned;
     /* 1 once the program gave MADV_DONTDUMP (or a restart gave a region back its exclusion): a
-     * checkpoint reads every mapping's VmFlags before it writes (image_core.c vmflags_first). */
+     * checkpoint reads every mapping's VmFlags before it writes (image_core.c collect_regions). */
     int32_t dump_advised;
     uint32_t n_extras;
     struct crac_range extras[CRAC_MAX_EXTRAS]; /* MAP_FIXED mappings the program made outside W */

@@ -242,9 +242,6 @@ static int dump_flag_unsure(const char *path, int anon_inode, int deleted, int r
     return !regular_file;
 }
 
-/* 1 when this checkpoint reads VmFlags before writing (collect_regions). */
-static int vmflags_first;
-
 /* The VmFlags of /proc/self/smaps, onto the regions inside each mapping: "nr" always, "dd" when
  * WITH_DONTDUMP. smaps accounts every page it walks (20-70 ms of CPU for 2 GiB here), so unless
  * the program asked MADV_DONTDUMP or a mapping is one the kernel may exclude itself
@@ -288,15 +285,15 @@ static int read_vmflags(struct region *rs, int n, int with_dontdump)
 /* The regions of /proc/self/maps that belong to the upper half; their VmFlags come from smaps
  * (read_vmflags): whether a mapping was made with MAP_NORESERVE, which the restart must repeat
  * (a 64 GiB private writable mapping is refused without it on a smaller machine), and whether
- * it is excluded from dumps. */
-static int collect_regions(struct region *rs, int max, int pagemap)
+ * it is excluded from dumps. *FLAGS_FIRST: 1 when they must be read before any page is. */
+static int collect_regions(struct region *rs, int max, int pagemap, int *flags_first)
 {
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
         return -1;
     char line[PATH_MAX + 256];
     int n = 0;
-    vmflags_first = __atomic_load_n(&crac_ctrl()->dump_advised, __ATOMIC_ACQUIRE);
+    *flags_first = __atomic_load_n(&crac_ctrl()->dump_advised, __ATOMIC_ACQUIRE);
     while (fgets(line, sizeof(line), f)) {
         unsigned long start, end, off, ino;
         unsigned int dmaj, dmin;
@@ -385,7 +382,7 @@ static int collect_regions(struct region *rs, int max, int pagemap)
                      mapping_file_kept(&st, ino, prot & PROT_WRITE))
                 r->rec.flags |= CRAC_REGION_FILE_KEPT;
         }
-        vmflags_first |= dump_flag_unsure(path, anon_inode, deleted, regular_file);
+        *flags_first |= dump_flag_unsure(path, anon_inode, deleted, regular_file);
         r->cz.raw =
             r->rec.kind == CRAC_REGION_ANON_SHARED || r->rec.kind == CRAC_REGION_FILE_SHARED;
         if (r->rec.kind == CRAC_REGION_FILE_PRIVATE) {
@@ -863,7 +860,8 @@ int core_write(const char *path, const struct parked_thread *ts, int nt, int gen
     w.bounce = malloc(PAGEMAP_BATCH * PAGE);
     if (w.pagemap < 0 || w.mem < 0 || !w.bounce)
         goto out;
-    nr = collect_regions(rs, MAX_REGIONS, w.pagemap);
+    int vmflags_first = 0;
+    nr = collect_regions(rs, MAX_REGIONS, w.pagemap, &vmflags_first);
     if (nr < 0 || (vmflags_first && read_vmflags(rs, nr, 1) != 0))
         goto out;
     mark_aliases(rs, nr);

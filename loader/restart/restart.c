@@ -248,10 +248,10 @@ void restart_run(const struct options *o, struct restart_image *img, const struc
         die("%s", err);
     /* The program's MADV_DONTFORK / MADV_WIPEONFORK, on its fresh mappings (fork_advice.c). */
     long advised = advice_apply(crac_ctrl());
-    restart_note_excluded(img);
     if (advised != 0)
         fprintf(stderr, "crac: warning: cannot give the program its fork advice back: %s\n",
                 strerror((int)-advised));
+    restart_note_excluded(img);
     if (img->cwd[0] && chdir(img->cwd) != 0)
         die("cannot return to the working directory %s: %s", img->cwd, strerror(errno));
     umask(img->proc.umask);

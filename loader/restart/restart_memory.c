@@ -696,7 +696,7 @@ int restart_map_regions(const struct restart_image *img, char *err, size_t errle
 
 /* A region excluded from dumps may be one the kernel excluded, not the program (a perf buffer's):
  * given back as plain anonymous memory, only the flag makes the next checkpoints read VmFlags
- * before writing and keep it out (image_core.c vmflags_first). */
+ * before writing and keep it out (image_core.c collect_regions). */
 void restart_note_excluded(const struct restart_image *img)
 {
     struct region_walk walk = region_walk_start(img->regions, img->regions_len);
