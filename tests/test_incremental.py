@@ -127,8 +127,11 @@ def check_chain(taken: list[Segment], full: int, compressed: bool = False) -> No
         assert manifest(seg.gen)["format_version"] == image_format.CRAC_IMAGE_FORMAT_INCREMENTAL
         assert incremental_regions(seg.gen) > 0, f"{seg.gen.name} saved every region whole"
         # An incremental generation's regions are chunks, stored RAW without --compress.
-        flags = [r["flags"] for r, _ in anon_layers(seg.gen).values()]
-        assert all(f & image_format.REGION_COMPRESSED for f in flags), flags
+        layers = anon_layers(seg.gen).values()
+        assert all(r["flags"] & image_format.REGION_COMPRESSED for r, _ in layers), layers
+        core = (seg.gen / "upper.core").read_bytes()
+        for r, _ in layers:  # each chunk list walks to its end (gaps of direct chunks included)
+            region_chunks(core, r)
 
 
 @pytest.mark.parametrize(
@@ -308,15 +311,16 @@ CHUNK = struct.Struct("<IIQIIII")  # struct crac_chunk_hdr (docs/IMAGE.md)
 
 def region_chunks(data: bytes, r: dict) -> list[tuple[int, int, int, int]]:
     """(first page, pages, method, file offset of its stored bytes) of each chunk of region R
-    (an incremental generation's regions are chunks, stored RAW without --compress)."""
+    (an incremental generation's regions are chunks, stored RAW without --compress; a chunk
+    written O_DIRECT has its bytes on a page, GAP zero bytes after its header)."""
     out, pos = [], r["core_offset"]
     while True:
-        magic, method, first, n, stored, _crc, _ = CHUNK.unpack_from(data, pos)
+        magic, method, first, n, stored, _crc, gap = CHUNK.unpack_from(data, pos)
         assert magic == image_format.CHUNK_MAGIC, (r, pos)
         if n == 0:
             return out
-        out.append((first, n, method, pos + CHUNK.size))
-        pos += CHUNK.size + (stored + 7) // 8 * 8
+        out.append((first, n, method, pos + CHUNK.size + gap))
+        pos += CHUNK.size + gap + (stored + 7) // 8 * 8
 
 
 def page_offset(data: bytes, r: dict, i: int) -> int | None:
