@@ -27,7 +27,15 @@
 
 #define PAGE 4096UL
 
-enum { PROBE = 1, CRC_FIRST = 2, WRITE = 4, CRC_AFTER = 8, ONE_PASS = 16 };
+enum {
+    PROBE = 1,
+    CRC_FIRST = 2,
+    WRITE = 4,
+    CRC_AFTER = 8,
+    ONE_PASS = 16,
+    NTA_NEXT = 32,
+    AHEAD = 64
+};
 
 static const struct {
     const char *name;
@@ -41,6 +49,10 @@ static const struct {
     {"crc then write (before)", PROBE | CRC_FIRST | WRITE, 512},
     {"write then crc (after)", PROBE | WRITE | CRC_AFTER, 64},
     {"probe, then crc of each 1 MiB run (the direct writer)", PROBE | CRC_AFTER, 256},
+    {"the same, 8 lines of the next page asked for (NTA) by the probe (to session 36)",
+     PROBE | CRC_AFTER | NTA_NEXT, 256},
+    {"the same, lines asked for ahead: the probe's 4 pages, the sum's 1 page (session 37)",
+     PROBE | CRC_AFTER | AHEAD, 256},
     {"crc alone", CRC_FIRST, 256},
     {"crc and zero test in one pass", ONE_PASS, 256},
 };
@@ -83,9 +95,12 @@ crc_page_or(uint32_t crc, const unsigned char *p, int *nonzero)
     return ~(uint32_t)c;
 }
 
-static uint32_t crc_pages(uint32_t crc, const unsigned char *p, uint64_t first, uint64_t n)
+static uint32_t crc_pages(uint32_t crc, const unsigned char *p, uint64_t first, uint64_t n,
+                          int ahead)
 {
     for (uint64_t k = first; k < first + n; k++) {
+        if (ahead && k + 1 < first + n)
+            crc32c_prefetch(p + (k + 1) * PAGE, PAGE);
         crc = crc32c_update(crc, &k, 8);
         crc = crc32c_update(crc, p + k * PAGE, PAGE);
     }
@@ -101,6 +116,13 @@ static void walk(const unsigned char *mem, size_t pages, int fd, int v)
     for (uint64_t i = 0; i <= pages; i++) {
         int save = 0;
         if (i < pages) {
+            if ((parts & NTA_NEXT) && i + 1 < pages)
+                for (size_t o = 0; o < PAGE; o += 512)
+                    __builtin_prefetch(mem + (i + 1) * PAGE + o, 0, 0);
+            if ((parts & AHEAD) && i + 4 < pages) { /* image_core.c's prefetch_probe */
+                __builtin_prefetch(mem + (i + 4) * PAGE, 0, 3);
+                __builtin_prefetch(mem + (i + 5) * PAGE - 64, 0, 3);
+            }
             save = !(parts & PROBE) || !page_is_zero(mem + i * PAGE);
             if (parts & ONE_PASS) {
                 uint32_t summed = crc32c_update(crc, &i, 8);
@@ -108,7 +130,7 @@ static void walk(const unsigned char *mem, size_t pages, int fd, int v)
                 crc = save ? summed : crc;
             }
             if (save && (parts & CRC_FIRST))
-                crc = crc_pages(crc, mem, i, 1);
+                crc = crc_pages(crc, mem, i, 1, 0);
         }
         if (save && run_len < variants[v].run_pages) {
             run_start = run_len ? run_start : i;
@@ -119,7 +141,7 @@ static void walk(const unsigned char *mem, size_t pages, int fd, int v)
             pwrite(fd, mem + run_start * PAGE, run_len * PAGE, (off_t)(run_start * PAGE)) < 0)
             _exit(255);
         if (run_len && (parts & CRC_AFTER))
-            crc = crc_pages(crc, mem, run_start, run_len);
+            crc = crc_pages(crc, mem, run_start, run_len, parts & AHEAD);
         run_start = i;
         run_len = save;
     }

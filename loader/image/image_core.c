@@ -518,12 +518,15 @@ static int write_run(struct writer *w, const unsigned char *p, size_t len, off_t
     return write_all(w->core, p, len, off);
 }
 
-/* Asks for the next page's first cache lines while the current one is checked and summed: the
- * hardware prefetcher does not cross a page boundary, so each page began with a miss. */
-static inline void prefetch_page(const unsigned char *page)
+/* Asks for the two lines of a page the zero test reads first (page_is_zero), PROBE_AHEAD pages
+ * before it is tested: the hardware prefetcher does not cross a page boundary, and one page
+ * ahead left most of each miss to wait for. The sum reads a run's pages only after the whole run
+ * is tested, so more lines asked for here were gone by then (crc_run asks for its own). */
+#define PROBE_AHEAD 4
+static inline void prefetch_probe(const unsigned char *page)
 {
-    for (size_t o = 0; o < PAGE; o += 512)
-        __builtin_prefetch(page + o, 0, 0);
+    __builtin_prefetch(page, 0, 3);
+    __builtin_prefetch(page + PAGE - 64, 0, 3);
 }
 
 /* The CRC-32C of a run of saved pages (the region's, chained page by page with each page's index;
@@ -539,6 +542,8 @@ static uint32_t crc_run(struct region *r, uint32_t crc, const unsigned char *p, 
     for (uint64_t k = 0; k < n; k++) {
         uint64_t index = first + k;
         const unsigned char *page = p + k * PAGE;
+        if (k + 1 < n)
+            crc32c_prefetch(page + PAGE, PAGE);
         if (r->page_crcs) { /* the page's own, and the region's from it */
             uint32_t own = crc32c_update(0, page, PAGE);
             r->page_crcs[index] = own;
@@ -615,8 +620,8 @@ static int write_region(struct writer *w, struct region *r)
             int save = 0;
             if (i < n && want[i]) {
                 const unsigned char *page = src + i * PAGE;
-                if (i + 1 < n && want[i + 1])
-                    prefetch_page(page + PAGE);
+                if (i + PROBE_AHEAD < n && want[i + PROBE_AHEAD])
+                    prefetch_probe(page + PROBE_AHEAD * PAGE);
                 save = r->rec.kind == CRAC_REGION_FILE_PRIVATE || !page_is_zero(page);
                 if (save) {
                     uint64_t index = (a - r->rec.start) / PAGE + i;

@@ -91,6 +91,8 @@ static int save_allocation(int fd, struct crac_dev_record *rec, unsigned char *b
             int save = p < n && !page_is_zero(src + p);
             if (save) {
                 uint64_t index = (off + p) / PAGE;
+                if (p + PAGE < n)
+                    crc32c_prefetch(src + p + PAGE, PAGE);
                 crc = crc32c_update(crc, &index, 8);
                 crc = crc32c_update(crc, src + p, PAGE);
                 rec->saved_pages++;
