@@ -325,13 +325,53 @@ static void test_requests(int colls)
     }
 }
 
+/* One communicator's counts across the gathered table: the lowest and the highest. */
+struct key_span {
+    uint64_t key, lo, hi;
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const struct key_span *)a)->key, y = ((const struct key_span *)b)->key;
+    return (x > y) - (x < y);
+}
+
+/* The distinct keys of ALL (TOTAL records) into SPANS, sorted, each with its lowest and highest
+ * count; returns how many. One sort, not every record compared with every other: 128 records a
+ * rank, so that was (128 n)^2 comparisons a round. */
+static size_t key_spans(const struct seq_rec *all, size_t total, struct key_span *spans)
+{
+    size_t m = 0, out = 0;
+    for (size_t i = 0; i < total; i++)
+        if (all[i].key)
+            spans[m++] = (struct key_span){all[i].key, all[i].seq, all[i].seq};
+    qsort(spans, m, sizeof(*spans), span_cmp);
+    for (size_t i = 0; i < m; i++) {
+        struct key_span *last = out ? &spans[out - 1] : NULL;
+        if (last && last->key == spans[i].key) {
+            last->lo = spans[i].lo < last->lo ? spans[i].lo : last->lo;
+            last->hi = spans[i].hi > last->hi ? spans[i].hi : last->hi;
+        } else {
+            spans[out++] = spans[i];
+        }
+    }
+    return out;
+}
+
+static struct key_span *span_of(struct key_span *spans, size_t m, uint64_t key)
+{
+    struct key_span probe = {key, 0, 0};
+    return bsearch(&probe, spans, m, sizeof(*spans), span_cmp);
+}
+
 /* A rank behind on a communicator (another member started more collectives there) whose
  * thread waits at another one's target must first do that one's next collective: the
  * collectives it still owes come after it in its program (MPI_Iscatter on a grid's row, then
  * MPI_Iallgather on the grid: the ranks ahead wait for the held ones' Iallgather, and without
- * this the cut waited for ever). So that one's count is raised by one in ALL (then the target
- * on every member, who all do that collective), decided from the table alone like the rest. */
-static void let_through(struct seq_rec *all, size_t n)
+ * this the cut waited for ever). So that one's count is raised by one in ALL and in SPANS (then
+ * the target on every member, who all do that collective), decided from the table alone like
+ * the rest. */
+static void let_through(struct seq_rec *all, size_t n, struct key_span *spans, size_t m)
 {
     char *behind = calloc(n, 1);
     if (!behind)
@@ -339,13 +379,17 @@ static void let_through(struct seq_rec *all, size_t n)
     for (size_t r = 0; r < n; r++) {
         const struct seq_rec *mine = all + r * MAX_KEYS;
         for (size_t i = 0; i < MAX_KEYS && mine[i].key && !behind[r]; i++)
-            for (size_t j = 0; j < MAX_KEYS * n && !behind[r]; j++)
-                behind[r] = all[j].key == mine[i].key && all[j].seq > mine[i].seq;
+            behind[r] = mine[i].seq < span_of(spans, m, mine[i].key)->hi;
     }
     for (size_t r = 0; r < n; r++)
-        for (size_t i = 0; behind[r] && i < MAX_KEYS && all[r * MAX_KEYS + i].key; i++)
-            if (all[r * MAX_KEYS + i].held) /* only to raise the target: not sent again */
-                all[r * MAX_KEYS + i].seq++;
+        for (size_t i = 0; behind[r] && i < MAX_KEYS && all[r * MAX_KEYS + i].key; i++) {
+            struct seq_rec *rec = &all[r * MAX_KEYS + i];
+            if (!rec->held) /* only to raise the target: not sent again */
+                continue;
+            struct key_span *span = span_of(spans, m, rec->key);
+            if (++rec->seq > span->hi)
+                span->hi = rec->seq;
+        }
     free(behind);
 }
 
@@ -363,8 +407,13 @@ static int cut_collectives(void)
     size_t n = (size_t)mpi_world_size;
     struct seq_rec *mine = calloc(MAX_KEYS, sizeof(*mine));
     struct seq_rec *all = calloc(MAX_KEYS * n, sizeof(*all));
-    if (!mine || !all)
+    struct key_span *spans = calloc(MAX_KEYS * n, sizeof(*spans));
+    if (!mine || !all || !spans) {
+        free(mine);
+        free(all);
+        free(spans);
         return -1;
+    }
     unsigned spins = 0;
     for (;;) {
         memset(mine, 0, MAX_KEYS * sizeof(*mine));
@@ -383,25 +432,23 @@ static int cut_collectives(void)
         if (finalizing) {
             free(mine);
             free(all);
+            free(spans);
             return 1;
         }
         /* Decided from the gathered table alone, so every rank decides alike. */
+        size_t m = key_spans(all, MAX_KEYS * n, spans);
         int settled = 1;
-        for (size_t i = 0; i < MAX_KEYS * n; i++) {
-            if (!all[i].key)
-                continue;
-            if (all[i].inflight)
-                settled = 0;
-            for (size_t j = i + 1; j < MAX_KEYS * n && settled; j++)
-                if (all[j].key == all[i].key && all[j].seq != all[i].seq)
-                    settled = 0;
-        }
-        let_through(all, n);
-        pthread_mutex_lock(&mpi_mu);
         for (size_t i = 0; i < MAX_KEYS * n; i++)
-            for (struct vcomm *c = vcomm_list; c && all[i].key; c = c->next)
-                if (c->key == all[i].key && !c->freed && all[i].seq > c->target)
-                    c->target = all[i].seq;
+            settled &= !(all[i].key && all[i].inflight);
+        for (size_t i = 0; i < m; i++)
+            settled &= spans[i].lo == spans[i].hi;
+        let_through(all, n, spans, m);
+        pthread_mutex_lock(&mpi_mu);
+        for (struct vcomm *c = vcomm_list; c; c = c->next) {
+            struct key_span *span = c->freed ? NULL : span_of(spans, m, c->key);
+            if (span && span->hi > c->target)
+                c->target = span->hi;
+        }
         pthread_mutex_unlock(&mpi_mu);
         __atomic_add_fetch(&wake_word, 1, __ATOMIC_SEQ_CST);
         futex_wake_all(&wake_word);
@@ -411,6 +458,7 @@ static int cut_collectives(void)
     }
     free(mine);
     free(all);
+    free(spans);
     return 0;
 }
 
