@@ -129,6 +129,48 @@ def test_damaged_chunk_refused(app: Path, tmp_path: Path) -> None:
     assert cp.returncode == 0 and b"DONE" in cp.stdout, describe(cp)
 
 
+def test_large_regions_filled_in_two_parts(app: Path, tmp_path: Path) -> None:
+    """Regions of 64 MiB (RESTART_SPLIT_MIN, loader/restart/restart.h) are filled by two threads
+    where there are two CPUs, the second walking the first half's chunk headers without their
+    bytes (loader/restart/restart_memory.c fill_chunks): the program's results are unchanged, and
+    damaged stored bytes in either half, or a damaged header of the half only walked by the second
+    thread, are refused."""
+    res = run_cycles(
+        app, ["150", "64", "20"], tmp_path, cycles=1, launch_opts=["--compress", "lz4"]
+    )
+    gen = res.gens[0]
+    data = (gen / "upper.core").read_bytes()
+    big = [
+        r
+        for r in regions(gen)
+        if r["flags"] & image_format.REGION_COMPRESSED and r["end"] - r["start"] >= 64 << 20
+    ]
+    assert big, (gen, "no compressed region of 64 MiB")
+    r = big[0]
+    half = (r["end"] - r["start"]) // 4096 // 2
+    pos, first, second = r["core_offset"], [], []
+    while (h := CHUNK.unpack_from(data, pos))[3]:
+        (first if h[2] < half else second).append((pos, h))
+        pos += CHUNK.size + h[6] + (h[4] + 7) // 8 * 8
+    assert first and second, (gen, r)
+    (p1, h1), (p2, h2) = first[len(first) // 2], second[len(second) // 2]
+    damage = {
+        "stored bytes, first half": p1 + CHUNK.size + h1[6] + h1[4] // 2,
+        "stored bytes, second half": p2 + CHUNK.size + h2[6] + h2[4] // 2,
+        "header, first half": p1 + 8,
+    }
+    for what, at in damage.items():
+        bad = tmp_path / what.replace(" ", "_").replace(",", "") / gen.name
+        shutil.copytree(gen, bad)
+        with open(bad / "upper.core", "r+b") as f:
+            f.seek(at)
+            byte = f.read(1)
+            f.seek(at)
+            f.write(bytes([byte[0] ^ 0x40]))
+        line = assert_refused(crac("restart", str(bad), cwd=tmp_path), f"restart, {what}")
+        assert "corrupted" in line, (what, line)
+
+
 def _without_zstd(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """argv run where libzstd.so.1 cannot be loaded: a private mount namespace with /dev/null
     mounted over the library (nothing in crac is told)."""

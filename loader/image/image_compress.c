@@ -238,9 +238,18 @@ static int cz_fetch(struct cz_reader *rd, void *dst, uint64_t len, uint64_t off)
     return errno ? -1 : image_pread_full(rd->fd, dst, len, off);
 }
 
+static int cz_fetch_header(struct cz_reader *rd, struct crac_chunk_hdr *h)
+{
+    uint64_t off = rd->pos;
+    int in_window = off >= rd->ahead_at && off + sizeof(*h) <= rd->ahead_at + rd->ahead_len;
+    if (!in_window && (rd->headers_only || rd->large_before))
+        return image_pread_full(rd->fd, h, sizeof(*h), off);
+    return cz_fetch(rd, h, sizeof(*h), off);
+}
+
 int cz_read_next(struct cz_reader *rd, struct crac_chunk_hdr *h)
 {
-    if (cz_fetch(rd, h, sizeof(*h), rd->pos) != 0 || h->magic != CRAC_CHUNK_MAGIC ||
+    if (cz_fetch_header(rd, h) != 0 || h->magic != CRAC_CHUNK_MAGIC ||
         h->method > CRAC_CHUNK_ZSTD || h->n_pages > CRAC_CHUNK_MAX_PAGES)
         return -1;
     if (!h->n_pages)
@@ -256,6 +265,7 @@ int cz_read_next(struct cz_reader *rd, struct crac_chunk_hdr *h)
     rd->data_at = rd->pos + sizeof(*h) + h->gap;
     rd->next = h->first_page + h->n_pages;
     rd->pos = rd->data_at + ((h->stored_len + 7) & ~7UL);
+    rd->large_before = h->stored_len >= READ_AHEAD / 2;
     return 1;
 }
 

@@ -36,6 +36,10 @@ struct cz_reader {
      * two per chunk (made on first use). */
     unsigned char *ahead;
     uint64_t ahead_at, ahead_len;
+    /* The next header is read alone (a small read), not with a window of what follows it: set by
+     * a caller that skips the chunks' bytes, and after a chunk too large for the window (whose
+     * bytes go straight to their place: the window would read them twice). */
+    int headers_only, large_before;
 };
 
 /* Start at a region's first chunk (core_offset) of a region of n_pages pages. */

@@ -271,25 +271,85 @@ static int fill_bitmap(int core, const struct crac_region_rec *r, const unsigned
 
 /* Compressed regions (image_compress.c): the chunks from core_offset, each decompressed straight
  * into place and checked against its CRC-32C; pages not in a chunk stay as mapped (zero, or the
- * file's). A library that cannot be loaded is said in err; any other failure is a corrupted
- * image. */
+ * file's). A large region in two parts on two threads, as fill_anon: the first takes the chunks
+ * that start in the region's first half and stops at the first that does not; the second walks the headers of
+ * those (their bytes not read) and takes the rest to the region's end marker, summing its chunks'
+ * CRCs from 0 (joined by crc32c_combine). A library that cannot be loaded is said in err (-2);
+ * any other failure is a corrupted image (-1). */
+struct chunk_part {
+    int core;
+    const struct crac_region_rec *r;
+    const unsigned char *bitmap;
+    struct cz_reader *rd; /* its scratch buffers kept for the next region */
+    uint64_t from, to;    /* the chunks whose first page is in [from, to) */
+    uint32_t crc, pages, chunks;
+    int rc;
+    char err[256];
+};
+
+static void fill_chunks_part(struct chunk_part *p)
+{
+    const struct crac_region_rec *r = p->r;
+    struct crac_chunk_hdr h;
+    int more;
+    cz_read_begin(p->rd, p->core, r->core_offset, (r->end - r->start) / PAGE, p->bitmap);
+    p->rd->headers_only = p->from > 0;
+    while ((more = cz_read_next(p->rd, &h)) == 1) {
+        if (h.first_page >= p->to)
+            return;
+        if (h.first_page < p->from)
+            continue;
+        p->rd->headers_only = 0;
+        unsigned char *dst = (unsigned char *)(r->start + h.first_page * PAGE);
+        madvise(dst, (size_t)h.n_pages * PAGE, MADV_POPULATE_WRITE);
+        int c = cz_read_pages(p->rd, &h, dst, p->err, sizeof(p->err));
+        if (c != 0) {
+            p->rc = c;
+            return;
+        }
+        p->crc = crc32c_update(p->crc, &h.crc32c, 4);
+        p->pages += h.n_pages;
+        p->chunks++;
+    }
+    if (more < 0)
+        p->rc = -1;
+}
+
+static void *chunks_helper(void *p)
+{
+    fill_chunks_part(p);
+    return NULL;
+}
+
 static int fill_chunks(int core, const struct crac_region_rec *r, const unsigned char *bitmap,
                        uint32_t *crc, uint32_t *pages, char *err, size_t errlen)
 {
-    static struct cz_reader rd; /* its scratch buffer kept for the next region */
-    struct crac_chunk_hdr h;
-    int more;
-    cz_read_begin(&rd, core, r->core_offset, (r->end - r->start) / PAGE, bitmap);
-    while ((more = cz_read_next(&rd, &h)) == 1) {
-        unsigned char *dst = (unsigned char *)(r->start + h.first_page * PAGE);
-        madvise(dst, (size_t)h.n_pages * PAGE, MADV_POPULATE_WRITE);
-        int c = cz_read_pages(&rd, &h, dst, err, errlen);
-        if (c != 0)
-            return c;
-        *crc = crc32c_update(*crc, &h.crc32c, 4);
-        *pages += h.n_pages;
-    }
-    return more < 0 ? -1 : 0;
+    static struct cz_reader readers[2];
+    uint64_t n = (r->end - r->start) / PAGE;
+    struct chunk_part parts[2];
+    for (int i = 0; i < 2; i++)
+        parts[i] = (struct chunk_part){.core = core,
+                                       .r = r,
+                                       .bitmap = bitmap,
+                                       .rd = &readers[i],
+                                       .from = UINT64_MAX,
+                                       .to = UINT64_MAX};
+    parts[0].from = 0;
+    parts[0].crc = *crc;
+    if (r->end - r->start >= RESTART_SPLIT_MIN && restart_other_cpu()) {
+        parts[0].to = parts[1].from = n / 2;
+        restart_two_parts(chunks_helper, &parts[0], &parts[1]);
+    } else
+        fill_chunks_part(&parts[0]);
+    for (int i = 0; i < 2; i++)
+        if (parts[i].rc != 0) {
+            if (parts[i].rc == -2)
+                snprintf(err, errlen, "%s", parts[i].err);
+            return parts[i].rc;
+        }
+    *crc = crc32c_combine(parts[0].crc, parts[1].crc, (uint64_t)parts[1].chunks * 4);
+    *pages += parts[0].pages + parts[1].pages;
+    return 0;
 }
 
 static int same_file(const struct crac_region_rec *r, const struct stat *st)
