@@ -123,15 +123,22 @@ def wait_line(p: subprocess.Popen, prefix: bytes, timeout: float = 600.0) -> Non
     raise BenchError(f"the program never printed {prefix!r} (exit {p.poll()})")
 
 
-def timed_restart(ckdir: Path, what: str, timeout: float = 600.0) -> float:
+def timed_restart(
+    ckdir: Path, what: str, timeout: float = 600.0, native_dir: str | None = None
+) -> float:
     """Seconds from `crac restart CKDIR` to the restarted program's first `tick` line (all its
-    memory is back by then); the restarted program is killed. WHAT names the image in errors."""
+    memory is back by then); the restarted program is killed. WHAT names the image in errors.
+    NATIVE_DIR: restarted by that build's loader instead (CRAC_NATIVE_DIR; `--force`, as the image
+    was written by another build)."""
+    env, force = clean_env(), []
+    if native_dir:
+        env["CRAC_NATIVE_DIR"], force = native_dir, ["--force"]
     t0 = time.perf_counter()
     r = subprocess.Popen(
-        [*crac_cmd(), "restart", str(ckdir)],
+        [*crac_cmd(), "restart", *force, str(ckdir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=clean_env(),
+        env=env,
     )
     try:
         wait_line(r, b"tick", timeout)

@@ -2,6 +2,7 @@
 
     nice python bench/compress.py [--sizes 256,2048] [--kinds text,sparse,random] [--reps 3]
                                   [--modes none,lz4,zstd:1,zstd:3] [--dir /var/tmp] [--json]
+                                  [--baseline-crac NATIVE_DIR]
 
 Builds bench/apps/compress_data.c: SIZE MiB of text (words of a small vocabulary), of sparse
 pages (one non-zero word each: mostly zero but not zero) or of random bytes, then a tick every
@@ -11,6 +12,10 @@ fresh `crac launch --compress MODE`, SIGUSR2, timed until `latest/MANIFEST.json`
 publishes a generation only once it is on disk: the durable checkpoint), the size of upper.core,
 SIGKILL, then `crac restart` timed until the restarted program's first tick (all its memory is
 back by then; Python's start-up is in every mode's time alike).
+
+`--baseline-crac NATIVE_DIR` runs every mode a second time with another build's loader (e.g.
+main's `crac_py/_native`, through CRAC_NATIVE_DIR; its restart too), interleaved with this
+build's: rows "MODE (baseline)", their ratio against the baseline's own `none`.
 
 Prints medians and the ratios to `none`; never asserts on time.
 """
@@ -71,13 +76,14 @@ def plain_write(path: Path, kind: str, size_mib: int) -> float:
     return t
 
 
-def one(app: Path, work: Path, kind: str, size_mib: int, mode: str) -> dict:
+def one(app: Path, work: Path, kind: str, size_mib: int, mode: str, native: str | None) -> dict:
     ckdir = work / f"ck-{mode.replace(':', '')}"
     shutil.rmtree(ckdir, ignore_errors=True)
     ckdir.mkdir()
     argv = [*crac_cmd(), "launch", "--compress", mode, "-c", str(ckdir), "--", str(app), kind]
+    env = clean_env() | ({"CRAC_NATIVE_DIR": native} if native else {})
     p = subprocess.Popen(
-        [*argv, str(size_mib)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env()
+        [*argv, str(size_mib)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
     try:
         wait_line(p, b"tick 2")
@@ -94,7 +100,7 @@ def one(app: Path, work: Path, kind: str, size_mib: int, mode: str) -> dict:
         p.wait(timeout=60)
     core = manifest / "latest" / "upper.core"
     size = core.stat().st_blocks * 512
-    restart_s = timed_restart(ckdir, f"the {mode} image")
+    restart_s = timed_restart(ckdir, f"the {mode} image", native_dir=native)
     shutil.rmtree(ckdir, ignore_errors=True)
     return {"ckpt_s": ckpt_s, "image_bytes": size, "restart_s": restart_s}
 
@@ -107,8 +113,12 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--baseline-crac", metavar="NATIVE_DIR")
     opts = ap.parse_args()
     modes = opts.modes.split(",")
+    builds = {"": None}
+    if opts.baseline_crac:
+        builds[" (baseline)"] = str(Path(opts.baseline_crac).resolve())
     results: dict = {}
     try:
         with tempfile.TemporaryDirectory(prefix="crac-compress-", dir=opts.dir) as tmp:
@@ -116,11 +126,12 @@ def main() -> int:
             app = build_program(APP_SRC, work)
             for size in map(int, opts.sizes.split(",")):
                 for kind in opts.kinds.split(","):
-                    cell: dict = {"plain_s": [], **{m: [] for m in modes}}
+                    cell: dict = {"plain_s": [], **{m + b: [] for b in builds for m in modes}}
                     for _rep in range(opts.reps):
                         cell["plain_s"].append(plain_write(work / "plain", kind, size))
                         for m in modes:
-                            cell[m].append(one(app, work, kind, size, m))
+                            for b, native in builds.items():
+                                cell[m + b].append(one(app, work, kind, size, m, native))
                     results[f"{size} MiB {kind}"] = cell
     except BenchError as exc:
         print(f"compress.py: {exc}", file=sys.stderr)
@@ -132,13 +143,14 @@ def main() -> int:
     rows = []
     for name, cell in results.items():
         plain = statistics.median(cell["plain_s"])
-        base = (
-            {k: statistics.median(r[k] for r in cell["none"]) for k in cell["none"][0]}
-            if ("none" in cell)
-            else None
-        )
         rows.append([name, "plain write+fsync", f"{plain:.2f}", "", "", "", ""])
-        for m in modes:
+        for m in (m + b for m in modes for b in builds):
+            none = "none" + m[m.index(" ") :] if " " in m else "none"
+            base = (
+                {k: statistics.median(r[k] for r in cell[none]) for k in cell[none][0]}
+                if none in cell
+                else None
+            )
             med = {k: statistics.median(r[k] for r in cell[m]) for k in cell[m][0]}
             ratio = f"{med['ckpt_s'] / base['ckpt_s']:.2f}" if base else ""
             shrink = f"{base['image_bytes'] / max(med['image_bytes'], 1):.1f}x" if base else ""
