@@ -60,6 +60,18 @@ def chunks(gen: Path) -> list[tuple[int, tuple]]:
     return found
 
 
+def damaged_copy(gen: Path, where: Path, at: int) -> Path:
+    """A copy of generation GEN under WHERE with one bit of upper.core's byte AT flipped."""
+    bad = where / gen.name
+    shutil.copytree(gen, bad)
+    with open(bad / "upper.core", "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0x40]))
+    return bad
+
+
 def one_image(app: Path, tmp_path: Path, mode: str) -> Path:
     """A generation of the program, written with --compress MODE; the program SIGKILLed."""
     ckptdir = tmp_path / "ckpt"
@@ -109,13 +121,7 @@ def test_damaged_chunk_refused(app: Path, tmp_path: Path) -> None:
     gen = one_image(app, tmp_path, "zstd")
     pos, h = next((p, h) for p, h in chunks(gen) if h[1] == image_format.CHUNK_ZSTD)
     for what, at in (("stored bytes", pos + CHUNK.size + h[4] // 2), ("header", pos + 8)):
-        bad = tmp_path / what.replace(" ", "_") / gen.name
-        shutil.copytree(gen, bad)
-        with open(bad / "upper.core", "r+b") as f:
-            f.seek(at)
-            byte = f.read(1)
-            f.seek(at)
-            f.write(bytes([byte[0] ^ 0x40]))
+        bad = damaged_copy(gen, tmp_path / what.replace(" ", "_"), at)
         line = assert_refused(crac("restart", str(bad), cwd=tmp_path), f"restart, {what}")
         assert "corrupted" in line, line
         cp = crac("verify", str(bad), cwd=tmp_path)
@@ -160,13 +166,7 @@ def test_large_regions_filled_in_two_parts(app: Path, tmp_path: Path) -> None:
         "header, first half": p1 + 8,
     }
     for what, at in damage.items():
-        bad = tmp_path / what.replace(" ", "_").replace(",", "") / gen.name
-        shutil.copytree(gen, bad)
-        with open(bad / "upper.core", "r+b") as f:
-            f.seek(at)
-            byte = f.read(1)
-            f.seek(at)
-            f.write(bytes([byte[0] ^ 0x40]))
+        bad = damaged_copy(gen, tmp_path / what.replace(" ", "_").replace(",", ""), at)
         line = assert_refused(crac("restart", str(bad), cwd=tmp_path), f"restart, {what}")
         assert "corrupted" in line, (what, line)
 
