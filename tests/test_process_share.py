@@ -15,6 +15,7 @@ uninterrupted run's, and its children end with status 0 (the reader checks).
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import sys
 
@@ -66,6 +67,9 @@ CASES = [
     ("share_readers", "pipe"),  # a pipe two processes read whose writing end nobody holds
     # a parent's SIGUSR2 (the checkpoint signal's number) to its child's handler, not a checkpoint
     ("share_signal", "usr2"),
+    # the same with SIGUSR1: kill and sigqueue by the child's pid the program knows, after a
+    # restart not the kernel's (sigqueue went to that pid as it was)
+    ("share_signal", "usr1"),
     # siblings signalled by the pids the program knows, by a restarted one and by new children
     ("share_siblings", "kill"),
     # /proc/<pid> by the pids the program knows: psutil, joblib's loky workers
@@ -103,6 +107,10 @@ def test_program_run_by_util_linux_script(apps, tmp_path):
     two_restarts(apps, tmp_path, "script", "", program=[script, "-qfec", counter, "/dev/null"])
 
 
+# Arguments after STEPS and MS.
+TRAILING = {("share_signal", "usr1"): [str(int(signal.SIGUSR1))]}
+
+
 def _program(apps, app: str, mode: str) -> list[str]:
     if app in (
         "share_pool",
@@ -126,7 +134,7 @@ def two_restarts(apps, tmp_path, app, mode, opts=(), program=None):
     require_native()
     ckptdir = tmp_path / "ckpt"
     if program is None:
-        program = [*_program(apps, app, mode), str(STEPS), "20"]
+        program = [*_program(apps, app, mode), str(STEPS), "20", *TRAILING.get((app, mode), [])]
     argv = [*crac_cmd(), "launch", "-c", str(ckptdir), *opts, "--", *program]
     root = CracProc(argv, out_dir=tmp_path / "logs", label="launch", env=base_env())
     out = Output(root.out_path, "launch")

@@ -1064,8 +1064,8 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
         if (a1 > 0 || a1 < -1)
             a1 = a1 > 0 ? vid_to_real(c, (int32_t)a1) : -vgroup_to_real(c, (int32_t)-a1);
         return raw_syscall2(SYS_kill, a1, a2);
-    case SYS_rt_sigqueueinfo:
-        return raw_syscall3(nr, c->vpid && a1 == c->vpid ? c->pid : a1, a2, a3);
+    case SYS_rt_sigqueueinfo: /* as kill: a process of the tree by the pid the program knows */
+        return raw_syscall3(nr, vid_to_real(c, (int32_t)a1), a2, a3);
     case SYS_rt_tgsigqueueinfo:
         return raw_syscall4(nr, vid_to_real(c, (int32_t)a1), vid_to_real(c, (int32_t)a2), a3, a4);
     }

@@ -90,11 +90,15 @@ __attribute__((used)) uint64_t crac_sigwrap_prepare(int sig, siginfo_t *info, vo
             return 0;
         }
     }
-    /* After a restart the program knows its pid as the one of its first launch. */
+    /* After a restart the program knows its own pid, and those of its tree's processes, as they
+     * were at its first launch: the sender of a signal a process sent (the codes whose si_pid is
+     * one: a timer's or SIGIO's fields lie there instead), and the child a SIGCHLD tells of, are
+     * named by those ids (a restarted child's parent compared si_pid with getppid()). */
     const struct crac_ctrl *c = crac_ctrl();
-    if (c->vpid && info->si_code <= 0 /* SI_USER, SI_QUEUE, SI_TKILL... */ &&
-        info->si_pid == c->pid)
-        info->si_pid = c->vpid;
+    int code = info->si_code;
+    if (ids_differ(c) && (code == SI_USER || code == SI_QUEUE || code == SI_TKILL ||
+                          code == SI_MESGQ || (sig == SIGCHLD && code > 0)))
+        info->si_pid = vid_from_real(c, info->si_pid);
     if (act.flags & SA_RESETHAND) /* the kernel reset it to SIG_DFL on delivery */
         t->app[sig].handler = (uint64_t)SIG_DFL;
     if (act.handler == (uint64_t)SIG_DFL || act.handler == (uint64_t)SIG_IGN)

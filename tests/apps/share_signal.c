@@ -1,5 +1,6 @@
-/* share_signal TAG [STEPS=300] [MS=20]: a parent signals its forked child with SIGUSR2, the number
-   of crac's checkpoint signal, once per step (rsync's generator ends its receiver this way): by
+/* share_signal TAG [STEPS=300] [MS=20] [SIG=12]: a parent signals its forked child with SIG, by
+   default SIGUSR2, the number of crac's checkpoint signal (SIGUSR1, 10, is one crac never takes),
+   once per step (rsync's generator ends its receiver with SIGUSR2): by
    kill() on odd steps, by sigqueue() with the step number on even ones. The child's handler
    (SA_SIGINFO, no SA_RESTART) counts them and checks each one's sender (its parent), si_code and
    value; between signals the child waits in a read() of a pipe nobody writes to, which each signal
@@ -21,14 +22,14 @@
 #include <unistd.h>
 
 #define PROG "share_signal"
-#define USAGE "TAG [STEPS] [MS]"
+#define USAGE "TAG [STEPS] [MS] [SIG]"
 #include "ckpt_common.h"
 #include "signal_answer.h"
 
 static volatile sig_atomic_t received, bad;
 static volatile sig_atomic_t bad_code, bad_value, bad_pid;
 
-static void on_usr2(int sig, siginfo_t *si, void *uc)
+static void on_signal(int sig, siginfo_t *si, void *uc)
 {
     (void)sig;
     (void)uc;
@@ -79,12 +80,13 @@ int main(int argc, char **argv)
     }
     const char *tag = argv[1];
     long steps = arg(argc, argv, 2, 300, 1, 1000000), ms = arg(argc, argv, 3, 20, 0, 10000);
+    int sig = (int)arg(argc, argv, 4, SIGUSR2, 1, SIGRTMIN - 1);
     int idle[2], answer[2];
     if (pipe(idle) != 0 || pipe(answer) != 0)
         fail("pipe: %s", strerror(errno));
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = on_usr2;
+    sa.sa_sigaction = on_signal;
     sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: a signal ends the child's read() */
     sigemptyset(&sa.sa_mask);
     fflush(stdout);
@@ -92,7 +94,7 @@ int main(int argc, char **argv)
     if (kid < 0)
         fail("fork: %s", strerror(errno));
     if (kid == 0) {
-        if (sigaction(SIGUSR2, &sa, NULL) != 0)
+        if (sigaction(sig, &sa, NULL) != 0)
             fail("child: sigaction: %s", strerror(errno));
         close(idle[1]);
         close(answer[0]);
@@ -105,8 +107,8 @@ int main(int argc, char **argv)
     uint64_t h = CKPT_FNV_BASIS;
     for (long k = 0; k <= steps; k++) { /* answer 0: the child's handler is installed */
         if (k > 0) {
-            int r = k % 2 ? kill(kid, SIGUSR2)
-                          : sigqueue(kid, SIGUSR2, (union sigval){.sival_int = (int)k});
+            int r =
+                k % 2 ? kill(kid, sig) : sigqueue(kid, sig, (union sigval){.sival_int = (int)k});
             if (r != 0)
                 fail("signal %ld: %s", k, strerror(errno));
         }
