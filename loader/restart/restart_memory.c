@@ -272,9 +272,9 @@ static int fill_bitmap(int core, const struct crac_region_rec *r, const unsigned
 /* Compressed regions (image_compress.c): the chunks from core_offset, each decompressed straight
  * into place and checked against its CRC-32C; pages not in a chunk stay as mapped (zero, or the
  * file's). A large region in two parts on two threads, as fill_anon: the first takes the chunks
- * that start in the region's first half and stops at the first that does not; the second walks the headers of
- * those (their bytes not read) and takes the rest to the region's end marker, summing its chunks'
- * CRCs from 0 (joined by crc32c_combine). A library that cannot be loaded is said in err (-2);
+ * that start in the region's first half and stops at the first that does not; the second walks
+ * the headers of those (their bytes not read) and takes the rest to the region's end marker,
+ * summing its chunks' CRCs from 0 (joined by crc32c_combine). A library that cannot be loaded is said in err (-2);
  * any other failure is a corrupted image (-1). */
 struct chunk_part {
     int core;
