@@ -247,6 +247,26 @@ def test_listeners_sharing_a_port(tmp_path):
     run_cycles(Path(sys.executable), [str(program), "40", "ss"], tmp_path, cycles=2)
 
 
+def test_netlink_sockets(tmp_path):
+    """Netlink sockets (a route socket in link and address groups, one past bind's 32, with
+    NETLINK_EXT_ACK; a sock_diag socket on a port id it chose) come back on the same port ids,
+    groups and option, and every step's dumps answer as libmnl expects them to. Each step reads
+    its answer 10 ms after asking: a checkpoint there waits until it is read, since a new socket
+    cannot finish the kernel's dump (before, the socket read as /dev/null and `ss` under a
+    restarted program printed nothing)."""
+    program = APPS_DIR / "py" / "ckpt_netlink.py"
+    run_cycles(Path(sys.executable), [str(program), "40"], tmp_path, cycles=2)
+
+
+def test_netlink_answer_never_read(tmp_path):
+    """A netlink answer the program never reads does not hold the checkpoint for ever: it waits a
+    while, then drops the answer and says so (the restarted socket is new and empty)."""
+    program = APPS_DIR / "py" / "ckpt_netlink.py"
+    run_cycles(Path(sys.executable), [str(program), "40", "stuck"], tmp_path, cycles=1)
+    said = "".join(p.read_text(errors="replace") for p in (tmp_path / "logs").glob("*.err"))
+    assert "(netlink):" in said and "had not read" in said, said
+
+
 def test_pipes_and_fifos(tmp_path, tmp_path_factory):
     """A pipe whose writer closed keeps its bytes (and ends after them); a 256 KiB pipe full of
     bytes comes back whole; FIFOs opened by path come back with the bytes in them, one with both

@@ -323,7 +323,7 @@ ENUMS: tuple[Enum, ...] = (
         ("CRAC_FD_EVENTFD", 6, "eventfd",
          "its counter and semaphore flag in files/eventfd-<fd> (none in older images: 0)"),
         ("CRAC_FD_UNSUPPORTED", 7, "not restorable",
-         "netlink sockets, ...: replaced by /dev/null at restart, with a warning"),
+         "packet sockets, ...: replaced by /dev/null at restart, with a warning"),
         ("CRAC_FD_MQUEUE", 8, "message queue",
          "POSIX message queue: attributes and messages in files/mq-<fd>"),
         ("CRAC_FD_PTY_MASTER", 9, "pty master",
@@ -346,6 +346,9 @@ ENUMS: tuple[Enum, ...] = (
         ("CRAC_FD_STDIO_COPY", 18, "stdio copy",
          "a descriptor above 2 on the invocation's own stdin, stdout or stderr (`exec 3>&1`): "
          "the restart's own; `size_at_ckpt` says which (0-2)"),
+        ("CRAC_FD_NETLINK", 19, "netlink",
+         "netlink socket: protocol, port id, groups and options in files/netlink-<fd>, made "
+         "again; what it had not read is not kept"),
     )),
     Enum("crac_dev_kind", "crac_dev_record.kind", (
         ("CRAC_DEV_DEVICE", 1, "device", "device memory (cudaMalloc)"),

@@ -213,6 +213,29 @@ static int window_has_shared_writable(void)
 
 int ckpt_run_coordinated;
 
+/* Settling: past SETTLE_MS a socket unread at every look is left unread (its messages dropped,
+ * fd_netlink.c says so); past SETTLE_MAX_MS the checkpoint goes on whatever it finds. */
+#define SETTLE_MS 500
+#define SETTLE_MAX_MS 1000
+
+/* Every thread suspended, with no netlink answer waiting to be read: the kernel cannot give a
+ * restarted socket the rest of a dump it was sending (iproute2's ss, glibc's getaddrinfo read
+ * one in a few milliseconds), so the program runs on a little and is suspended again
+ * (docs/DECISIONS.md "Netlink sockets"). */
+static int suspend_settled(struct parked_thread *threads, int *n)
+{
+    struct netlink_settle settle = {0};
+    for (int waited_ms = 0, step_ms = 1;;
+         waited_ms += step_ms, step_ms += step_ms < 16 ? step_ms : 0) {
+        if (ckpt_suspend_all(threads, CRAC_MAX_THREADS, n) != 0)
+            return -1;
+        if (fd_netlink_settled(&settle, waited_ms >= SETTLE_MS) || waited_ms >= SETTLE_MAX_MS)
+            return 0;
+        ckpt_release_all();
+        nanosleep(&(struct timespec){0, step_ms * 1000000L}, NULL);
+    }
+}
+
 int ckpt_run(int exit_after, const struct ckpt_barrier *b)
 {
     ckpt_run_coordinated = b != NULL;
@@ -260,7 +283,7 @@ int ckpt_run(int exit_after, const struct ckpt_barrier *b)
         abandon(r, tmp, generation, 0, "a PRE_SUSPEND hook failed");
         return -1;
     }
-    if (ckpt_suspend_all(threads, CRAC_MAX_THREADS, &n) != 0) {
+    if (suspend_settled(threads, &n) != 0) {
         if (b)
             b->failed(b->ctx, "threads did not suspend");
         abandon(r, tmp, generation, 0, NULL);

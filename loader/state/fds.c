@@ -24,7 +24,7 @@ static const struct fd_ops *const fd_kinds[] = {
     &fd_stdio_ops,   &fd_stdio_copy_ops, &fd_mqueue_ops,   &fd_regular_ops,    &fd_dir_ops,
     &fd_chardev_ops, &fd_pipe_ops,       &fd_eventfd_ops,  &fd_pty_master_ops, &fd_pty_slave_ops,
     &fd_socket_ops,  &fd_timerfd_ops,    &fd_signalfd_ops, &fd_epoll_ops,      &fd_inotify_ops,
-    &fd_fifo_ops,    &fd_pidfd_ops,
+    &fd_fifo_ops,    &fd_pidfd_ops,      &fd_netlink_ops,
 };
 #define N_FD_KINDS (sizeof(fd_kinds) / sizeof(fd_kinds[0]))
 

@@ -91,6 +91,7 @@ extern const struct fd_ops fd_inotify_ops;                                      
 extern const struct fd_ops fd_socket_ops;                                       /* fd_socket.c */
 extern const struct fd_ops fd_fifo_ops;                                         /* fd_pipe.c */
 extern const struct fd_ops fd_pidfd_ops;                                        /* fd_pidfd.c */
+extern const struct fd_ops fd_netlink_ops;                                      /* fd_netlink.c */
 
 /* Descriptors shared with other processes of a restarted tree (fd_shared.c): `--shared-fd
  * FD:HELD` (0, or -1 when malformed); the inherited descriptor for program fd FD, or -1; put it at

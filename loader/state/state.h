@@ -135,6 +135,20 @@ int rlimits_restore(const struct state_restore *r, const void *note, size_t len)
 /* The program's next descriptor in D (an opendir of /proc/self/fd), MIN or above: not the
  * directory's own, not one of crac's (lower_fds.h); -1 at the end (fds.c). */
 int state_next_program_fd(DIR *d, int min);
+/* The checkpoint's look, with the program suspended, at its netlink sockets holding messages it
+ * has not read (a request's answer, a dump's next part, a notification): settled when there are
+ * none, or when OVERDUE and each of them was unread at every look before (one the program does
+ * not read, not one in the middle of an answer). S starts zeroed (fd_netlink.c). */
+#define NETLINK_SETTLE_MAX 64
+struct netlink_unread {
+    int fd;
+    uint64_t ino;
+};
+struct netlink_settle {
+    int looks, n_always;
+    struct netlink_unread always[NETLINK_SETTLE_MAX];
+};
+int fd_netlink_settled(struct netlink_settle *s, int overdue);
 int file_ids_capture(const struct state_capture *c, void **blob, size_t *len); /* file_ids.c */
 int file_ids_hold(const struct state_restore *r, const void *note, size_t len);
 int prctl_capture(const struct state_capture *c, void **blob, size_t *len); /* prctl_state.c */
