@@ -130,7 +130,7 @@ int main(int argc, char **argv)
                 _exit(kill(b, SIGUSR1) == 0 ? 0 : 3);
             reap_ok(c, "a short-lived sender");
         }
-        await_answer(answer[0], idle[1], k);
+        await_answer(answer[0], idle[1], k, b);
         h = ckpt_fnv(h, (uint64_t)k);
         tag_step_line(tag, k);
         ckpt_sleep_ms(ms);

@@ -112,7 +112,7 @@ int main(int argc, char **argv)
             if (r != 0)
                 fail("signal %ld: %s", k, strerror(errno));
         }
-        await_answer(answer[0], idle[1], k);
+        await_answer(answer[0], idle[1], k, kid);
         if (k == 0)
             continue;
         h = ckpt_fnv(h, (uint64_t)k);

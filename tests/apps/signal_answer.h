@@ -12,11 +12,30 @@
    rather than leave the test to its harness's timeout). */
 #define AWAIT_WAKES_MAX 240
 
-static inline void await_answer(int answer_fd, int idle_fd, long k)
+/* The signal lines of /proc/PID/status and of each of its threads' (queued, blocked, caught),
+   on stderr: where a lost signal stopped. */
+static inline void show_signal_state(pid_t pid)
+{
+    char cmd[160], line[256];
+    snprintf(cmd, sizeof(cmd),
+             "for t in /proc/%d/task/*; do echo \"$t\"; grep -E '^(State|Sig|Shd)' \"$t/status\"; "
+             "done",
+             (int)pid);
+    FILE *out = popen(cmd, "r");
+    while (out && fgets(line, sizeof(line), out))
+        fprintf(stderr, "  %s", line);
+    if (out)
+        pclose(out);
+}
+
+static inline void await_answer(int answer_fd, int idle_fd, long k, pid_t from)
 {
     for (int wakes = 0;; wakes++) {
-        if (wakes == AWAIT_WAKES_MAX)
+        if (wakes == AWAIT_WAKES_MAX) {
+            fprintf(stderr, "process %d, which did not answer:\n", (int)from);
+            show_signal_state(from);
             fail("no answer %ld after %d wake bytes: the signal was lost", k, wakes);
+        }
         struct pollfd p = {answer_fd, POLLIN, 0};
         int n = poll(&p, 1, 500);
         if (n < 0 && errno == EINTR)
