@@ -5,8 +5,9 @@ socket bound to a port id of its own choosing. Each step asks the first for the 
 line, and reads the answer 30 ms later (a checkpoint asked for at the line comes in between); then
 it dumps the listening TCP sockets on the second. It checks what libmnl checks (every answer's
 sequence number, its port id the socket's own, the dump ended by NLMSG_DONE) and each socket's
-name, groups and option as they were at the start. With `stuck`, a third socket asks for the
-links once and never reads the answer. Prints `step K` and ends with `DONE checksum=H steps=N`."""
+name, groups and option as they were at the start, and calls getaddrinfo with AI_ADDRCONFIG
+(glibc's own netlink socket). With `stuck`, a third socket asks for the links once and never
+reads the answer. Prints `step K` and ends with `DONE checksum=H steps=N`."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ NLMSG_ERROR, NLMSG_DONE = 2, 3
 RTMGRP_LINK, RTMGRP_IPV4_IFADDR = 1, 0x10
 HIGH_GROUP = 33  # RTNLGRP_BRVLAN: only NETLINK_ADD_MEMBERSHIP reaches groups past 32
 TCP_LISTEN = 1 << 10
+ADDRCONFIG = socket.AI_ADDRCONFIG
 
 
 def fail(why: str) -> None:
@@ -95,6 +97,9 @@ def main() -> int:
         req = struct.pack("=BBBxI", socket.AF_INET, socket.IPPROTO_TCP, 0, TCP_LISTEN) + bytes(48)
         request(diag, SOCK_DIAG_BY_FAMILY, k, req)
         read_dump(diag, k, "listeners")
+        # glibc asks the kernel for the machine's addresses over a netlink socket of its own.
+        if not socket.getaddrinfo("localhost", 80, type=socket.SOCK_STREAM, flags=ADDRCONFIG):
+            fail(f"step {k}: getaddrinfo found no address for localhost")
         now = {
             "route name": route.getsockname(),
             "route groups": memberships(route),
