@@ -19,6 +19,7 @@ import pytest
 from ckpt_harness import (
     WAIT_TIMEOUT,
     base_env,
+    build_app,
     complete_generations,
     kill9,
     launch,
@@ -105,3 +106,57 @@ def test_group_signal_reaches_every_handler_and_takes_no_checkpoint(tmp_path):
         raise
     finally:
         proc.stop()
+
+
+def _send_marked_usr2(kill: str, pid: int, tmp_path) -> None:
+    """SIGUSR2 to PID from a program under crac (procps's kill): the program's, not a request."""
+    sender = subprocess.run(
+        [*crac_cmd(), "launch", "-c", str(tmp_path / "sender"), "--", kill, "-USR2", str(pid)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=base_env(),
+        cwd=tmp_path,
+        timeout=WAIT_TIMEOUT,
+    )
+    assert sender.returncode == 0, sender.stderr.decode(errors="replace")
+
+
+def test_signal_after_a_restart_inside_the_handler_reaches_the_handler(tmp_path, tmp_path_factory):
+    """A checkpoint taken while the program's SIGUSR2 handler runs (crac runs it inside its own
+    handler, where a thread can be suspended), restarted: the handler ends, and the next SIGUSR2
+    reaches it again. Before, the handler's end restored the per-thread mask of the thread id the
+    handler began under, and the restarted thread has another: its SIGUSR2 stayed blocked in
+    crac's books, and every later one waited for an unblock that never came (the lost signal of
+    share_signal after a restart)."""
+    require_native()
+    kill = shutil.which("kill")
+    if kill is None:
+        pytest.skip("no kill(1) on this machine (Debian package procps)")
+    app = build_app(tmp_path_factory, APPS_DIR / "usr2_gate_handler.c")
+    ckptdir, logs, gate = tmp_path / "ckpt", tmp_path / "logs", tmp_path / "gate"
+    proc = launch(app, [str(gate)], ckptdir, out_dir=logs)
+    restarted = None
+    try:
+        wait_for_step(proc, 3)
+        _send_marked_usr2(kill, proc.pid, tmp_path)
+        wait_until(lambda: "in handler 1" in proc.lines(), "the handler to start")
+        before = complete_generations(ckptdir)
+        os.kill(proc.pid, signal.SIGUSR2)  # from outside crac: a checkpoint
+        gen = wait_new_generation(ckptdir, before, proc)
+        kill9(proc)
+        assert "handler done 1" not in proc.lines(), proc.report()
+        restarted = restart(gen.parent, out_dir=logs, label="restart")
+        gate.touch()
+        wait_until(lambda: "handler done 1" in restarted.lines(), "the handler to end")
+        first = wait_for_step(restarted, 1)
+        _send_marked_usr2(kill, restarted.pid, tmp_path)
+        wait_until(lambda: "in handler 2" in restarted.lines(), "the second SIGUSR2's handler")
+        wait_for_step(restarted, first + 3)
+        assert restarted.lines().count("in handler 2") == 1, restarted.report()
+    except BaseException:
+        print(proc.report(), restarted.report() if restarted else "", sep="\n")
+        raise
+    finally:
+        proc.stop()
+        if restarted is not None:
+            restarted.stop()

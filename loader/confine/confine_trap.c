@@ -656,6 +656,10 @@ void confine_run_ckpt_handler(ucontext_t *uc, const siginfo_t *delivered)
     else
         ((void (*)(int))act.handler)(sig);
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+    /* Asked again: a checkpoint may have suspended the thread in the handler (this thread's
+     * mask lets it), and the restarted thread has another id; the old one's record would be
+     * restored, and this one's keep the signal blocked for ever (ids_remap moved it here). */
+    tid = (int32_t)raw_syscall0(SYS_gettid);
     vmask_set(c, tid, vsaved);
 }
 
