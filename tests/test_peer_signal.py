@@ -33,6 +33,19 @@ from coord_harness import wait_until
 APP = APPS_DIR / "py" / "usr2_count.py"
 
 
+def _send_marked_usr2(kill: str, pid: int, tmp_path) -> None:
+    """SIGUSR2 to PID from a program under crac (procps's kill): the program's, not a request."""
+    sender = subprocess.run(
+        [*crac_cmd(), "launch", "-c", str(tmp_path / "sender"), "--", kill, "-USR2", str(pid)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=base_env(),
+        cwd=tmp_path,
+        timeout=WAIT_TIMEOUT,
+    )
+    assert sender.returncode == 0, sender.stderr.decode(errors="replace")
+
+
 def test_signal_sent_while_the_threads_are_parked_reaches_the_restarted_handler(tmp_path):
     require_native()
     kill = shutil.which("kill")
@@ -48,24 +61,7 @@ def test_signal_sent_while_the_threads_are_parked_reaches_the_restarted_handler(
         before = complete_generations(ckptdir)
         os.kill(proc.pid, signal.SIGUSR2)  # from outside crac: a checkpoint
         wait_until(parked.exists, "the checkpoint to park the threads", WAIT_TIMEOUT)
-        sender = subprocess.run(
-            [
-                *crac_cmd(),
-                "launch",
-                "-c",
-                str(tmp_path / "sender"),
-                "--",
-                kill,
-                "-USR2",
-                str(proc.pid),
-            ],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            env=base_env(),
-            cwd=tmp_path,
-            timeout=WAIT_TIMEOUT,
-        )
-        assert sender.returncode == 0, sender.stderr.decode(errors="replace")
+        _send_marked_usr2(kill, proc.pid, tmp_path)
         hold.touch()
         gen = wait_new_generation(ckptdir, before, proc)
         wait_until(lambda: "usr2 1" in proc.lines(), "the handler in the program run on")
@@ -106,19 +102,6 @@ def test_group_signal_reaches_every_handler_and_takes_no_checkpoint(tmp_path):
         raise
     finally:
         proc.stop()
-
-
-def _send_marked_usr2(kill: str, pid: int, tmp_path) -> None:
-    """SIGUSR2 to PID from a program under crac (procps's kill): the program's, not a request."""
-    sender = subprocess.run(
-        [*crac_cmd(), "launch", "-c", str(tmp_path / "sender"), "--", kill, "-USR2", str(pid)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        env=base_env(),
-        cwd=tmp_path,
-        timeout=WAIT_TIMEOUT,
-    )
-    assert sender.returncode == 0, sender.stderr.decode(errors="replace")
 
 
 def test_signal_after_a_restart_inside_the_handler_reaches_the_handler(tmp_path, tmp_path_factory):
