@@ -348,3 +348,21 @@ def test_registry_ignores_a_directory_others_can_open(tmp_path, monkeypatch):
     assert registry.live() == []
     shared.chmod(0o700)
     assert registry.live() != []  # pid 1 lives: listed once the directory is private
+
+
+def test_registry_tells_a_pid_that_came_round_again(tmp_path, monkeypatch):
+    """A coordinator killed with SIGKILL leaves its entry, and its pid may be another process's by
+    the time `crac command` looks (pids wrap in minutes on a busy host): the entry's start time,
+    which the coordinator writes beside its pid, must be that process's too. An entry without one
+    (an older coordinator's) is judged by its pid alone."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    path = registry.entry_path(4321)
+    assert path is not None
+    mine = json.loads(registry.entry_text("127.0.0.1", 4321, "t"))
+    assert mine["pid"] == os.getpid() and isinstance(mine["start"], int)
+    path.write_text(json.dumps(mine))
+    assert [e.port for e in registry.live()] == [4321]
+    path.write_text(json.dumps({**mine, "start": mine["start"] + 1}))  # another process's
+    assert registry.live() == [] and not path.exists()
+    path.write_text(json.dumps({k: v for k, v in mine.items() if k != "start"}))
+    assert [e.port for e in registry.live()] == [4321]

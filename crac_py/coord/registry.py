@@ -2,10 +2,10 @@
 
 A job launched without a coordinator gets one on a free port with a random token at its first
 fork (loader/ckpt/tree_coord.c), and `crac launch --new-coordinator -p 0` likewise: nothing the
-user typed names them. Each coordinator writes `coord-<port>.json` (host, port, pid, token) into
-a directory only its user can open, and removes it when it stops; `crac command` given no host or
-port, with nobody at the default port, takes the one live coordinator listed there
-(docs/CLI.md "crac command").
+user typed names them. Each coordinator writes `coord-<port>.json` (host, port, pid, its start
+time, token) into a directory only its user can open, and removes it when it stops; `crac command`
+given no host or port, with nobody at the default port, takes the one live coordinator listed
+there (docs/CLI.md "crac command").
 """
 
 from __future__ import annotations
@@ -25,6 +25,16 @@ class Entry:
     pid: int
     token: str
     path: Path
+    start: int | None = None  # the process's start time (clock ticks since boot); older: None
+
+
+def _start_time(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (after the command, which may hold spaces and parentheses)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return int(text[text.rindex(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def directory() -> Path:
@@ -69,7 +79,11 @@ def entry_path(port: int) -> Path | None:
 
 def entry_text(host: str, port: int, token: str | None) -> str:
     """This process's entry as the coordinator bound to HOST:PORT."""
-    entry = {"host": connect_host(host), "port": port, "pid": os.getpid(), "token": token or ""}
+    pid = os.getpid()
+    entry = {"host": connect_host(host), "port": port, "pid": pid, "token": token or ""}
+    start = _start_time(pid)
+    if start is not None:
+        entry["start"] = start
     return json.dumps(entry)
 
 
@@ -88,19 +102,29 @@ def _read(path: Path) -> Entry | None:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd) as fh:
             raw = json.loads(fh.read(4096))
-        return Entry(str(raw["host"]), int(raw["port"]), int(raw["pid"]), str(raw["token"]), path)
-    except (OSError, ValueError, KeyError, TypeError):
+        start = raw.get("start")
+        return Entry(
+            str(raw["host"]),
+            int(raw["port"]),
+            int(raw["pid"]),
+            str(raw["token"]),
+            path,
+            None if start is None else int(start),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def _alive(pid: int) -> bool:
+def _alive(entry: Entry) -> bool:
+    """Its process runs: the pid, and the start time where the entry has one (a coordinator
+    killed with SIGKILL leaves its entry, and pids come round again: 32768 of them, by default)."""
     try:
-        os.kill(pid, 0)
+        os.kill(entry.pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return entry.start is None or _start_time(entry.pid) in (entry.start, None)
 
 
 def live() -> list[Entry]:
@@ -112,7 +136,7 @@ def live() -> list[Entry]:
     found = []
     for path in sorted(d.glob("coord-*.json")):
         entry = _read(path)
-        if entry is not None and _alive(entry.pid):
+        if entry is not None and _alive(entry):
             found.append(entry)
         elif entry is not None:
             with contextlib.suppress(OSError):
