@@ -1,5 +1,5 @@
-/* fd_netlink.c — netlink sockets (glibc's getaddrinfo, iproute2's ss and ip, a daemon's route or
- * uevent monitor): a new one of the same protocol at restart, on its port id and groups again. */
+/* fd_netlink.c — netlink sockets (glibc's getaddrinfo, iproute2's ss and ip, a daemon's monitor):
+ * a new one of the same protocol at restart, on its port id and groups; unread messages found. */
 #include "fds.h"
 
 #include <dirent.h>
