@@ -40,6 +40,7 @@ def check_backlogs(k: int, want: dict[str, list[int]]) -> bool:
     for local, backlogs in want.items():
         if sorted(seen.get(local, [])) != backlogs:
             print(f"FAIL: step {k}: {local} listens with {seen.get(local)}, not {backlogs}")
+            print(f"ss -ltnH said:\n{out}", file=sys.stderr)
             return False
     return True
 
