@@ -274,8 +274,8 @@ static int fill_bitmap(int core, const struct crac_region_rec *r, const unsigned
  * file's). A large region in two parts on two threads, as fill_anon: the first takes the chunks
  * that start in the region's first half and stops at the first that does not; the second walks
  * the headers of those (their bytes not read) and takes the rest to the region's end marker,
- * summing its chunks' CRCs from 0 (joined by crc32c_combine). A library that cannot be loaded is said in err (-2);
- * any other failure is a corrupted image (-1). */
+ * summing its chunks' CRCs from 0 (joined by crc32c_combine). A library that cannot be loaded
+ * is said in err (-2); any other failure is a corrupted image (-1). */
 struct chunk_part {
     int core;
     const struct crac_region_rec *r;

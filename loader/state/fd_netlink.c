@@ -26,14 +26,7 @@ struct nl_sock {
     uint32_t groups[GROUP_WORDS];
 };
 
-static int int_opt(int fd, int level, int name)
-{
-    int v = 0;
-    socklen_t l = sizeof(v);
-    return getsockopt(fd, level, name, &v, &l) == 0 ? v : 0;
-}
-
-static int is_netlink(int fd) { return int_opt(fd, SOL_SOCKET, SO_DOMAIN) == AF_NETLINK; }
+static int is_netlink(int fd) { return fd_sock_int(fd, SOL_SOCKET, SO_DOMAIN) == AF_NETLINK; }
 
 static int netlink_recognise(int fd, const struct fd_entry *e, const struct stat *st)
 {
@@ -95,10 +88,10 @@ static int netlink_save(struct fd_entry *e, const struct fd_entry *all, int n,
 {
     (void)all, (void)n;
     int fd = e->rec.fd;
-    struct nl_sock s = {.type = int_opt(fd, SOL_SOCKET, SO_TYPE),
-                        .proto = int_opt(fd, SOL_SOCKET, SO_PROTOCOL),
-                        .rcvbuf = int_opt(fd, SOL_SOCKET, SO_RCVBUF),
-                        .sndbuf = int_opt(fd, SOL_SOCKET, SO_SNDBUF)};
+    struct nl_sock s = {.type = fd_sock_int(fd, SOL_SOCKET, SO_TYPE),
+                        .proto = fd_sock_int(fd, SOL_SOCKET, SO_PROTOCOL),
+                        .rcvbuf = fd_sock_int(fd, SOL_SOCKET, SO_RCVBUF),
+                        .sndbuf = fd_sock_int(fd, SOL_SOCKET, SO_SNDBUF)};
     struct sockaddr_nl a;
     socklen_t l = sizeof(a);
     if (getsockname(fd, (struct sockaddr *)&a, &l) == 0 && a.nl_family == AF_NETLINK)
@@ -112,7 +105,7 @@ static int netlink_save(struct fd_entry *e, const struct fd_entry *all, int n,
     if (getsockopt(fd, SOL_NETLINK, NETLINK_LIST_MEMBERSHIPS, s.groups, &l) != 0)
         memset(s.groups, 0, sizeof(s.groups));
     for (size_t i = 0; i < N_FLAG_OPTS; i++)
-        if (int_opt(fd, SOL_NETLINK, flag_opts[i]))
+        if (fd_sock_int(fd, SOL_NETLINK, flag_opts[i]))
             s.flags |= 1u << i;
     /* What the kernel queued cannot be queued again: the checkpoint waited a while for the
      * program to read it (ckpt_run.c); what it still had not read is dropped. */
@@ -202,13 +195,7 @@ static int netlink_reopen(const struct fd_restore *r, const struct fd_view *v)
         if (on)
             setsockopt(fd, SOL_NETLINK, flag_opts[i], &on, sizeof(on));
     }
-    /* getsockopt reported twice what setsockopt was given (the kernel's bookkeeping). */
-    int half = s.rcvbuf / 2;
-    if (half > 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &half, sizeof(half));
-    half = s.sndbuf / 2;
-    if (half > 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &half, sizeof(half));
+    fd_sock_buffers(fd, s.rcvbuf, s.sndbuf);
     bind_port(fd, &s, v->rec.fd);
     for (unsigned g = 32; g < 32 * GROUP_WORDS; g++) /* bind gave the first 32 */
         if ((s.groups[g / 32] >> (g % 32)) & 1) {

@@ -45,20 +45,14 @@ struct sock {
     struct sockaddr_storage local, peer;
 };
 
-static int opt(int fd, int level, int name)
-{
-    int v = 0;
-    socklen_t l = sizeof(v);
-    return getsockopt(fd, level, name, &v, &l) == 0 ? v : 0;
-}
-
 /* Unix, IPv4 and IPv6 sockets; others (netlink, packet, ...) stay unsupported. */
 static int sock_recognise(int fd, const struct fd_entry *e, const struct stat *st)
 {
     (void)e;
     if (!S_ISSOCK(st->st_mode))
         return 0;
-    int domain = opt(fd, SOL_SOCKET, SO_DOMAIN), type = opt(fd, SOL_SOCKET, SO_TYPE);
+    int domain = fd_sock_int(fd, SOL_SOCKET, SO_DOMAIN),
+        type = fd_sock_int(fd, SOL_SOCKET, SO_TYPE);
     return (domain == AF_UNIX || domain == AF_INET || domain == AF_INET6) &&
            (type == SOCK_STREAM || type == SOCK_DGRAM || type == SOCK_SEQPACKET);
 }
@@ -68,26 +62,26 @@ static int sock_recognise(int fd, const struct fd_entry *e, const struct stat *s
 static int sock_read(int fd, struct sock *s)
 {
     memset(s, 0, sizeof(*s));
-    s->domain = opt(fd, SOL_SOCKET, SO_DOMAIN);
-    s->type = opt(fd, SOL_SOCKET, SO_TYPE);
-    s->proto = opt(fd, SOL_SOCKET, SO_PROTOCOL);
-    s->reuse = opt(fd, SOL_SOCKET, SO_REUSEADDR);
-    s->keepalive = opt(fd, SOL_SOCKET, SO_KEEPALIVE);
-    s->rcvbuf = opt(fd, SOL_SOCKET, SO_RCVBUF);
-    s->sndbuf = opt(fd, SOL_SOCKET, SO_SNDBUF);
+    s->domain = fd_sock_int(fd, SOL_SOCKET, SO_DOMAIN);
+    s->type = fd_sock_int(fd, SOL_SOCKET, SO_TYPE);
+    s->proto = fd_sock_int(fd, SOL_SOCKET, SO_PROTOCOL);
+    s->reuse = fd_sock_int(fd, SOL_SOCKET, SO_REUSEADDR);
+    s->keepalive = fd_sock_int(fd, SOL_SOCKET, SO_KEEPALIVE);
+    s->rcvbuf = fd_sock_int(fd, SOL_SOCKET, SO_RCVBUF);
+    s->sndbuf = fd_sock_int(fd, SOL_SOCKET, SO_SNDBUF);
     if (s->domain == AF_INET || s->domain == AF_INET6)
-        s->reuseport = opt(fd, SOL_SOCKET, SO_REUSEPORT);
+        s->reuseport = fd_sock_int(fd, SOL_SOCKET, SO_REUSEPORT);
     if (s->domain == AF_INET6)
-        s->v6only = opt(fd, IPPROTO_IPV6, IPV6_V6ONLY);
+        s->v6only = fd_sock_int(fd, IPPROTO_IPV6, IPV6_V6ONLY);
     if ((s->domain == AF_INET || s->domain == AF_INET6) && s->type == SOCK_STREAM)
-        s->nodelay = opt(fd, IPPROTO_TCP, TCP_NODELAY);
+        s->nodelay = fd_sock_int(fd, IPPROTO_TCP, TCP_NODELAY);
     socklen_t l = sizeof(s->local);
     if (getsockname(fd, (struct sockaddr *)&s->local, &l) == 0)
         s->llen = l;
     l = sizeof(s->peer);
     if (getpeername(fd, (struct sockaddr *)&s->peer, &l) == 0)
         s->plen = l;
-    if (opt(fd, SOL_SOCKET, SO_ACCEPTCONN))
+    if (fd_sock_int(fd, SOL_SOCKET, SO_ACCEPTCONN))
         s->role = R_LISTEN;
     return 0;
 }
@@ -383,9 +377,10 @@ void fd_socket_push_all(void)
         struct stat st;
         if (de->d_name[0] == '.' || fd == self || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
             continue;
-        int domain = opt(fd, SOL_SOCKET, SO_DOMAIN), one = 1;
+        int domain = fd_sock_int(fd, SOL_SOCKET, SO_DOMAIN), one = 1;
         if ((domain != AF_INET && domain != AF_INET6) ||
-            opt(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM || opt(fd, IPPROTO_TCP, TCP_NODELAY))
+            fd_sock_int(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM ||
+            fd_sock_int(fd, IPPROTO_TCP, TCP_NODELAY))
             continue;
         /* Setting TCP_NODELAY sends the pending segments at once; then the program's value. */
         int zero = 0;
@@ -618,13 +613,7 @@ static void set_opts(int fd, const struct sock *s)
 {
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &s->reuse, sizeof(int));
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &s->keepalive, sizeof(int));
-    /* getsockopt reports twice what setsockopt was given (the kernel's bookkeeping). */
-    int half = s->rcvbuf / 2;
-    if (half > 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &half, sizeof(int));
-    half = s->sndbuf / 2;
-    if (half > 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &half, sizeof(int));
+    fd_sock_buffers(fd, s->rcvbuf, s->sndbuf);
     if ((s->domain == AF_INET || s->domain == AF_INET6) && s->type == SOCK_STREAM)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &s->nodelay, sizeof(int));
 }

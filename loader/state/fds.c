@@ -439,6 +439,23 @@ int fds_hold(const struct state_restore *r, const void *note, size_t len)
     return 0;
 }
 
+int fd_sock_int(int fd, int level, int name)
+{
+    int v = 0;
+    socklen_t l = sizeof(v);
+    return getsockopt(fd, level, name, &v, &l) == 0 ? v : 0;
+}
+
+void fd_sock_buffers(int fd, int rcvbuf, int sndbuf)
+{
+    int half = rcvbuf / 2;
+    if (half > 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &half, sizeof(half));
+    half = sndbuf / 2;
+    if (half > 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &half, sizeof(half));
+}
+
 int fd_copy_file(const char *src, int dst_fd)
 {
     int in = open(src, O_RDONLY | O_CLOEXEC);

@@ -125,6 +125,11 @@ int fd_write_text(const struct fd_entry *e, const char *files_dir, const char *p
                   const char *text);
 /* Restart: files/PREFIX-<fd> of v whole, NUL-terminated (malloc'd), or NULL with r->err set. */
 char *fd_read_text(const struct fd_restore *r, const struct fd_view *v, const char *prefix);
+/* An int socket option of FD (0 when it cannot be read). */
+int fd_sock_int(int fd, int level, int name);
+/* SO_RCVBUF and SO_SNDBUF as getsockopt reported them at checkpoint (twice what setsockopt is
+ * given: the kernel's bookkeeping); 0 leaves one as it is. */
+void fd_sock_buffers(int fd, int rcvbuf, int sndbuf);
 /* Put fd into place at rec->fd with its recorded flags. */
 int fd_install(int fd, const struct crac_fd_rec *rec);
 int fd_copy_file(const char *src, int dst_fd);
