@@ -143,9 +143,15 @@ long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long 
     if (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) {
         if (addr & (CRAC_PAGE - 1))
             return -EINVAL;
-        if (!touches_w(addr, size))
-            return (flags & MAP_FIXED) ? mmap_fixed_outside(c, addr, size, prot, flags, fd, off)
-                                       : sys_mmap(addr, size, prot, flags, fd, off);
+        if (!touches_w(addr, size)) {
+            if (flags & MAP_FIXED)
+                return mmap_fixed_outside(c, addr, size, prot, flags, fd, off);
+            /* Recorded as MAP_FIXED's are: a checkpoint saves only the extras outside W. */
+            long r = sys_mmap(addr, size, prot, flags, fd, off);
+            if (!raw_is_err(r))
+                note_extra(c, (uint64_t)r, (uint64_t)r + size);
+            return r;
+        }
         if (!inside_w(addr, size))
             return (flags & MAP_FIXED) ? -ENOMEM : -EEXIST;
         if (flags & MAP_FIXED_NOREPLACE) {

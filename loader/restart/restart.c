@@ -185,6 +185,10 @@ int restart_open_image(const struct options *o, struct restart_image *img, char 
         return -1;
     /* The FIFO guard was for the open: reads of the core are plain blocking ones. */
     fcntl(img->core_fd, F_SETFL, 0);
+    /* Before the backend, the lower half's threads and their heaps are placed (by the kernel,
+     * anywhere): the program's mappings outside W get their addresses back. */
+    if (restart_hold_outside(img, err, errlen) != 0)
+        return -1;
     struct state_restore hold = {img, o->restart_dir, o->no_truncate,        NULL,
                                  err, errlen,         o->allow_changed_files};
     return state_hold_all(&hold);

@@ -38,6 +38,9 @@ struct restart_image {
     /* --no-truncate, and `crac compact`: a kept file that is there is mapped as it is, not put
      * back as the checkpoint saw it (restart_keptfile.c). */
     int keep_files;
+    /* restart_hold_outside ran: every region outside W is held by a PROT_NONE mapping of ours,
+     * which its own mapping replaces (restart_memory.c). */
+    int outside_held;
 };
 
 /* Check upper.core (size, header checksum, notes) and run the kinds' hold (the fds hold their
@@ -82,6 +85,10 @@ int kept_file_name(int fd, const struct crac_region_rec *r, const char *path, ch
                    size_t errlen);
 
 /* restart_memory.c */
+/* Hold the addresses of the regions outside W (MAP_32BIT mappings, io_uring rings) with PROT_NONE
+ * mappings before the new lower half loads anything that the kernel could place there. 0, or -1
+ * with ERR naming what of this loader is there already. */
+int restart_hold_outside(struct restart_image *img, char *err, size_t errlen);
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen);
 /* Once the control block is back (a lazy restart's fault server running): a region given back
  * its MADV_DONTDUMP marks the process as advised (upper_alloc.h dump_advised). */

@@ -530,7 +530,7 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
     int core = img->core_fd;
     uint64_t len = r->end - r->start;
     int outside = r->flags & CRAC_REGION_OUTSIDE_W;
-    int fixed = outside ? MAP_FIXED_NOREPLACE : MAP_FIXED;
+    int fixed = outside && !img->outside_held ? MAP_FIXED_NOREPLACE : MAP_FIXED;
     int fd = -1, flags = 0, kept = KEPT_AS_IT_IS;
     /* An object the tree's restart made and filled for every process that maps it (share.py). */
     int held = inherited_object_fd(r);
@@ -654,7 +654,9 @@ static int map_one(const struct restart_image *img, const struct crac_region_rec
     if (m != (void *)r->start) {
         snprintf(err, errlen, "cannot map the region 0x%lx-0x%lx back%s: %s",
                  (unsigned long)r->start, (unsigned long)r->end,
-                 outside ? " (outside the window: something of the new lower half is there)" : "",
+                 outside && !img->outside_held
+                     ? " (outside the window: something of the new lower half is there)"
+                     : "",
                  strerror(errno));
         return -1;
     }
@@ -721,6 +723,30 @@ static void report_timing(const struct restart_image *img, double wall0, double 
     fprintf(stderr, "crac: timing: restart memory: %.1f MiB saved, %.2f ms, cpu %.2f ms\n",
             saved * (double)PAGE / 1048576.0, clock_ms(CLOCK_MONOTONIC) - wall0,
             clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu0);
+}
+
+int restart_hold_outside(struct restart_image *img, char *err, size_t errlen)
+{
+    struct region_walk w = region_walk_start(img->regions, img->regions_len);
+    struct crac_region_rec r;
+    while (region_walk_next(&w, &r, NULL, NULL) > 0) {
+        if (!(r.flags & CRAC_REGION_OUTSIDE_W) || r.end <= r.start)
+            continue;
+        void *m = mmap((void *)r.start, r.end - r.start, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (m != (void *)r.start) {
+            if (m != MAP_FAILED)
+                munmap(m, r.end - r.start);
+            snprintf(err, errlen,
+                     "cannot hold the region 0x%lx-0x%lx outside the window for the program: "
+                     "%s (this loader's own code or stack is there; restarting again places it "
+                     "elsewhere)",
+                     (unsigned long)r.start, (unsigned long)r.end, strerror(errno));
+            return -1;
+        }
+    }
+    img->outside_held = 1;
+    return 0;
 }
 
 int restart_map_regions(const struct restart_image *img, char *err, size_t errlen)

@@ -1,0 +1,97 @@
+"""Mappings a program makes outside crac's window W (MAP_FIXED and MAP_FIXED_NOREPLACE ones here;
+MAP_32BIT and io_uring's rings are the others) are saved and mapped back at their addresses, also
+where the restart's fresh lower half would place its own memory: the restart holds their addresses
+before the lower half loads (restart_memory.c restart_hold_outside). `setarch -R` makes the
+restarted lower half's layout the same every time, so a test can ask for an address it uses."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from ckpt_harness import (
+    CracProc,
+    build_app,
+    kill9,
+    launch_checkpoint_kill,
+    wait_exit,
+    wait_for_step,
+)
+from conftest import APPS_DIR, crac_cmd
+
+D_END = 0x340000000000
+STEPS = 40
+MAPS_LINE = re.compile(r"([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ \S+\s*(.*)")
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    try:
+        res = subprocess.run(["setarch", "-R", "true"], capture_output=True, timeout=30)
+    except FileNotFoundError:
+        pytest.skip("setarch (util-linux) is not installed: the lower half cannot be held still")
+    if res.returncode != 0:
+        pytest.skip(f"setarch -R cannot turn address randomization off here: {res.stderr!r}")
+    return build_app(tmp_path_factory, APPS_DIR / "ckpt_outside_w.c")
+
+
+def restart_fixed_layout(ckptdir: Path, out_dir: Path, label: str) -> CracProc:
+    """`crac restart` without address randomization: its lower half maps where it did last time."""
+    argv = ["setarch", "-R", *crac_cmd(), "restart", str(ckptdir)]
+    return CracProc(argv, out_dir=out_dir, label=label, cwd=out_dir)
+
+
+def lower_half_stack(maps: str) -> int:
+    """The highest anonymous read-write mapping of 1 MiB or more above the windows: a thread
+    stack of the lower half, made after the image was read."""
+    found = []
+    for line in maps.splitlines():
+        m = MAPS_LINE.match(line)
+        if m and not m.group(4) and m.group(3).startswith("rw"):
+            start, end = int(m.group(1), 16), int(m.group(2), 16)
+            if start >= D_END and end - start >= 1 << 20:
+                found.append((start, end))
+    assert found, f"no lower-half thread stack in the restarted process's maps:\n{maps}"
+    start, end = max(found)
+    return (start + (end - start) // 2) & ~0xFFF
+
+
+@pytest.fixture(scope="module")
+def lower_half_address(app: Path, tmp_path_factory: pytest.TempPathFactory) -> int:
+    """An address the restarted lower half uses (its layout fixed by setarch -R), read from the
+    maps a restarted program without a mapping of its own outside W copies every step."""
+    work = tmp_path_factory.mktemp("outside_w_probe")
+    maps = work / "maps.txt"
+    launch_checkpoint_kill(app, [str(maps), "0", "1000"], work / "ckpt", out_dir=work)
+    proc = restart_fixed_layout(work / "ckpt", work, "probe")
+    try:
+        wait_for_step(proc, proc.last_step() + 2)
+        return lower_half_stack(maps.read_text())
+    finally:
+        kill9(proc)
+
+
+@pytest.mark.parametrize("how", ["fixed", "noreplace"])
+def test_a_mapping_outside_w_comes_back_where_the_lower_half_would_be(
+    app: Path, lower_half_address: int, tmp_path: Path, how: str
+) -> None:
+    """Two pages mapped outside W (MAP_FIXED, or MAP_FIXED_NOREPLACE, which used to be left out
+    of the image) at an address the restarted lower half uses: the restart holds it before the
+    lower half loads (it used to stop: "something of the new lower half is there"), and the
+    program's count in those pages goes on from where the checkpoint left it."""
+    args = [str(tmp_path / "maps.txt"), f"{lower_half_address:x}", str(STEPS), how]
+    native = subprocess.run([str(app), *args], capture_output=True, text=True, timeout=120)
+    if native.returncode == 3:
+        pytest.skip(f"{lower_half_address:#x} is taken in a native run: {native.stdout.strip()}")
+    assert native.returncode == 0, native.stderr
+    killed = launch_checkpoint_kill(app, args, tmp_path / "ckpt", out_dir=tmp_path)
+    proc = restart_fixed_layout(tmp_path / "ckpt", tmp_path, "restart")
+    try:
+        assert wait_exit(proc) == 0, killed.report() + proc.report()
+    finally:
+        proc.stop()
+    done = [line for line in proc.lines() if line.startswith("DONE")]
+    assert done == [native.stdout.splitlines()[-1]], proc.report()
+    assert proc.steps()[0] > 1, proc.report()
