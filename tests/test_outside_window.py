@@ -95,3 +95,21 @@ def test_a_mapping_outside_w_comes_back_where_the_lower_half_would_be(
     done = [line for line in proc.lines() if line.startswith("DONE")]
     assert done == [native.stdout.splitlines()[-1]], proc.report()
     assert proc.steps()[0] > 1, proc.report()
+
+
+def test_the_lower_half_is_not_the_programs_to_move(tmp_path_factory: pytest.TempPathFactory):
+    """mremap outside W moves only the program's own mappings: the lower half's libc stays where
+    it is (EFAULT; the old build moved it and the process crashed), a mapping of the program's
+    own is not moved over it (ENOMEM: MREMAP_FIXED unmaps what is at its destination), and one
+    moved to free space still moves."""
+    app = build_app(tmp_path_factory, APPS_DIR / "lower_half_guard.c")
+    cp = subprocess.run(
+        [*crac_cmd(), "launch", str(app)], capture_output=True, text=True, timeout=120
+    )
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert cp.stdout.splitlines() == [
+        "mremap of the lower half: EFAULT",
+        "mremap over the lower half: ENOMEM",
+        "mremap of its own: moved",
+        "still running: yes",
+    ], cp.stdout + cp.stderr

@@ -238,6 +238,40 @@ static long sys_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flag
     return raw_syscall6(SYS_mremap, (long)old, (long)oldlen, (long)newlen, flags, (long)dest, 0);
 }
 
+/* mremap of a mapping outside W: only of the program's own extras (the lower half's are not its
+ * to move), and with MREMAP_FIXED only to free space or its own extras outside W (the kernel
+ * unmaps what is at the destination). */
+static long mremap_outside(struct crac_ctrl *c, uint64_t old, uint64_t oldlen, uint64_t newlen,
+                           long flags, uint64_t dest)
+{
+    uint64_t oldsize = page_up(oldlen), newsize = page_up(newlen);
+    raw_lock(&c->lock);
+    int own = extras_contains(c, old, old + (oldsize ? oldsize : CRAC_PAGE));
+    raw_unlock(&c->lock);
+    if (!own)
+        return -EFAULT;
+    long held = -1;
+    if (flags & MREMAP_FIXED) {
+        if (touches_w(dest, newsize))
+            return -EINVAL;
+        held = sys_mmap(dest, newsize, PROT_NONE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (held == -EEXIST) {
+            raw_lock(&c->lock);
+            own = extras_contains(c, dest, dest + newsize);
+            raw_unlock(&c->lock);
+            if (!own)
+                return -ENOMEM;
+        } else if (raw_is_err(held)) {
+            return held;
+        }
+    }
+    long r = sys_mremap(old, oldlen, newlen, flags, dest);
+    if (raw_is_err(r) && held == (long)dest)
+        raw_syscall2(SYS_munmap, dest, newsize);
+    return r;
+}
+
 /* After a mapping moved away from [start,end): fill the hole and free the range. */
 static void vacate(struct crac_ctrl *c, uint64_t start, uint64_t end)
 {
@@ -274,7 +308,7 @@ long emu_mremap(uint64_t old, uint64_t oldlen, uint64_t newlen, long flags, uint
     if (!inside_w(old, oldsize ? oldsize : CRAC_PAGE)) {
         if (touches_w(old, oldsize))
             return -EINVAL;
-        long r = sys_mremap(old, oldlen, newlen, flags, dest);
+        long r = mremap_outside(c, old, oldlen, newlen, flags, dest);
         if (!raw_is_err(r)) {
             raw_lock(&c->lock);
             if (!keeps_old) {
