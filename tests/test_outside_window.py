@@ -16,6 +16,7 @@ from ckpt_harness import (
     build_app,
     kill9,
     launch_checkpoint_kill,
+    run_cycles,
     wait_exit,
     wait_for_step,
 )
@@ -113,3 +114,12 @@ def test_the_lower_half_is_not_the_programs_to_move(tmp_path_factory: pytest.Tem
         "mremap of its own: moved",
         "still running: yes",
     ], cp.stdout + cp.stderr
+
+
+def test_many_mappings_outside_w_are_all_saved(tmp_path_factory, tmp_path):
+    """600 MAP_32BIT mappings, every other one with a hole after it: over 300 separate ranges
+    outside W, where crac's table of the program's ranges held 64 and the rest were left out of
+    every image (the restarted program faulted on them). Two checkpoint/restart cycles, compared
+    with a native run."""
+    app = build_app(tmp_path_factory, APPS_DIR / "ckpt_map32.c")
+    run_cycles(app, ["600", "60"], tmp_path)

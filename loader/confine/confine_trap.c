@@ -105,12 +105,21 @@ static void note_used(struct crac_ctrl *c, uint64_t start, uint64_t end)
 }
 
 /* A mapping recorded outside W (an extra): like any new mapping, it has no fork advice. */
-static void note_extra(struct crac_ctrl *c, uint64_t start, uint64_t end)
+/* R, a mapping the kernel just made outside W for the program: recorded, or (the table full)
+ * unmapped again and ENOMEM. What it returns is what the program's call returns. */
+static long note_extra(struct crac_ctrl *c, long r, uint64_t size)
 {
+    if (raw_is_err(r))
+        return r;
     raw_lock(&c->lock);
-    extras_add(c, start, end);
-    advice_change(c, start, end, 0, CRAC_ADVICE_ALL);
+    int full = extras_add(c, (uint64_t)r, (uint64_t)r + size) != 0;
+    if (!full)
+        advice_change(c, (uint64_t)r, (uint64_t)r + size, 0, CRAC_ADVICE_ALL);
     raw_unlock(&c->lock);
+    if (!full)
+        return r;
+    raw_syscall2(SYS_munmap, r, size);
+    return -ENOMEM;
 }
 
 /* A MAP_FIXED mapping outside W: allowed over free space or over the program's own earlier
@@ -127,9 +136,7 @@ static long mmap_fixed_outside(struct crac_ctrl *c, uint64_t addr, uint64_t size
             return -ENOMEM;
         r = sys_mmap(addr, size, prot, (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd, off);
     }
-    if (!raw_is_err(r))
-        note_extra(c, (uint64_t)r, (uint64_t)r + size);
-    return r;
+    return note_extra(c, r, size);
 }
 
 long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long off)
@@ -147,10 +154,7 @@ long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long 
             if (flags & MAP_FIXED)
                 return mmap_fixed_outside(c, addr, size, prot, flags, fd, off);
             /* Recorded as MAP_FIXED's are: a checkpoint saves only the extras outside W. */
-            long r = sys_mmap(addr, size, prot, flags, fd, off);
-            if (!raw_is_err(r))
-                note_extra(c, (uint64_t)r, (uint64_t)r + size);
-            return r;
+            return note_extra(c, sys_mmap(addr, size, prot, flags, fd, off), size);
         }
         if (!inside_w(addr, size))
             return (flags & MAP_FIXED) ? -ENOMEM : -EEXIST;
@@ -180,12 +184,7 @@ long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long 
         return r;
     }
     if (flags & MAP_32BIT) /* cannot be inside W: the kernel places it, we record it */
-    {
-        long r = sys_mmap(addr, size, prot, flags, fd, off);
-        if (!raw_is_err(r))
-            note_extra(c, (uint64_t)r, (uint64_t)r + size);
-        return r;
-    }
+        return note_extra(c, sys_mmap(addr, size, prot, flags, fd, off), size);
     uint64_t at = claim_gap(c, size, mmap_alignment(size, flags), addr);
     if (!at)
         return -ENOMEM;
@@ -198,9 +197,7 @@ long emu_mmap(uint64_t addr, uint64_t len, long prot, long flags, long fd, long 
          * mapping is placed by the kernel outside W and recorded as an extra, as MAP_32BIT's
          * are; without it the program cannot run under crac at all (docs/DECISIONS.md). */
         if (r == -EINVAL && fd >= 0 && (flags & MAP_SHARED)) {
-            r = sys_mmap(0, size, prot, flags, fd, off);
-            if (!raw_is_err(r))
-                note_extra(c, (uint64_t)r, (uint64_t)r + size);
+            r = note_extra(c, sys_mmap(0, size, prot, flags, fd, off), size);
         }
     }
     return r;
@@ -247,9 +244,14 @@ static long mremap_outside(struct crac_ctrl *c, uint64_t old, uint64_t oldlen, u
     uint64_t oldsize = page_up(oldlen), newsize = page_up(newlen);
     raw_lock(&c->lock);
     int own = extras_contains(c, old, old + (oldsize ? oldsize : CRAC_PAGE));
+    /* Recording the move may take two slots (the old range cut out of the middle of one, and
+     * the new one): refused before it is made when they are not there. */
+    int room = c->n_extras + 2 <= CRAC_MAX_EXTRAS;
     raw_unlock(&c->lock);
     if (!own)
         return -EFAULT;
+    if (!room)
+        return -ENOMEM;
     long held = -1;
     if (flags & MREMAP_FIXED) {
         if (touches_w(dest, newsize))
@@ -416,8 +418,15 @@ static long emu_shmat(long id, uint64_t addr, long shmflg)
         addr &= ~(uint64_t)(CRAC_PAGE - 1);
     if (addr && !touches_w(addr, size)) {
         r = raw_syscall3(SYS_shmat, id, addr, shmflg);
-        if (!raw_is_err(r))
-            note_extra(c, (uint64_t)r, (uint64_t)r + size);
+        if (raw_is_err(r))
+            return r;
+        raw_lock(&c->lock);
+        int full = extras_add(c, (uint64_t)r, (uint64_t)r + size) != 0;
+        raw_unlock(&c->lock);
+        if (full) {
+            raw_syscall1(SYS_shmdt, r);
+            return -ENOMEM;
+        }
         return r;
     }
     uint64_t at;

@@ -113,11 +113,25 @@ int extras_contains(const struct crac_ctrl *c, uint64_t start, uint64_t end)
     return pos >= end;
 }
 
-void extras_add(struct crac_ctrl *c, uint64_t start, uint64_t end)
+int extras_add(struct crac_ctrl *c, uint64_t start, uint64_t end)
 {
     extras_remove(c, start, end);
-    if (c->n_extras < CRAC_MAX_EXTRAS)
-        c->extras[c->n_extras++] = (struct crac_range){start, end};
+    /* Ranges that touch it become one: a program's MAP_32BIT mappings, placed by the kernel one
+     * below the other, take one slot however many there are. */
+    for (uint32_t k = 0; k < c->n_extras;) {
+        struct crac_range r = c->extras[k];
+        if (r.end == start || r.start == end) {
+            start = r.start < start ? r.start : start;
+            end = r.end > end ? r.end : end;
+            c->extras[k] = c->extras[--c->n_extras];
+            continue;
+        }
+        k++;
+    }
+    if (c->n_extras >= CRAC_MAX_EXTRAS)
+        return -1;
+    c->extras[c->n_extras++] = (struct crac_range){start, end};
+    return 0;
 }
 
 void extras_remove(struct crac_ctrl *c, uint64_t start, uint64_t end)
@@ -128,11 +142,17 @@ void extras_remove(struct crac_ctrl *c, uint64_t start, uint64_t end)
             k++;
             continue;
         }
+        /* A cut out of the middle needs a second slot: with none left the range stays whole
+         * (a checkpoint saves what is mapped in it; losing its right piece would lose memory). */
+        if (r.start < start && r.end > end && c->n_extras >= CRAC_MAX_EXTRAS) {
+            k++;
+            continue;
+        }
         /* Cut [start,end) out of r: keep the left piece in place, append the right piece. */
         c->extras[k] = c->extras[--c->n_extras];
-        if (r.start < start && c->n_extras < CRAC_MAX_EXTRAS)
+        if (r.start < start)
             c->extras[c->n_extras++] = (struct crac_range){r.start, start};
-        if (r.end > end && c->n_extras < CRAC_MAX_EXTRAS)
+        if (r.end > end)
             c->extras[c->n_extras++] = (struct crac_range){end, r.end};
     }
 }

@@ -18,7 +18,7 @@ struct crac_ksigaction {
 };
 
 #define CRAC_CTRL_MAGIC 0x4352414343544c31UL /* "CRACCTL1" */
-#define CRAC_MAX_EXTRAS 64
+#define CRAC_MAX_EXTRAS 1024
 #define CRAC_MAX_SHM 64
 #define CRAC_MAX_VMASK 4096
 
@@ -138,7 +138,9 @@ int ualloc_is_free(const struct crac_ctrl *c, uint64_t start, uint64_t end);
 uint64_t ualloc_find_gap(const struct crac_ctrl *c, uint64_t len, uint64_t align);
 
 int extras_contains(const struct crac_ctrl *c, uint64_t start, uint64_t end);
-void extras_add(struct crac_ctrl *c, uint64_t start, uint64_t end);
+/* Record [start,end) as the program's (merged with the ranges it touches); -1 when the table is
+ * full (the caller unmaps the mapping and fails it: an unrecorded one would not be saved). */
+int extras_add(struct crac_ctrl *c, uint64_t start, uint64_t end);
 void extras_remove(struct crac_ctrl *c, uint64_t start, uint64_t end);
 
 /* The calling thread's virtual blocked bits of reserved signals (0 when never set). */

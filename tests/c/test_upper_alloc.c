@@ -116,20 +116,32 @@ static void full_range_array(void)
 static void extras(void)
 {
     struct crac_ctrl *c = new_ctrl(4);
-    extras_add(c, 0x1000, 0x5000);
-    extras_add(c, 0x5000, 0x8000);
-    CHECK(extras_contains(c, 0x2000, 0x7000)); /* covered by the union of two */
+    CHECK(extras_add(c, 0x1000, 0x5000) == 0);
+    CHECK(extras_add(c, 0x5000, 0x8000) == 0);
+    CHECK(c->n_extras == 1); /* ranges that touch are one */
+    CHECK(extras_contains(c, 0x2000, 0x7000));
     CHECK(!extras_contains(c, 0x7000, 0x9000));
     extras_remove(c, 0x3000, 0x4000); /* a hole in the middle */
     CHECK(!extras_contains(c, 0x2000, 0x7000));
     CHECK(extras_contains(c, 0x1000, 0x3000));
     CHECK(extras_contains(c, 0x4000, 0x8000));
-    CHECK(c->n_extras == 3);
+    CHECK(c->n_extras == 2);
+    CHECK(extras_add(c, 0x3000, 0x4000) == 0); /* the hole filled: one range again */
+    CHECK(c->n_extras == 1 && extras_contains(c, 0x1000, 0x8000));
     extras_remove(c, 0, 0x10000);
     CHECK(c->n_extras == 0);
-    for (uint64_t k = 0; k < CRAC_MAX_EXTRAS + 5; k++)
-        extras_add(c, 0x10000 * (k + 1), 0x10000 * (k + 1) + 0x1000);
-    CHECK(c->n_extras == CRAC_MAX_EXTRAS); /* the rest are dropped, not written past the end */
+    for (uint64_t k = 0; k < CRAC_MAX_EXTRAS; k++)
+        CHECK(extras_add(c, 0x10000 * (k + 1), 0x10000 * (k + 1) + 0x1000) == 0);
+    CHECK(c->n_extras == CRAC_MAX_EXTRAS);
+    /* Full: a range apart is refused, not written past the end; one that touches is merged. */
+    CHECK(extras_add(c, 0x10000 * (CRAC_MAX_EXTRAS + 2), 0x10000 * (CRAC_MAX_EXTRAS + 3)) == -1);
+    CHECK(extras_add(c, 0x11000, 0x12000) == 0);
+    CHECK(c->n_extras == CRAC_MAX_EXTRAS && extras_contains(c, 0x10000, 0x12000));
+    /* Full: a cut out of the middle keeps the range whole rather than lose its right piece. */
+    extras_remove(c, 0x10800, 0x11000);
+    CHECK(c->n_extras == CRAC_MAX_EXTRAS && extras_contains(c, 0x11000, 0x12000));
+    extras_remove(c, 0x11000, 0x12000); /* its end: no second slot needed */
+    CHECK(extras_contains(c, 0x10000, 0x11000) && !extras_contains(c, 0x11000, 0x12000));
     free(c);
 }
 
