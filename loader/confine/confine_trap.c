@@ -104,9 +104,9 @@ static void note_used(struct crac_ctrl *c, uint64_t start, uint64_t end)
     raw_unlock(&c->lock);
 }
 
-/* A mapping recorded outside W (an extra): like any new mapping, it has no fork advice. */
-/* R, a mapping the kernel just made outside W for the program: recorded, or (the table full)
- * unmapped again and ENOMEM. What it returns is what the program's call returns. */
+/* R, a mapping the kernel just made outside W for the program: recorded as an extra (like any
+ * new mapping, without fork advice), or (the table full) unmapped again and ENOMEM. What it
+ * returns is what the program's call returns. */
 static long note_extra(struct crac_ctrl *c, long r, uint64_t size)
 {
     if (raw_is_err(r))
