@@ -557,3 +557,55 @@ def test_restart_keeps_its_directory_while_a_child_forked_after_a_checkpoint_liv
         root.stop()
         if again:
             again.stop()
+
+
+def _tree_running(ckptdir: Path) -> list[int]:
+    """The pids of the tree's processes still running (as kill_tree finds them)."""
+    running = []
+    for d in process_dirs(ckptdir):
+        pid = int(d.name.rsplit("-", 1)[1])
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if any(p in cmdline for p in TREE_PROGRAMS):
+            running.append(pid)
+    return running
+
+
+@pytest.mark.parametrize("trigger", ["signal", "interval"])
+def test_exit_after_checkpoint_ends_the_whole_tree(apps, tmp_path, trigger):
+    """`crac launch --exit-after-checkpoint` of a program that forks: the checkpoint signal to
+    the root, or the interval (which the coordinator the tree started runs), ends the root and
+    its child once the job's images are written — the tree used to checkpoint and run on — and
+    the restart script brings both back at the step after their last, twice."""
+    ckptdir = tmp_path / "ckpt"
+    opts = ["--exit-after-checkpoint", *(["-i", "4"] if trigger == "interval" else [])]
+    root, out = _launch(apps, tmp_path, *opts)
+    runs: list[ScriptRun] = []
+    try:
+        wait_steps(out, TAGS, 30, root)
+        before = {t: out.last_step(t) if trigger == "signal" else 0 for t in TAGS}
+        if trigger == "signal":
+            os.kill(root.pid, signal.SIGUSR2)
+        assert wait_exit(root) == 0, root.report()
+        script = ckptdir / "crac_restart_script.sh"
+        assert script.exists(), "the launch ended before the job's restart script was written"
+        wait_until(lambda: not _tree_running(ckptdir), "the child's exit after the checkpoint")
+        after = {t: out.last_step(t) for t in TAGS}
+        assert all(after[t] < STEPS for t in TAGS), root.report()
+        chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
+        restart_twice(script, free_port(), tmp_path, chains, runs, TAGS, STEPS)
+        for t in TAGS:
+            resumed = chains[t][1].lines[0]
+            assert resumed == f"step {after[t] + 1}", (
+                f"{t} resumed at {resumed!r}, not after {after[t]}"
+            )
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        kill_tree(ckptdir, *TREE_PROGRAMS)
+        root.stop()

@@ -537,6 +537,13 @@ def coordinator_cmd(
         bool, typer.Option("--exit-on-last", help="Exit when the last process has left.")
     ] = False,
     interval: IntervalOpt = None,
+    exit_after_checkpoint: Annotated[
+        bool,
+        typer.Option(
+            "--exit-after-checkpoint",
+            help="End the job once each checkpoint is written (DMTCP's --exit-after-ckpt).",
+        ),
+    ] = False,
     phase_timeout: Annotated[
         float,
         typer.Option("--phase-timeout", min=0.1, help="Seconds a process may take per phase."),
@@ -583,6 +590,7 @@ def coordinator_cmd(
             daemon=daemon,
             exit_on_last=exit_on_last,
             interval=interval,
+            exit_after_checkpoint=exit_after_checkpoint,
             phase_timeout=phase_timeout,
             stale_timeout=stale_timeout,
             quiet=quiet,

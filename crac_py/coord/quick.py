@@ -7,7 +7,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-FLAGS = {"--daemon": "daemon", "--exit-on-last": "exit_on_last", "-q": "quiet", "--quiet": "quiet"}
+FLAGS = {
+    "--daemon": "daemon",
+    "--exit-on-last": "exit_on_last",
+    "--exit-after-checkpoint": "exit_after_checkpoint",
+    "-q": "quiet",
+    "--quiet": "quiet",
+}
 VALUES = {"-p": "port", "--port-file": "port_file", "-i": "interval", "--stale-timeout": "stale"}
 
 
@@ -56,6 +62,7 @@ def main(argv: list[str]) -> int | None:
             log_file=None,
             daemon=bool(opts.get("daemon")),
             exit_on_last=bool(opts.get("exit_on_last")),
+            exit_after_checkpoint=bool(opts.get("exit_after_checkpoint")),
             interval=interval,
             phase_timeout=defaults.phase_timeout,
             stale_timeout=defaults.stale_timeout if stale is None else stale,

@@ -46,6 +46,7 @@ class RunOptions:
     log_file: Path | None = None
     daemon: bool = False
     exit_on_last: bool = False
+    exit_after_checkpoint: bool = False
     interval: int = 0
     phase_timeout: float = 60.0
     stale_timeout: float = 8 * 3600.0
@@ -65,6 +66,7 @@ def resolve_options(
     daemon: bool,
     exit_on_last: bool,
     interval: int | None,
+    exit_after_checkpoint: bool = False,
     phase_timeout: float,
     stale_timeout: float,
     quiet: bool,
@@ -86,6 +88,7 @@ def resolve_options(
         log_file=log_file,
         daemon=daemon,
         exit_on_last=exit_on_last,
+        exit_after_checkpoint=exit_after_checkpoint,
         interval=config.int_option("checkpoint_interval", interval, 0, 1 << 30),
         phase_timeout=phase_timeout,
         stale_timeout=stale_timeout,
@@ -266,6 +269,7 @@ def _prepare(opts: RunOptions) -> tuple[socket.socket, CoordConfig]:
         interval=opts.interval,
         phase_timeout=opts.phase_timeout,
         exit_on_last=opts.exit_on_last,
+        exit_after_checkpoint=opts.exit_after_checkpoint,
         stale_timeout=opts.stale_timeout,
         quiet=opts.quiet,
         crac_cmd=runner.crac_command(),
@@ -385,6 +389,7 @@ def spawn_daemon(opts: RunOptions) -> int:
             repr(opts.idle_timeout),
         ]
         argv += ["--exit-on-last"] if opts.exit_on_last else []
+        argv += ["--exit-after-checkpoint"] if opts.exit_after_checkpoint else []
         argv += ["--quiet"] if opts.quiet else []
         for name, flag in (("status_file", "--status-file"), ("log_file", "--log-file")):
             value = getattr(opts, name)

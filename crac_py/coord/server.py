@@ -66,6 +66,9 @@ class CoordConfig:
     interval: int = 0
     phase_timeout: float = 60.0
     exit_on_last: bool = False
+    # Every job checkpoint ends the job once written (`--exit-after-checkpoint`, as DMTCP's
+    # coordinator's --exit-after-ckpt; a tree launched with that flag starts its own so).
+    exit_after_checkpoint: bool = False
     stale_timeout: float = 0.0  # exit after this long with no process connected; 0 = never
     quiet: bool = False
     crac_cmd: str = "crac"  # shell words that run this crac, for the restart script
@@ -178,8 +181,9 @@ class Coordinator:
         self.peers: dict[str, Peer] = {}
         self.seq = 0
         self.current: JobCheckpoint | None = None
-        # A request a process made after its part of the current checkpoint was over: the next.
-        self.next_request: str | None = None
+        # A request a process made after its part of the current checkpoint was over: the next
+        # (where it came from, and whether the job exits after it).
+        self.next_request: tuple[str, bool] | None = None
         self.generation = 0  # complete job checkpoints
         self.attempts = 0
         self.ever_connected = False
@@ -456,13 +460,16 @@ class Coordinator:
         elif kind == "request":
             if msg.get("verb", "checkpoint") == "checkpoint":
                 source = f"a request from {peer.label}"
+                # A process launched with --exit-after-checkpoint asks for a checkpoint that ends
+                # the job (the checkpoint signal under `crac launch --exit-after-checkpoint`).
+                exit_after = msg.get("exit_after") is True
                 ck = self.current
                 if ck is not None and peer.id in ck.published:
                     # Its part is over (its generation may be seen already): a signal it got
                     # after that asks for the next checkpoint. One it got before, it dropped.
-                    self.next_request = source
+                    self.next_request = (source, exit_after)
                     return
-                started = self.start_checkpoint(False, source)
+                started = self.start_checkpoint(exit_after, source)
                 if isinstance(started, str):
                     self.log(f"ignored a checkpoint request from {peer.label}: {started}")
             else:
@@ -674,7 +681,7 @@ class Coordinator:
         self.attempts += 1
         ck = JobCheckpoint(
             number=self.attempts,
-            exit_after=exit_after,
+            exit_after=exit_after or self.cfg.exit_after_checkpoint,
             source=source,
             participants=dict(sorted(self.peers.items(), key=lambda kv: kv[1].seq)),
             done=asyncio.get_running_loop().create_future(),
@@ -785,9 +792,13 @@ class Coordinator:
             self.log(f"checkpoint {ck.number} of {n} process(es) started ({ck.source})")
             for phase, send, answer, _ in PHASES:
                 await self._run_phase(ck, phase, send, answer)
-            if ck.exit_after:
-                await self._await_exits(ck)
             result = self._complete(ck)
+            if ck.exit_after:
+                # Each waits for this before it exits: the restart script is there by then.
+                for i, p in ck.participants.items():
+                    if i not in ck.gone:
+                        p.send({"type": "complete", "gen": self.generation})
+                await self._await_exits(ck)
         except Abandon as exc:
             result = self._abandon(ck, str(exc))
         except Exception as exc:  # a bug here must not wedge the job: abandon, keep serving
@@ -801,9 +812,10 @@ class Coordinator:
             self._wake.set()
         if not ck.done.done():
             ck.done.set_result(result)
-        source, self.next_request = self.next_request, None
-        if source is not None:
-            started = self.start_checkpoint(False, source)
+        pending, self.next_request = self.next_request, None
+        if pending is not None:
+            source, exit_after = pending
+            started = self.start_checkpoint(exit_after, source)
             if isinstance(started, str):
                 self.log(f"ignored {source}: {started}")
         self._maybe_exit_on_last()

@@ -354,15 +354,35 @@ static int on_durable(void *ctx, int generation)
     return 0;
 }
 
+/* The checkpoint being taken ends the process (its `checkpoint` said exit_after). */
+static int checkpoint_exits;
+
+/* A process that exits after the checkpoint waits for the job's restart script first (the
+ * coordinator's `complete`, or its end): whoever started the job finds the script written once
+ * the process has ended. Bounded: a coordinator that never says it only delays the exit. */
+#define COMPLETE_WAIT_MS (30 * 1000)
+
+static void await_complete(void)
+{
+    char line[LINE_MAX_BYTES];
+    int r;
+    while ((r = recv_line(&conn, line, sizeof(line), COMPLETE_WAIT_MS)) > 0 &&
+           !is_type(line, "complete"))
+        ;
+}
+
 static void on_published(void *ctx, int generation, const char *dir)
 {
     (void)ctx;
     char d[2 * PATH_MAX];
     json_string(d, sizeof(d), dir);
-    if (generation > 0)
-        send_line(conn.fd, "{\"type\":\"published\",\"gen\":%d,\"dir\":%s}", generation, d);
-    else
+    if (generation <= 0) {
         send_line(conn.fd, "{\"type\":\"failed\",\"reason\":\"cannot publish the image\"}");
+        return;
+    }
+    if (send_line(conn.fd, "{\"type\":\"published\",\"gen\":%d,\"dir\":%s}", generation, d) == 0 &&
+        checkpoint_exits)
+        await_complete();
 }
 
 static void on_failed(void *ctx, const char *why)
@@ -390,8 +410,12 @@ void coord_serve(int fd, int wake_fd)
             break;
         if (p[1].revents & POLLIN) {
             uint64_t n;
+            /* Launched with --exit-after-checkpoint: the job ends after the one it asks for. */
             if (read(wake_fd, &n, sizeof(n)) > 0 &&
-                send_line(fd, "{\"type\":\"request\",\"verb\":\"checkpoint\"}") == 0)
+                send_line(fd, ckpt_cfg.exit_after
+                                  ? "{\"type\":\"request\",\"verb\":\"checkpoint\","
+                                    "\"exit_after\":true}"
+                                  : "{\"type\":\"request\",\"verb\":\"checkpoint\"}") == 0)
                 ckpt_request_sent();
         }
         if (conn.len == 0 && !(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -406,10 +430,12 @@ void coord_serve(int fd, int wake_fd)
             json_field(line, "exit_after", ex, sizeof(ex));
             /* A request that comes before the program can be checkpointed (start-up, a restart
              * still bringing threads back) waits for it, as the checkpoint signal does. */
+            checkpoint_exits = strcmp(ex, "true") == 0;
             if (!ckpt_wait_ready(READY_TIMEOUT_MS))
                 on_failed(NULL, "the program has not started yet");
             else
-                ckpt_run(strcmp(ex, "true") == 0, &barrier);
+                ckpt_run(checkpoint_exits, &barrier);
+            checkpoint_exits = 0;
         } else if (is_type(line, "restore_failed") && restore_said &&
                    !__atomic_load_n(&restore_go, __ATOMIC_ACQUIRE)) {
             /* Another process of this restart could not be restarted: none of the program has

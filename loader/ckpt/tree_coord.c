@@ -107,9 +107,12 @@ static int start_and_join(char *err, size_t errlen)
         snprintf(interval, sizeof(interval), " -i %d", ckpt_cfg.interval);
     /* crac_cmd is shell words already (crac_py/launch/runner.py); the port file's directory is
      * the checkpoint directory, quoted. */
+    /* --exit-after-checkpoint: its interval checkpoints end the job too, as they end a process
+     * launched alone. */
     int n = snprintf(cmd, sizeof(cmd),
-                     "exec %s coordinator -p 0 --daemon --exit-on-last -q%s --port-file '%s'",
-                     ckpt_cfg.crac_cmd, interval, port_file);
+                     "exec %s coordinator -p 0 --daemon --exit-on-last -q%s%s --port-file '%s'",
+                     ckpt_cfg.crac_cmd, interval,
+                     ckpt_cfg.exit_after ? " --exit-after-checkpoint" : "", port_file);
     if (n < 0 || (size_t)n >= sizeof(cmd) || strchr(port_file, '\'')) {
         snprintf(err, errlen, "the checkpoint directory's path cannot be passed to it");
         return -1;
