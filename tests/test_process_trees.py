@@ -609,3 +609,37 @@ def test_exit_after_checkpoint_ends_the_whole_tree(apps, tmp_path, trigger):
             r.kill()
         kill_tree(ckptdir, *TREE_PROGRAMS)
         root.stop()
+
+
+def test_coordinator_exit_after_ckpt_ends_the_job(apps, tmp_path):
+    """DMTCP's batch pattern, `crac coordinator --exit-after-ckpt` and processes that join it:
+    a checkpoint asked for without -kc (`crac command -c`) still ends the job once the images
+    and the restart script are written, and the script brings the tree back."""
+    ckptdir = tmp_path / "ckpt"
+    coord = Coordinator(tmp_path / "coord", "--exit-after-ckpt")
+    root, out = _launch(apps, tmp_path, "--join-coordinator", "-p", str(coord.port))
+    runs: list[ScriptRun] = []
+    try:
+        coord.wait_peers(2)
+        wait_steps(out, TAGS, 30, root)
+        before = {t: out.last_step(t) for t in TAGS}
+        asked = command(coord.port, "-c")
+        assert asked.returncode == 0, asked.stdout + asked.stderr
+        assert wait_exit(root) == 0, root.report()
+        assert (ckptdir / "crac_restart_script.sh").exists(), tree(ckptdir)
+        wait_until(lambda: not _tree_running(ckptdir), "the child's exit after the checkpoint")
+        after = {t: out.last_step(t) for t in TAGS}
+        coord.stop()
+        chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
+        restart_twice(
+            ckptdir / "crac_restart_script.sh", free_port(), tmp_path, chains, runs, TAGS, STEPS
+        )
+    except BaseException:
+        print(root.report(), coord.log_text(), *(r.report() for r in runs), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        kill_tree(ckptdir, *TREE_PROGRAMS)
+        root.stop()
+        coord.stop()

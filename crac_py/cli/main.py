@@ -541,6 +541,7 @@ def coordinator_cmd(
         bool,
         typer.Option(
             "--exit-after-checkpoint",
+            "--exit-after-ckpt",
             help="End the job once each checkpoint is written (DMTCP's --exit-after-ckpt).",
         ),
     ] = False,

@@ -11,6 +11,7 @@ FLAGS = {
     "--daemon": "daemon",
     "--exit-on-last": "exit_on_last",
     "--exit-after-checkpoint": "exit_after_checkpoint",
+    "--exit-after-ckpt": "exit_after_checkpoint",
     "-q": "quiet",
     "--quiet": "quiet",
 }
