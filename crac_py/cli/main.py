@@ -935,6 +935,33 @@ def kernels_cmd(
     print(f"crac: {out}: {usable} kernel{'s' if usable != 1 else ''}")
 
 
+def _dmtcp_spellings() -> None:
+    """sys.argv with DMTCP's options of launch, restart and coordinator made crac's
+    (crac_py/cli/dmtcp_spellings.py); one refused ends here with its reason."""
+    from crac_py.cli import dmtcp_spellings
+
+    name = sys.argv[1] if len(sys.argv) > 1 else ""
+    if name not in dmtcp_spellings.SPELLINGS:
+        return
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    takes_value = {
+        opt
+        for p in command.params
+        if p.param_type_name == "option" and not getattr(p, "is_flag", False)
+        for opt in (*p.opts, *p.secondary_opts)
+    }
+    try:
+        args, notes = dmtcp_spellings.rewrite(
+            name, sys.argv[2:], takes_value, stop_at_operand=name == "launch"
+        )
+    except dmtcp_spellings.SpellingError as exc:
+        print(f"crac: error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_REFUSED)
+    for note in notes:
+        print(f"crac: note: {note}", file=sys.stderr)
+    sys.argv[2:] = args
+
+
 def main() -> None:
     """Runs the CLI. Every error is one `crac: error:` line on stderr with exit status 2 (usage
     errors included, which click would draw in a box), and Ctrl-C ends quietly with 130."""
@@ -943,6 +970,7 @@ def main() -> None:
     except ImportError:  # pragma: no cover - older typer
         from click import exceptions as click  # type: ignore[no-redef]
 
+    _dmtcp_spellings()
     try:
         status = app(prog_name="crac", standalone_mode=False)
     except click.NoArgsIsHelpError as exc:
