@@ -181,3 +181,61 @@ def test_pipe_whose_writer_ended_keeps_its_bytes(tmp_path):
             r.kill()
         root.stop()
         _kill_tree(ckptdir, cwd)
+
+
+# bash: a subshell writes items into a named FIFO (each counted in `progress`) faster than the
+# loop reading the FIFO as its stdin (`done < fifo`) takes them, so the FIFO holds some at the
+# checkpoint; the sum of what the loop read is the result.
+FIFO_SCRIPT = """F=$PWD/fifo; rm -f "$F"; mkfifo "$F"
+( for i in $(seq 1 {n}); do echo "item $i"; echo "$i" >> progress; sleep 0.01; done ) > "$F" &
+sum=0; n=0
+while read -r _ i; do sum=$(( (sum * 31 + i) % 1000000007 )); n=$((n + 1)); sleep 0.02; done < "$F"
+wait; rm -f "$F"; echo "final n=$n sum=$sum"
+"""
+
+
+def test_loop_reading_a_named_fifo_as_its_stdin(tmp_path):
+    """A bash loop whose stdin is a named FIFO (`done < fifo`) fed by a background subshell whose
+    stdout is that FIFO: both are the program's own, not the invocation's stdio, and come back
+    as the FIFO (with what it held) — they used to come back as the restart's stdin and stdout,
+    so the loop saw end of file and the items went to the terminal."""
+    require_native()
+    bash = shutil.which("bash")
+    assert bash is not None
+    script = FIFO_SCRIPT.format(n=150)
+    native_cwd = tmp_path / "native"
+    native_cwd.mkdir()
+    native = subprocess.run(
+        [bash, "-c", script], cwd=native_cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT
+    )
+    assert native.returncode == 0 and native.stdout.startswith("final n=150 "), native
+    cwd, ckptdir, logs = tmp_path / "cwd", tmp_path / "ckpt", tmp_path / "logs"
+    cwd.mkdir()
+    root = CracProc(
+        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", bash, "-c", script],
+        out_dir=logs,
+        label="launch",
+        env=base_env(),
+        cwd=cwd,
+    )
+    runs: list[ScriptRun] = []
+    try:
+        _wait_progress(cwd, 40, root)
+        root.send_signal(signal.SIGUSR2)
+        script_path = ckptdir / "crac_restart_script.sh"
+        wait_until(script_path.exists, "the restart script", timeout=WAIT_TIMEOUT)
+        _kill_tree(ckptdir, cwd)
+        root.wait(timeout=WAIT_TIMEOUT)
+        port = int(script_path.read_text().split("DMTCP_PORT:-", 1)[1].split("}", 1)[0])
+        run = ScriptRun(script_path, logs, "restart", "-p", str(port))
+        runs.append(run)
+        assert run.wait() == 0, run.report()
+        assert run.out.text() == native.stdout, run.report()
+    except BaseException:
+        print(root.report(), *(r.report() for r in runs), sep="\n")
+        raise
+    finally:
+        for r in runs:
+            r.kill()
+        root.stop()
+        _kill_tree(ckptdir, cwd)

@@ -529,13 +529,15 @@ int fd_proc_gone(const struct fd_view *v)
 
 /* fds 0-2 are the restart's own stdin/stdout/stderr, except an anonymous pipe: it may join two
  * processes of the tree (`a | b`), which the tree's restart then makes again (fd_pipe.c); and a
- * regular file, /dev/null (a device that holds nothing) or a socket the program put there itself
- * (not the invocation's: stdio_given.c), which is the program's like any other it opened
- * (fd_regular.c, fd_chardev.c, fd_socket.c): a shell's `cmd 2>/dev/null` stays silent after a
- * restart, and rsync's forked child talks to its parent again through its stdin and stdout. */
+ * regular file, a named FIFO, /dev/null (a device that holds nothing) or a socket the program put
+ * there itself (not the invocation's: stdio_given.c), which is the program's like any other it
+ * opened (fd_regular.c, fd_pipe.c, fd_chardev.c, fd_socket.c): a shell's `cmd 2>/dev/null` stays
+ * silent after a restart, a script's `while read ...; done < fifo` reads its FIFO again, and
+ * rsync's forked child talks to its parent again through its stdin and stdout. */
 static int stdio_recognise(int fd, const struct fd_entry *e, const struct stat *st)
 {
-    int programs_own = (S_ISREG(st->st_mode) || S_ISSOCK(st->st_mode) ||
+    int named_fifo = S_ISFIFO(st->st_mode) && strncmp(e->path, "pipe:", 5) != 0;
+    int programs_own = (S_ISREG(st->st_mode) || S_ISSOCK(st->st_mode) || named_fifo ||
                         (S_ISCHR(st->st_mode) && fd_chardev_holds_nothing(e->path))) &&
                        !stdio_given_is(fd, st);
     return fd <= 2 && !(S_ISFIFO(st->st_mode) && strncmp(e->path, "pipe:", 5) == 0) &&
