@@ -61,28 +61,37 @@ def _kill_tree(ckptdir: Path, cwd: Path) -> None:
             pass
 
 
-def test_shell_pipeline_two_cycles(tmp_path):
+def _native_then_launch(
+    shell: str, script: str, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess, CracProc, Path, Path, Path]:
+    """SHELL -c SCRIPT run natively in TMP/native (its result, checked by the caller), then
+    launched under crac in TMP/cwd: the native run, the launch, and the cwd, checkpoint and log
+    directories."""
     require_native()
-    sh = shutil.which("dash") or shutil.which("sh")
-    assert sh is not None
-    script = SCRIPT.format(n=LINES)
     native_cwd = tmp_path / "native"
     native_cwd.mkdir()
     native = subprocess.run(
-        [sh, "-c", script], cwd=native_cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT
+        [shell, "-c", script], cwd=native_cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT
     )
-    assert native.returncode == 0 and native.stdout.endswith("-\n"), native
     cwd, ckptdir, logs = tmp_path / "cwd", tmp_path / "ckpt", tmp_path / "logs"
     cwd.mkdir()
     root = CracProc(
-        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", sh, "-c", script],
+        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", shell, "-c", script],
         out_dir=logs,
         label="launch",
         env=base_env(),
         cwd=cwd,
     )
+    return native, root, cwd, ckptdir, logs
+
+
+def test_shell_pipeline_two_cycles(tmp_path):
+    sh = shutil.which("dash") or shutil.which("sh")
+    assert sh is not None
+    native, root, cwd, ckptdir, logs = _native_then_launch(sh, SCRIPT.format(n=LINES), tmp_path)
     runs: list[ScriptRun] = []
     try:
+        assert native.returncode == 0 and native.stdout.endswith("-\n"), native
         _wait_progress(cwd, 60, root)
         root.send_signal(signal.SIGUSR2)  # the checkpoint signal, to the shell
         script_path = ckptdir / "crac_restart_script.sh"
@@ -199,27 +208,14 @@ def test_loop_reading_a_named_fifo_as_its_stdin(tmp_path):
     stdout is that FIFO: both are the program's own, not the invocation's stdio, and come back
     as the FIFO (with what it held) — they used to come back as the restart's stdin and stdout,
     so the loop saw end of file and the items went to the terminal."""
-    require_native()
     bash = shutil.which("bash")
     assert bash is not None
-    script = FIFO_SCRIPT.format(n=150)
-    native_cwd = tmp_path / "native"
-    native_cwd.mkdir()
-    native = subprocess.run(
-        [bash, "-c", script], cwd=native_cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT
-    )
-    assert native.returncode == 0 and native.stdout.startswith("final n=150 "), native
-    cwd, ckptdir, logs = tmp_path / "cwd", tmp_path / "ckpt", tmp_path / "logs"
-    cwd.mkdir()
-    root = CracProc(
-        [*crac_cmd(), "launch", "-c", str(ckptdir), "--", bash, "-c", script],
-        out_dir=logs,
-        label="launch",
-        env=base_env(),
-        cwd=cwd,
+    native, root, cwd, ckptdir, logs = _native_then_launch(
+        bash, FIFO_SCRIPT.format(n=150), tmp_path
     )
     runs: list[ScriptRun] = []
     try:
+        assert native.returncode == 0 and native.stdout.startswith("final n=150 "), native
         _wait_progress(cwd, 40, root)
         root.send_signal(signal.SIGUSR2)
         script_path = ckptdir / "crac_restart_script.sh"
