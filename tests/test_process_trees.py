@@ -573,13 +573,33 @@ def _tree_running(ckptdir: Path) -> list[int]:
     return running
 
 
+def _ended_then_restarted(
+    root: CracProc, out: Output, before: dict[str, int], tmp_path: Path, runs: list[ScriptRun]
+) -> None:
+    """After a checkpoint that ends the job: the launch ended with status 0, the restart script
+    was there by then, the child ended too; the script brings both back at the step after their
+    last, twice (restart_twice)."""
+    ckptdir = tmp_path / "ckpt"
+    assert wait_exit(root) == 0, root.report()
+    script = ckptdir / "crac_restart_script.sh"
+    assert script.exists(), "the launch ended before the job's restart script was written"
+    wait_until(lambda: not _tree_running(ckptdir), "the child's exit after the checkpoint")
+    after = {t: out.last_step(t) for t in TAGS}
+    assert all(after[t] < STEPS for t in TAGS), root.report()
+    chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
+    restart_twice(script, free_port(), tmp_path, chains, runs, TAGS, STEPS)
+    for t in TAGS:
+        resumed = chains[t][1].lines[0]
+        assert resumed == f"step {after[t] + 1}", (
+            f"{t} resumed at {resumed!r}, not after {after[t]}"
+        )
+
+
 @pytest.mark.parametrize("trigger", ["signal", "interval"])
 def test_exit_after_checkpoint_ends_the_whole_tree(apps, tmp_path, trigger):
     """`crac launch --exit-after-checkpoint` of a program that forks: the checkpoint signal to
     the root, or the interval (which the coordinator the tree started runs), ends the root and
-    its child once the job's images are written — the tree used to checkpoint and run on — and
-    the restart script brings both back at the step after their last, twice."""
-    ckptdir = tmp_path / "ckpt"
+    its child once the job's images are written — the tree used to checkpoint and run on."""
     opts = ["--exit-after-checkpoint", *(["-i", "4"] if trigger == "interval" else [])]
     root, out = _launch(apps, tmp_path, *opts)
     runs: list[ScriptRun] = []
@@ -588,34 +608,21 @@ def test_exit_after_checkpoint_ends_the_whole_tree(apps, tmp_path, trigger):
         before = {t: out.last_step(t) if trigger == "signal" else 0 for t in TAGS}
         if trigger == "signal":
             os.kill(root.pid, signal.SIGUSR2)
-        assert wait_exit(root) == 0, root.report()
-        script = ckptdir / "crac_restart_script.sh"
-        assert script.exists(), "the launch ended before the job's restart script was written"
-        wait_until(lambda: not _tree_running(ckptdir), "the child's exit after the checkpoint")
-        after = {t: out.last_step(t) for t in TAGS}
-        assert all(after[t] < STEPS for t in TAGS), root.report()
-        chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
-        restart_twice(script, free_port(), tmp_path, chains, runs, TAGS, STEPS)
-        for t in TAGS:
-            resumed = chains[t][1].lines[0]
-            assert resumed == f"step {after[t] + 1}", (
-                f"{t} resumed at {resumed!r}, not after {after[t]}"
-            )
+        _ended_then_restarted(root, out, before, tmp_path, runs)
     except BaseException:
         print(root.report(), *(r.report() for r in runs), sep="\n")
         raise
     finally:
         for r in runs:
             r.kill()
-        kill_tree(ckptdir, *TREE_PROGRAMS)
+        kill_tree(tmp_path / "ckpt", *TREE_PROGRAMS)
         root.stop()
 
 
 def test_coordinator_exit_after_ckpt_ends_the_job(apps, tmp_path):
     """DMTCP's batch pattern, `crac coordinator --exit-after-ckpt` and processes that join it:
     a checkpoint asked for without -kc (`crac command -c`) still ends the job once the images
-    and the restart script are written, and the script brings the tree back."""
-    ckptdir = tmp_path / "ckpt"
+    and the restart script are written."""
     coord = Coordinator(tmp_path / "coord", "--exit-after-ckpt")
     root, out = _launch(apps, tmp_path, "--join-coordinator", "-p", str(coord.port))
     runs: list[ScriptRun] = []
@@ -625,21 +632,13 @@ def test_coordinator_exit_after_ckpt_ends_the_job(apps, tmp_path):
         before = {t: out.last_step(t) for t in TAGS}
         asked = command(coord.port, "-c")
         assert asked.returncode == 0, asked.stdout + asked.stderr
-        assert wait_exit(root) == 0, root.report()
-        assert (ckptdir / "crac_restart_script.sh").exists(), tree(ckptdir)
-        wait_until(lambda: not _tree_running(ckptdir), "the child's exit after the checkpoint")
-        after = {t: out.last_step(t) for t in TAGS}
-        coord.stop()
-        chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
-        restart_twice(
-            ckptdir / "crac_restart_script.sh", free_port(), tmp_path, chains, runs, TAGS, STEPS
-        )
+        _ended_then_restarted(root, out, before, tmp_path, runs)
     except BaseException:
         print(root.report(), coord.log_text(), *(r.report() for r in runs), sep="\n")
         raise
     finally:
         for r in runs:
             r.kill()
-        kill_tree(ckptdir, *TREE_PROGRAMS)
+        kill_tree(tmp_path / "ckpt", *TREE_PROGRAMS)
         root.stop()
         coord.stop()
