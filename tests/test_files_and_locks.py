@@ -87,21 +87,30 @@ def test_ckpt_open_files_is_resolved_as_dmtcp_users_expect():
     assert spec(False, recorded=True, environ={"CRAC_CKPT_OPEN_FILES": "0"}) is False
 
 
-def test_sqlite_database_over_the_copy_bound_is_named(tmp_path):
+def test_sqlite_database_over_the_copy_bound_is_refused(tmp_path):
     """Without --ckpt-open-files a written file with more than 64 MiB of data has no copy; an
     80 MiB database the killed run changed in place after the checkpoint cannot be put back, and
-    the restart says so, naming the file and the option. Before, it went on in silence with
-    rows the program had not written (ckpt_sqlite's self-check failed at the first big row the
-    killed run had changed). A file that was only appended to is not named (the next test)."""
+    the restart is refused, naming the file and both options (it used to warn and go on, and
+    sqlite then found its database malformed). With --allow-changed-files it goes on, and says
+    so. A file that was only appended to is not named (the next test)."""
     ckptdir, logs, work = tmp_path / "ckpt", tmp_path / "logs", tmp_path / "work"
     work.mkdir()
     # after 7 steps: two of its log foldings into the database since the checkpoint
     args = [str(SQLITE_APP), str(work), "300", "10", "80"]
     gen = launch_image(PYTHON, args, ckptdir, out_dir=logs, at_step=10, after=7)
+    db_before = (work / "data.db").read_bytes()
     cp = run_restart(gen)
     stderr = cp.stderr.decode()
+    assert cp.returncode == 2, describe(cp)
+    assert stderr.startswith("crac: error: fd "), describe(cp)
     assert f"{work}/data.db was changed in place since the checkpoint" in stderr, describe(cp)
-    assert "--ckpt-open-files" in stderr, describe(cp)
+    assert "--ckpt-open-files" in stderr and "--allow-changed-files" in stderr, describe(cp)
+    assert len(stderr.strip().splitlines()) == 1, describe(cp)
+    assert (work / "data.db").read_bytes() == db_before, "the refused restart changed the database"
+    cp = run_restart(gen, "--allow-changed-files", timeout=300)
+    stderr = cp.stderr.decode()
+    assert f"{work}/data.db was changed in place since the checkpoint" in stderr, describe(cp)
+    assert "crac: warning: fd " in stderr, describe(cp)
     assert "data.db-wal was changed in place" not in stderr, describe(cp)  # put back: no warning
 
 

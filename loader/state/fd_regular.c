@@ -416,14 +416,17 @@ static int put_back_contents(int fd, const char *saved)
 
 /* A written file too large for a copy, changed since the checkpoint other than by appends (its
  * mtime moved, and it is not longer with the same last bytes before the checkpoint's end, which
- * its tail record files/tail-N holds): its bytes are the killed run's and cannot be put back. Said
- * rather than hidden, once per file: the program does not know what was written after its
- * checkpoint. Returns the checkpoint's mtime of a file only appended to since, which the cut-back
- * makes the checkpoint's file again (so given its mtime back: another fd or process on it must
- * not take the cut for a change), else -1. */
+ * its tail record files/tail-N holds): its bytes are the killed run's and cannot be put back, and
+ * the program does not know what was written after its checkpoint (a database it goes on with is
+ * found malformed). Refused, as a changed file the program reads is (file_ids.c), unless
+ * --allow-changed-files: then said once per file. Returns the checkpoint's mtime of a file only
+ * appended to since, which the cut-back makes the checkpoint's file again (so given its mtime
+ * back: another fd or process on it must not take the cut for a change); -1 otherwise; -2
+ * refused, with ERR. */
 static int64_t say_changed_in_place(int fd, const struct crac_fd_rec *rec, const char *path,
-                                    const char *gen_dir)
+                                    const struct fd_restore *r)
 {
+    const char *gen_dir = r->gen_dir;
     static struct {
         dev_t dev;
         ino_t ino;
@@ -458,6 +461,17 @@ static int64_t say_changed_in_place(int fd, const struct crac_fd_rec *rec, const
             close(r);
         if (same)
             return mtime;
+    }
+    if (!r->allow_changed) {
+        snprintf(r->err, r->errlen,
+                 "fd %d: %s was changed in place since the checkpoint (its modification time "
+                 "moved, and not by appends alone) and has more data than the %lu MiB of a "
+                 "written file a checkpoint keeps a copy of: the restarted program would go on "
+                 "with what the killed run wrote after the checkpoint (crac launch "
+                 "--ckpt-open-files keeps a copy whatever its size; crac restart "
+                 "--allow-changed-files goes on anyway)",
+                 rec->fd, path, SAVE_WRITTEN_FILES_MAX >> 20);
+        return -2;
     }
     if (n_said < (int)(sizeof(said) / sizeof(said[0])))
         said[n_said].dev = st.st_dev, said[n_said++].ino = st.st_ino;
@@ -557,8 +571,11 @@ static int regular_reopen(const struct fd_restore *r, const struct fd_view *v)
     }
     int acc = (int)(rec->open_flags & O_ACCMODE);
     int64_t appended_since = -1;
-    if (acc != O_RDONLY && !r->no_truncate && !rec->saved && !rec->unlinked)
-        appended_since = say_changed_in_place(fd, rec, v->path, gen_dir);
+    if (acc != O_RDONLY && !r->no_truncate && !rec->saved && !rec->unlinked &&
+        (appended_since = say_changed_in_place(fd, rec, v->path, r)) == -2) {
+        close(fd);
+        return -1;
+    }
     /* Put back in jobs and trees too: no process of one runs before every one is restored (the
      * restore barrier, docs/PROTOCOL.md "restored"), so none can have written in place what
      * another's restart puts back. */

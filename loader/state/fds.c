@@ -626,7 +626,8 @@ const struct fd_ops fd_unsupported_ops = {
 
 int fds_restore(const struct state_restore *r, const void *note, size_t len)
 {
-    const struct fd_restore fr = {note, len, r->gen_dir, r->no_truncate, r->err, r->errlen};
+    const struct fd_restore fr = {note,   len,       r->gen_dir,      r->no_truncate,
+                                  r->err, r->errlen, r->allow_changed};
     struct fd_view v;
     size_t off = 0;
     r->err[0] = '\0';
@@ -678,8 +679,8 @@ int fds_thread_phase_restore(const struct state_restore *r, const void *unused, 
             note = &r->img->notes[k];
     if (!note || !note->data)
         return 0;
-    const struct fd_restore fr = {note->data,     note->len, r->gen_dir,
-                                  r->no_truncate, r->err,    r->errlen};
+    const struct fd_restore fr = {note->data, note->len, r->gen_dir,      r->no_truncate,
+                                  r->err,     r->errlen, r->allow_changed};
     struct fd_view v;
     size_t off = 0;
     while (fd_next(note->data, note->len, &off, &v) > 0) {

@@ -55,6 +55,7 @@ struct fd_restore {
     int no_truncate;
     char *err;
     size_t errlen;
+    int allow_changed; /* --allow-changed-files: a written file changed in place is said, not refused */
 };
 
 struct fd_ops {
