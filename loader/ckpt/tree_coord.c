@@ -106,9 +106,8 @@ static int start_and_join(char *err, size_t errlen)
     if (ckpt_cfg.interval > 0)
         snprintf(interval, sizeof(interval), " -i %d", ckpt_cfg.interval);
     /* crac_cmd is shell words already (crac_py/launch/runner.py); the port file's directory is
-     * the checkpoint directory, quoted. */
-    /* --exit-after-checkpoint: its interval checkpoints end the job too, as they end a process
-     * launched alone. */
+     * the checkpoint directory, quoted. With --exit-after-checkpoint its interval checkpoints end
+     * the job too, as they end a process launched alone. */
     int n = snprintf(cmd, sizeof(cmd),
                      "exec %s coordinator -p 0 --daemon --exit-on-last -q%s%s --port-file '%s'",
                      ckpt_cfg.crac_cmd, interval,
