@@ -739,8 +739,8 @@ int restart_hold_outside(struct restart_image *img, char *err, size_t errlen)
                 munmap(m, r.end - r.start);
             snprintf(err, errlen,
                      "cannot hold the region 0x%lx-0x%lx outside the window for the program: "
-                     "%s (this loader's own code or stack is there; restarting again places it "
-                     "elsewhere)",
+                     "%s (this loader's own code, stack or heap is there; restarting again "
+                     "places it elsewhere)",
                      (unsigned long)r.start, (unsigned long)r.end, strerror(errno));
             return -1;
         }
