@@ -941,7 +941,9 @@ def _dmtcp_spellings() -> None:
     from crac_py.cli import dmtcp_spellings
 
     name = sys.argv[1] if len(sys.argv) > 1 else ""
-    if name not in dmtcp_spellings.SPELLINGS:
+    table = dmtcp_spellings.SPELLINGS.get(name, {})
+    # Most lines hold none: the CLI's command is not built twice for them.
+    if not any(a.partition("=")[0] in table for a in sys.argv[2:]):
         return
     command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
     takes_value = {

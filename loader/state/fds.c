@@ -540,8 +540,7 @@ static int stdio_recognise(int fd, const struct fd_entry *e, const struct stat *
     int programs_own = (S_ISREG(st->st_mode) || S_ISSOCK(st->st_mode) || named_fifo ||
                         (S_ISCHR(st->st_mode) && fd_chardev_holds_nothing(e->path))) &&
                        !stdio_given_is(fd, st);
-    return fd <= 2 && !(S_ISFIFO(st->st_mode) && strncmp(e->path, "pipe:", 5) == 0) &&
-           !programs_own;
+    return fd <= 2 && !(S_ISFIFO(st->st_mode) && !named_fifo) && !programs_own;
 }
 
 /* The restart's own stdin, when it is the very file the program was reading at the checkpoint
