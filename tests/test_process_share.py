@@ -70,6 +70,9 @@ CASES = [
     # the same with SIGUSR1: kill and sigqueue by the child's pid the program knows, after a
     # restart not the kernel's (sigqueue went to that pid as it was)
     ("share_signal", "usr1"),
+    # real-time signals a child holds blocked, queued by its parent across both restarts: each
+    # one's sender is the parent as the program knows it (saved as the run's kernel pid before)
+    ("share_pending", "held"),
     # siblings signalled by the pids the program knows, by a restarted one and by new children
     ("share_siblings", "kill"),
     # /proc/<pid> by the pids the program knows: psutil, joblib's loky workers

@@ -95,9 +95,7 @@ __attribute__((used)) uint64_t crac_sigwrap_prepare(int sig, siginfo_t *info, vo
      * one: a timer's or SIGIO's fields lie there instead), and the child a SIGCHLD tells of, are
      * named by those ids (a restarted child's parent compared si_pid with getppid()). */
     const struct crac_ctrl *c = crac_ctrl();
-    int code = info->si_code;
-    if (ids_differ(c) && (code == SI_USER || code == SI_QUEUE || code == SI_TKILL ||
-                          code == SI_MESGQ || (sig == SIGCHLD && code > 0)))
+    if (ids_differ(c) && siginfo_names_pid(sig, info->si_code))
         info->si_pid = vid_from_real(c, info->si_pid);
     if (act.flags & SA_RESETHAND) /* the kernel reset it to SIG_DFL on delivery */
         t->app[sig].handler = (uint64_t)SIG_DFL;

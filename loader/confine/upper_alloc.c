@@ -5,6 +5,7 @@
 #include "crac_layout.h"
 #include "crac_rawsys.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 
 /* Move n ranges from src to dst (overlapping allowed) without calling libc's memmove. */
@@ -204,6 +205,12 @@ int32_t vid_to_real(const struct crac_ctrl *c, int32_t virt)
         if (c->vids[k].virt == virt)
             return c->vids[k].real;
     return virt;
+}
+
+int siginfo_names_pid(int sig, int code)
+{
+    return code == SI_USER || code == SI_QUEUE || code == SI_TKILL || code == SI_MESGQ ||
+           (sig == SIGCHLD && code > 0);
 }
 
 int32_t vid_from_real(const struct crac_ctrl *c, int32_t real)

@@ -48,6 +48,19 @@ static int queue_shared(const siginfo_t *si)
     return raw_is_err(raw_syscall2(SYS_kill, raw_syscall0(SYS_getpid), si->si_signo)) ? -1 : 0;
 }
 
+/* A saved siginfo names its sender (or SIGCHLD's child) as the program knows it: the kernel's pid
+ * of this run is not the next run's, and the handler there translates only its own run's pids
+ * (a restarted child saw its parent's pid of the run before, not getppid()). TO_PROGRAM at
+ * capture; at restart, back to the kernel's pid of the new run where it is known already (the
+ * process itself, its threads, its tree's parent and children): the handler turns it back. */
+static void sender_as(siginfo_t *si, int to_program)
+{
+    const struct crac_ctrl *c = crac_ctrl();
+    if (!siginfo_names_pid(si->si_signo, si->si_code) || si->si_pid <= 0)
+        return;
+    si->si_pid = to_program ? vid_from_real(c, si->si_pid) : vid_to_real(c, si->si_pid);
+}
+
 static int requeue(const struct crac_pending_info *in, uint32_t n)
 {
     int bad = 0;
@@ -199,6 +212,13 @@ int pending_capture(const struct state_capture *c, void **out, size_t *len)
         t[i].n_infos = thread_infos(ts[i].rec->tid, at);
         at += t[i].n_infos;
     }
+    struct crac_pending_info *saved = (struct crac_pending_info *)(t + n);
+    for (struct crac_pending_info *i = saved; i < at; i++) {
+        siginfo_t si;
+        memcpy(&si, i->info, sizeof(si));
+        sender_as(&si, 1);
+        memcpy(i->info, &si, sizeof(si));
+    }
     /* Not in the image (it is lower memory); the next checkpoint lends it again. */
     __atomic_store_n(&ckpt_registry->pending_buf, 0, __ATOMIC_SEQ_CST);
     if (lent) {
@@ -239,6 +259,7 @@ int pending_restore(const struct state_restore *r, const void *note, size_t len)
             memcpy(&si, in[i].info, sizeof(si));
             if (si.si_signo != sig)
                 continue;
+            sender_as(&si, 0);
             queue_shared(&si);
             queued = 1;
         }
@@ -260,6 +281,7 @@ int pending_restore(const struct state_restore *r, const void *note, size_t len)
             own_at += sizeof(struct crac_pending_info);
             if (si.si_signo < 1 || si.si_signo > 64)
                 continue;
+            sender_as(&si, 0);
             if (raw_is_err(raw_syscall4(SYS_rt_tgsigqueueinfo, pid, tid, si.si_signo, &si)))
                 raw_syscall3(SYS_tgkill, pid, tid, si.si_signo);
             given |= 1ULL << (si.si_signo - 1);
