@@ -106,6 +106,31 @@ static int wanted(uint64_t start, uint64_t end)
     return 0;
 }
 
+/* The program's parts of a mapping outside W, in address order: the kernel merges a program's
+ * mapping with a lower-half one next to it (same protection, both anonymous: a MAP_32BIT one
+ * right after the loader's data) into one line of /proc/self/maps, of which only the program's
+ * ranges are its to save. Inside W: the whole mapping. */
+static int program_pieces(uint64_t start, uint64_t end, struct crac_range *out, int max)
+{
+    if (!is_outside_w(start)) {
+        out[0] = (struct crac_range){start, end};
+        return 1;
+    }
+    const struct crac_ctrl *c = crac_ctrl();
+    int n = 0;
+    for (uint32_t k = 0; k < c->n_extras && n < max; k++) {
+        uint64_t a = c->extras[k].start > start ? c->extras[k].start : start;
+        uint64_t b = c->extras[k].end < end ? c->extras[k].end : end;
+        if (a >= b)
+            continue;
+        int i = n++;
+        for (; i > 0 && out[i - 1].start > a; i--)
+            out[i] = out[i - 1];
+        out[i] = (struct crac_range){a, b};
+    }
+    return n;
+}
+
 static int any_present(int pagemap, uint64_t start, uint64_t end)
 {
     uint64_t entries[PAGEMAP_BATCH];
@@ -322,75 +347,83 @@ static int collect_regions(struct region *rs, int max, int pagemap, int *flags_f
             plen = strlen(path);
             deleted = 0;
         }
-        /* PROT_NONE and never touched: a reservation, recreated by reserving W. Only what the
-         * allocator handed out can hold data, so only that is looked at (W is 16 TiB). */
-        if (!prot && anon) {
-            if (!used_and_present(pagemap, &start, &end))
-                continue;
-        }
-        if (n >= max) {
-            fclose(f);
-            errno = E2BIG;
-            return -1;
-        }
-        struct region *r = &rs[n++];
-        memset(&r->rec, 0, sizeof(r->rec));
-        r->bitmap = NULL;
-        r->written = NULL;
-        r->page_crcs = NULL;
-        /* rs is static: a paused writer (this process, generation after generation) must not
-         * count the last generation's chunks. */
-        memset(&r->cz, 0, sizeof(r->cz));
-        r->rec.start = start;
-        r->rec.end = end;
-        r->rec.prot = (uint32_t)prot;
-        r->rec.flags = is_outside_w(start) ? CRAC_REGION_OUTSIDE_W : 0;
-        r->rec.file_offset = off;
-        snprintf(r->path, sizeof(r->path), "%s", anon ? "" : path);
-        if (anon || deleted)
-            r->rec.kind = shared ? CRAC_REGION_ANON_SHARED : CRAC_REGION_ANON;
-        else
-            r->rec.kind = shared ? CRAC_REGION_FILE_SHARED : CRAC_REGION_FILE_PRIVATE;
-        /* The shared object's identity (a shmem inode: MAP_SHARED|MAP_ANONYMOUS, SysV shm, an
-         * unlinked /dev/shm object): its other mappings are found by it (mark_aliases). */
-        if (r->rec.kind == CRAC_REGION_ANON_SHARED && ino && !anon_inode) {
-            r->rec.dev = makedev(dmaj, dmin);
-            r->rec.ino = ino;
-        }
-        int regular_file = 0; /* the mapped file itself: its inode, not one at its name now */
-        if (r->rec.kind == CRAC_REGION_FILE_PRIVATE || r->rec.kind == CRAC_REGION_FILE_SHARED) {
-            struct stat st = {0};
-            if (stat(path, &st) == 0) {
-                regular_file = S_ISREG(st.st_mode) && st.st_ino == ino;
-                r->rec.dev = st.st_dev;
-                r->rec.ino = st.st_ino;
-                r->rec.file_size = (uint64_t)st.st_size;
-                r->rec.mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+        struct crac_range pieces[64];
+        int n_pieces = program_pieces(start, end, pieces, 64);
+        uint64_t vma_start = start, vma_off = off;
+        for (int piece = 0; piece < n_pieces; piece++) {
+            start = pieces[piece].start;
+            end = pieces[piece].end;
+            off = vma_off + (start - vma_start);
+            /* PROT_NONE and never touched: a reservation, recreated by reserving W. Only what the
+             * allocator handed out can hold data, so only that is looked at (W is 16 TiB). */
+            if (!prot && anon) {
+                if (!used_and_present(pagemap, &start, &end))
+                    continue;
             }
-            /* A file in memory (a POSIX shm object or sem_open semaphore in /dev/shm) is state
-             * like shared anonymous memory: gone with the node, and changed by the program after
-             * the checkpoint. Its pages are saved and written back at restart. */
-            struct statfs fs;
-            if (r->rec.kind == CRAC_REGION_FILE_SHARED && statfs(path, &fs) == 0 &&
-                fs.f_type == TMPFS_MAGIC)
-                r->rec.flags |= CRAC_REGION_SHMEM_FILE;
-            /* A small file on disk the program writes through a shared mapping (the JVM's
-             * hsperfdata, a database's -shm index), any size with --ckpt-open-files: its pages
-             * are kept, for a restart to put the file back as it was, or make it again where it
-             * is gone (another JVM removes a dead pid's, another node). */
-            else if (r->rec.kind == CRAC_REGION_FILE_SHARED &&
-                     mapping_file_kept(&st, ino, prot & PROT_WRITE))
-                r->rec.flags |= CRAC_REGION_FILE_KEPT;
-        }
-        *flags_first |= dump_flag_unsure(path, anon_inode, deleted, regular_file);
-        r->cz.raw =
-            r->rec.kind == CRAC_REGION_ANON_SHARED || r->rec.kind == CRAC_REGION_FILE_SHARED;
-        if (r->rec.kind == CRAC_REGION_FILE_PRIVATE) {
-            r->rec.bitmap_bytes = (uint32_t)((((end - start) / PAGE + 7) / 8 + 7) & ~7UL);
-            r->bitmap = calloc(1, r->rec.bitmap_bytes);
-            if (!r->bitmap) {
+            if (n >= max) {
                 fclose(f);
+                errno = E2BIG;
                 return -1;
+            }
+            struct region *r = &rs[n++];
+            memset(&r->rec, 0, sizeof(r->rec));
+            r->bitmap = NULL;
+            r->written = NULL;
+            r->page_crcs = NULL;
+            /* rs is static: a paused writer (this process, generation after generation) must not
+             * count the last generation's chunks. */
+            memset(&r->cz, 0, sizeof(r->cz));
+            r->rec.start = start;
+            r->rec.end = end;
+            r->rec.prot = (uint32_t)prot;
+            r->rec.flags = is_outside_w(start) ? CRAC_REGION_OUTSIDE_W : 0;
+            r->rec.file_offset = off;
+            snprintf(r->path, sizeof(r->path), "%s", anon ? "" : path);
+            if (anon || deleted)
+                r->rec.kind = shared ? CRAC_REGION_ANON_SHARED : CRAC_REGION_ANON;
+            else
+                r->rec.kind = shared ? CRAC_REGION_FILE_SHARED : CRAC_REGION_FILE_PRIVATE;
+            /* The shared object's identity (a shmem inode: MAP_SHARED|MAP_ANONYMOUS, SysV shm, an
+             * unlinked /dev/shm object): its other mappings are found by it (mark_aliases). */
+            if (r->rec.kind == CRAC_REGION_ANON_SHARED && ino && !anon_inode) {
+                r->rec.dev = makedev(dmaj, dmin);
+                r->rec.ino = ino;
+            }
+            int regular_file = 0; /* the mapped file itself: its inode, not one at its name now */
+            if (r->rec.kind == CRAC_REGION_FILE_PRIVATE || r->rec.kind == CRAC_REGION_FILE_SHARED) {
+                struct stat st = {0};
+                if (stat(path, &st) == 0) {
+                    regular_file = S_ISREG(st.st_mode) && st.st_ino == ino;
+                    r->rec.dev = st.st_dev;
+                    r->rec.ino = st.st_ino;
+                    r->rec.file_size = (uint64_t)st.st_size;
+                    r->rec.mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+                }
+                /* A file in memory (a POSIX shm object or sem_open semaphore in /dev/shm) is state
+                 * like shared anonymous memory: gone with the node, and changed by the program after
+                 * the checkpoint. Its pages are saved and written back at restart. */
+                struct statfs fs;
+                if (r->rec.kind == CRAC_REGION_FILE_SHARED && statfs(path, &fs) == 0 &&
+                    fs.f_type == TMPFS_MAGIC)
+                    r->rec.flags |= CRAC_REGION_SHMEM_FILE;
+                /* A small file on disk the program writes through a shared mapping (the JVM's
+                 * hsperfdata, a database's -shm index), any size with --ckpt-open-files: its pages
+                 * are kept, for a restart to put the file back as it was, or make it again where it
+                 * is gone (another JVM removes a dead pid's, another node). */
+                else if (r->rec.kind == CRAC_REGION_FILE_SHARED &&
+                         mapping_file_kept(&st, ino, prot & PROT_WRITE))
+                    r->rec.flags |= CRAC_REGION_FILE_KEPT;
+            }
+            *flags_first |= dump_flag_unsure(path, anon_inode, deleted, regular_file);
+            r->cz.raw =
+                r->rec.kind == CRAC_REGION_ANON_SHARED || r->rec.kind == CRAC_REGION_FILE_SHARED;
+            if (r->rec.kind == CRAC_REGION_FILE_PRIVATE) {
+                r->rec.bitmap_bytes = (uint32_t)((((end - start) / PAGE + 7) / 8 + 7) & ~7UL);
+                r->bitmap = calloc(1, r->rec.bitmap_bytes);
+                if (!r->bitmap) {
+                    fclose(f);
+                    return -1;
+                }
             }
         }
     }

@@ -1,6 +1,7 @@
 /* restart_memory.c — maps every saved region back at its address and fills it from upper.core,
  * checking each region's CRC-32C as it goes (holes are skipped with SEEK_DATA). */
 #include "restart.h"
+#include "brk_guard.h"
 #include "image_read.h"
 
 #include "crac_layout.h"
@@ -732,6 +733,7 @@ int restart_hold_outside(struct restart_image *img, char *err, size_t errlen)
     while (region_walk_next(&w, &r, NULL, NULL) > 0) {
         if (!(r.flags & CRAC_REGION_OUTSIDE_W) || r.end <= r.start)
             continue;
+        brk_guard_yield(r.start, r.end);
         void *m = mmap((void *)r.start, r.end - r.start, PROT_NONE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
         if (m != (void *)r.start) {
