@@ -711,9 +711,16 @@ def stitch(segments: Sequence[Segment]) -> list[str]:
     or resumes from a step its predecessor never printed."""
     out = list(segments[0].lines)
     for prev, seg in zip(segments, segments[1:]):
-        first = STEP_RE.match(seg.lines[0]) if seg.lines else None
+        lines = list(seg.lines)
+        first = STEP_RE.match(lines[0]) if lines else None
+        second = STEP_RE.match(lines[1]) if len(lines) > 1 else None
+        if not first and second and f"step {int(second.group(1)) - 1}".endswith(lines[0]):
+            # The checkpoint came between two write()s of one line (Python under
+            # PYTHONUNBUFFERED=1 writes the text and its newline apart): the restart writes the
+            # rest of the line its predecessor began, here the end of `step N-1`.
+            lines, first = lines[1:], second
         if not first:
-            head = seg.lines[:3]
+            head = lines[:3]
             pytest.fail(f"{seg.label}: output does not begin with a step line: {head!r}")
         resume = int(first.group(1))
         marker = f"step {resume - 1}"
@@ -725,7 +732,7 @@ def stitch(segments: Sequence[Segment]) -> list[str]:
             pytest.fail(
                 f"{seg.label} resumes at step {resume}, but {prev.label} never printed `{marker}`"
             )
-        out = out[:cut] + list(seg.lines)
+        out = out[:cut] + lines
     return out
 
 
