@@ -799,6 +799,14 @@ static long emu_rt_sigtimedwait(ucontext_t *uc, const uint64_t *these, siginfo_t
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &prog, &saved, 8);
     long r = raw_syscall4(SYS_rt_sigtimedwait, &want, info, timeout, 8);
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
+    /* The sender (or SIGCHLD's child) as the program knows it, as its handlers see it
+     * (signal_wrap.c). */
+    siginfo_t si;
+    if (r > 0 && info && ids_differ(c) && from_user(&si, info, sizeof(si)) == 0 &&
+        siginfo_names_pid((int)r, si.si_code) && si.si_pid > 0) {
+        si.si_pid = vid_from_real(c, si.si_pid);
+        to_user(info, &si, sizeof(si));
+    }
     return r;
 }
 
