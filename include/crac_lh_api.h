@@ -14,6 +14,11 @@
  * (loader/confine/confine_filter.c). */
 #define CRAC_OPEN_UNTRAPPED 0x4352414355504f4eUL /* "CRACUPON" */
 
+/* The fifth argument of the upper runtime's own rt_sigtimedwait (upperhalf/suspend_pending.c),
+ * which the kernel does not read: the trap handler then leaves si_pid as the kernel's, which the
+ * checkpoint puts back and saves itself (loader/state/pending.c), rather than the program's. */
+#define CRAC_SIGWAIT_KERNEL_IDS 0x4352414353494b49UL /* "CRACSIKI" */
+
 struct crac_lh_entry {
     const char *name;
     void *fn;

@@ -4,6 +4,7 @@
 #include "upper_runtime.h"
 
 #include "crac_rawsys.h"
+#include "crac_lh_api.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -91,7 +92,8 @@ static int take(int sig, siginfo_t *si)
 {
     uint64_t one = 1ULL << (sig - 1);
     struct timespec now = {0, 0};
-    return raw_syscall4(SYS_rt_sigtimedwait, &one, si, &now, 8) == sig;
+    return raw_syscall6(SYS_rt_sigtimedwait, (long)&one, (long)si, (long)&now, 8,
+                        (long)CRAC_SIGWAIT_KERNEL_IDS, 0) == sig;
 }
 
 /* Back at the tail of this thread's queue; if the kernel refuses the siginfo, at least pending. */

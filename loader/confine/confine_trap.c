@@ -5,6 +5,7 @@
 #include "confine_seccomp.h"
 
 #include "crac_layout.h"
+#include "crac_lh_api.h"
 #include "ckpt.h"
 #include "crac_rawsys.h"
 #include "fork_advice.h"
@@ -771,7 +772,7 @@ static long emu_rt_sigpending(ucontext_t *uc, uint64_t *set, long setsize)
 /* sigwaitinfo/sigtimedwait never take the checkpoint signal (crac's lower thread does); the
  * program's own one, or another crac process's, if it waits for it, is taken from virt_pending. */
 static long emu_rt_sigtimedwait(ucontext_t *uc, const uint64_t *these, siginfo_t *info,
-                                const void *timeout, long setsize)
+                                const void *timeout, long setsize, long marker)
 {
     struct crac_ctrl *c = crac_ctrl();
     if (!mask_ok(setsize))
@@ -800,10 +801,11 @@ static long emu_rt_sigtimedwait(ucontext_t *uc, const uint64_t *these, siginfo_t
     long r = raw_syscall4(SYS_rt_sigtimedwait, &want, info, timeout, 8);
     raw_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, &saved, 0, 8);
     /* The sender (or SIGCHLD's child) as the program knows it, as its handlers see it
-     * (signal_wrap.c). */
+     * (signal_wrap.c); the upper runtime's own wait keeps the kernel's. */
     siginfo_t si;
-    if (r > 0 && info && ids_differ(c) && from_user(&si, info, sizeof(si)) == 0 &&
-        siginfo_names_pid((int)r, si.si_code) && si.si_pid > 0) {
+    if (r > 0 && info && ids_differ(c) && (unsigned long)marker != CRAC_SIGWAIT_KERNEL_IDS &&
+        from_user(&si, info, sizeof(si)) == 0 && siginfo_names_pid((int)r, si.si_code) &&
+        si.si_pid > 0) {
         si.si_pid = vid_from_real(c, si.si_pid);
         to_user(info, &si, sizeof(si));
     }
@@ -1472,7 +1474,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *ucv)
     case SYS_rt_tgsigqueueinfo: r = emu_ids(uc, nr, a1, a2, a3, a4); break;
     case SYS_rt_sigpending: r = emu_rt_sigpending(uc, (void *)a1, a2); break;
     case SYS_rt_sigtimedwait:
-        r = emu_rt_sigtimedwait(uc, (const void *)a1, (void *)a2, (const void *)a3, a4);
+        r = emu_rt_sigtimedwait(uc, (const void *)a1, (void *)a2, (const void *)a3, a4, a5);
         break;
     case SYS_signalfd:
     case SYS_signalfd4:
