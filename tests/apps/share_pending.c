@@ -20,26 +20,7 @@
 #define PROG "share_pending"
 #define USAGE "TAG [STEPS] [MS]"
 #include "ckpt_common.h"
-
-static volatile sig_atomic_t received, bad;
-static volatile sig_atomic_t bad_code, bad_value, bad_pid;
-
-static void on_signal(int sig, siginfo_t *si, void *uc)
-{
-    (void)sig;
-    (void)uc;
-    long k = received + 1;
-    int want_code = k % 2 ? SI_USER : SI_QUEUE;
-    if (!bad &&
-        (si->si_code != want_code || (want_code == SI_QUEUE && si->si_value.sival_int != k) ||
-         si->si_pid != getppid())) {
-        bad = (sig_atomic_t)k;
-        bad_code = si->si_code;
-        bad_value = si->si_value.sival_int;
-        bad_pid = si->si_pid;
-    }
-    received = (sig_atomic_t)k;
-}
+#include "parent_signals.h"
 
 static void child(int sig, int done_fd, int ready_fd, long steps)
 {
@@ -64,9 +45,7 @@ static void child(int sig, int done_fd, int ready_fd, long steps)
             fail("child: read: %s", strerror(errno));
     if (sigprocmask(SIG_UNBLOCK, &held, NULL) != 0) /* every queued instance is delivered */
         fail("child: sigprocmask: %s", strerror(errno));
-    if (bad)
-        fail("child: signal %d: si_code %d, value %d, si_pid %d (parent %d)", (int)bad,
-             (int)bad_code, (int)bad_value, (int)bad_pid, (int)getppid());
+    fail_if_bad();
     if (received != steps)
         fail("child: %ld of %ld signals came", (long)received, steps);
     _exit(0);

@@ -24,27 +24,8 @@
 #define PROG "share_signal"
 #define USAGE "TAG [STEPS] [MS] [SIG]"
 #include "ckpt_common.h"
+#include "parent_signals.h"
 #include "signal_answer.h"
-
-static volatile sig_atomic_t received, bad;
-static volatile sig_atomic_t bad_code, bad_value, bad_pid;
-
-static void on_signal(int sig, siginfo_t *si, void *uc)
-{
-    (void)sig;
-    (void)uc;
-    long k = received + 1;
-    int want_code = k % 2 ? SI_USER : SI_QUEUE;
-    if (!bad &&
-        (si->si_code != want_code || (want_code == SI_QUEUE && si->si_value.sival_int != k) ||
-         si->si_pid != getppid())) {
-        bad = (sig_atomic_t)k;
-        bad_code = si->si_code;
-        bad_value = si->si_value.sival_int;
-        bad_pid = si->si_pid;
-    }
-    received = (sig_atomic_t)k;
-}
 
 static void child(int idle_fd, int answer_fd, long steps)
 {
@@ -60,9 +41,7 @@ static void child(int idle_fd, int answer_fd, long steps)
             else if (errno != EINTR)
                 fail("child: read: %s", strerror(errno));
         }
-        if (bad)
-            fail("child: signal %d: si_code %d, value %d, si_pid %d (parent %d)", (int)bad,
-                 (int)bad_code, (int)bad_value, (int)bad_pid, (int)getppid());
+        fail_if_bad();
         if (write(answer_fd, &k, sizeof(k)) != (ssize_t)sizeof(k))
             fail("child: write: %s", strerror(errno));
     }
