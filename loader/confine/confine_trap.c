@@ -804,9 +804,8 @@ static long emu_rt_sigtimedwait(ucontext_t *uc, const uint64_t *these, siginfo_t
      * (signal_wrap.c); the upper runtime's own wait keeps the kernel's. */
     siginfo_t si;
     if (r > 0 && info && ids_differ(c) && (unsigned long)marker != CRAC_SIGWAIT_KERNEL_IDS &&
-        from_user(&si, info, sizeof(si)) == 0 && siginfo_names_pid((int)r, si.si_code) &&
-        si.si_pid > 0) {
-        si.si_pid = vid_from_real(c, si.si_pid);
+        from_user(&si, info, sizeof(si)) == 0) {
+        siginfo_pid_to_program(c, &si);
         to_user(info, &si, sizeof(si));
     }
     return r;

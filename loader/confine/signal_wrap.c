@@ -94,9 +94,7 @@ __attribute__((used)) uint64_t crac_sigwrap_prepare(int sig, siginfo_t *info, vo
      * were at its first launch: the sender of a signal a process sent (the codes whose si_pid is
      * one: a timer's or SIGIO's fields lie there instead), and the child a SIGCHLD tells of, are
      * named by those ids (a restarted child's parent compared si_pid with getppid()). */
-    const struct crac_ctrl *c = crac_ctrl();
-    if (ids_differ(c) && siginfo_names_pid(sig, info->si_code))
-        info->si_pid = vid_from_real(c, info->si_pid);
+    siginfo_pid_to_program(crac_ctrl(), info);
     if (act.flags & SA_RESETHAND) /* the kernel reset it to SIG_DFL on delivery */
         t->app[sig].handler = (uint64_t)SIG_DFL;
     if (act.handler == (uint64_t)SIG_DFL || act.handler == (uint64_t)SIG_IGN)

@@ -5,7 +5,6 @@
 #include "crac_layout.h"
 #include "crac_rawsys.h"
 
-#include <signal.h>
 #include <sys/mman.h>
 
 /* Move n ranges from src to dst (overlapping allowed) without calling libc's memmove. */
@@ -207,12 +206,6 @@ int32_t vid_to_real(const struct crac_ctrl *c, int32_t virt)
     return virt;
 }
 
-int siginfo_names_pid(int sig, int code)
-{
-    return code == SI_USER || code == SI_QUEUE || code == SI_TKILL || code == SI_MESGQ ||
-           (sig == SIGCHLD && code > 0);
-}
-
 int32_t vid_from_real(const struct crac_ctrl *c, int32_t real)
 {
     if (c->vpid && real == c->pid)
@@ -221,6 +214,25 @@ int32_t vid_from_real(const struct crac_ctrl *c, int32_t real)
         if (c->vids[k].real == real)
             return c->vids[k].virt;
     return real;
+}
+
+static int siginfo_names_pid(const siginfo_t *si)
+{
+    int code = si->si_code;
+    return si->si_pid > 0 && (code == SI_USER || code == SI_QUEUE || code == SI_TKILL ||
+                              code == SI_MESGQ || (si->si_signo == SIGCHLD && code > 0));
+}
+
+void siginfo_pid_to_program(const struct crac_ctrl *c, siginfo_t *si)
+{
+    if (ids_differ(c) && siginfo_names_pid(si))
+        si->si_pid = vid_from_real(c, si->si_pid);
+}
+
+void siginfo_pid_to_kernel(const struct crac_ctrl *c, siginfo_t *si)
+{
+    if (ids_differ(c) && siginfo_names_pid(si))
+        si->si_pid = vid_to_real(c, si->si_pid);
 }
 
 int ctrl_init(int ckpt_sig)

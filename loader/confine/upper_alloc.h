@@ -3,6 +3,7 @@
 #ifndef CRAC_UPPER_ALLOC_H
 #define CRAC_UPPER_ALLOC_H
 
+#include <signal.h>
 #include <stdint.h>
 
 struct crac_range {
@@ -152,10 +153,11 @@ int32_t vid_to_real(const struct crac_ctrl *c, int32_t virt);
 int32_t vid_from_real(const struct crac_ctrl *c, int32_t real);
 /* 1 once the program's ids are not all the kernel's (a restarted process or its descendants). */
 static inline int ids_differ(const struct crac_ctrl *c) { return c->vpid || c->n_vids; }
-/* 1 when a siginfo of signal SIG with code CODE names a process in si_pid: the sender of a kill,
- * sigqueue, tkill or message-queue signal, the child a SIGCHLD tells of (a timer's or SIGIO's
- * fields lie there instead). */
-int siginfo_names_pid(int sig, int code);
+/* SI's si_pid where it names a process (the sender of a kill, sigqueue, tkill or message-queue
+ * signal, the child a SIGCHLD tells of; a timer's or SIGIO's fields lie there instead): turned
+ * into the id the program knows, or back into this run's kernel pid. */
+void siginfo_pid_to_program(const struct crac_ctrl *c, siginfo_t *si);
+void siginfo_pid_to_kernel(const struct crac_ctrl *c, siginfo_t *si);
 
 /* Create the control block (launch only; a restart maps it back with the rest of W). */
 int ctrl_init(int ckpt_sig);

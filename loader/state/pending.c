@@ -48,19 +48,6 @@ static int queue_shared(const siginfo_t *si)
     return raw_is_err(raw_syscall2(SYS_kill, raw_syscall0(SYS_getpid), si->si_signo)) ? -1 : 0;
 }
 
-/* A saved siginfo names its sender (or SIGCHLD's child) as the program knows it: the kernel's pid
- * of this run is not the next run's, and the handler there translates only its own run's pids
- * (a restarted child saw its parent's pid of the run before, not getppid()). TO_PROGRAM at
- * capture; at restart, back to the kernel's pid of the new run where it is known already (the
- * process itself, its threads, its tree's parent and children): the handler turns it back. */
-static void sender_as(siginfo_t *si, int to_program)
-{
-    const struct crac_ctrl *c = crac_ctrl();
-    if (!siginfo_names_pid(si->si_signo, si->si_code) || si->si_pid <= 0)
-        return;
-    si->si_pid = to_program ? vid_from_real(c, si->si_pid) : vid_to_real(c, si->si_pid);
-}
-
 static int requeue(const struct crac_pending_info *in, uint32_t n)
 {
     int bad = 0;
@@ -212,11 +199,16 @@ int pending_capture(const struct state_capture *c, void **out, size_t *len)
         t[i].n_infos = thread_infos(ts[i].rec->tid, at);
         at += t[i].n_infos;
     }
+    /* A saved siginfo names its sender (or SIGCHLD's child) as the program knows it: the kernel's
+     * pid of this run is not the next run's, and the handler there translates only its own
+     * run's pids (a restarted child saw its parent's pid of the run before, not getppid()). The
+     * restart turns it into its own kernel pid where known already (the process, its threads,
+     * its tree's parent and children), and the handler turns it back. */
     struct crac_pending_info *saved = (struct crac_pending_info *)(t + n);
     for (struct crac_pending_info *i = saved; i < at; i++) {
         siginfo_t si;
         memcpy(&si, i->info, sizeof(si));
-        sender_as(&si, 1);
+        siginfo_pid_to_program(crac_ctrl(), &si);
         memcpy(i->info, &si, sizeof(si));
     }
     /* Not in the image (it is lower memory); the next checkpoint lends it again. */
@@ -259,7 +251,7 @@ int pending_restore(const struct state_restore *r, const void *note, size_t len)
             memcpy(&si, in[i].info, sizeof(si));
             if (si.si_signo != sig)
                 continue;
-            sender_as(&si, 0);
+            siginfo_pid_to_kernel(crac_ctrl(), &si);
             queue_shared(&si);
             queued = 1;
         }
@@ -281,7 +273,7 @@ int pending_restore(const struct state_restore *r, const void *note, size_t len)
             own_at += sizeof(struct crac_pending_info);
             if (si.si_signo < 1 || si.si_signo > 64)
                 continue;
-            sender_as(&si, 0);
+            siginfo_pid_to_kernel(crac_ctrl(), &si);
             if (raw_is_err(raw_syscall4(SYS_rt_tgsigqueueinfo, pid, tid, si.si_signo, &si)))
                 raw_syscall3(SYS_tgkill, pid, tid, si.si_signo);
             given |= 1ULL << (si.si_signo - 1);
