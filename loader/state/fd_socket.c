@@ -470,7 +470,12 @@ static int sock_save(struct fd_entry *e, const struct fd_entry *all, int n, cons
                 s.partner = all[k].rec.fd;
             }
         }
-        for (int k = 0; k < n && s.role == R_OUTSIDE; k++)
+        /* Not accepted yet by our own listener. A Unix one has no peer inode then: one that has
+         * (accepted by another process of the tree, which holds the listener too, as a
+         * pre-forking server's workers do) is a connection like any, as is one whose peer has
+         * finished sending (no waiting connection's has). */
+        int maybe_waiting = !(s.shut & PEER_DONE) && (s.domain != AF_UNIX || !peer);
+        for (int k = 0; k < n && s.role == R_OUTSIDE && maybe_waiting; k++)
             if (&all[k] != e && S_ISSOCK(all[k].rec.mode) && sock_read(all[k].rec.fd, &o) == 0 &&
                 o.role == R_LISTEN && o.type == s.type && listens_on(&o, &s.peer, s.plen))
                 s.role = R_PENDING;

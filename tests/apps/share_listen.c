@@ -1,11 +1,14 @@
-/* share_listen TAG serve|prefork[-tcp] [STEPS=300] [MS=20]: a server on a named Unix listening
-   socket (-tcp: on 127.0.0.1, a port the kernel picks) and a client that connects afresh every step and waits to be spoken to, as a pool worker talks
-   to Python's Manager (whose server speaks first). serve: the parent serves, its forked child is
-   the client. prefork: the parent listens and forks the server, which accepts on the inherited
-   listener, while the parent, still holding it (as a pre-forking server's master does), is the
-   client. The server works MS ms before each accept(), so the client's connection waits in the
-   listener's queue most of the time and a checkpoint catches it there; once accepted, it is sent
-   the step number and answers its square. The server prints `TAG step N` per answer and `TAG
+/* share_listen TAG serve|prefork[-tcp][-held] [STEPS=300] [MS=20]: a server on a named Unix
+   listening socket (-tcp: on 127.0.0.1, a port the kernel picks) and a client that connects afresh
+   every step and waits to be spoken to, as a pool worker talks to Python's Manager (whose server
+   speaks first). serve: the parent serves, its forked child is the client. prefork: the parent
+   listens and forks the server, which accepts on the inherited listener, while the parent, still
+   holding it (as a pre-forking server's master does), is the client. The server works MS ms
+   before each accept(), so the client's connection waits in the listener's queue most of the time
+   and a checkpoint catches it there; once accepted, it is sent the step number and answers its
+   square. -held: the server accepts at once and the client works the MS ms between reading the
+   step and answering, so a checkpoint mostly catches an accepted connection, both its ends held
+   by the tree. The server prints `TAG step N` per answer and `TAG
    DONE checksum=... steps=STEPS` (ckpt_counter's checksum) once its child, if any, exited with
    status 0. The client fails with status 3 when the listener is not there (a restarted client
    that ran before the server was restored: docs/PROTOCOL.md "restored") and 4 when its
@@ -24,7 +27,7 @@
 #include <unistd.h>
 
 #define PROG "share_listen"
-#define USAGE "TAG serve|prefork[-tcp] [STEPS] [MS]"
+#define USAGE "TAG serve|prefork[-tcp][-held] [STEPS] [MS]"
 #include "ckpt_common.h"
 
 static int io_all(int fd, void *buf, size_t n, int writing)
@@ -42,7 +45,7 @@ static int io_all(int fd, void *buf, size_t n, int writing)
 }
 
 /* One step's exchange, from the child's end. */
-static void answer(const struct sockaddr_storage *addr, socklen_t alen, long k)
+static void answer(const struct sockaddr_storage *addr, socklen_t alen, long k, long ms)
 {
     int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -62,6 +65,7 @@ static void answer(const struct sockaddr_storage *addr, socklen_t alen, long k)
     }
     if (v != k)
         fail("step %ld: the parent sent %lld", k, (long long)v);
+    ckpt_sleep_ms(ms);
     v *= v;
     if (io_all(fd, &v, sizeof(v), 1) != 0)
         fail("step %ld: cannot answer: %s", k, strerror(errno));
@@ -94,12 +98,17 @@ static uint64_t serve(int lfd, const char *tag, long steps, long ms)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 2 ? argv[2] : "";
-    int prefork = strncmp(mode, "prefork", 7) == 0, tcp = strstr(mode, "-tcp") != NULL;
-    if (argc < 3 || (!prefork && strncmp(mode, "serve", 5) != 0) ||
-        strcmp(mode + (prefork ? 7 : 5), tcp ? "-tcp" : "") != 0)
+    int prefork = strncmp(mode, "prefork", 7) == 0, tcp = strstr(mode, "-tcp") != NULL,
+        held = strstr(mode, "-held") != NULL;
+    char expect[32];
+    snprintf(expect, sizeof(expect), "%s%s%s", prefork ? "prefork" : "serve", tcp ? "-tcp" : "",
+             held ? "-held" : "");
+    if (argc < 3 || strcmp(mode, expect) != 0)
         fail("usage: " PROG " " USAGE);
     const char *tag = argv[1];
     long steps = arg(argc, argv, 3, 300, 1, 1000000), ms = arg(argc, argv, 4, 20, 0, 100000);
+    /* Who works the MS ms: the server before accepting, or (-held) the client before answering. */
+    long serve_ms = held ? 0 : ms, answer_ms = held ? ms : 0;
     struct sockaddr_storage addr = {0};
     socklen_t alen;
     char path[108] = "";
@@ -127,23 +136,23 @@ int main(int argc, char **argv)
     if (kid == 0 && !prefork) {
         close(lfd);
         for (long k = 1; k <= steps; k++)
-            answer(&addr, alen, k);
+            answer(&addr, alen, k, answer_ms);
         return 0;
     }
     if (kid == 0) {
-        uint64_t h = serve(lfd, tag, steps, ms);
+        uint64_t h = serve(lfd, tag, steps, serve_ms);
         end_gate();
         return tag_done_line(tag, h, steps);
     }
     if (prefork) {
         for (long k = 1; k <= steps; k++)
-            answer(&addr, alen, k);
+            answer(&addr, alen, k, answer_ms);
         reap_ok(kid, "the server");
         if (!tcp)
             unlink(path);
         return 0;
     }
-    uint64_t h = serve(lfd, tag, steps, ms);
+    uint64_t h = serve(lfd, tag, steps, serve_ms);
     reap_ok(kid, "the client");
     if (!tcp)
         unlink(path);
