@@ -13,6 +13,8 @@ interleaved (after one warm-up each), and the restarted program is killed at its
 * crac restart (native path): `crac restart DIR` (docs/DECISIONS.md "Restart without Python");
 * crac restart (Python CLI): the same command with CRAC_FAST_RESTART_DECLINED set, the variable
   the loader sets when it leaves a restart to the Python CLI: the path every restart took before.
+* crac_restart_script.sh: the restart script the launch wrote (`crac restart -- CHECKPOINT`,
+  through a shell).
 
 Prints medians, minimums and ratios against the native start-up. Never asserts on time.
 """
@@ -102,6 +104,7 @@ def main() -> int:
             ("python -c print(1)", [sys.executable, "-c", "print(1)"], env),
             ("crac restart (native path)", restart, env),
             ("crac restart (Python CLI)", restart, env | {"CRAC_FAST_RESTART_DECLINED": "bench"}),
+            ("crac_restart_script.sh", [str(ckpt / "crac_restart_script.sh")], env),
         ]
         samples: dict[str, list[float]] = {name: [] for name, _, _ in variants}
         for rep in range(opts.reps + 1):

@@ -117,12 +117,17 @@ static const char *fast_restart_blocker(int argc, char **argv)
     static const char *const flags[] = {
         "--force", "--no-truncate",    "--allow-changed-files",   "--verbose",
         "-v",      "--no-fork-writer", "--exit-after-checkpoint", "--lazy"};
-    int positional = 0;
+    /* `--` ends the options, as crac_restart_script.sh writes it before the checkpoint. */
+    int positional = 0, options_ended = 0;
     for (int i = 2; i < argc; i++) {
+        if (!options_ended && strcmp(argv[i], "--") == 0) {
+            options_ended = 1;
+            continue;
+        }
         int known = 0;
-        for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++)
+        for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]) && !options_ended; f++)
             known |= strcmp(argv[i], flags[f]) == 0;
-        if (!known && (argv[i][0] == '-' || argv[i][0] == '\0' || positional++))
+        if (!known && ((argv[i][0] == '-' && !options_ended) || argv[i][0] == '\0' || positional++))
             return "an option only the Python CLI handles";
     }
     if (!positional)

@@ -404,7 +404,9 @@ def test_restart_path_forms(ckpt_apps, tmp_path):
 
 
 def test_restart_script(ckpt_apps, tmp_path):
-    """DIR/crac_restart_script.sh restarts the job, from any working directory."""
+    """DIR/crac_restart_script.sh restarts the job, from any working directory, without
+    Python's start-up (the `--` it writes before the checkpoint is no option of the Python CLI's
+    alone: docs/DECISIONS.md "Restart without Python")."""
     steps = 150
     ckptdir, logs, cwd = dirs(tmp_path)
     proc = launch(ckpt_apps["ckpt_counter"], [steps, 20], ckptdir, out_dir=logs, cwd=cwd)
@@ -418,9 +420,11 @@ def test_restart_script(ckpt_apps, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    env = base_env({"PATH": path})
+    env = base_env({"PATH": path, "CRAC_DEBUG_PATH": "1"})
     runner = CracProc([str(script)], out_dir=logs, label="script", env=env, cwd=elsewhere)
     check_finished(runner, counter_lines(steps), seg)
+    err = (logs / "script.err").read_text()
+    assert "crac: debug: restart path: native" in err, err
 
 
 # ---------------------------------------------------------------------------------------------

@@ -598,9 +598,16 @@ int restart_prepare_main(int argc, char **argv)
     int force = 0, no_truncate = 0, allow_changed = 0, verbose = 0, no_fork = 0, exit_after = 0;
     int lazy = 0;
     const char *arg = NULL;
+    int options_ended = 0; /* after `--` (crac_restart_script.sh's), the checkpoint alone */
     for (int i = 5; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--force") == 0)
+        if (options_ended || (a[0] != '-' && !arg)) {
+            if (arg || !a[0])
+                decline("options");
+            arg = a;
+        } else if (strcmp(a, "--") == 0)
+            options_ended = 1;
+        else if (strcmp(a, "--force") == 0)
             force = 1;
         else if (strcmp(a, "--no-truncate") == 0)
             no_truncate = 1;
@@ -614,8 +621,6 @@ int restart_prepare_main(int argc, char **argv)
             exit_after = 1;
         else if (strcmp(a, "--lazy") == 0)
             lazy = 1;
-        else if (a[0] != '-' && !arg)
-            arg = a;
         else
             decline("options");
     }
