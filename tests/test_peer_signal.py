@@ -143,3 +143,58 @@ def test_signal_after_a_restart_inside_the_handler_reaches_the_handler(tmp_path,
         proc.stop()
         if restarted is not None:
             restarted.stop()
+
+
+RECEIVER = """import signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+print("ready", flush=True)
+while True:
+    si = signal.sigwaitinfo({signal.SIGUSR1})
+    print(si.si_pid, si.si_code, flush=True)
+"""
+
+
+def test_sigqueue_after_a_restart_names_the_sender_by_its_kernel_pid(tmp_path, tmp_path_factory):
+    """sigqueue() puts the caller's getpid() in the siginfo, which the kernel passes on as given:
+    after a restart that was the pid the program knows, its old one, and a receiver outside crac
+    (which answers with kill(si_pid), as a server does) would have named a process that no longer
+    exists, or another one. Now the receiver sees the restarted process's kernel pid."""
+    require_native()
+    app = build_app(tmp_path_factory, APPS_DIR / "sigqueue_out.c")
+    ckptdir, logs = tmp_path / "ckpt", tmp_path / "logs"
+    logs.mkdir()
+    with open(logs / "receiver.out", "wb") as out:
+        receiver = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=out)
+    proc = restarted = None
+    try:
+        got = lambda: (logs / "receiver.out").read_text().split("\n")[:-1]  # noqa: E731
+        wait_until(lambda: got()[:1] == ["ready"], "the receiver to start", WAIT_TIMEOUT)
+        proc = launch(app, [str(receiver.pid), "200", "20"], ckptdir, out_dir=logs)
+        wait_for_step(proc, 5)
+        before = complete_generations(ckptdir)
+        os.kill(proc.pid, signal.SIGUSR2)
+        gen = wait_new_generation(ckptdir, before, proc)
+        kill9(proc)
+        restarted = restart(gen.parent, out_dir=logs, label="restart")
+        first = wait_for_step(restarted, 1)
+        wait_for_step(restarted, first + 5)
+        wait_until(
+            lambda: len(got()) > 1 and got()[-1].split()[0] == str(restarted.pid),
+            "a signal from the restarted process, by its kernel pid",
+            30,
+        )
+        senders = [int(line.split()[0]) for line in got()[1:]]
+        assert set(senders) == {proc.pid, restarted.pid}, (senders, proc.pid, restarted.pid)
+        # the launched process's, then the restarted one's: none of the old pid after the restart
+        switch = senders.index(restarted.pid)
+        assert set(senders[switch:]) == {restarted.pid}, (senders, proc.pid, restarted.pid)
+        assert all(line.split()[1] == str(-1) for line in got()[1:]), got()  # SI_QUEUE
+    except BaseException:
+        print(proc.report() if proc else "", restarted.report() if restarted else "", sep="\n")
+        raise
+    finally:
+        receiver.kill()
+        receiver.wait()
+        for p in (proc, restarted):
+            if p is not None:
+                p.stop()

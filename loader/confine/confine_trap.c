@@ -1127,9 +1127,21 @@ static long emu_ids(ucontext_t *uc, long nr, long a1, long a2, long a3, long a4)
             a1 = a1 > 0 ? vid_to_real(c, (int32_t)a1) : -vgroup_to_real(c, (int32_t)-a1);
         return raw_syscall2(SYS_kill, a1, a2);
     case SYS_rt_sigqueueinfo: /* as kill: a process of the tree by the pid the program knows */
-        return raw_syscall3(nr, vid_to_real(c, (int32_t)a1), a2, a3);
-    case SYS_rt_tgsigqueueinfo:
-        return raw_syscall4(nr, vid_to_real(c, (int32_t)a1), vid_to_real(c, (int32_t)a2), a3, a4);
+    case SYS_rt_tgsigqueueinfo: {
+        /* The kernel passes the siginfo on as given, and sigqueue() puts getpid() in it: the
+         * sender's id as the program knows it, meaningless to a receiver outside the tree after
+         * a restart (it would answer another process). The kernel's id goes; a receiver of the
+         * tree turns it back (signal_wrap.c). */
+        siginfo_t si;
+        const long at = nr == SYS_rt_sigqueueinfo ? a3 : a4;
+        if (from_user(&si, (const void *)at, sizeof(si)) != 0)
+            return -EFAULT;
+        siginfo_pid_to_kernel(c, &si);
+        if (nr == SYS_rt_sigqueueinfo)
+            return raw_syscall3(nr, vid_to_real(c, (int32_t)a1), a2, (long)&si);
+        return raw_syscall4(nr, vid_to_real(c, (int32_t)a1), vid_to_real(c, (int32_t)a2), a3,
+                            (long)&si);
+    }
     }
     return -ENOSYS;
 }
