@@ -386,12 +386,12 @@ def process_dirs(ckptdir: Path) -> list[Path]:
     return sorted(p for p in ckptdir.iterdir() if PROC_DIR_RE.match(p.name) and p.is_dir())
 
 
-def kill_tree(ckptdir: Path, *programs: bytes) -> None:
-    """SIGKILL every process of a tree still running (a forked child is no child of the test):
-    the pids its image directories in CKPTDIR name, whose command line still names one of
-    PROGRAMS and which started before the directory's first image was written. A pid of a
-    process gone may be another's by now, even one running the same program (a copy of the
-    suite beside this one): that one started after the image."""
+def tree_running(ckptdir: Path, *programs: bytes) -> list[int]:
+    """The processes of a tree still running: the pids its image directories in CKPTDIR name,
+    whose command line still names one of PROGRAMS and which started before the directory's
+    first image was written. A pid of a process gone may be another's by now, even one running
+    the same program (a copy of the suite beside this one): that one started after the image."""
+    running = []
     for d in process_dirs(ckptdir):
         pid = int(d.name.rsplit("-", 1)[1])
         gens = generations(d)
@@ -402,10 +402,18 @@ def kill_tree(ckptdir: Path, *programs: bytes) -> None:
         except OSError:
             continue
         if started < imaged and any(p in cmdline for p in programs):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            running.append(pid)
+    return running
+
+
+def kill_tree(ckptdir: Path, *programs: bytes) -> None:
+    """SIGKILL every process of a tree still running (a forked child is no child of the test):
+    tree_running's."""
+    for pid in tree_running(ckptdir, *programs):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def process_table() -> dict[int, tuple[int, int, int]]:

@@ -36,6 +36,7 @@ from ckpt_harness import (
     process_table,
     restart,
     tree,
+    tree_running,
     wait_exit,
     wait_for_step,
 )
@@ -559,20 +560,6 @@ def test_restart_keeps_its_directory_while_a_child_forked_after_a_checkpoint_liv
             again.stop()
 
 
-def _tree_running(ckptdir: Path) -> list[int]:
-    """The pids of the tree's processes still running (as kill_tree finds them)."""
-    running = []
-    for d in process_dirs(ckptdir):
-        pid = int(d.name.rsplit("-", 1)[1])
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if any(p in cmdline for p in TREE_PROGRAMS):
-            running.append(pid)
-    return running
-
-
 def _ended_then_restarted(
     root: CracProc, out: Output, before: dict[str, int], tmp_path: Path, runs: list[ScriptRun]
 ) -> None:
@@ -583,7 +570,9 @@ def _ended_then_restarted(
     assert wait_exit(root) == 0, root.report()
     script = ckptdir / "crac_restart_script.sh"
     assert script.exists(), "the launch ended before the job's restart script was written"
-    wait_until(lambda: not _tree_running(ckptdir), "the child's exit after the checkpoint")
+    wait_until(
+        lambda: not tree_running(ckptdir, *TREE_PROGRAMS), "the child's exit after the checkpoint"
+    )
     after = {t: out.last_step(t) for t in TAGS}
     assert all(after[t] < STEPS for t in TAGS), root.report()
     chains = {t: [s] for t, s in segments_of(out, TAGS, before, after).items()}
