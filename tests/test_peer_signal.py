@@ -145,7 +145,7 @@ def test_signal_after_a_restart_inside_the_handler_reaches_the_handler(tmp_path,
             restarted.stop()
 
 
-RECEIVER = """import signal, sys
+RECEIVER = """import signal
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
 print("ready", flush=True)
 while True:
