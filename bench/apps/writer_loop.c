@@ -14,6 +14,7 @@
  *   gcc -O2 -Iloader/image -o /tmp/writer_loop bench/apps/writer_loop.c && /tmp/writer_loop 1024 */
 #define _GNU_SOURCE
 #include "crc32c.c"
+#include "page_crcs.h"
 #include "page_zero.h" /* crac's zero test, as the writer runs it */
 #include "random_pages.h"
 
@@ -34,7 +35,8 @@ enum {
     CRC_AFTER = 8,
     ONE_PASS = 16,
     NTA_NEXT = 32,
-    AHEAD = 64
+    AHEAD = 64,
+    SUM_FIRST = 128
 };
 
 static const struct {
@@ -55,6 +57,8 @@ static const struct {
      PROBE | CRC_AFTER | AHEAD, 256},
     {"crc alone", CRC_FIRST, 256},
     {"crc and zero test in one pass", ONE_PASS, 256},
+    {"each page's own crc first (the next page asked for), zero when it is a zero page's",
+     SUM_FIRST, 256},
 };
 #define N_VARIANTS (sizeof(variants) / sizeof(variants[0]))
 
@@ -124,6 +128,14 @@ static void walk(const unsigned char *mem, size_t pages, int fd, int v)
                 __builtin_prefetch(mem + (i + 5) * PAGE - 64, 0, 3);
             }
             save = !(parts & PROBE) || !page_is_zero(mem + i * PAGE);
+            if (parts & SUM_FIRST) { /* a run is then written, its pages summed already */
+                if (i + 1 < pages)
+                    crc32c_prefetch(mem + (i + 1) * PAGE, PAGE);
+                uint32_t own = crc32c_update(0, mem + i * PAGE, PAGE);
+                save = own != page_crc_zero() || !page_is_zero(mem + i * PAGE);
+                if (save)
+                    crc = page_crc_extend(crc32c_update(crc, &i, 8), own);
+            }
             if (parts & ONE_PASS) {
                 uint32_t summed = crc32c_update(crc, &i, 8);
                 summed = crc_page_or(summed, mem + i * PAGE, &save);

@@ -1,7 +1,8 @@
-/* crc32c.c — CRC-32C for image integrity checks: three interleaved SSE4.2 crc32 streams joined by
- * PCLMULQDQ where the CPU has both (memory speed), one crc32 stream, or a table otherwise. */
+/* crc32c.c — CRC-32C for image integrity checks: 512-bit carry-less folding (VPCLMULQDQ), three
+ * SSE4.2 crc32 streams joined by PCLMULQDQ, one stream, or a table: the best the CPU has. */
 #include "crc32c.h"
 
+#include <immintrin.h>
 #include <string.h>
 
 #define POLY 0x82f63b78u
@@ -128,8 +129,61 @@ __attribute__((target("sse4.2,pclmul"))) static uint32_t crc_hw3(uint32_t crc,
     return crc_hw(crc, p, len);
 }
 
-/* 0: table, 1: one crc32 stream, 2: three streams. Decided once; the loader's threads may race
- * here, and each would store the same values. */
+/* Folding, where the CPU has 512-bit VPCLMULQDQ: four registers of four 128-bit lanes each take
+ * 256 bytes a round; each lane is carried 256 bytes forward and the next bytes xored in, so the
+ * folded 64 bytes stay congruent mod P to everything summed (the running CRC xored into the first
+ * 4 bytes), and crc32 of them from 0 is the CRC. A lane V (bytes in memory order) is L * x^64 + H
+ * with L its first and H its second reflected 64-bit word; carrying it D bits forward is
+ * L * x^(D+64) + H * x^D, and a carry-less product with a 32-bit constant in a word's low half
+ * is x^33 * a * b, so the lane constants are x^(D+64-33) (low word) and x^(D-33) (high word).
+ * A page in L1 sums 3x as fast as by three streams (docs/PERFORMANCE.md "CRC-32C by folding"). */
+#define FOLD_MIN 512 /* the final 64 bytes' crc32 and the set-up are worth it from here */
+static uint64_t k_fold256[2], k_fold64[2];
+
+static void build_fold_constants(void)
+{
+    k_fold256[0] = xpow(2048 + 64 - 33);
+    k_fold256[1] = xpow(2048 - 33);
+    k_fold64[0] = xpow(512 + 64 - 33);
+    k_fold64[1] = xpow(512 - 33);
+}
+
+#define FOLD_TARGET "sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq"
+
+__attribute__((target(FOLD_TARGET))) static inline __m512i fold(__m512i acc, __m512i k,
+                                                                __m512i next)
+{
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(acc, k, 0x00),
+                                     _mm512_clmulepi64_epi128(acc, k, 0x11), next, 0x96);
+}
+
+__attribute__((target(FOLD_TARGET))) static uint32_t crc_fold(uint32_t crc, const unsigned char *p,
+                                                              size_t len)
+{
+    if (len < FOLD_MIN)
+        return crc_hw3(crc, p, len);
+    __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 64);
+    __m512i x2 = _mm512_loadu_si512(p + 128), x3 = _mm512_loadu_si512(p + 192);
+    x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
+    p += 256;
+    len -= 256;
+    __m512i k = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)k_fold256));
+    for (; len >= 256; p += 256, len -= 256) {
+        x0 = fold(x0, k, _mm512_loadu_si512(p));
+        x1 = fold(x1, k, _mm512_loadu_si512(p + 64));
+        x2 = fold(x2, k, _mm512_loadu_si512(p + 128));
+        x3 = fold(x3, k, _mm512_loadu_si512(p + 192));
+    }
+    k = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)k_fold64));
+    x3 = fold(fold(fold(x0, k, x1), k, x2), k, x3);
+    unsigned char last[64];
+    _mm512_storeu_si512(last, x3);
+    _mm256_zeroupper(); /* crc_hw3's pclmul is SSE-encoded: no dirty upper halves beside it */
+    return crc_hw3(crc_hw(0, last, sizeof(last)), p, len);
+}
+
+/* 0: table, 1: one crc32 stream, 2: three streams, 3: folding. Decided once; the loader's threads
+ * may race here, and each would store the same values. */
 static int path = -1;
 
 static void choose_path(void)
@@ -144,6 +198,12 @@ static void choose_path(void)
         return;
     }
     build_lane_constants();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("vpclmulqdq")) {
+        build_fold_constants();
+        __atomic_store_n(&path, 3, __ATOMIC_RELEASE);
+        return;
+    }
     __atomic_store_n(&path, 2, __ATOMIC_RELEASE);
 }
 
@@ -155,7 +215,8 @@ uint32_t crc32c_update(uint32_t crc, const void *data, size_t len)
         how = __atomic_load_n(&path, __ATOMIC_ACQUIRE);
     }
     crc = ~crc;
-    crc = how == 2   ? crc_hw3(crc, data, len)
+    crc = how == 3   ? crc_fold(crc, data, len)
+          : how == 2 ? crc_hw3(crc, data, len)
           : how == 1 ? crc_hw(crc, data, len)
                      : crc_table(crc, data, len);
     return ~crc;
