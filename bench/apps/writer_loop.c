@@ -8,10 +8,13 @@
  * it was probed, runs of up to 2 MiB written after), `write then crc` after it (runs of 256 KiB
  * written, then summed while in the cache); the direct writer, whose disk reads the pages
  * (nothing is written by the CPU), probes a run of 1 MiB and then sums it; `one pass` sums each
- * page while ORing its words for the zero test. Prints medians of REPS (default 5) CPU seconds, and
- * the ratio to `pwrite` alone.
+ * page while ORing its words for the zero test; `sum first` takes each page's own CRC-32C (the next
+ * page asked for), a zero page told by its sum, the region's extended from it (page_crcs.c); `pipe`
+ * reads each 1 MiB back through a pipe it was vmspliced into, and probes and sums the copy. Prints
+ * medians of REPS (default 5) CPU seconds, and the ratio to `pwrite` alone. After build_native.py:
  *
- *   gcc -O2 -Iloader/image -o /tmp/writer_loop bench/apps/writer_loop.c && /tmp/writer_loop 1024 */
+ *   gcc -O2 -Iloader/image -Iinclude -Ibuild/crac_gen -o /tmp/writer_loop bench/apps/writer_loop.c \
+ *       loader/image/page_crcs.c && /tmp/writer_loop 1024 */
 #define _GNU_SOURCE
 #include "crc32c.c"
 #include "page_crcs.h"
@@ -23,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,7 +40,8 @@ enum {
     ONE_PASS = 16,
     NTA_NEXT = 32,
     AHEAD = 64,
-    SUM_FIRST = 128
+    SUM_FIRST = 128,
+    VIA_PIPE = 256
 };
 
 static const struct {
@@ -57,8 +62,9 @@ static const struct {
      PROBE | CRC_AFTER | AHEAD, 256},
     {"crc alone", CRC_FIRST, 256},
     {"crc and zero test in one pass", ONE_PASS, 256},
-    {"each page's own crc first (the next page asked for), zero when it is a zero page's",
-     SUM_FIRST, 256},
+    {"sum first: each page's own crc (the next page asked for), zero if a zero page's", SUM_FIRST,
+     256},
+    {"pipe: each 1 MiB vmspliced into a pipe, read back, probed and summed there", VIA_PIPE, 256},
 };
 #define N_VARIANTS (sizeof(variants) / sizeof(variants[0]))
 
@@ -111,10 +117,42 @@ static uint32_t crc_pages(uint32_t crc, const unsigned char *p, uint64_t first, 
     return crc;
 }
 
+/* VIA_PIPE: the child's pages reach its CPU only as a copy the kernel makes through a pipe (no
+ * read of them through the child's own page table entries: "The forked writer's first touch"). */
+static uint32_t crc_via_pipe(const unsigned char *mem, size_t pages)
+{
+    static unsigned char buf[256 * PAGE];
+    int pp[2];
+    if (pipe(pp) != 0 || fcntl(pp[1], F_SETPIPE_SZ, (int)sizeof(buf)) < (int)sizeof(buf))
+        _exit(255);
+    uint32_t crc = 0;
+    for (uint64_t i = 0; i < pages; i += 256) {
+        size_t len = (pages - i < 256 ? pages - i : 256) * PAGE;
+        struct iovec at = {(void *)(mem + i * PAGE), len};
+        if (vmsplice(pp[1], &at, 1, 0) != (ssize_t)len)
+            _exit(255);
+        for (size_t got = 0; got < len;) {
+            ssize_t k = read(pp[0], buf + got, len - got);
+            if (k <= 0)
+                _exit(255);
+            got += (size_t)k;
+        }
+        for (uint64_t k = 0; k < len / PAGE; k++) {
+            if (page_is_zero(buf + k * PAGE))
+                continue;
+            uint64_t index = i + k;
+            crc = crc32c_update(crc32c_update(crc, &index, 8), buf + k * PAGE, PAGE);
+        }
+    }
+    return crc;
+}
+
 /* In the forked child: one pass of variant V over the pages; exits with the CRC's low byte. */
 static void walk(const unsigned char *mem, size_t pages, int fd, int v)
 {
     int parts = variants[v].parts;
+    if (parts & VIA_PIPE)
+        _exit((int)(crc_via_pipe(mem, pages) & 0x7f));
     uint32_t crc = 0;
     uint64_t run_start = 0, run_len = 0;
     for (uint64_t i = 0; i <= pages; i++) {

@@ -129,82 +129,118 @@ __attribute__((target("sse4.2,pclmul"))) static uint32_t crc_hw3(uint32_t crc,
     return crc_hw(crc, p, len);
 }
 
-/* Folding, where the CPU has 512-bit VPCLMULQDQ: four registers of four 128-bit lanes each take
- * 256 bytes a round; each lane is carried 256 bytes forward and the next bytes xored in, so the
- * folded 64 bytes stay congruent mod P to everything summed (the running CRC xored into the first
- * 4 bytes), and crc32 of them from 0 is the CRC. A lane V (bytes in memory order) is L * x^64 + H
- * with L its first and H its second reflected 64-bit word; carrying it D bits forward is
- * L * x^(D+64) + H * x^D, and a carry-less product with a 32-bit constant in a word's low half
- * is x^33 * a * b, so the lane constants are x^(D+64-33) (low word) and x^(D-33) (high word).
- * A page in L1 sums 3x as fast as by three streams (docs/PERFORMANCE.md "CRC-32C by folding"). */
-#define FOLD_MIN 512 /* the final 64 bytes' crc32 and the set-up are worth it from here */
-static uint64_t k_fold256[2], k_fold64[2];
+/* Folding, where the CPU has VPCLMULQDQ: 256 bytes a round in 128-bit lanes (four 512-bit or eight
+ * 256-bit registers); each lane is carried 256 bytes forward and the next bytes xored in, so the
+ * lanes stay congruent mod P to everything summed (the running CRC xored into the first 4 bytes);
+ * folded into the last register, crc32 of its bytes from 0 is the CRC. A lane V (bytes in memory
+ * order) is L * x^64 + H with L its first and H its second reflected 64-bit word; carrying it D
+ * bits forward is L * x^(D+64) + H * x^D, and a carry-less product with a 32-bit constant in a
+ * word's low half is x^33 * a * b, so the lane constants are x^(D+64-33) (low word) and x^(D-33)
+ * (high word). A page in L1 sums 3x as fast as by three streams (docs/PERFORMANCE.md "CRC-32C by
+ * folding"). */
+#define FOLD_MIN 512           /* the last register's crc32 and the set-up are worth it from here */
+static uint64_t k_carry[4][2]; /* [i]: carries a lane 32 << i bytes forward */
 
 static void build_fold_constants(void)
 {
-    k_fold256[0] = xpow(2048 + 64 - 33);
-    k_fold256[1] = xpow(2048 - 33);
-    k_fold64[0] = xpow(512 + 64 - 33);
-    k_fold64[1] = xpow(512 - 33);
+    for (int i = 0; i < 4; i++) {
+        uint64_t d = 256u << i;
+        k_carry[i][0] = xpow(d + 64 - 33);
+        k_carry[i][1] = xpow(d - 33);
+    }
 }
 
-#define FOLD_TARGET "sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq"
+#define FOLD512_TARGET "sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq"
+#define FOLD256_TARGET "sse4.2,pclmul,avx2,vpclmulqdq"
 
-__attribute__((target(FOLD_TARGET))) static inline __m512i fold(__m512i acc, __m512i k,
-                                                                __m512i next)
+__attribute__((target(FOLD512_TARGET))) static inline __m512i fold512(__m512i acc, int carry,
+                                                                      __m512i next)
 {
+    __m512i k = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)k_carry[carry]));
     return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(acc, k, 0x00),
                                      _mm512_clmulepi64_epi128(acc, k, 0x11), next, 0x96);
 }
 
-__attribute__((target(FOLD_TARGET))) static uint32_t crc_fold(uint32_t crc, const unsigned char *p,
-                                                              size_t len)
+__attribute__((target(FOLD512_TARGET))) static uint32_t
+crc_fold512(uint32_t crc, const unsigned char *p, size_t len)
 {
     if (len < FOLD_MIN)
         return crc_hw3(crc, p, len);
     __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 64);
     __m512i x2 = _mm512_loadu_si512(p + 128), x3 = _mm512_loadu_si512(p + 192);
     x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
-    p += 256;
-    len -= 256;
-    __m512i k = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)k_fold256));
-    for (; len >= 256; p += 256, len -= 256) {
-        x0 = fold(x0, k, _mm512_loadu_si512(p));
-        x1 = fold(x1, k, _mm512_loadu_si512(p + 64));
-        x2 = fold(x2, k, _mm512_loadu_si512(p + 128));
-        x3 = fold(x3, k, _mm512_loadu_si512(p + 192));
+    for (p += 256, len -= 256; len >= 256; p += 256, len -= 256) {
+        x0 = fold512(x0, 3, _mm512_loadu_si512(p));
+        x1 = fold512(x1, 3, _mm512_loadu_si512(p + 64));
+        x2 = fold512(x2, 3, _mm512_loadu_si512(p + 128));
+        x3 = fold512(x3, 3, _mm512_loadu_si512(p + 192));
     }
-    k = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)k_fold64));
-    x3 = fold(fold(fold(x0, k, x1), k, x2), k, x3);
+    x3 = fold512(fold512(x0, 1, x1), 2, fold512(x2, 1, x3));
     unsigned char last[64];
     _mm512_storeu_si512(last, x3);
     _mm256_zeroupper(); /* crc_hw3's pclmul is SSE-encoded: no dirty upper halves beside it */
     return crc_hw3(crc_hw(0, last, sizeof(last)), p, len);
 }
 
-/* 0: table, 1: one crc32 stream, 2: three streams, 3: folding. Decided once; the loader's threads
- * may race here, and each would store the same values. */
+__attribute__((target(FOLD256_TARGET))) static inline __m256i fold256(__m256i acc, int carry,
+                                                                      __m256i next)
+{
+    __m256i k = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)k_carry[carry]));
+    return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(acc, k, 0x00),
+                                             _mm256_clmulepi64_epi128(acc, k, 0x11)),
+                            next);
+}
+
+#define LOAD256(q) _mm256_loadu_si256((const __m256i *)(q))
+
+__attribute__((target(FOLD256_TARGET))) static uint32_t
+crc_fold256(uint32_t crc, const unsigned char *p, size_t len)
+{
+    if (len < FOLD_MIN)
+        return crc_hw3(crc, p, len);
+    __m256i x0 = LOAD256(p), x1 = LOAD256(p + 32), x2 = LOAD256(p + 64), x3 = LOAD256(p + 96);
+    __m256i x4 = LOAD256(p + 128), x5 = LOAD256(p + 160), x6 = LOAD256(p + 192);
+    __m256i x7 = LOAD256(p + 224);
+    x0 = _mm256_xor_si256(x0, _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)crc)));
+    for (p += 256, len -= 256; len >= 256; p += 256, len -= 256) {
+        x0 = fold256(x0, 3, LOAD256(p));
+        x1 = fold256(x1, 3, LOAD256(p + 32));
+        x2 = fold256(x2, 3, LOAD256(p + 64));
+        x3 = fold256(x3, 3, LOAD256(p + 96));
+        x4 = fold256(x4, 3, LOAD256(p + 128));
+        x5 = fold256(x5, 3, LOAD256(p + 160));
+        x6 = fold256(x6, 3, LOAD256(p + 192));
+        x7 = fold256(x7, 3, LOAD256(p + 224));
+    }
+    x3 = fold256(fold256(x0, 0, x1), 1, fold256(x2, 0, x3));
+    x7 = fold256(fold256(x4, 0, x5), 1, fold256(x6, 0, x7));
+    x7 = fold256(x3, 2, x7);
+    unsigned char last[32];
+    _mm256_storeu_si256((__m256i *)last, x7);
+    _mm256_zeroupper();
+    return crc_hw3(crc_hw(0, last, sizeof(last)), p, len);
+}
+
+/* The best the CPU has. Decided once; the loader's threads may race here, and each would store
+ * the same values. */
+enum { PATH_TABLE, PATH_HW, PATH_HW3, PATH_FOLD256, PATH_FOLD512 };
 static int path = -1;
 
 static void choose_path(void)
 {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("sse4.2")) {
-        __atomic_store_n(&path, 0, __ATOMIC_RELEASE);
-        return;
-    }
-    if (!__builtin_cpu_supports("pclmul")) {
-        __atomic_store_n(&path, 1, __ATOMIC_RELEASE);
-        return;
-    }
-    build_lane_constants();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("vpclmulqdq")) {
+    int how = !__builtin_cpu_supports("sse4.2")       ? PATH_TABLE
+              : !__builtin_cpu_supports("pclmul")     ? PATH_HW
+              : !__builtin_cpu_supports("vpclmulqdq") ? PATH_HW3
+              : __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")
+                  ? PATH_FOLD512
+              : __builtin_cpu_supports("avx2") ? PATH_FOLD256
+                                               : PATH_HW3;
+    if (how >= PATH_HW3)
+        build_lane_constants();
+    if (how >= PATH_FOLD256)
         build_fold_constants();
-        __atomic_store_n(&path, 3, __ATOMIC_RELEASE);
-        return;
-    }
-    __atomic_store_n(&path, 2, __ATOMIC_RELEASE);
+    __atomic_store_n(&path, how, __ATOMIC_RELEASE);
 }
 
 uint32_t crc32c_update(uint32_t crc, const void *data, size_t len)
@@ -215,9 +251,12 @@ uint32_t crc32c_update(uint32_t crc, const void *data, size_t len)
         how = __atomic_load_n(&path, __ATOMIC_ACQUIRE);
     }
     crc = ~crc;
-    crc = how == 3   ? crc_fold(crc, data, len)
-          : how == 2 ? crc_hw3(crc, data, len)
-          : how == 1 ? crc_hw(crc, data, len)
-                     : crc_table(crc, data, len);
+    switch (how) {
+    case PATH_FOLD512: crc = crc_fold512(crc, data, len); break;
+    case PATH_FOLD256: crc = crc_fold256(crc, data, len); break;
+    case PATH_HW3: crc = crc_hw3(crc, data, len); break;
+    case PATH_HW: crc = crc_hw(crc, data, len); break;
+    default: crc = crc_table(crc, data, len);
+    }
     return ~crc;
 }
