@@ -1,4 +1,5 @@
-/* crc32c.h — CRC-32C (Castagnoli), hardware-accelerated where SSE4.2 (and PCLMULQDQ) is present. */
+/* crc32c.h — CRC-32C (Castagnoli), hardware-accelerated where SSE4.2, PCLMULQDQ or VPCLMULQDQ is
+ * present (crc32c.c picks the best the CPU has). */
 #ifndef CRAC_CRC32C_H
 #define CRAC_CRC32C_H
 
