@@ -171,6 +171,8 @@ def test_coordinator_not_found():
     lines = cp.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("crac: error: coordinator not found at ")
     assert f"localhost:{port}" in lines[0]
+    # A lone `crac launch` starts no coordinator (unlike dmtcp_launch): the line says what to do.
+    assert "kill -USR2 PID" in lines[0] and "--new-coordinator" in lines[0]
     cp = command(None, "-h", "127.0.0.1", "-p", str(port), "bc")
     assert cp.returncode == 2 and f"127.0.0.1:{port}" in cp.stderr, describe_text(cp)
 

@@ -18,7 +18,7 @@ from typing import Any
 from crac_py import config
 from crac_py.coord import client as coord_client
 from crac_py.coord import registry
-from crac_py.coord.client import CoordError, Endpoint
+from crac_py.coord.client import CoordError, CoordinatorNotFound, Endpoint
 from crac_py.coord.proto import LONG_REPLY_VERBS, OLD_VERBS, normalize_verb
 
 EXIT_OK, EXIT_USAGE, EXIT_ERROR = 0, 1, 2
@@ -196,6 +196,14 @@ def _send(req: Request, ep: Endpoint) -> dict[str, Any]:
                 watcher.join(timeout=3)
 
 
+# Unlike dmtcp_launch, `crac launch` without coordinator options starts none (docs/CLI.md), so a
+# DMTCP user's `crac command -c` finds nothing to ask: say how such a process is checkpointed.
+LONE_PROCESS_HINT = (
+    "; a program launched without coordinator options has none: checkpoint it with its signal "
+    "(`kill -USR2 PID`, or the one CRAC_SIGCKPT names), or launch it with --new-coordinator"
+)
+
+
 def _this_users_coordinator(req: Request, ep: Endpoint) -> Endpoint:
     """EP, or the coordinator of this user's that the registry lists (crac_py/coord/registry.py)
     when no host or port was given and none answers at the default one; its token when none was
@@ -241,6 +249,8 @@ def run(args: list[str]) -> int:
     try:
         ep = _this_users_coordinator(req, ep)
         reply = _send(req, ep)
+    except CoordinatorNotFound as exc:
+        reply = {"ok": False, "error": f"{exc}{LONE_PROCESS_HINT}"}
     except CoordError as exc:
         reply = {"ok": False, "error": str(exc)}
     if req.as_json:
