@@ -1,5 +1,5 @@
-/* crc32c.c — CRC-32C for image integrity checks: 512-bit carry-less folding (VPCLMULQDQ), three
- * SSE4.2 crc32 streams joined by PCLMULQDQ, one stream, or a table: the best the CPU has. */
+/* crc32c.c — CRC-32C for image integrity checks: carry-less folding (VPCLMULQDQ, 512 or 256 bits),
+ * three SSE4.2 crc32 streams joined by PCLMULQDQ, one stream, or a table: the best the CPU has. */
 #include "crc32c.h"
 
 #include <immintrin.h>
