@@ -1,12 +1,15 @@
 """Lazy restart: time to the first tick after `crac restart` vs `crac restart --lazy`, and time
-until all memory is back (the userfaultfd closed) vs a plain read of the image.
+until all memory is back (the userfaultfd closed) vs a plain read of the image, and vs the same
+read into fresh memory (the floor under any restart: "What fresh memory costs on this VM").
 
     python bench/lazy.py [--mib 2048] [-n 3] [--cold] [--json]
 
 Builds bench/apps/lazy_tick.c (MIB MiB of data, then a tick number written to a file every
 10 ms), checkpoints it once, then restarts that image N times in each mode, interleaved with
-`cat upper.core > /dev/null`, and prints medians side by side. Each restart is SIGKILLed once
-measured. Warm page cache by default; --cold drops the caches before each timed step (root).
+`cat upper.core > /dev/null` and bench/apps/fill_floor.c's `small` (MADV_POPULATE_WRITE of fresh
+4 KiB pages, then pread of the image into them), and prints medians side by side. Each restart
+is SIGKILLed once measured. Warm page cache by default; --cold drops the caches before each timed
+step (root).
 Never asserts on time (docs/ARCHITECTURE.md "Testing").
 """
 
@@ -27,6 +30,7 @@ from _common import (
     CFLAGS,
     REPO,
     BenchError,
+    build_program,
     command_line,
     crac_cmd,
     drop_caches,
@@ -113,6 +117,19 @@ def cat_once(core: Path, cold: bool) -> float:
     return time.monotonic() - t0
 
 
+def fresh_read_once(fill_floor: Path, core: Path, cold: bool) -> float:
+    """upper.core read into fresh anonymous memory, its own timing (fill_floor prints `small S`)."""
+    if cold:
+        drop_caches()
+    res = subprocess.run(
+        [str(fill_floor), str(core), "small"], capture_output=True, text=True, timeout=TIMEOUT
+    )
+    fields = res.stdout.split()
+    if res.returncode != 0 or len(fields) != 2:
+        raise BenchError(f"fill_floor small: {res.stderr.strip() or res.stdout.strip()}")
+    return float(fields[1])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=int, default=2048, help="the program's data (default 2048)")
@@ -131,14 +148,17 @@ def main() -> int:
         cc = subprocess.run(["gcc", *CFLAGS, "-o", str(app), str(APP_SRC)], capture_output=True)
         if cc.returncode != 0:
             raise BenchError(f"cannot build {APP_SRC}: {cc.stderr.decode()}")
+        fill_floor = build_program(REPO / "bench" / "apps" / "fill_floor.c", work)
         ckptdir, tick, core = make_image(app, opts.mib, work)
         eager: list[tuple[float, float]] = []
         lazy: list[tuple[float, float]] = []
         cat: list[float] = []
+        fresh: list[float] = []
         for _ in range(opts.reps):  # interleaved: the machine's load hits every mode alike
             eager.append(restart_once(ckptdir, tick, False, opts.cold))
             lazy.append(restart_once(ckptdir, tick, True, opts.cold))
             cat.append(cat_once(core, opts.cold))
+            fresh.append(fresh_read_once(fill_floor, core, opts.cold))
         size = core.stat().st_size
 
     def med(xs: list[float]) -> float:
@@ -153,6 +173,7 @@ def main() -> int:
         "lazy_first_tick_s": med([e[0] for e in lazy]),
         "lazy_all_memory_s": med([e[1] for e in lazy]),
         "cat_upper_core_s": med(cat),
+        "read_into_fresh_memory_s": med(fresh),
     }
     if opts.json:
         print(json.dumps(res, indent=2))
@@ -170,6 +191,11 @@ def main() -> int:
             "cat upper.core > /dev/null",
             f"{res['cat_upper_core_s']:.3f}",
             f"all memory / cat = {res['lazy_all_memory_s'] / res['cat_upper_core_s']:.2f}",
+        ],
+        [
+            "upper.core read into fresh memory",
+            f"{res['read_into_fresh_memory_s']:.3f}",
+            f"all memory / this = {res['lazy_all_memory_s'] / res['read_into_fresh_memory_s']:.2f}",
         ],
     ]
     print(markdown_table(["step", "median s", "ratio"], rows))
