@@ -11,6 +11,8 @@
  *
  *   gcc -O2 -o /tmp/fork_touch bench/apps/fork_touch.c && /tmp/fork_touch 1024 */
 #define _GNU_SOURCE
+#include "mib_reps.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,20 +51,12 @@ static int clear_accessed(void)
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
-    size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 1024;
-    int reps = argc > 2 ? atoi(argv[2]) : 5;
-    if (mib == 0 || reps < 1 || reps > 99) {
-        fprintf(stderr, "usage: fork_touch MIB [REPS]\n");
+    size_t mib;
+    int reps;
+    if (mib_reps(argc, argv, "fork_touch", &mib, &reps) != 0)
         return 2;
-    }
     size_t len = mib << 20;
     unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
@@ -73,7 +67,7 @@ int main(int argc, char **argv)
     int pipefd[2];
     if (pipe(pipefd) != 0)
         return perror("pipe"), 1;
-    double t[4][99];
+    double t[4][MIB_REPS_MAX];
     for (int r = 0; r < reps; r++) {
         t[0][r] = probe(m, len);
         t[1][r] = clear_accessed() == 0 ? probe(m, len) : -1;
@@ -95,8 +89,7 @@ int main(int argc, char **argv)
     printf("| reads of %zu MiB (medians of %d) | CPU s a GiB | ns a page |\n|---|---|---|\n", mib,
            reps);
     for (int v = 0; v < 4; v++) {
-        qsort(t[v], (size_t)reps, sizeof(double), by_value);
-        double s = t[v][reps / 2];
+        double s = mib_reps_median(t[v], reps);
         if (s < 0) {
             printf("| %s | (clear_refs refused) | |\n", names[v]);
             continue;

@@ -17,6 +17,7 @@
  *       loader/image/page_crcs.c && /tmp/writer_loop 1024 */
 #define _GNU_SOURCE
 #include "crc32c.c"
+#include "mib_reps.h"
 #include "page_crcs.h"
 #include "page_zero.h" /* crac's zero test, as the writer runs it */
 #include "random_pages.h"
@@ -198,20 +199,12 @@ static void walk(const unsigned char *mem, size_t pages, int fd, int v)
     _exit((int)(crc & 0x7f));
 }
 
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
-    size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 1024;
-    int reps = argc > 2 ? atoi(argv[2]) : 5;
-    if (mib == 0 || reps < 1 || reps > 99) {
-        fprintf(stderr, "usage: writer_loop MIB [REPS]\n");
+    size_t mib;
+    int reps;
+    if (mib_reps(argc, argv, "writer_loop", &mib, &reps) != 0)
         return 2;
-    }
     size_t len = mib << 20, pages = len / PAGE;
     crc32c_update(0, "", 0); /* chooses the path and builds crc_page_or's lane constants */
     unsigned char *mem = random_pages(len, 1); /* never a zero page */
@@ -224,7 +217,7 @@ int main(int argc, char **argv)
     unlink(path);
     if (pwrite(fd, mem, len, 0) != (ssize_t)len || fsync(fd) != 0) /* in the page cache now */
         return perror("pwrite"), 1;
-    double cpu[N_VARIANTS][99];
+    double cpu[N_VARIANTS][MIB_REPS_MAX];
     for (int r = 0; r < reps; r++)
         for (size_t v = 0; v < N_VARIANTS; v++) {
             double before = child_cpu();
@@ -239,8 +232,7 @@ int main(int argc, char **argv)
     printf("| variant (%zu MiB, medians of %d) | CPU s | / pwrite |\n|---|---|---|\n", mib, reps);
     double base = 0;
     for (size_t v = 0; v < N_VARIANTS; v++) {
-        qsort(cpu[v], (size_t)reps, sizeof(double), by_value);
-        double m = cpu[v][reps / 2];
+        double m = mib_reps_median(cpu[v], reps);
         base = v == 0 ? m : base;
         printf("| %s | %.3f | %.2f |\n", variants[v].name, m, m / base);
     }
