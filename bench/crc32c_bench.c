@@ -1,5 +1,5 @@
 /* crc32c_bench.c — micro-benchmark of loader/image/crc32c.c: the table, one crc32 stream, three
- * streams and 512-bit folding (where the CPU has it), beside memcpy of the same bytes in the same run.
+ * streams, 256- and 512-bit folding (where the CPU has them), beside memcpy of the same bytes.
  *
  *   gcc -O2 -Iloader/image -o /tmp/crc32c_bench bench/crc32c_bench.c && /tmp/crc32c_bench [REPS]
  *
