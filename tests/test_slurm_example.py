@@ -69,7 +69,10 @@ def test_slurm_example_checkpoints_requeues_and_restarts(apps, tmp_path):
         assert request(port, "status")["num_peers"] == len(TAGS)
         before = {t: out1.last_step(t) for t in TAGS}
         os.kill(proc.pid, signal.SIGUSR2)  # Slurm, 120 s before the limit (B: = the shell)
-        wait_until(log.exists, "scontrol requeue", timeout=60)
+        # The stub's `>>` creates the log before echo writes the line: wait for the whole line.
+        wait_until(
+            lambda: log.exists() and log.read_text().endswith("\n"), "scontrol requeue", timeout=60
+        )
         after = {t: out1.last_step(t) for t in TAGS}
         assert log.read_text() == "requeue 4242\n"
         assert (ckpt / "crac_restart_script.sh").is_file()
