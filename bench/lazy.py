@@ -37,6 +37,7 @@ from _common import (
     markdown_table,
     missing_loader_message,
 )
+from fill_floor import run_mode
 
 APP_SRC = REPO / "bench" / "apps" / "lazy_tick.c"
 TIMEOUT = 600.0
@@ -118,16 +119,10 @@ def cat_once(core: Path, cold: bool) -> float:
 
 
 def fresh_read_once(fill_floor: Path, core: Path, cold: bool) -> float:
-    """upper.core read into fresh anonymous memory, its own timing (fill_floor prints `small S`)."""
+    """upper.core read into fresh anonymous memory, fill_floor's own timing of its `small` mode."""
     if cold:
         drop_caches()
-    res = subprocess.run(
-        [str(fill_floor), str(core), "small"], capture_output=True, text=True, timeout=TIMEOUT
-    )
-    fields = res.stdout.split()
-    if res.returncode != 0 or len(fields) != 2:
-        raise BenchError(f"fill_floor small: {res.stderr.strip() or res.stdout.strip()}")
-    return float(fields[1])
+    return run_mode(fill_floor, core, "small")
 
 
 def main() -> int:
